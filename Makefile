@@ -1,0 +1,136 @@
+# Sluice — the README's commands.
+#
+#   make test       C core (CMake + ctest), then the Swift package (swift build, swift test)
+#   make bench      C micro-benchmark (QUICK=1 for a short run)
+#   make sanitize   C core under ASan+UBSan and under TSan, Swift tests under TSan
+#   make fuzz       libFuzzer harnesses, SECONDS each (default 60)
+#   make install-test   install into a temporary prefix and build a consumer against it
+#   make deps       install libevent-dev, cmake, pkg-config, curl with apt-get when missing
+#   make clean
+#
+# Build folders stay at the root (build/, build-*/): SwiftPM compiles every
+# .c under Sources/CSluice, so no CMake folder may live there.
+
+SHELL := /bin/sh
+
+CMAKE ?= cmake
+CTEST ?= ctest
+SWIFT ?= swift
+JOBS ?= 2
+BUILD_TYPE ?= RelWithDebInfo
+CTEST_FLAGS ?= --output-on-failure
+SECONDS ?= 60
+QUICK ?=
+
+# clang for sanitizer and fuzz builds: the Swift toolchain's when present.
+CLANG ?= $(shell if [ -x /opt/swift/usr/bin/clang ]; then echo /opt/swift/usr/bin/clang; \
+                 else command -v clang 2>/dev/null || echo clang; fi)
+
+# sudo only when not root.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build test ctest swift-test bench sanitize sanitize-address sanitize-thread \
+        sanitize-swift fuzz install-test clean
+
+all: build
+
+# --- dependencies ------------------------------------------------------------
+deps:
+	@missing=""; \
+	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
+	if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libevent_core; then \
+	  missing="$$missing libevent-dev"; \
+	fi; \
+	if [ -z "$$missing" ]; then \
+	  echo "deps: libevent-dev, cmake, pkg-config, curl are present"; \
+	  exit 0; \
+	fi; \
+	echo "deps: installing$$missing"; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "deps: apt-get not found; install these yourself:$$missing" >&2; exit 1; \
+	fi; \
+	if [ -n "$(SUDO)" ] && ! command -v sudo >/dev/null 2>&1; then \
+	  echo "deps: not root and no sudo; install these as root:$$missing" >&2; exit 1; \
+	fi; \
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing
+
+# --- C core --------------------------------------------------------------------
+build: deps
+	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	$(CMAKE) --build build -j$(JOBS)
+
+ctest: build
+	$(CTEST) --test-dir build $(CTEST_FLAGS)
+
+# --- everything: C core, then Swift ----------------------------------------------
+test: deps build
+	$(CTEST) --test-dir build $(CTEST_FLAGS)
+	$(SWIFT) build
+	$(SWIFT) test
+
+swift-test:
+	$(SWIFT) build
+	$(SWIFT) test
+
+# --- benchmark -------------------------------------------------------------------
+# -O2 everywhere, as SwiftPM builds the C target in release.
+bench: deps
+	$(CMAKE) -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSLUICE_BENCH=ON \
+	  -DSLUICE_BUILD_TESTS=OFF "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG"
+	$(CMAKE) --build build-bench -j$(JOBS) --target sluice-microbench
+	./build-bench/sluice-microbench $(if $(filter 1 yes true,$(QUICK)),--quick)
+
+# --- sanitizers --------------------------------------------------------------------
+sanitize: sanitize-address sanitize-thread sanitize-swift
+
+sanitize-address: deps
+	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=$(CLANG) \
+	  -DSLUICE_SANITIZE=address
+	$(CMAKE) --build build-asan -j$(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(CTEST) --test-dir build-asan $(CTEST_FLAGS)
+
+sanitize-thread: deps
+	$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=$(CLANG) \
+	  -DSLUICE_SANITIZE=thread
+	$(CMAKE) --build build-tsan -j$(JOBS)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(CTEST) --test-dir build-tsan $(CTEST_FLAGS)
+
+sanitize-swift:
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+# --- fuzzing ------------------------------------------------------------------------
+# Each fuzz_<name> runs SECONDS on a copy of fuzz/corpus/<name>/ (the checked-in
+# corpus is never modified); crash inputs land in build-fuzz/run/<name>/.
+fuzz: deps
+	$(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=$(CLANG) \
+	  -DSLUICE_FUZZ=ON -DSLUICE_BUILD_TESTS=OFF
+	$(CMAKE) --build build-fuzz -j$(JOBS) --target fuzz-build
+	@status=0; count=0; \
+	for bin in build-fuzz/fuzz_*; do \
+	  [ -f "$$bin" ] && [ -x "$$bin" ] || continue; \
+	  name=$${bin##*/fuzz_}; work=build-fuzz/run/$$name; \
+	  rm -rf "$$work"; mkdir -p "$$work/corpus"; \
+	  if [ -d "fuzz/corpus/$$name" ]; then cp -R "fuzz/corpus/$$name/." "$$work/corpus/"; fi; \
+	  echo "=== fuzz_$$name for $(SECONDS) s (corpus: $$(ls "$$work/corpus" | wc -l) inputs)"; \
+	  count=$$((count + 1)); \
+	  if ! "$$bin" -max_total_time=$(SECONDS) -print_final_stats=1 \
+	       -artifact_prefix="$$work/" "$$work/corpus"; then \
+	    echo "=== fuzz_$$name FAILED: see $$work/ (crash-*, leak-*, timeout-*)"; status=1; \
+	  fi; \
+	done; \
+	if [ "$$count" -eq 0 ]; then echo "fuzz: no fuzz_* harness was built (fuzz/fuzz_*.c)" >&2; exit 1; fi; \
+	exit $$status
+
+# --- install --------------------------------------------------------------------------
+install-test: build
+	$(CTEST) --test-dir build -R '^install-consumer$$' $(CTEST_FLAGS)
+
+clean:
+	rm -rf build build-bench build-asan build-tsan build-fuzz .build .build-tsan

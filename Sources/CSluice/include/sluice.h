@@ -1,0 +1,456 @@
+/*
+ * sluice.h — keyed throttle / audit / debounce / rate limiter core.
+ *
+ * A limiter keeps one small state machine per key (see
+ * shared/spec/semantics.md, reproduced in docs/semantics.md) and does its
+ * timing on a hierarchical hashed timer wheel. The core never reads a clock:
+ * every entry point takes `now`, a count of nanoseconds on a monotonic clock
+ * chosen by the caller. Values never enter the core: the caller hands in an
+ * opaque 64-bit token and learns the fate of every token exactly once.
+ *
+ * Token accounting (the "nothing lost" rule):
+ *  - sluice_limiter_submit() returns a decision for its own token. When the
+ *    decision is SLUICE_EMITTED or SLUICE_DROPPED the token is the caller's
+ *    again at once and is never mentioned by the limiter afterwards.
+ *  - When the decision is SLUICE_SCHEDULED the limiter holds the token and
+ *    reports it later through the event callback exactly once: as
+ *    SLUICE_EVENT_EMIT, SLUICE_EVENT_DROP (superseded or cancelled) or
+ *    SLUICE_EVENT_DISCARD (pending at close(discard) or at free).
+ *  - When a function returns an error, the token was not taken.
+ *
+ * Threads: a limiter is not thread-safe; it is confined to one thread at a
+ * time (the loop layer adds locking and a libevent binding on top).
+ *
+ * Re-entrancy: the event callback may call any function of this header on
+ * the same limiter, including sluice_limiter_close() and
+ * sluice_limiter_free(). A call made from a callback is handled after the
+ * transition that produced the event has completed, and it respects the
+ * window like any other call. A free requested from a callback is carried
+ * out when the outermost call returns.
+ *
+ * Errors: functions return 0 (or a non-negative result) on success and a
+ * negative SLUICE_E* code on failure; sluice_strerror() describes a code.
+ * Misuse (NULL pointers, bad sizes, calls after close) returns an error and
+ * never crashes.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#  define SLUICE_EXTERN
+#elif defined(__GNUC__) || defined(__clang__)
+#  define SLUICE_EXTERN __attribute__((visibility("default")))
+#else
+#  define SLUICE_EXTERN
+#endif
+
+/** Library version as "MAJOR.MINOR.PATCH". */
+#define SLUICE_VERSION_STRING "0.1.0"
+#define SLUICE_VERSION_MAJOR 0
+#define SLUICE_VERSION_MINOR 1
+#define SLUICE_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+/** Error codes. Values follow Linux errno numbers, negated, so they read
+ *  familiarly, but they are Sluice's own constants on every platform. */
+enum sluice_error {
+    SLUICE_OK        = 0,
+    SLUICE_ENOMEM    = -12,  /**< an allocation failed; nothing changed */
+    SLUICE_EBUSY     = -16,  /**< not allowed while a callback runs */
+    SLUICE_EINVAL    = -22,  /**< invalid argument or configuration */
+    SLUICE_EFULL     = -28,  /**< the live-key cap is reached; the new key was refused */
+    SLUICE_ERANGE    = -34,  /**< a number is out of its documented range */
+    SLUICE_EKEYLEN   = -36,  /**< key longer than SLUICE_KEY_MAX bytes */
+    SLUICE_ECLOSED   = -108, /**< the limiter is closed */
+    SLUICE_ECORRUPT  = -117  /**< sluice_limiter_check() found a broken invariant */
+};
+
+/**
+ * Returns the library version string, for example "0.1.0".
+ *
+ * @return a static NUL-terminated string; never NULL.
+ */
+SLUICE_EXTERN const char *sluice_version(void);
+
+/**
+ * Describes an error code returned by any Sluice function.
+ *
+ * @param err a value returned by a Sluice function (0 or a SLUICE_E* code).
+ * @return a static NUL-terminated English sentence; unknown codes give
+ *         "unknown error". Never NULL.
+ */
+SLUICE_EXTERN const char *sluice_strerror(int err);
+
+/* ------------------------------------------------------------------ */
+/* Keys                                                                */
+/* ------------------------------------------------------------------ */
+
+/** Longest byte-string key, in bytes. Longer keys fail with SLUICE_EKEYLEN. */
+#define SLUICE_KEY_MAX 1024
+
+/** Kinds of key. An integer key and a byte key are never the same key, even
+ *  when their bytes agree. */
+typedef enum sluice_key_kind {
+    SLUICE_KEY_BYTES = 0, /**< `bytes`/`len`: any bytes, zero bytes allowed, length 0..SLUICE_KEY_MAX */
+    SLUICE_KEY_U64   = 1  /**< `u64`: a 64-bit integer (fast path, never allocates) */
+} sluice_key_kind_t;
+
+/** A key, passed by value. Build one with sluice_key_u64() or
+ *  sluice_key_bytes(). The bytes are copied when the limiter keeps the key. */
+typedef struct sluice_key {
+    sluice_key_kind_t kind;
+    const void *bytes; /**< SLUICE_KEY_BYTES: the bytes (may be NULL when len is 0) */
+    size_t len;        /**< SLUICE_KEY_BYTES: their length */
+    uint64_t u64;      /**< SLUICE_KEY_U64: the integer */
+} sluice_key_t;
+
+/** An integer key. */
+static inline sluice_key_t sluice_key_u64(uint64_t k) {
+    sluice_key_t key = { SLUICE_KEY_U64, NULL, 0, k };
+    return key;
+}
+
+/** A byte-string key (not copied until the limiter keeps it). */
+static inline sluice_key_t sluice_key_bytes(const void *bytes, size_t len) {
+    sluice_key_t key = { SLUICE_KEY_BYTES, bytes, len, 0 };
+    return key;
+}
+
+/* ------------------------------------------------------------------ */
+/* Policies                                                            */
+/* ------------------------------------------------------------------ */
+
+/** The policy of a limiter; every key of a limiter follows the same one. */
+typedef enum sluice_policy_kind {
+    SLUICE_THROTTLE = 1, /**< emissions of a key at least `interval` apart */
+    SLUICE_AUDIT    = 2, /**< trailing-only; the window is opened by a call */
+    SLUICE_DEBOUNCE = 3, /**< emit after `interval` of quiet (optionally maxWait) */
+    SLUICE_RATE     = 4  /**< GCRA: at most `limit` per `per`, bursts up to `burst` */
+} sluice_policy_kind_t;
+
+/** Which value a throttle keeps when a window already holds one. */
+typedef enum sluice_pick {
+    SLUICE_PICK_LATEST = 0, /**< the newer value replaces the pending one (the old is dropped) */
+    SLUICE_PICK_FIRST  = 1  /**< the pending value stays; the newer one is dropped */
+} sluice_pick_t;
+
+/** Largest interval, maxWait or per accepted, in nanoseconds (about 31.7 years). */
+#define SLUICE_DURATION_MAX INT64_C(1000000000000000000)
+/** Largest rate `limit` and `burst`. */
+#define SLUICE_RATE_MAX UINT64_C(1000000000000)
+
+/**
+ * A policy configuration. Fill it with one of the helpers below
+ * (sluice_throttle(), sluice_audit(), sluice_debounce(), sluice_rate()),
+ * which apply the defaults of the spec, then adjust fields if needed.
+ * sluice_limiter_new() validates it.
+ */
+typedef struct sluice_policy {
+    sluice_policy_kind_t kind;
+    int64_t interval_ns;  /**< throttle, audit, debounce: the window or wait; 0 = pass-through */
+    bool leading;         /**< throttle (default true), debounce (default false) */
+    bool trailing;        /**< throttle (default true), debounce (default true) */
+    sluice_pick_t pick;   /**< throttle: which value a window keeps (default latest) */
+    bool has_max_wait;    /**< debounce: whether max_wait_ns applies */
+    int64_t max_wait_ns;  /**< debounce: longest delay of a pending value; >= interval */
+    uint64_t limit;       /**< rate: calls per `per_ns`, >= 1 */
+    int64_t per_ns;       /**< rate: the period, >= 1 */
+    uint64_t burst;       /**< rate: calls allowed at once, >= 1 (0 means `limit`) */
+} sluice_policy_t;
+
+/** A throttle policy. @param interval_ns window @param leading emit the call that opens a window
+ *  @param trailing emit the kept value when the window ends @param pick which value a window keeps
+ *  @return the policy (validated by sluice_limiter_new()). */
+static inline sluice_policy_t sluice_throttle(int64_t interval_ns, bool leading, bool trailing,
+                                              sluice_pick_t pick) {
+    sluice_policy_t p = { SLUICE_THROTTLE, interval_ns, leading, trailing, pick, false, 0, 0, 0, 0 };
+    return p;
+}
+
+/** An audit policy (trailing-only, window opened by a call). @param interval_ns window
+ *  @return the policy. */
+static inline sluice_policy_t sluice_audit(int64_t interval_ns) {
+    sluice_policy_t p = { SLUICE_AUDIT, interval_ns, false, true, SLUICE_PICK_LATEST, false, 0, 0, 0, 0 };
+    return p;
+}
+
+/** A debounce policy. @param interval_ns quiet time @param leading emit the first call of a burst
+ *  @param trailing emit the last value after the quiet time @param max_wait_ns longest delay of a
+ *  pending value, or a negative number for none @return the policy. */
+static inline sluice_policy_t sluice_debounce(int64_t interval_ns, bool leading, bool trailing,
+                                              int64_t max_wait_ns) {
+    sluice_policy_t p = { SLUICE_DEBOUNCE, interval_ns, leading, trailing, SLUICE_PICK_LATEST,
+                          max_wait_ns >= 0, max_wait_ns >= 0 ? max_wait_ns : 0, 0, 0, 0 };
+    return p;
+}
+
+/** A GCRA rate policy. @param limit calls per period @param per_ns the period
+ *  @param burst calls allowed at once (0 for `limit`) @return the policy. */
+static inline sluice_policy_t sluice_rate(uint64_t limit, int64_t per_ns, uint64_t burst) {
+    sluice_policy_t p = { SLUICE_RATE, 0, false, false, SLUICE_PICK_LATEST, false, 0, limit, per_ns, burst };
+    return p;
+}
+
+/**
+ * Checks a policy without creating a limiter.
+ *
+ * @param policy the configuration to check.
+ * @return 0 when valid; SLUICE_EINVAL for a negative interval, maxWait below
+ *         the interval, a throttle or debounce with neither edge, a rate with
+ *         limit, per or burst below 1, or an unknown kind; SLUICE_ERANGE for a
+ *         duration above SLUICE_DURATION_MAX or a limit or burst above
+ *         SLUICE_RATE_MAX.
+ */
+SLUICE_EXTERN int sluice_policy_validate(const sluice_policy_t *policy);
+
+/* ------------------------------------------------------------------ */
+/* Events and decisions                                                */
+/* ------------------------------------------------------------------ */
+
+/** What happened to a token the limiter held. */
+typedef enum sluice_event_kind {
+    SLUICE_EVENT_EMIT    = 1, /**< the value is emitted: do the work now */
+    SLUICE_EVENT_DROP    = 2, /**< the value will never be emitted (superseded or cancelled) */
+    SLUICE_EVENT_DISCARD = 3  /**< the value was pending at close(discard) or free */
+} sluice_event_kind_t;
+
+/** One event. Pointers inside are valid only during the callback. */
+typedef struct sluice_event {
+    sluice_event_kind_t kind;
+    sluice_key_t key;  /**< the key (its bytes are the limiter's copy) */
+    uint64_t token;    /**< the caller's token */
+    uint64_t at;       /**< when it happened by the spec, in ns: the deadline for a timer emission,
+                            otherwise the `now` of the call that caused it */
+} sluice_event_t;
+
+/** The event callback. Runs on the thread that called into the limiter. */
+typedef void (*sluice_event_fn)(void *user, const sluice_event_t *event);
+
+/** The fate of a submitted token. */
+typedef enum sluice_decision_kind {
+    SLUICE_EMITTED   = 1, /**< emitted now: the caller does the work; the token is not kept */
+    SLUICE_SCHEDULED = 2, /**< kept; reported later by exactly one event */
+    SLUICE_DROPPED   = 3  /**< not emitted and not kept */
+} sluice_decision_kind_t;
+
+/** The decision returned by sluice_limiter_submit(). */
+typedef struct sluice_decision {
+    sluice_decision_kind_t kind;
+    /** SLUICE_EMITTED: `now`. SLUICE_SCHEDULED: the time it will be emitted
+     *  unless superseded, flushed or cancelled first. SLUICE_DROPPED: for rate,
+     *  the earliest time a call on this key would be admitted (for
+     *  Retry-After); for the other policies, the end of the window or wait
+     *  that suppressed the call. */
+    uint64_t at;
+} sluice_decision_t;
+
+/* ------------------------------------------------------------------ */
+/* Allocation                                                          */
+/* ------------------------------------------------------------------ */
+
+/** An allocator. Every allocation of a limiter goes through it, so tests
+ *  can make allocations fail. Both functions must be set, or the struct
+ *  pointer left NULL for malloc/free. */
+typedef struct sluice_allocator {
+    void *(*alloc)(void *ctx, size_t size);          /**< return NULL on failure */
+    void (*release)(void *ctx, void *ptr, size_t size); /**< ptr may be NULL */
+    void *ctx;
+} sluice_allocator_t;
+
+/* ------------------------------------------------------------------ */
+/* Limiter                                                             */
+/* ------------------------------------------------------------------ */
+
+/** An opaque limiter. */
+typedef struct sluice_limiter sluice_limiter_t;
+
+/** Default wheel tick: 1 ms. */
+#define SLUICE_TICK_DEFAULT_NS UINT64_C(1000000)
+
+/** Limiter configuration. Zero-initialise, then set `policy` and what you need. */
+typedef struct sluice_config {
+    sluice_policy_t policy;     /**< required */
+    uint64_t tick_ns;           /**< wheel resolution; 0 = SLUICE_TICK_DEFAULT_NS. Timer emissions
+                                     happen at most one tick after their deadline, never before. */
+    uint64_t max_keys;          /**< cap on live keys; 0 = no cap. A new key past the cap fails
+                                     with SLUICE_EFULL; live keys are never evicted. */
+    uint64_t start_ns;          /**< the clock's value at creation (the wheel's origin) */
+    sluice_event_fn on_event;   /**< may be NULL when the policy never schedules (rate) */
+    void *user;                 /**< passed to on_event */
+    const sluice_allocator_t *allocator; /**< NULL = malloc/free; copied */
+    bool fixed_seed;            /**< tests only: use `seed` instead of a random hash key */
+    uint64_t seed[2];           /**< the hash key when fixed_seed */
+} sluice_config_t;
+
+/**
+ * Creates a limiter.
+ *
+ * The hash that places keys is SipHash-1-3 keyed with 128 random bits drawn
+ * for this limiter (getrandom), so keys chosen to collide cannot flood it.
+ *
+ * @param out receives the limiter; untouched on error.
+ * @param config the configuration; read only during the call.
+ * @return 0, SLUICE_EINVAL or SLUICE_ERANGE for a bad configuration (see
+ *         sluice_policy_validate(); also a NULL pointer, or a tick of more
+ *         than one second), or SLUICE_ENOMEM.
+ */
+SLUICE_EXTERN int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *config);
+
+/**
+ * Frees a limiter and everything it holds. A limiter that was not closed is
+ * first closed with discard: every pending token is reported as
+ * SLUICE_EVENT_DISCARD. Called from inside the limiter's own callback, the
+ * free is deferred until the outermost call into the limiter returns; until
+ * then further calls fail with SLUICE_ECLOSED.
+ *
+ * @param limiter the limiter, or NULL (nothing happens).
+ */
+SLUICE_EXTERN void sluice_limiter_free(sluice_limiter_t *limiter);
+
+/**
+ * Hands a token to the limiter for a key at time `now`.
+ *
+ * Timers first: deadlines of this key that are due at `now` fire before the
+ * call is handled, so the result does not depend on whether
+ * sluice_limiter_advance() ran first. A `now` earlier than a time the
+ * limiter has already seen is treated as that later time.
+ *
+ * @param limiter the limiter.
+ * @param key the key; its bytes are copied if the key becomes live.
+ * @param token the caller's value handle, opaque to the limiter.
+ * @param now current time in ns.
+ * @param decision receives the decision (may be NULL).
+ * @return 0 on success; SLUICE_EINVAL (NULL limiter, bad key), SLUICE_EKEYLEN,
+ *         SLUICE_EFULL (a new key past max_keys), SLUICE_ENOMEM or
+ *         SLUICE_ECLOSED. On error the token was not taken.
+ */
+SLUICE_EXTERN int sluice_limiter_submit(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token,
+                                        uint64_t now, sluice_decision_t *decision);
+
+/**
+ * Emits the key's pending value now (as an SLUICE_EVENT_EMIT at `now`) and
+ * returns the key to idle with its timer disarmed: the next call is a
+ * leading edge. A key with nothing pending also returns to idle. For rate,
+ * flush does nothing.
+ *
+ * @param limiter the limiter.
+ * @param key the key.
+ * @param now current time in ns (due timers of the key fire first).
+ * @return 1 if a value was emitted, 0 if none was pending, or SLUICE_EINVAL,
+ *         SLUICE_EKEYLEN, SLUICE_ECLOSED.
+ */
+SLUICE_EXTERN int sluice_limiter_flush(sluice_limiter_t *limiter, sluice_key_t key, uint64_t now);
+
+/**
+ * Drops the key's pending value (as an SLUICE_EVENT_DROP at `now`) and
+ * returns the key to idle, timer disarmed. For rate, forgets the key's
+ * history: the key has a fresh quota.
+ *
+ * @param limiter the limiter.
+ * @param key the key.
+ * @param now current time in ns (due timers of the key fire first).
+ * @return 1 if a value was dropped, 0 if none was pending, or an error as
+ *         for sluice_limiter_flush().
+ */
+SLUICE_EXTERN int sluice_limiter_cancel(sluice_limiter_t *limiter, sluice_key_t key, uint64_t now);
+
+/**
+ * Tells whether a value of the key waits to be emitted later. An open window
+ * with nothing pending is not pending; rate keys are never pending.
+ *
+ * @param limiter the limiter.
+ * @param key the key.
+ * @param now current time in ns (due timers of the key fire first).
+ * @return 1 or 0, or an error as for sluice_limiter_flush().
+ */
+SLUICE_EXTERN int sluice_limiter_pending(sluice_limiter_t *limiter, sluice_key_t key, uint64_t now);
+
+/** How sluice_limiter_close() treats pending values. */
+typedef enum sluice_close_mode {
+    SLUICE_CLOSE_DRAIN   = 1, /**< emit every pending value now */
+    SLUICE_CLOSE_DISCARD = 2  /**< hand every pending value back as SLUICE_EVENT_DISCARD */
+} sluice_close_mode_t;
+
+/**
+ * Closes the limiter: deadlines due at `now` fire first, then every pending
+ * value is emitted (drain) or discarded (discard), every key returns to
+ * idle, and later calls fail with SLUICE_ECLOSED. The memory is released by
+ * sluice_limiter_free().
+ *
+ * @param limiter the limiter.
+ * @param now current time in ns.
+ * @param mode SLUICE_CLOSE_DRAIN or SLUICE_CLOSE_DISCARD.
+ * @return 0, SLUICE_EINVAL, or SLUICE_ECLOSED if already closed.
+ */
+SLUICE_EXTERN int sluice_limiter_close(sluice_limiter_t *limiter, uint64_t now, sluice_close_mode_t mode);
+
+/**
+ * Fires the deadlines due at `now`. Cost: O(occupied wheel slots + timers
+ * handled), whatever the time jump. At most `max_timers` timer transitions
+ * are handled (0 = no bound); the rest stay due and are handled by the next
+ * call, so a huge batch cannot starve an event loop.
+ *
+ * @param limiter the limiter.
+ * @param now current time in ns; an earlier time than already seen is clamped.
+ * @param max_timers bound on timer transitions for this call, 0 for none.
+ * @return the number of timer transitions handled (>= 0), or SLUICE_EINVAL,
+ *         SLUICE_ECLOSED.
+ */
+SLUICE_EXTERN int64_t sluice_limiter_advance(sluice_limiter_t *limiter, uint64_t now, size_t max_timers);
+
+/**
+ * The time at which sluice_limiter_advance() next has work: never later than
+ * the earliest deadline, possibly earlier (after a cancel, or at a wheel
+ * level change), in which case advancing there finds nothing and the next
+ * call gives a later time. O(1).
+ *
+ * @param limiter the limiter.
+ * @return a time in ns, or UINT64_MAX when no timer is armed (or on NULL).
+ */
+SLUICE_EXTERN uint64_t sluice_limiter_next_deadline(const sluice_limiter_t *limiter);
+
+/** Counters of a limiter. */
+typedef struct sluice_stats {
+    uint64_t live_keys;      /**< keys not idle */
+    uint64_t pending;        /**< keys holding a pending token */
+    uint64_t armed_timers;   /**< timers on the wheel */
+    uint64_t memory_bytes;   /**< bytes allocated by this limiter */
+    uint64_t max_probe;      /**< longest probe sequence in the key index right now */
+    uint64_t table_slots;    /**< size of the key index */
+    uint64_t full_refusals;  /**< new keys refused because of max_keys */
+} sluice_stats_t;
+
+/**
+ * Reads the limiter's counters. O(index size) because of max_probe.
+ *
+ * @param limiter the limiter.
+ * @param out receives the counters.
+ * @return 0 or SLUICE_EINVAL.
+ */
+SLUICE_EXTERN int sluice_limiter_stats(const sluice_limiter_t *limiter, sluice_stats_t *out);
+
+/**
+ * Checks every internal invariant (key index, entries, timer wheel, counters)
+ * and returns at the first broken one. Meant for tests: O(keys + wheel).
+ *
+ * @param limiter the limiter.
+ * @return 0, or SLUICE_ECORRUPT (a description is written to stderr), or SLUICE_EINVAL.
+ */
+SLUICE_EXTERN int sluice_limiter_check(const sluice_limiter_t *limiter);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_H */

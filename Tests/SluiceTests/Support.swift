@@ -1,0 +1,53 @@
+import Foundation
+
+/// A small deterministic generator (SplitMix64), so a failing randomized
+/// test can be replayed from its seed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Where the conformance vectors live, found from this file's path.
+enum VectorPaths {
+    /// Tests/ (this file is Tests/SluiceTests/Support.swift).
+    static let testsDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// Tests/Vectors: the project's own vectors.
+    static let projectVectors = testsDirectory.appendingPathComponent("Vectors")
+
+    /// ../shared/vectors next to the repository root, when present.
+    static let sharedVectors = testsDirectory
+        .deletingLastPathComponent()
+        .deletingLastPathComponent()
+        .appendingPathComponent("shared/vectors")
+
+    /// Every `*.trace` file of both directories, as paths, sorted.
+    static func traces() -> [String] {
+        var result: [String] = []
+        for directory in [projectVectors, sharedVectors] {
+            guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else {
+                continue
+            }
+            for name in names.sorted() where name.hasSuffix(".trace") {
+                result.append(directory.appendingPathComponent(name).path)
+            }
+        }
+        return result
+    }
+}
+
+extension Duration {
+    /// A duration in whole nanoseconds (exact for any Int64).
+    static func ns(_ value: Int64) -> Duration { .nanoseconds(value) }
+}

@@ -1,0 +1,167 @@
+# ctest `install-consumer`: installs the build into a temporary prefix and
+# builds ctests/consumer/consumer.c against the installed files, the way a
+# user would:
+#   1. cc consumer.c $(pkg-config --cflags --libs sluice)            (shared, LD_LIBRARY_PATH)
+#   2. cc consumer.c $(pkg-config --static --cflags --libs sluice)   (libsluice.a)
+#   3. a CMake project with find_package(sluice): sluice::sluice_shared,
+#      sluice::sluice_static and sluice::sluice
+#
+#   cmake -DBUILD_DIR=build -DSOURCE_DIR=. -DWORK_DIR=build/install-consumer
+#         -DC_COMPILER=cc -DPKG_CONFIG=pkg-config -DGENERATOR="Unix Makefiles"
+#         -DVERSION=0.1.0 [-DEXTRA_FLAGS="-fsanitize=..."] -P test_install.cmake
+cmake_minimum_required(VERSION 3.20)
+foreach(_var BUILD_DIR SOURCE_DIR WORK_DIR C_COMPILER PKG_CONFIG GENERATOR VERSION)
+  if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
+    message(FATAL_ERROR "test_install.cmake: ${_var} is not set")
+  endif()
+endforeach()
+separate_arguments(_extra UNIX_COMMAND "${EXTRA_FLAGS}")
+
+function(step text)
+  message(STATUS "[install-consumer] ${text}")
+endfunction()
+
+# Runs a command; fails the test with its output when it fails.
+function(run)
+  cmake_parse_arguments(R "" "OUTPUT" "COMMAND" ${ARGN})
+  execute_process(COMMAND ${R_COMMAND} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  if(NOT _rc STREQUAL "0")
+    list(JOIN R_COMMAND " " _cmd)
+    message(FATAL_ERROR "command failed (${_rc}): ${_cmd}\n--- stdout\n${_out}\n--- stderr\n${_err}")
+  endif()
+  if(R_OUTPUT)
+    set(${R_OUTPUT} "${_out}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# Runs a consumer binary and checks it reports the expected version.
+function(run_consumer exe)
+  run(COMMAND ${ARGN} "${exe}" OUTPUT _out)
+  if(NOT _out MATCHES "sluice ${VERSION}")
+    message(FATAL_ERROR "${exe} printed:\n${_out}\nwant a line 'sluice ${VERSION}'")
+  endif()
+  string(STRIP "${_out}" _out)
+  step("  ${exe}: ${_out}")
+endfunction()
+
+# Checks whether an executable needs libsluice.so at run time.
+function(check_needs_shared exe want libdir)
+  file(GET_RUNTIME_DEPENDENCIES EXECUTABLES "${exe}" DIRECTORIES "${libdir}"
+       RESOLVED_DEPENDENCIES_VAR _resolved UNRESOLVED_DEPENDENCIES_VAR _unresolved)
+  set(_found "")
+  foreach(_dep IN LISTS _resolved _unresolved)
+    if(_dep MATCHES "libsluice\\.so")
+      list(APPEND _found "${_dep}")
+    endif()
+  endforeach()
+  if(want AND NOT _found)
+    message(FATAL_ERROR "${exe} does not link libsluice.so (deps: ${_resolved};${_unresolved})")
+  endif()
+  string(FIND "${_found}" "${libdir}/libsluice.so" _at)
+  if(want AND NOT _at EQUAL 0)
+    message(FATAL_ERROR "${exe} loads ${_found}, not the one installed in ${libdir}")
+  endif()
+  if(NOT want AND _found)
+    message(FATAL_ERROR "${exe} should be linked statically but needs ${_found}")
+  endif()
+endfunction()
+
+set(_prefix "${WORK_DIR}/prefix")
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+# --- install ---------------------------------------------------------------
+step("cmake --install ${BUILD_DIR} --prefix ${_prefix}")
+run(COMMAND "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${_prefix}")
+
+# GNUInstallDirs may pick lib/, lib64/ or lib/<multiarch>/: accept any.
+file(GLOB _pcs "${_prefix}/lib*/pkgconfig/sluice.pc" "${_prefix}/lib/*/pkgconfig/sluice.pc")
+list(LENGTH _pcs _npcs)
+if(NOT _npcs EQUAL 1)
+  message(FATAL_ERROR "want exactly one installed sluice.pc under ${_prefix}, found: '${_pcs}'")
+endif()
+get_filename_component(_pcdir "${_pcs}" DIRECTORY)
+get_filename_component(_libdir "${_pcdir}" DIRECTORY)
+step("libdir: ${_libdir}")
+
+foreach(_f "${_prefix}/include/sluice.h"
+           "${_libdir}/libsluice.a" "${_libdir}/libsluice.so" "${_libdir}/libsluice.so.0"
+           "${_libdir}/cmake/sluice/sluiceConfig.cmake"
+           "${_libdir}/cmake/sluice/sluiceConfigVersion.cmake"
+           "${_libdir}/cmake/sluice/sluiceTargets.cmake")
+  if(NOT EXISTS "${_f}")
+    message(FATAL_ERROR "not installed: ${_f}")
+  endif()
+endforeach()
+file(READ "${_pcs}" _pc_text)
+string(FIND "${_pc_text}" "prefix=${_prefix}\n" _at)
+if(NOT _at EQUAL 0)
+  message(FATAL_ERROR "sluice.pc does not point at the install prefix ${_prefix}:\n${_pc_text}")
+endif()
+
+# --- the installed trace runner ----------------------------------------------
+if(EXISTS "${BUILD_DIR}/sluice-trace")
+  if(NOT EXISTS "${_prefix}/bin/sluice-trace")
+    message(FATAL_ERROR "not installed: ${_prefix}/bin/sluice-trace")
+  endif()
+  file(WRITE "${WORK_DIR}/smoke.trace" "policy throttle interval=100\n0 call A a\n")
+  run(COMMAND "${CMAKE_COMMAND}" -E env --unset=LD_LIBRARY_PATH
+              "${_prefix}/bin/sluice-trace" "${WORK_DIR}/smoke.trace" OUTPUT _trace_out)
+  if(NOT _trace_out STREQUAL "0 emit A a\n")
+    message(FATAL_ERROR "installed sluice-trace printed '${_trace_out}', want '0 emit A a'")
+  endif()
+  step("installed sluice-trace runs")
+endif()
+
+# --- pkg-config --------------------------------------------------------------
+set(_pkg "${CMAKE_COMMAND}" -E env "PKG_CONFIG_PATH=${_pcdir}" "${PKG_CONFIG}")
+run(COMMAND ${_pkg} --modversion sluice OUTPUT _pc_version)
+string(STRIP "${_pc_version}" _pc_version)
+if(NOT _pc_version STREQUAL VERSION)
+  message(FATAL_ERROR "pkg-config --modversion sluice gives '${_pc_version}', want '${VERSION}'")
+endif()
+
+set(_consumer_c "${SOURCE_DIR}/ctests/consumer/consumer.c")
+
+run(COMMAND ${_pkg} --cflags --libs sluice OUTPUT _flags)
+string(STRIP "${_flags}" _flags)
+step("shared: ${C_COMPILER} consumer.c ${_flags}")
+separate_arguments(_flag_list UNIX_COMMAND "${_flags}")
+set(_exe "${WORK_DIR}/consumer-pkgconfig-shared")
+run(COMMAND "${C_COMPILER}" ${_extra} -o "${_exe}" "${_consumer_c}" ${_flag_list})
+check_needs_shared("${_exe}" TRUE "${_libdir}")
+run_consumer("${_exe}" "${CMAKE_COMMAND}" -E env "LD_LIBRARY_PATH=${_libdir}")
+
+run(COMMAND ${_pkg} --static --cflags --libs sluice OUTPUT _flags)
+string(STRIP "${_flags}" _flags)
+# -lsluice would pick libsluice.so next to libsluice.a: name the archive.
+separate_arguments(_flag_list UNIX_COMMAND "${_flags}")
+list(TRANSFORM _flag_list REPLACE "^-lsluice$" "-l:libsluice.a")
+list(JOIN _flag_list " " _shown)
+step("static: ${C_COMPILER} consumer.c ${_shown}")
+set(_exe "${WORK_DIR}/consumer-pkgconfig-static")
+run(COMMAND "${C_COMPILER}" ${_extra} -o "${_exe}" "${_consumer_c}" ${_flag_list})
+check_needs_shared("${_exe}" FALSE "${_libdir}")
+run_consumer("${_exe}" "${CMAKE_COMMAND}" -E env --unset=LD_LIBRARY_PATH)
+
+# --- find_package(sluice) -----------------------------------------------------
+set(_cbuild "${WORK_DIR}/cmake-consumer")
+step("find_package(sluice) project in ${_cbuild}")
+run(COMMAND "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/ctests/consumer" -B "${_cbuild}" -G "${GENERATOR}"
+            "-DCMAKE_PREFIX_PATH=${_prefix}"
+            "-DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF"
+            "-DCMAKE_C_COMPILER=${C_COMPILER}"
+            "-DCMAKE_C_FLAGS=${EXTRA_FLAGS}"
+            "-DCMAKE_EXE_LINKER_FLAGS=${EXTRA_FLAGS}")
+file(STRINGS "${_cbuild}/CMakeCache.txt" _sluice_dir REGEX "^sluice_DIR:")
+if(NOT _sluice_dir STREQUAL "sluice_DIR:PATH=${_libdir}/cmake/sluice")
+  message(FATAL_ERROR "find_package(sluice) found '${_sluice_dir}', not the one in ${_libdir}")
+endif()
+run(COMMAND "${CMAKE_COMMAND}" --build "${_cbuild}")
+foreach(_name consumer_shared consumer_static consumer_default)
+  run_consumer("${_cbuild}/${_name}" "${CMAKE_COMMAND}" -E env --unset=LD_LIBRARY_PATH)
+endforeach()
+check_needs_shared("${_cbuild}/consumer_shared" TRUE "${_libdir}")
+check_needs_shared("${_cbuild}/consumer_static" FALSE "${_libdir}")
+
+step("all consumers built and ran against the installed sluice ${VERSION}")

@@ -1,0 +1,598 @@
+/*
+ * ref_model.c — reference implementation of shared/spec/semantics.md.
+ * See ref_model.h. Every table row of the spec is implemented by one
+ * clearly marked block below; the row is quoted in the comment above it.
+ */
+#include "ref_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+__extension__ typedef unsigned __int128 u128; /* exact rate arithmetic */
+
+enum { IDLE = 0, OPEN = 1 }; /* OPEN is the spec's OPEN (throttle, audit) or ACTIVE (debounce) */
+
+struct ref_entry {
+    /* identity */
+    sluice_key_kind_t kind;
+    uint64_t u64;
+    size_t len;
+    unsigned char *bytes; /* own copy (never freed before ref_free: events point at it) */
+
+    int state; /* IDLE or OPEN/ACTIVE */
+
+    /* throttle, audit, debounce */
+    bool has_pending;
+    uint64_t pending;
+
+    /* throttle, audit */
+    uint64_t end;
+
+    /* debounce */
+    uint64_t last, start;
+    bool max_due;
+
+    /* rate: TAT * limit, exact (absent for a fresh key) */
+    bool has_tat;
+    u128 tat_scaled;
+};
+
+struct ref_model {
+    sluice_policy_t p;
+    uint64_t W;          /* interval (throttle, audit, debounce) */
+    uint64_t max_wait;   /* debounce, when p.has_max_wait */
+    uint64_t burst;      /* rate, with the default applied */
+    bool closed;
+    uint64_t now;        /* largest time seen */
+
+    struct ref_entry **keys; /* plain array, linear search */
+    size_t nkeys, capkeys;
+
+    ref_event_t *ev;
+    size_t nev, capev;
+};
+
+/* ------------------------------------------------------------------ */
+/* helpers                                                             */
+/* ------------------------------------------------------------------ */
+
+static void ref_die(const char *what) {
+    fprintf(stderr, "ref_model: %s\n", what);
+    abort();
+}
+
+/* a + b, aborting on overflow: the model must never wrap silently */
+static uint64_t add(uint64_t a, uint64_t b) {
+    if (a > UINT64_MAX - b) ref_die("time overflow");
+    return a + b;
+}
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) ref_die("out of memory");
+    return q;
+}
+
+static void log_event(ref_model_t *m, sluice_event_kind_t kind, const struct ref_entry *e, uint64_t token,
+                      uint64_t at) {
+    if (m->nev == m->capev) {
+        m->capev = m->capev ? 2 * m->capev : 64;
+        m->ev = xrealloc(m->ev, m->capev * sizeof *m->ev);
+    }
+    ref_event_t *x = &m->ev[m->nev++];
+    x->kind = kind;
+    x->key.kind = e->kind;
+    x->key.u64 = e->kind == SLUICE_KEY_U64 ? e->u64 : 0;
+    x->key.bytes = e->kind == SLUICE_KEY_BYTES ? e->bytes : NULL;
+    x->key.len = e->kind == SLUICE_KEY_BYTES ? e->len : 0;
+    x->token = token;
+    x->at = at;
+}
+
+static int key_check(sluice_key_t k) {
+    if (k.kind == SLUICE_KEY_U64) return 0;
+    if (k.kind != SLUICE_KEY_BYTES) return SLUICE_EINVAL;
+    if (k.len > SLUICE_KEY_MAX) return SLUICE_EKEYLEN;
+    if (k.len > 0 && k.bytes == NULL) return SLUICE_EINVAL;
+    return 0;
+}
+
+bool ref_key_equal(sluice_key_t a, sluice_key_t b) {
+    if (a.kind != b.kind) return false;
+    if (a.kind == SLUICE_KEY_U64) return a.u64 == b.u64;
+    if (a.len != b.len) return false;
+    return a.len == 0 || memcmp(a.bytes, b.bytes, a.len) == 0;
+}
+
+static bool entry_is(const struct ref_entry *e, sluice_key_t k) {
+    sluice_key_t ek = { e->kind, e->bytes, e->len, e->u64 };
+    return ref_key_equal(ek, k);
+}
+
+/* Linear search; creates an IDLE entry when `create`. */
+static struct ref_entry *find(ref_model_t *m, sluice_key_t k, bool create) {
+    for (size_t i = 0; i < m->nkeys; i++)
+        if (entry_is(m->keys[i], k)) return m->keys[i];
+    if (!create) return NULL;
+    struct ref_entry *e = calloc(1, sizeof *e);
+    if (!e) ref_die("out of memory");
+    e->kind = k.kind;
+    if (k.kind == SLUICE_KEY_U64) {
+        e->u64 = k.u64;
+    } else {
+        e->len = k.len;
+        e->bytes = xrealloc(NULL, k.len);
+        if (k.len) memcpy(e->bytes, k.bytes, k.len);
+    }
+    e->state = IDLE;
+    if (m->nkeys == m->capkeys) {
+        m->capkeys = m->capkeys ? 2 * m->capkeys : 8;
+        m->keys = xrealloc(m->keys, m->capkeys * sizeof *m->keys);
+    }
+    m->keys[m->nkeys++] = e;
+    return e;
+}
+
+static bool pass_through(const ref_model_t *m) {
+    return m->p.kind != SLUICE_RATE && m->W == 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* creation                                                            */
+/* ------------------------------------------------------------------ */
+
+int ref_new(ref_model_t **out, const sluice_policy_t *p) {
+    if (!out || !p) return SLUICE_EINVAL;
+    /* Conventions: "A negative interval, a maxWait < interval, or a policy
+     * with neither edge enabled is a configuration error". Ranges from
+     * sluice.h (SLUICE_DURATION_MAX, SLUICE_RATE_MAX). */
+    switch (p->kind) {
+    case SLUICE_THROTTLE:
+    case SLUICE_AUDIT:
+    case SLUICE_DEBOUNCE:
+        if (p->interval_ns < 0) return SLUICE_EINVAL;
+        if (p->interval_ns > SLUICE_DURATION_MAX) return SLUICE_ERANGE;
+        if (p->kind != SLUICE_AUDIT && !p->leading && !p->trailing) return SLUICE_EINVAL;
+        if (p->kind == SLUICE_THROTTLE && p->pick != SLUICE_PICK_LATEST && p->pick != SLUICE_PICK_FIRST)
+            return SLUICE_EINVAL;
+        if (p->kind == SLUICE_DEBOUNCE && p->has_max_wait) {
+            if (p->max_wait_ns < p->interval_ns) return SLUICE_EINVAL;
+            if (p->max_wait_ns > SLUICE_DURATION_MAX) return SLUICE_ERANGE;
+        }
+        break;
+    case SLUICE_RATE:
+        if (p->limit < 1 || p->per_ns < 1) return SLUICE_EINVAL;
+        if (p->limit > SLUICE_RATE_MAX || p->burst > SLUICE_RATE_MAX) return SLUICE_ERANGE;
+        if (p->per_ns > SLUICE_DURATION_MAX) return SLUICE_ERANGE;
+        break;
+    default:
+        return SLUICE_EINVAL;
+    }
+    ref_model_t *m = calloc(1, sizeof *m);
+    if (!m) return SLUICE_ENOMEM;
+    m->p = *p;
+    if (p->kind == SLUICE_AUDIT) {
+        /* audit is trailing-only whatever the struct says */
+        m->p.leading = false;
+        m->p.trailing = true;
+    }
+    if (p->kind != SLUICE_RATE) m->W = (uint64_t)p->interval_ns;
+    if (p->kind == SLUICE_DEBOUNCE && p->has_max_wait) m->max_wait = (uint64_t)p->max_wait_ns;
+    if (p->kind == SLUICE_RATE) m->burst = p->burst ? p->burst : p->limit; /* "default burst = limit" */
+    *out = m;
+    return 0;
+}
+
+void ref_free(ref_model_t *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->nkeys; i++) {
+        free(m->keys[i]->bytes);
+        free(m->keys[i]);
+    }
+    free(m->keys);
+    free(m->ev);
+    free(m);
+}
+
+/* ------------------------------------------------------------------ */
+/* deadlines                                                           */
+/* ------------------------------------------------------------------ */
+
+/* The key's armed deadline, or UINT64_MAX when it has none. */
+static uint64_t deadline_of(const ref_model_t *m, const struct ref_entry *e) {
+    if (e->state == IDLE) return UINT64_MAX;
+    switch (m->p.kind) {
+    case SLUICE_THROTTLE:
+    case SLUICE_AUDIT:
+        return e->end;
+    case SLUICE_DEBOUNCE: {
+        /* "Deadline: last + W, or min(last + W, start + maxWait) when maxWait
+         * is set." ... "else maxDue = true and the deadline becomes last + W" */
+        uint64_t d = add(e->last, m->W);
+        if (m->p.has_max_wait && !e->max_due) {
+            uint64_t d2 = add(e->start, m->max_wait);
+            if (d2 < d) d = d2;
+        }
+        return d;
+    }
+    default:
+        return UINT64_MAX; /* rate: nothing is ever pending, no timers */
+    }
+}
+
+/* Applies the timer row of the key at its deadline D (which must be armed). */
+static void fire(ref_model_t *m, struct ref_entry *e) {
+    uint64_t D = deadline_of(m, e);
+    switch (m->p.kind) {
+    case SLUICE_THROTTLE:
+        /* Throttle | OPEN | timer(end) | trailing and pending: emit pending at
+         * `end`, `end += W`, stay OPEN (the emission opens a new window).
+         * Otherwise -> IDLE */
+        if (m->p.trailing && e->has_pending) {
+            log_event(m, SLUICE_EVENT_EMIT, e, e->pending, D);
+            e->has_pending = false;
+            e->end = add(e->end, m->W);
+        } else {
+            if (e->has_pending) ref_die("throttle: pending without trailing");
+            e->state = IDLE;
+        }
+        break;
+    case SLUICE_AUDIT:
+        /* Audit | OPEN | timer(end) | emit pending; -> IDLE (no new window) */
+        if (!e->has_pending) ref_die("audit: open without pending");
+        log_event(m, SLUICE_EVENT_EMIT, e, e->pending, D);
+        e->has_pending = false;
+        e->state = IDLE;
+        break;
+    case SLUICE_DEBOUNCE: {
+        /* Debounce | ACTIVE | timer(D) | quiet = D >= last + W. If trailing
+         * and pending: emit pending at D. Then: quiet -> IDLE; else if it
+         * emitted -> start = D; else maxDue = true and the deadline becomes
+         * last + W */
+        bool quiet = D >= add(e->last, m->W);
+        bool emitted = false;
+        if (m->p.trailing && e->has_pending) {
+            log_event(m, SLUICE_EVENT_EMIT, e, e->pending, D);
+            e->has_pending = false;
+            emitted = true;
+        }
+        if (quiet) {
+            if (e->has_pending) ref_die("debounce: pending left at quiet");
+            e->state = IDLE;
+            e->max_due = false;
+        } else if (emitted) {
+            e->start = D;
+        } else {
+            e->max_due = true; /* deadline_of() now gives last + W */
+        }
+        break;
+    }
+    default:
+        ref_die("fire: no timers for this policy");
+    }
+}
+
+/* Timers first, one key: every deadline <= t of this key fires, in order. */
+static int64_t fire_key_due(ref_model_t *m, struct ref_entry *e, uint64_t t) {
+    int64_t n = 0;
+    while (deadline_of(m, e) <= t) {
+        fire(m, e);
+        n++;
+    }
+    return n;
+}
+
+/* Timers first, whole limiter: repeatedly the key with the smallest due
+ * deadline (ties: first-seen key) fires once. */
+static int64_t fire_all_due(ref_model_t *m, uint64_t t) {
+    int64_t n = 0;
+    for (;;) {
+        struct ref_entry *best = NULL;
+        uint64_t bd = UINT64_MAX;
+        for (size_t i = 0; i < m->nkeys; i++) {
+            uint64_t d = deadline_of(m, m->keys[i]);
+            if (d <= t && (best == NULL || d < bd)) {
+                best = m->keys[i];
+                bd = d;
+            }
+        }
+        if (!best) return n;
+        fire(m, best);
+        n++;
+    }
+}
+
+static void see(ref_model_t *m, uint64_t *now) {
+    /* "A now earlier than a time the limiter has already seen is treated as
+     * that later time." (sluice.h) */
+    if (*now < m->now) *now = m->now;
+    m->now = *now;
+}
+
+/* ------------------------------------------------------------------ */
+/* calls                                                               */
+/* ------------------------------------------------------------------ */
+
+static void call_throttle(ref_model_t *m, struct ref_entry *e, uint64_t t, uint64_t v, sluice_decision_t *d) {
+    if (e->state == IDLE) {
+        /* Throttle | IDLE | call(t, v) | end = t + W; leading ? emit v :
+         * pending = v; -> OPEN */
+        e->end = add(t, m->W);
+        e->state = OPEN;
+        if (m->p.leading) {
+            d->kind = SLUICE_EMITTED;
+            d->at = t;
+        } else {
+            e->has_pending = true;
+            e->pending = v;
+            d->kind = SLUICE_SCHEDULED;
+            d->at = e->end;
+        }
+        return;
+    }
+    /* Throttle | OPEN | call(t, v) | trailing off: drop v. No pending:
+     * pending = v. pick latest: drop pending, pending = v. pick first: drop v */
+    if (!m->p.trailing) {
+        d->kind = SLUICE_DROPPED;
+        d->at = e->end;
+    } else if (!e->has_pending) {
+        e->has_pending = true;
+        e->pending = v;
+        d->kind = SLUICE_SCHEDULED;
+        d->at = e->end;
+    } else if (m->p.pick == SLUICE_PICK_LATEST) {
+        log_event(m, SLUICE_EVENT_DROP, e, e->pending, t);
+        e->pending = v;
+        d->kind = SLUICE_SCHEDULED;
+        d->at = e->end;
+    } else {
+        d->kind = SLUICE_DROPPED;
+        d->at = e->end;
+    }
+}
+
+static void call_audit(ref_model_t *m, struct ref_entry *e, uint64_t t, uint64_t v, sluice_decision_t *d) {
+    if (e->state == IDLE) {
+        /* Audit | IDLE | call(t, v) | end = t + W, pending = v; -> OPEN */
+        e->end = add(t, m->W);
+        e->state = OPEN;
+        e->has_pending = true;
+        e->pending = v;
+    } else {
+        /* Audit | OPEN | call(t, v) | drop pending, pending = v */
+        log_event(m, SLUICE_EVENT_DROP, e, e->pending, t);
+        e->pending = v;
+    }
+    d->kind = SLUICE_SCHEDULED;
+    d->at = e->end;
+}
+
+static void call_debounce(ref_model_t *m, struct ref_entry *e, uint64_t t, uint64_t v, sluice_decision_t *d) {
+    if (e->state == IDLE) {
+        /* Debounce | IDLE | call(t, v) | last = start = t; leading ? emit v :
+         * pending = v; -> ACTIVE */
+        e->state = OPEN;
+        e->last = e->start = t;
+        e->max_due = false;
+        if (m->p.leading) {
+            d->kind = SLUICE_EMITTED;
+            d->at = t;
+        } else {
+            e->has_pending = true;
+            e->pending = v;
+            d->kind = SLUICE_SCHEDULED;
+            d->at = deadline_of(m, e);
+        }
+        return;
+    }
+    if (e->max_due && m->p.leading) {
+        /* Debounce | ACTIVE | call(t, v), maxDue and leading | emit v;
+         * last = start = t; maxDue = false */
+        if (e->has_pending) ref_die("debounce: pending while maxDue");
+        e->last = e->start = t;
+        e->max_due = false;
+        d->kind = SLUICE_EMITTED;
+        d->at = t;
+        return;
+    }
+    /* Debounce | ACTIVE | call(t, v), otherwise | last = t; trailing ? (drop
+     * pending if any; pending = v) : drop v */
+    e->last = t;
+    if (m->p.trailing) {
+        if (e->has_pending) log_event(m, SLUICE_EVENT_DROP, e, e->pending, t);
+        e->has_pending = true;
+        e->pending = v;
+        d->kind = SLUICE_SCHEDULED;
+        d->at = deadline_of(m, e);
+    } else {
+        /* sluice.h: DROPPED reports "the end of the window or wait that
+         * suppressed the call": the wait as it stands after this call. */
+        d->kind = SLUICE_DROPPED;
+        d->at = deadline_of(m, e);
+    }
+}
+
+static void call_rate(ref_model_t *m, struct ref_entry *e, uint64_t t, sluice_decision_t *d) {
+    /* Rate | call(t, v) | tat = max(TAT, t). If t >= tat - tau: emit v,
+     * TAT = tat + T. Otherwise drop v.
+     * Everything is scaled by `limit` so that T = per / limit and
+     * tau = (burst - 1) * T are integers: T*limit = per,
+     * tau*limit = (burst - 1) * per. A fresh key behaves as TAT = t. */
+    u128 L = m->p.limit;
+    u128 ts = (u128)t * L;
+    u128 tat = (e->has_tat && e->tat_scaled > ts) ? e->tat_scaled : ts;
+    u128 tau = (u128)(m->burst - 1) * (u128)(uint64_t)m->p.per_ns;
+    if (ts + tau >= tat) { /* t >= tat - tau, without going negative */
+        e->has_tat = true;
+        e->tat_scaled = tat + (u128)(uint64_t)m->p.per_ns;
+        d->kind = SLUICE_EMITTED;
+        d->at = t;
+    } else {
+        /* "A dropped call can be told when it would have been admitted:
+         * tat - tau", rounded up to the ns (never toward admitting). */
+        u128 retry = tat - tau; /* > ts here */
+        u128 q = (retry + L - 1) / L;
+        if (q > UINT64_MAX) ref_die("rate retry overflow");
+        d->kind = SLUICE_DROPPED;
+        d->at = (uint64_t)q;
+    }
+}
+
+int ref_submit(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t now, sluice_decision_t *decision) {
+    sluice_decision_t dummy;
+    if (!decision) decision = &dummy;
+    if (!m) return SLUICE_EINVAL;
+    int rc = key_check(key);
+    if (rc) return rc;
+    if (m->closed) return SLUICE_ECLOSED;
+    see(m, &now);
+    if (pass_through(m)) {
+        /* "interval == 0 means pass-through: every call emits at once." */
+        decision->kind = SLUICE_EMITTED;
+        decision->at = now;
+        return 0;
+    }
+    struct ref_entry *e = find(m, key, true);
+    if (m->p.kind != SLUICE_RATE) fire_key_due(m, e, now); /* timers first */
+    switch (m->p.kind) {
+    case SLUICE_THROTTLE: call_throttle(m, e, now, token, decision); break;
+    case SLUICE_AUDIT: call_audit(m, e, now, token, decision); break;
+    case SLUICE_DEBOUNCE: call_debounce(m, e, now, token, decision); break;
+    case SLUICE_RATE: call_rate(m, e, now, decision); break;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* operations on one key                                               */
+/* ------------------------------------------------------------------ */
+
+static int key_op_prologue(ref_model_t *m, sluice_key_t key, uint64_t *now, struct ref_entry **e) {
+    if (!m) return SLUICE_EINVAL;
+    int rc = key_check(key);
+    if (rc) return rc;
+    if (m->closed) return SLUICE_ECLOSED;
+    see(m, now);
+    *e = find(m, key, false);
+    if (*e && m->p.kind != SLUICE_RATE) fire_key_due(m, *e, *now); /* timers first */
+    return 0;
+}
+
+static void to_idle(struct ref_entry *e) {
+    e->state = IDLE;
+    e->has_pending = false;
+    e->max_due = false;
+}
+
+int ref_flush(ref_model_t *m, sluice_key_t key, uint64_t now) {
+    struct ref_entry *e;
+    int rc = key_op_prologue(m, key, &now, &e);
+    if (rc) return rc;
+    /* flush(key): a pending value is emitted now; the key returns to IDLE and
+     * its timer is disarmed. Rate: flush does nothing. */
+    if (!e || m->p.kind == SLUICE_RATE) return 0;
+    int r = 0;
+    if (e->has_pending) {
+        log_event(m, SLUICE_EVENT_EMIT, e, e->pending, now);
+        r = 1;
+    }
+    to_idle(e);
+    return r;
+}
+
+int ref_cancel(ref_model_t *m, sluice_key_t key, uint64_t now) {
+    struct ref_entry *e;
+    int rc = key_op_prologue(m, key, &now, &e);
+    if (rc) return rc;
+    if (!e) return 0;
+    if (m->p.kind == SLUICE_RATE) {
+        /* "cancel(key) forgets the key's history (a fresh quota)" */
+        e->has_tat = false;
+        e->tat_scaled = 0;
+        return 0;
+    }
+    /* cancel(key): a pending value is dropped; the key returns to IDLE,
+     * timer disarmed. */
+    int r = 0;
+    if (e->has_pending) {
+        log_event(m, SLUICE_EVENT_DROP, e, e->pending, now);
+        r = 1;
+    }
+    to_idle(e);
+    return r;
+}
+
+int ref_pending(ref_model_t *m, sluice_key_t key, uint64_t now) {
+    struct ref_entry *e;
+    int rc = key_op_prologue(m, key, &now, &e);
+    if (rc) return rc;
+    /* pending(key): true when a value waits to be emitted later. An open
+     * window with nothing pending is not "pending". Rate: always false. */
+    return e && e->has_pending ? 1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* whole limiter                                                       */
+/* ------------------------------------------------------------------ */
+
+int ref_close(ref_model_t *m, uint64_t now, sluice_close_mode_t mode) {
+    if (!m) return SLUICE_EINVAL;
+    if (mode != SLUICE_CLOSE_DRAIN && mode != SLUICE_CLOSE_DISCARD) return SLUICE_EINVAL;
+    if (m->closed) return SLUICE_ECLOSED;
+    see(m, &now);
+    fire_all_due(m, now); /* "deadlines due at now fire first" (sluice.h) */
+    /* close(drain): every pending value of every key is emitted now.
+     * close(discard): every pending value is handed back as discarded. */
+    for (size_t i = 0; i < m->nkeys; i++) {
+        struct ref_entry *e = m->keys[i];
+        if (e->has_pending)
+            log_event(m, mode == SLUICE_CLOSE_DRAIN ? SLUICE_EVENT_EMIT : SLUICE_EVENT_DISCARD, e, e->pending,
+                      now);
+        to_idle(e);
+        e->has_tat = false;
+    }
+    m->closed = true;
+    return 0;
+}
+
+int64_t ref_advance(ref_model_t *m, uint64_t now) {
+    if (!m) return SLUICE_EINVAL;
+    if (m->closed) return SLUICE_ECLOSED;
+    see(m, &now);
+    return fire_all_due(m, now);
+}
+
+uint64_t ref_next_deadline(const ref_model_t *m) {
+    uint64_t best = UINT64_MAX;
+    if (!m || m->closed) return best;
+    for (size_t i = 0; i < m->nkeys; i++) {
+        uint64_t d = deadline_of(m, m->keys[i]);
+        if (d < best) best = d;
+    }
+    return best;
+}
+
+size_t ref_event_count(const ref_model_t *m) { return m->nev; }
+const ref_event_t *ref_events(const ref_model_t *m) { return m->ev; }
+void ref_clear_events(ref_model_t *m) { m->nev = 0; }
+bool ref_closed(const ref_model_t *m) { return m->closed; }
+uint64_t ref_now(const ref_model_t *m) { return m->now; }
+
+uint64_t ref_pending_count(const ref_model_t *m) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < m->nkeys; i++) n += m->keys[i]->has_pending;
+    return n;
+}
+
+uint64_t ref_live_count(const ref_model_t *m) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < m->nkeys; i++) {
+        const struct ref_entry *e = m->keys[i];
+        if (m->p.kind == SLUICE_RATE)
+            n += e->has_tat && e->tat_scaled > (u128)m->now * m->p.limit;
+        else
+            n += e->state != IDLE;
+    }
+    return n;
+}

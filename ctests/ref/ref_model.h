@@ -1,0 +1,97 @@
+/*
+ * ref_model.h — a deliberately simple reference implementation of
+ * shared/spec/semantics.md, used by the tests to check the core.
+ *
+ * It shares nothing with the core but the public types of sluice.h (policy,
+ * key, decision and event kinds, error codes). Its design is chosen to be
+ * obviously correct rather than fast:
+ *  - one small struct per key holding exactly the state variables named in
+ *    the spec tables (throttle/audit: state, end, pending; debounce: last,
+ *    start, pending, maxDue; rate: TAT kept exactly as TAT * limit);
+ *  - keys in a plain array, found by linear search with exact byte
+ *    comparison (an integer key and a byte key are never the same key);
+ *  - time in uint64 nanoseconds; deadlines fired by an explicit loop that
+ *    repeatedly takes the smallest due deadline.
+ *
+ * Per-key operations (submit, flush, cancel, pending) fire only that key's
+ * due deadlines first ("timers first"). A trace-level driver that wants
+ * "every deadline <= t fires first" calls ref_advance(t) before each line.
+ *
+ * Every event produced is appended to a log (ref_events()), in the order it
+ * happened. Nothing in here is linked into the library: this directory is
+ * linked into every C test program.
+ */
+#ifndef SLUICE_REF_MODEL_H
+#define SLUICE_REF_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice.h"
+
+typedef struct ref_model ref_model_t;
+
+/** One event of the reference model. `key.bytes` points at the model's own
+ *  copy of the key and stays valid until ref_free(). */
+typedef struct ref_event {
+    sluice_event_kind_t kind;
+    sluice_key_t key;
+    uint64_t token;
+    uint64_t at;
+} ref_event_t;
+
+/** Creates a model. Returns 0, or SLUICE_EINVAL / SLUICE_ERANGE for a policy
+ *  the spec calls a configuration error (same rules as
+ *  sluice_policy_validate()), or SLUICE_ENOMEM. */
+int ref_new(ref_model_t **out, const sluice_policy_t *policy);
+
+/** Frees the model (no events: use ref_close() first if you want them). */
+void ref_free(ref_model_t *m);
+
+/** A call: fires the key's due deadlines, then applies the call row.
+ *  Returns 0, or SLUICE_EINVAL / SLUICE_EKEYLEN (bad key), SLUICE_ECLOSED. */
+int ref_submit(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t now,
+               sluice_decision_t *decision);
+
+/** flush(key): 1 if a value was emitted, 0 if none was pending, or an error. */
+int ref_flush(ref_model_t *m, sluice_key_t key, uint64_t now);
+
+/** cancel(key): 1 if a value was dropped, 0 if none was pending, or an error. */
+int ref_cancel(ref_model_t *m, sluice_key_t key, uint64_t now);
+
+/** pending(key): 1 or 0, or an error. */
+int ref_pending(ref_model_t *m, sluice_key_t key, uint64_t now);
+
+/** close(drain|discard) at `now`: every deadline <= now fires first. */
+int ref_close(ref_model_t *m, uint64_t now, sluice_close_mode_t mode);
+
+/** Fires every deadline <= now of every key, in time order (ties: in the
+ *  order the keys were first seen). Returns the number of timer rows
+ *  applied, or SLUICE_ECLOSED. */
+int64_t ref_advance(ref_model_t *m, uint64_t now);
+
+/** The smallest armed deadline of any key (possibly already due when the
+ *  caller did not advance), or UINT64_MAX. */
+uint64_t ref_next_deadline(const ref_model_t *m);
+
+/** The event log. */
+size_t ref_event_count(const ref_model_t *m);
+const ref_event_t *ref_events(const ref_model_t *m);
+void ref_clear_events(ref_model_t *m);
+
+/** Number of keys holding a pending value / not idle (no timers fired). */
+uint64_t ref_pending_count(const ref_model_t *m);
+uint64_t ref_live_count(const ref_model_t *m);
+
+/** True once closed. */
+bool ref_closed(const ref_model_t *m);
+
+/** The time the model has reached (largest `now` seen). */
+uint64_t ref_now(const ref_model_t *m);
+
+/** Compares two keys by the spec's identity rule (kind, then exact bytes or
+ *  integer). Returns true when they are the same key. */
+bool ref_key_equal(sluice_key_t a, sluice_key_t b);
+
+#endif /* SLUICE_REF_MODEL_H */

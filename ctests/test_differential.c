@@ -1,0 +1,967 @@
+/*
+ * test_differential.c — randomized differential test: the core
+ * (sluice_limiter_*) against the reference model (ctests/ref/ref_model.c).
+ *
+ * Every run is derived from one seed: a random policy (every kind, random
+ * options including interval 0, 1 ns and huge intervals, maxWait, edges,
+ * pick), 1..8 keys (u64 and byte keys, empty, binary with zero bytes, up to
+ * SLUICE_KEY_MAX bytes, look-alikes), a wheel tick of 1 ns (arbitrary times)
+ * or the default 1 ms (times in whole ms), and a random sequence of
+ * submit / flush / cancel / pending / advance / close at non-decreasing times
+ * (often exactly at, just before or just after a deadline; sometimes huge
+ * jumps). Two variants:
+ *
+ *  A: before every op both sides are advanced to the op time, either in
+ *     one jump or deadline by deadline (advancing the core to D - 1 first and
+ *     checking that it fires nothing early). Every decision is compared, and
+ *     after every step each key's events (kind, token, time) must equal the
+ *     model's. Stats (pending, live keys) and next_deadline (never later than
+ *     the model's) are checked too.
+ *  B: no advance before ops: the core's "timers first" must still give the
+ *     same per-key results. Decisions are compared; the touched key's event
+ *     sequence must equal the model's after each op, other keys' model
+ *     sequence must be a prefix of the core's (the core may fire due timers
+ *     of other keys early, never wrongly); everything equal after an advance
+ *     or close.
+ *
+ * Always: sluice_limiter_check() after every step; every token accounted for
+ * exactly once (decision EMITTED/DROPPED, or SCHEDULED then exactly one
+ * event of the right key); nothing outstanding after close or free.
+ *
+ * Env: SLUICE_DIFF_ITERS (number of runs, default 6000),
+ *      SLUICE_DIFF_SEED (run only this seed, printing every op),
+ *      SLUICE_DIFF_SEED_BASE (first seed, default 1).
+ * On failure prints the seed, the scenario and the ops so far, and exits 1.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref/ref_model.h"
+#include "sluice.h"
+
+#define MAXKEYS 8
+#define NS_TMAX UINT64_C(12000000000000000000) /* 1.2e19: deadlines stay far below 2^64 */
+#define DUR_MAX UINT64_C(1000000000000000000)  /* 1e18 = SLUICE_DURATION_MAX */
+
+/* ------------------------------------------------------------------ */
+/* rng (splitmix64)                                                    */
+/* ------------------------------------------------------------------ */
+
+typedef struct { uint64_t s; } rng_t;
+
+static uint64_t rnext(rng_t *r) {
+    uint64_t z = (r->s += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+/* uniform in [0, n) (n > 0; negligible bias is fine here) */
+static uint64_t rbelow(rng_t *r, uint64_t n) {
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)rnext(r) * n) >> 64);
+}
+/* uniform in [lo, hi] */
+static uint64_t rrange(rng_t *r, uint64_t lo, uint64_t hi) {
+    if (hi <= lo) return lo;
+    if (hi - lo == UINT64_MAX) return rnext(r);
+    return lo + rbelow(r, hi - lo + 1);
+}
+static bool rchance(rng_t *r, unsigned pct) { return rbelow(r, 100) < pct; }
+
+/* ------------------------------------------------------------------ */
+/* run context                                                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    sluice_key_kind_t kind;
+    uint64_t u64;
+    size_t len;
+    unsigned char bytes[SLUICE_KEY_MAX + 1];
+} keydef_t;
+
+typedef struct {
+    sluice_event_kind_t kind;
+    uint64_t token, at;
+    int step;
+} kev_t;
+
+typedef struct {
+    kev_t *v;
+    size_t n, cap;
+} kevvec_t;
+
+enum op_type { OP_SUBMIT, OP_FLUSH, OP_CANCEL, OP_PENDING, OP_ADVANCE, OP_CLOSE, OP_FREE, OP_BADKEY, OP_PRE };
+
+typedef struct {
+    int type;
+    int key;
+    uint64_t t;
+    uint64_t token;
+    int arg;           /* close mode, advance bound, pre-advance mode */
+    char result[160];
+} oprec_t;
+
+typedef struct {
+    uint64_t seed;
+    rng_t rng;
+    int variant; /* 0 = A (advance first), 1 = B (no advance) */
+    bool msmode; /* default 1 ms tick, whole-ms times */
+    uint64_t u;  /* time unit: 1 ns or 1 ms */
+    sluice_policy_t pol;
+    uint64_t scale_units, scale2_units;
+    int nkeys;
+    keydef_t keys[MAXKEYS];
+
+    sluice_limiter_t *core;
+    ref_model_t *ref;
+    bool closed;
+    uint64_t now;
+
+    kevvec_t cke[MAXKEYS], rke[MAXKEYS];
+    size_t cmp[MAXKEYS];
+
+    uint32_t salt;
+    size_t ntok, captok;
+    uint8_t *tcore, *tref; /* 0 unknown, 1 outstanding, 2 done */
+    int8_t *tkey;
+
+    oprec_t *ops;
+    size_t nops, capops;
+    int step;
+    bool skip_at;        /* free: event times are not compared */
+    bool in_submit;
+    uint64_t step_events, step_last_at;
+    uint64_t out_of_order; /* info: cross-key events of one call not in time order */
+
+    bool failed;
+    char msg[2048];
+    bool verbose;
+} ctx_t;
+
+static uint64_t g_out_of_order, g_runs, g_ops, g_events;
+static uint64_t g_dec[4], g_ev[4];
+
+static void failf(ctx_t *c, const char *fmt, ...) {
+    if (c->failed) return;
+    c->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+    va_end(ap);
+}
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n);
+    if (!q) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return q;
+}
+
+static void kev_push(kevvec_t *v, kev_t e) {
+    if (v->n == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 32;
+        v->v = xrealloc(v->v, v->cap * sizeof *v->v);
+    }
+    v->v[v->n++] = e;
+}
+
+static sluice_key_t key_of(const ctx_t *c, int k) {
+    const keydef_t *d = &c->keys[k];
+    if (d->kind == SLUICE_KEY_U64) return sluice_key_u64(d->u64);
+    return sluice_key_bytes(d->len ? d->bytes : NULL, d->len);
+}
+
+static int key_index(const ctx_t *c, sluice_key_t k) {
+    for (int i = 0; i < c->nkeys; i++)
+        if (ref_key_equal(key_of(c, i), k)) return i;
+    return -1;
+}
+
+static const char *ev_name(int k) {
+    switch (k) {
+    case SLUICE_EVENT_EMIT: return "EMIT";
+    case SLUICE_EVENT_DROP: return "DROP";
+    case SLUICE_EVENT_DISCARD: return "DISCARD";
+    default: return "?";
+    }
+}
+static const char *dec_name(int k) {
+    switch (k) {
+    case SLUICE_EMITTED: return "EMITTED";
+    case SLUICE_SCHEDULED: return "SCHEDULED";
+    case SLUICE_DROPPED: return "DROPPED";
+    default: return "?";
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* tokens                                                              */
+/* ------------------------------------------------------------------ */
+
+static uint64_t new_token(ctx_t *c, int key) {
+    if (c->ntok + 1 >= c->captok) {
+        size_t nc = c->captok ? 2 * c->captok : 256;
+        c->tcore = xrealloc(c->tcore, nc);
+        c->tref = xrealloc(c->tref, nc);
+        c->tkey = xrealloc(c->tkey, nc);
+        memset(c->tcore + c->captok, 0, nc - c->captok);
+        memset(c->tref + c->captok, 0, nc - c->captok);
+        memset(c->tkey + c->captok, -1, nc - c->captok);
+        c->captok = nc;
+    }
+    size_t idx = ++c->ntok;
+    c->tkey[idx] = (int8_t)key;
+    return ((uint64_t)c->salt << 32) | idx;
+}
+
+/* Returns the token's index, or 0 when it is not one of ours. */
+static size_t token_index(const ctx_t *c, uint64_t tok) {
+    if ((tok >> 32) != c->salt) return 0;
+    size_t idx = (size_t)(tok & 0xFFFFFFFFu);
+    return idx >= 1 && idx <= c->ntok ? idx : 0;
+}
+
+static void account_event(ctx_t *c, uint8_t *st, const char *who, int k, uint64_t tok, int kind) {
+    size_t idx = token_index(c, tok);
+    if (!idx) {
+        failf(c, "%s: event %s for unknown token %#" PRIx64, who, ev_name(kind), tok);
+        return;
+    }
+    if (st[idx] != 1)
+        failf(c, "%s: event %s for token %zu that is %s", who, ev_name(kind), idx,
+              st[idx] == 0 ? "not held by the limiter (never scheduled, or its submit has not returned)"
+                           : "already accounted for");
+    else if (c->tkey[idx] != k)
+        failf(c, "%s: event %s for token %zu with key k%d, submitted with key k%d", who, ev_name(kind), idx, k,
+              c->tkey[idx]);
+    st[idx] = 2;
+}
+
+static void account_decision(ctx_t *c, uint8_t *st, uint64_t tok, const sluice_decision_t *d) {
+    size_t idx = token_index(c, tok);
+    st[idx] = d->kind == SLUICE_SCHEDULED ? 1 : 2;
+}
+
+/* ------------------------------------------------------------------ */
+/* event capture                                                       */
+/* ------------------------------------------------------------------ */
+
+static void on_event(void *user, const sluice_event_t *e) {
+    ctx_t *c = user;
+    int k = key_index(c, e->key);
+    if (k < 0) {
+        failf(c, "core: event %s (token %#" PRIx64 ") with a key that is none of the run's keys", ev_name(e->kind),
+              e->token);
+        return;
+    }
+    if (e->kind < SLUICE_EVENT_EMIT || e->kind > SLUICE_EVENT_DISCARD) failf(c, "core: event of kind %d", e->kind);
+    account_event(c, c->tcore, "core", k, e->token, e->kind);
+    kev_t x = { e->kind, e->token, e->at, c->step };
+    kev_push(&c->cke[k], x);
+    if (e->kind >= 1 && e->kind <= 3) g_ev[e->kind]++;
+    if (c->step_events && e->at < c->step_last_at) c->out_of_order++;
+    c->step_events++;
+    c->step_last_at = e->at;
+    g_events++;
+}
+
+static void take_ref_events(ctx_t *c) {
+    const ref_event_t *ev = ref_events(c->ref);
+    size_t n = ref_event_count(c->ref);
+    for (size_t i = 0; i < n; i++) {
+        int k = key_index(c, ev[i].key);
+        if (k < 0) {
+            failf(c, "ref: event with an unknown key (model bug)");
+            continue;
+        }
+        account_event(c, c->tref, "ref", k, ev[i].token, ev[i].kind);
+        kev_t x = { ev[i].kind, ev[i].token, ev[i].at, c->step };
+        kev_push(&c->rke[k], x);
+    }
+    ref_clear_events(c->ref);
+}
+
+/*
+ * Compares each key's event sequences from the last compared position.
+ * all_equal: every key must have exactly the model's events; otherwise only
+ * key `touched` must, the others' model sequence must be a prefix of the
+ * core's.
+ */
+static void sync_check(ctx_t *c, bool all_equal, int touched) {
+    take_ref_events(c);
+    for (int k = 0; k < c->nkeys && !c->failed; k++) {
+        kevvec_t *a = &c->cke[k], *b = &c->rke[k];
+        size_t m = a->n < b->n ? a->n : b->n;
+        for (size_t i = c->cmp[k]; i < m; i++) {
+            kev_t x = a->v[i], y = b->v[i];
+            if (x.kind != y.kind || x.token != y.token || (!c->skip_at && x.at != y.at)) {
+                failf(c,
+                      "key k%d event #%zu differs: core %s tok=%zu at=%" PRIu64 " (step %d), ref %s tok=%zu at=%" PRIu64
+                      " (step %d)",
+                      k, i, ev_name(x.kind), token_index(c, x.token), x.at, x.step, ev_name(y.kind),
+                      token_index(c, y.token), y.at, y.step);
+                return;
+            }
+        }
+        c->cmp[k] = m;
+        bool must_equal = all_equal || k == touched;
+        if ((must_equal && a->n != b->n) || a->n < b->n) {
+            const kevvec_t *more = a->n > b->n ? a : b;
+            kev_t x = more->v[m];
+            failf(c, "key k%d: core has %zu events, ref has %zu; first extra on the %s side: %s tok=%zu at=%" PRIu64,
+                  k, a->n, b->n, a->n > b->n ? "core" : "ref", ev_name(x.kind), token_index(c, x.token), x.at);
+            return;
+        }
+    }
+}
+
+static void core_check(ctx_t *c) {
+    if (c->failed || !c->core) return;
+    int rc = sluice_limiter_check(c->core);
+    if (rc != 0) failf(c, "sluice_limiter_check() returned %d", rc);
+}
+
+static void stats_check(ctx_t *c) {
+    if (c->failed || c->variant != 0 || c->closed) return;
+    sluice_stats_t st;
+    int rc = sluice_limiter_stats(c->core, &st);
+    if (rc) {
+        failf(c, "sluice_limiter_stats() returned %d", rc);
+        return;
+    }
+    if (st.pending != ref_pending_count(c->ref))
+        failf(c, "stats.pending = %" PRIu64 ", model has %" PRIu64 " keys pending", st.pending,
+              ref_pending_count(c->ref));
+    else if (c->pol.kind != SLUICE_RATE && st.live_keys != ref_live_count(c->ref))
+        failf(c, "stats.live_keys = %" PRIu64 ", model has %" PRIu64 " keys not idle", st.live_keys,
+              ref_live_count(c->ref));
+    uint64_t cn = sluice_limiter_next_deadline(c->core), rn = ref_next_deadline(c->ref);
+    if (!c->failed && cn > rn)
+        failf(c, "next_deadline = %" PRIu64 " is later than the earliest deadline %" PRIu64, cn, rn);
+}
+
+/* ------------------------------------------------------------------ */
+/* op log                                                              */
+/* ------------------------------------------------------------------ */
+
+static oprec_t *op_begin(ctx_t *c, int type, int key, uint64_t t) {
+    if (c->nops == c->capops) {
+        c->capops = c->capops ? 2 * c->capops : 64;
+        c->ops = xrealloc(c->ops, c->capops * sizeof *c->ops);
+    }
+    oprec_t *o = &c->ops[c->nops++];
+    memset(o, 0, sizeof *o);
+    o->type = type;
+    o->key = key;
+    o->t = t;
+    c->step++;
+    c->step_events = 0;
+    c->skip_at = false;
+    g_ops++;
+    return o;
+}
+
+static void print_key(FILE *f, const keydef_t *d) {
+    if (d->kind == SLUICE_KEY_U64) {
+        fprintf(f, "u64 %" PRIu64, d->u64);
+        return;
+    }
+    fprintf(f, "bytes[%zu] \"", d->len);
+    size_t shown = d->len > 40 ? 40 : d->len;
+    for (size_t i = 0; i < shown; i++) {
+        unsigned ch = d->bytes[i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\') fputc((int)ch, f);
+        else fprintf(f, "\\x%02x", ch);
+    }
+    fprintf(f, "\"%s", d->len > shown ? "..." : "");
+}
+
+static void print_policy(FILE *f, const sluice_policy_t *p) {
+    switch (p->kind) {
+    case SLUICE_THROTTLE:
+        fprintf(f, "throttle interval=%" PRId64 "ns leading=%d trailing=%d pick=%s", p->interval_ns, p->leading,
+                p->trailing, p->pick == SLUICE_PICK_FIRST ? "first" : "latest");
+        break;
+    case SLUICE_AUDIT: fprintf(f, "audit interval=%" PRId64 "ns", p->interval_ns); break;
+    case SLUICE_DEBOUNCE:
+        fprintf(f, "debounce interval=%" PRId64 "ns leading=%d trailing=%d", p->interval_ns, p->leading, p->trailing);
+        if (p->has_max_wait) fprintf(f, " maxwait=%" PRId64 "ns", p->max_wait_ns);
+        break;
+    case SLUICE_RATE:
+        fprintf(f, "rate limit=%" PRIu64 " per=%" PRId64 "ns burst=%" PRIu64, p->limit, p->per_ns, p->burst);
+        break;
+    }
+}
+
+static const char *op_name(int t) {
+    static const char *n[] = { "submit", "flush", "cancel", "pending", "advance", "close", "free", "submit-badkey",
+                               "pre-advance" };
+    return n[t];
+}
+
+static void print_op(FILE *f, const ctx_t *c, size_t i) {
+    const oprec_t *o = &c->ops[i];
+    fprintf(f, "  #%zu t=%" PRIu64 " %s", i + 1, o->t, op_name(o->type));
+    if (o->key >= 0) fprintf(f, " k%d", o->key);
+    if (o->type == OP_SUBMIT) fprintf(f, " tok=%zu", token_index(c, o->token));
+    if (o->type == OP_CLOSE) fprintf(f, " %s", o->arg == SLUICE_CLOSE_DRAIN ? "drain" : "discard");
+    if (o->type == OP_ADVANCE || o->type == OP_PRE) fprintf(f, " max_timers=%d", o->arg);
+    fprintf(f, "%s%s\n", o->result[0] ? "  -> " : "", o->result);
+}
+
+static void dump_failure(const ctx_t *c) {
+    FILE *f = stderr;
+    fprintf(f, "\nFAIL seed=%" PRIu64 " (replay: SLUICE_DIFF_SEED=%" PRIu64 ")\n  %s\n", c->seed, c->seed, c->msg);
+    fprintf(f, "variant %s, tick %s\npolicy: ", c->variant == 0 ? "A (advance before ops)" : "B (no advance)",
+            c->msmode ? "1 ms (times in whole ms)" : "1 ns");
+    print_policy(f, &c->pol);
+    fprintf(f, "\nkeys:\n");
+    for (int k = 0; k < c->nkeys; k++) {
+        fprintf(f, "  k%d = ", k);
+        print_key(f, &c->keys[k]);
+        fputc('\n', f);
+    }
+    fprintf(f, "ops (times in ns):\n");
+    for (size_t i = 0; i < c->nops; i++) print_op(f, c, i);
+    fprintf(f, "events by key (core | ref):\n");
+    for (int k = 0; k < c->nkeys; k++) {
+        size_t n = c->cke[k].n > c->rke[k].n ? c->cke[k].n : c->rke[k].n;
+        if (!n) continue;
+        fprintf(f, "  k%d:\n", k);
+        for (size_t i = 0; i < n; i++) {
+            char a[96] = "", b[96] = "";
+            if (i < c->cke[k].n)
+                snprintf(a, sizeof a, "%s tok=%zu at=%" PRIu64 " (#%d)", ev_name(c->cke[k].v[i].kind),
+                         token_index(c, c->cke[k].v[i].token), c->cke[k].v[i].at, c->cke[k].v[i].step);
+            if (i < c->rke[k].n)
+                snprintf(b, sizeof b, "%s tok=%zu at=%" PRIu64 " (#%d)", ev_name(c->rke[k].v[i].kind),
+                         token_index(c, c->rke[k].v[i].token), c->rke[k].v[i].at, c->rke[k].v[i].step);
+            fprintf(f, "    %-48s | %s\n", a, b);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* scenario generation                                                 */
+/* ------------------------------------------------------------------ */
+
+static uint64_t gen_duration_units(ctx_t *c) {
+    rng_t *r = &c->rng;
+    uint64_t maxu = DUR_MAX / c->u;
+    unsigned x = (unsigned)rbelow(r, 100);
+    if (x < 10) return 0;
+    if (x < 20) return 1;
+    if (x < 50) return rrange(r, 2, 20);
+    if (x < 75) return rrange(r, 20, 1000);
+    if (x < 90) return rrange(r, 1000, 1000000);
+    if (x < 95) return rrange(r, maxu - 1000, maxu);
+    return rrange(r, 1, maxu);
+}
+
+static void gen_policy(ctx_t *c) {
+    rng_t *r = &c->rng;
+    sluice_policy_t p;
+    int kind = (int)rrange(r, 1, 4);
+    uint64_t W = 0;
+    if (kind != SLUICE_RATE) W = gen_duration_units(c);
+    c->scale_units = W ? W : rrange(r, 1, 1000);
+    c->scale2_units = c->scale_units;
+    switch (kind) {
+    case SLUICE_THROTTLE: {
+        int edges = (int)rrange(r, 1, 3);
+        p = sluice_throttle((int64_t)(W * c->u), edges & 1, (edges & 2) != 0,
+                            rchance(r, 50) ? SLUICE_PICK_LATEST : SLUICE_PICK_FIRST);
+        break;
+    }
+    case SLUICE_AUDIT: p = sluice_audit((int64_t)(W * c->u)); break;
+    case SLUICE_DEBOUNCE: {
+        int edges = (int)rrange(r, 1, 3);
+        int64_t mw = -1;
+        unsigned x = (unsigned)rbelow(r, 100);
+        uint64_t maxu = DUR_MAX / c->u;
+        if (x < 40) mw = -1;
+        else if (x < 55) mw = (int64_t)W;
+        else if (x < 85) mw = (int64_t)(W + rrange(r, 1, W < maxu / 4 ? 3 * W + 1 : 1));
+        else mw = (int64_t)rrange(r, W, maxu);
+        if (mw > (int64_t)maxu) mw = (int64_t)maxu;
+        if (mw >= 0) {
+            c->scale2_units = (uint64_t)mw ? (uint64_t)mw : c->scale_units;
+            mw *= (int64_t)c->u;
+        }
+        p = sluice_debounce((int64_t)(W * c->u), edges & 1, (edges & 2) != 0, mw);
+        break;
+    }
+    default: {
+        uint64_t limit, per, burst;
+        unsigned x = (unsigned)rbelow(r, 100);
+        limit = x < 50 ? rrange(r, 1, 10) : x < 80 ? rrange(r, 1, 1000) : rrange(r, 1, SLUICE_RATE_MAX);
+        x = (unsigned)rbelow(r, 100);
+        per = x < 30 ? rrange(r, 1, 100) : x < 80 ? rrange(r, 100, 1000000) : rrange(r, 1, DUR_MAX / c->u);
+        x = (unsigned)rbelow(r, 100);
+        burst = x < 40 ? 0 : x < 60 ? 1 : x < 90 ? rrange(r, 1, limit * 3 < SLUICE_RATE_MAX ? limit * 3 : SLUICE_RATE_MAX)
+                                                  : rrange(r, 1, SLUICE_RATE_MAX);
+        p = sluice_rate(limit, (int64_t)(per * c->u), burst);
+        uint64_t T = per / limit;
+        c->scale_units = T ? T : 1;
+        c->scale2_units = per;
+        break;
+    }
+    }
+    c->pol = p;
+}
+
+static void gen_keys(ctx_t *c) {
+    rng_t *r = &c->rng;
+    c->nkeys = (int)rrange(r, 1, MAXKEYS);
+    for (int k = 0; k < c->nkeys; k++) {
+        keydef_t *d = &c->keys[k];
+        for (int attempt = 0;; attempt++) {
+            memset(d, 0, sizeof *d);
+            unsigned x = (unsigned)rbelow(r, 100);
+            if (x < 45) {
+                d->kind = SLUICE_KEY_U64;
+                unsigned y = (unsigned)rbelow(r, 4);
+                d->u64 = y == 0 ? rbelow(r, 10) : y == 1 ? UINT64_MAX - rbelow(r, 2) : rnext(r);
+            } else {
+                d->kind = SLUICE_KEY_BYTES;
+                unsigned y = (unsigned)rbelow(r, 100);
+                if (y < 12) {
+                    d->len = 0;
+                } else if (y < 20 && k > 0) {
+                    /* a look-alike of an earlier key: its u64 bytes, a prefix, or one more byte */
+                    const keydef_t *o = &c->keys[rbelow(r, (uint64_t)k)];
+                    if (o->kind == SLUICE_KEY_U64) {
+                        d->len = 8;
+                        memcpy(d->bytes, &o->u64, 8);
+                    } else {
+                        memcpy(d->bytes, o->bytes, o->len);
+                        d->len = o->len;
+                        if (d->len && rchance(r, 50)) d->len--;
+                        else if (d->len < SLUICE_KEY_MAX) d->bytes[d->len++] = (unsigned char)rbelow(r, 3);
+                    }
+                } else if (y < 24) {
+                    d->len = SLUICE_KEY_MAX - rbelow(r, 2);
+                    for (size_t i = 0; i < d->len; i++) d->bytes[i] = (unsigned char)rnext(r);
+                } else {
+                    d->len = rrange(r, 1, 16);
+                    for (size_t i = 0; i < d->len; i++)
+                        d->bytes[i] = rchance(r, 30) ? 0 : (unsigned char)rbelow(r, rchance(r, 50) ? 3 : 256);
+                }
+            }
+            bool dup = false;
+            for (int j = 0; j < k; j++)
+                if (ref_key_equal(key_of(c, j), key_of(c, k))) dup = true;
+            if (!dup) break;
+            if (attempt > 50) {
+                d->kind = SLUICE_KEY_U64;
+                d->u64 = UINT64_C(0x5EED000000000000) + (uint64_t)k;
+                break;
+            }
+        }
+    }
+}
+
+/* A time step, in units. */
+static uint64_t gen_dt_units(ctx_t *c) {
+    rng_t *r = &c->rng;
+    uint64_t S = rchance(r, 20) ? c->scale2_units : c->scale_units;
+    if (S == 0) S = 1;
+    uint64_t Sbig = S > UINT64_MAX / 40 ? UINT64_MAX / 40 : S;
+    unsigned x = (unsigned)rbelow(r, 100);
+    if (x < 15) return 0;
+    if (x < 28) return rrange(r, 1, S / 4 > 1 ? S / 4 : 1);
+    if (x < 40) return S + rbelow(r, 3) - (S ? 1 : 0);
+    if (x < 65) {
+        uint64_t d = ref_next_deadline(c->ref);
+        if (d != UINT64_MAX && d > c->now) {
+            uint64_t dd = (d - c->now) / c->u; /* exact in both modes: deadlines are whole units */
+            unsigned y = (unsigned)rbelow(r, 3);
+            return y == 0 ? dd - 1 : y == 1 ? dd : dd + 1;
+        }
+        return rrange(r, 0, 2 * Sbig);
+    }
+    if (x < 90) return rrange(r, 0, 3 * Sbig);
+    if (x < 97) return rrange(r, 0, 20 * Sbig);
+    return rrange(r, 0, DUR_MAX / c->u);
+}
+
+static uint64_t gen_time(ctx_t *c) {
+    uint64_t dt = gen_dt_units(c);
+    uint64_t room = (NS_TMAX - c->now) / c->u;
+    if (dt > room) dt = room;
+    return c->now + dt * c->u;
+}
+
+/* ------------------------------------------------------------------ */
+/* ops                                                                 */
+/* ------------------------------------------------------------------ */
+
+/* Advances the core with a random bound on timers per call, until done. */
+static void core_advance(ctx_t *c, uint64_t t, int bound, oprec_t *o) {
+    int64_t total = 0;
+    uint64_t ev0 = c->step_events;
+    for (int iter = 0;; iter++) {
+        int64_t n = sluice_limiter_advance(c->core, t, (size_t)bound);
+        if (n < 0) {
+            failf(c, "sluice_limiter_advance(%" PRIu64 ", %d) returned %" PRId64, t, bound, n);
+            return;
+        }
+        if (bound && n > bound) {
+            failf(c, "sluice_limiter_advance(%" PRIu64 ", %d) handled %" PRId64 " timers, more than the bound", t,
+                  bound, n);
+            return;
+        }
+        total += n;
+        if (bound == 0 || n < bound) break;
+        if (iter > 1000000) {
+            failf(c, "sluice_limiter_advance never finishes");
+            return;
+        }
+    }
+    uint64_t evs = c->step_events - ev0;
+    if ((uint64_t)total < evs)
+        failf(c, "advance reported %" PRId64 " timer transitions but produced %" PRIu64 " events", total, evs);
+    if (o) snprintf(o->result, sizeof o->result, "%" PRId64 " transitions, %" PRIu64 " events", total, evs);
+}
+
+/* Variant A: bring both sides to time t, firing every due deadline. */
+static void pre_advance(ctx_t *c, uint64_t t, bool force_jump) {
+    rng_t *r = &c->rng;
+    bool stepping = !force_jump && rchance(r, 70);
+    int bound = rchance(r, 70) ? 0 : (int)rrange(r, 1, 3);
+    if (stepping) {
+        for (int guard = 0; !c->failed; guard++) {
+            uint64_t d = ref_next_deadline(c->ref);
+            uint64_t cn = sluice_limiter_next_deadline(c->core);
+            if (cn > d) {
+                failf(c, "next_deadline = %" PRIu64 " is later than the earliest deadline %" PRIu64, cn, d);
+                return;
+            }
+            if (d > t) break;
+            if (guard > 100000) {
+                failf(c, "too many deadlines (model loop?)");
+                return;
+            }
+            if (d > c->now) {
+                /* nothing may fire before the earliest deadline */
+                oprec_t *o = op_begin(c, OP_PRE, -1, d - 1);
+                o->arg = bound;
+                core_advance(c, d - 1, bound, o);
+                ref_advance(c->ref, d - 1);
+                sync_check(c, true, -1);
+                core_check(c);
+            }
+            oprec_t *o = op_begin(c, OP_PRE, -1, d);
+            o->arg = bound;
+            core_advance(c, d, bound, o);
+            int64_t rn = ref_advance(c->ref, d);
+            if (rn <= 0) failf(c, "model: advance to its own next deadline fired nothing (model bug)");
+            c->now = d;
+            sync_check(c, true, -1);
+            core_check(c);
+        }
+    }
+    if (c->failed) return;
+    oprec_t *o = op_begin(c, OP_PRE, -1, t);
+    o->arg = bound;
+    core_advance(c, t, bound, o);
+    ref_advance(c->ref, t);
+    c->now = t;
+    sync_check(c, true, -1);
+    core_check(c);
+}
+
+static void do_submit(ctx_t *c, int k, uint64_t t) {
+    oprec_t *o = op_begin(c, OP_SUBMIT, k, t);
+    uint64_t tok = new_token(c, k);
+    o->token = tok;
+    sluice_decision_t dc = { 0, 0 }, dr = { 0, 0 };
+    c->in_submit = true;
+    int rc = sluice_limiter_submit(c->core, key_of(c, k), tok, t, &dc);
+    c->in_submit = false;
+    int rr = ref_submit(c->ref, key_of(c, k), tok, t, &dr);
+    if (rc != rr) {
+        failf(c, "submit returned %d, model %d", rc, rr);
+        return;
+    }
+    if (rc == 0) {
+        snprintf(o->result, sizeof o->result, "core %s@%" PRIu64 ", ref %s@%" PRIu64, dec_name(dc.kind), dc.at,
+                 dec_name(dr.kind), dr.at);
+        if (dc.kind != dr.kind || dc.at != dr.at) {
+            failf(c, "decision differs: core %s at=%" PRIu64 ", ref %s at=%" PRIu64, dec_name(dc.kind), dc.at,
+                  dec_name(dr.kind), dr.at);
+            return;
+        }
+        if (dc.kind >= 1 && dc.kind <= 3) g_dec[dc.kind]++;
+        account_decision(c, c->tcore, tok, &dc);
+        account_decision(c, c->tref, tok, &dr);
+    } else {
+        snprintf(o->result, sizeof o->result, "rc %d", rc);
+    }
+}
+
+static void do_badkey(ctx_t *c, uint64_t t) {
+    static unsigned char big[SLUICE_KEY_MAX + 1];
+    oprec_t *o = op_begin(c, OP_BADKEY, -1, t);
+    sluice_key_t k = sluice_key_bytes(big, SLUICE_KEY_MAX + 1);
+    sluice_decision_t d;
+    uint64_t tok = ((uint64_t)c->salt << 32) | 0xFFFFFFFFu; /* never a valid token */
+    int rc = sluice_limiter_submit(c->core, k, tok, t, &d);
+    int rr = ref_submit(c->ref, k, tok, t, &d);
+    snprintf(o->result, sizeof o->result, "core rc %d, ref rc %d", rc, rr);
+    if (rc != rr) failf(c, "submit with a %d-byte key returned %d, expected %d", SLUICE_KEY_MAX + 1, rc, rr);
+    int rf = sluice_limiter_flush(c->core, k, t);
+    if (!c->failed && rf != rr) failf(c, "flush with a too long key returned %d, expected %d", rf, rr);
+}
+
+static void do_keyop(ctx_t *c, int type, int k, uint64_t t) {
+    oprec_t *o = op_begin(c, type, k, t);
+    int rc, rr;
+    sluice_key_t key = key_of(c, k);
+    switch (type) {
+    case OP_FLUSH:
+        rc = sluice_limiter_flush(c->core, key, t);
+        rr = ref_flush(c->ref, key, t);
+        break;
+    case OP_CANCEL:
+        rc = sluice_limiter_cancel(c->core, key, t);
+        rr = ref_cancel(c->ref, key, t);
+        break;
+    default:
+        rc = sluice_limiter_pending(c->core, key, t);
+        rr = ref_pending(c->ref, key, t);
+        break;
+    }
+    snprintf(o->result, sizeof o->result, "core %d, ref %d", rc, rr);
+    if (rc != rr) failf(c, "%s returned %d, model %d", op_name(type), rc, rr);
+}
+
+static void do_close(ctx_t *c, uint64_t t, int mode) {
+    oprec_t *o = op_begin(c, OP_CLOSE, -1, t);
+    o->arg = mode;
+    int rc = sluice_limiter_close(c->core, t, (sluice_close_mode_t)mode);
+    int rr = ref_close(c->ref, t, (sluice_close_mode_t)mode);
+    snprintf(o->result, sizeof o->result, "core %d, ref %d", rc, rr);
+    if (rc != rr) failf(c, "close returned %d, model %d", rc, rr);
+    if (rr == 0) c->closed = true;
+}
+
+static void check_all_accounted(ctx_t *c) {
+    for (size_t i = 1; i <= c->ntok && !c->failed; i++) {
+        if (c->tcore[i] == 1) failf(c, "token %zu (key k%d) was scheduled but never reported by the core", i, c->tkey[i]);
+        else if (c->tref[i] == 1) failf(c, "token %zu never reported by the model (model bug)", i);
+    }
+}
+
+/* After close: every call fails with SLUICE_ECLOSED, on both sides. */
+static void closed_ops(ctx_t *c) {
+    rng_t *r = &c->rng;
+    int n = (int)rbelow(r, 4);
+    for (int i = 0; i < n && !c->failed; i++) {
+        uint64_t t = gen_time(c);
+        int k = (int)rbelow(r, (uint64_t)c->nkeys);
+        switch (rbelow(r, 6)) {
+        case 0: do_submit(c, k, t); break;
+        case 1: do_keyop(c, OP_FLUSH, k, t); break;
+        case 2: do_keyop(c, OP_CANCEL, k, t); break;
+        case 3: do_keyop(c, OP_PENDING, k, t); break;
+        case 4: {
+            oprec_t *o = op_begin(c, OP_ADVANCE, -1, t);
+            int64_t rc = sluice_limiter_advance(c->core, t, 0);
+            int64_t rr = ref_advance(c->ref, t);
+            snprintf(o->result, sizeof o->result, "core %" PRId64 ", ref %" PRId64, rc, rr);
+            if (rc != rr) failf(c, "advance after close returned %" PRId64 ", expected %" PRId64, rc, rr);
+            break;
+        }
+        default: {
+            oprec_t *o = op_begin(c, OP_CLOSE, -1, t);
+            o->arg = SLUICE_CLOSE_DRAIN;
+            int rc = sluice_limiter_close(c->core, t, SLUICE_CLOSE_DRAIN);
+            snprintf(o->result, sizeof o->result, "core %d", rc);
+            if (rc != SLUICE_ECLOSED) failf(c, "second close returned %d, expected SLUICE_ECLOSED", rc);
+            break;
+        }
+        }
+        sync_check(c, true, -1);
+        core_check(c);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* one run                                                             */
+/* ------------------------------------------------------------------ */
+
+static void ctx_free(ctx_t *c) {
+    if (c->core) sluice_limiter_free(c->core);
+    ref_free(c->ref);
+    for (int k = 0; k < MAXKEYS; k++) {
+        free(c->cke[k].v);
+        free(c->rke[k].v);
+    }
+    free(c->tcore);
+    free(c->tref);
+    free(c->tkey);
+    free(c->ops);
+}
+
+static bool run_one(uint64_t seed, bool verbose) {
+    ctx_t *c = calloc(1, sizeof *c);
+    if (!c) exit(2);
+    c->seed = seed;
+    c->verbose = verbose;
+    c->rng.s = seed * UINT64_C(0xD1B54A32D192ED03) + UINT64_C(0x8CB92BA72F3D8DD7);
+    rng_t *r = &c->rng;
+    rnext(r);
+    c->variant = rchance(r, 50) ? 0 : 1;
+    c->msmode = rchance(r, 30);
+    c->u = c->msmode ? UINT64_C(1000000) : 1;
+    c->salt = (uint32_t)(rnext(r) | 1);
+    gen_policy(c);
+    gen_keys(c);
+
+    unsigned x = (unsigned)rbelow(r, 100);
+    uint64_t start_units = x < 30 ? 0 : x < 60 ? rrange(r, 1, 1000000) : x < 85 ? rrange(r, 0, UINT64_C(10000000000000000000) / c->u)
+                                                                                 : rrange(r, 0, (NS_TMAX / 2) / c->u);
+    c->now = start_units * c->u;
+
+    sluice_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.policy = c->pol;
+    cfg.tick_ns = c->msmode ? 0 : 1;
+    cfg.start_ns = c->now;
+    cfg.on_event = on_event;
+    cfg.user = c;
+    cfg.fixed_seed = true;
+    cfg.seed[0] = rnext(r);
+    cfg.seed[1] = rnext(r);
+    int rc = sluice_limiter_new(&c->core, &cfg);
+    int rr = ref_new(&c->ref, &c->pol);
+    if (rc != 0 || rr != 0) {
+        failf(c, "limiter_new returned %d, model %d (the generated policy should be valid)", rc, rr);
+        c->core = rc == 0 ? c->core : NULL;
+        goto done;
+    }
+
+    int nops = rchance(r, 50) ? (int)rrange(r, 1, 40) : (int)rrange(r, 40, 300);
+    for (int i = 0; i < nops && !c->failed && !c->closed; i++) {
+        uint64_t t = gen_time(c);
+        int k = (int)rbelow(r, (uint64_t)c->nkeys);
+        unsigned w = (unsigned)rbelow(r, 1000);
+        int type = w < 520 ? OP_SUBMIT : w < 600 ? OP_FLUSH : w < 680 ? OP_CANCEL : w < 760 ? OP_PENDING
+                 : w < 980 ? OP_ADVANCE : w < 985 ? OP_BADKEY : OP_CLOSE;
+        if (c->variant == 0) {
+            pre_advance(c, t, type == OP_ADVANCE && rchance(r, 50));
+            if (c->failed) break;
+            if (type == OP_ADVANCE) {
+                stats_check(c);
+                continue;
+            }
+        }
+        c->step_events = 0;
+        switch (type) {
+        case OP_SUBMIT: do_submit(c, k, t); break;
+        case OP_FLUSH:
+        case OP_CANCEL:
+        case OP_PENDING: do_keyop(c, type, k, t); break;
+        case OP_BADKEY: do_badkey(c, t); break;
+        case OP_ADVANCE: {
+            oprec_t *o = op_begin(c, OP_ADVANCE, -1, t);
+            o->arg = rchance(r, 70) ? 0 : (int)rrange(r, 1, 3);
+            core_advance(c, t, o->arg, o);
+            ref_advance(c->ref, t);
+            break;
+        }
+        case OP_CLOSE: do_close(c, t, rchance(r, 50) ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD); break;
+        }
+        c->now = t;
+        if (c->failed) break;
+        bool all = c->variant == 0 || type == OP_ADVANCE || type == OP_CLOSE;
+        sync_check(c, all, (type == OP_SUBMIT || type == OP_FLUSH || type == OP_CANCEL || type == OP_PENDING) ? k : -1);
+        core_check(c);
+        stats_check(c);
+    }
+    if (c->failed) goto done;
+
+    if (!c->closed) {
+        /* end of the run: close (both variants) or free directly (variant A) */
+        unsigned y = (unsigned)rbelow(r, 100);
+        if (c->variant == 0 && y < 50) {
+            oprec_t *o = op_begin(c, OP_FREE, -1, c->now);
+            c->skip_at = true; /* free has no `now`: event times are not compared */
+            sluice_limiter_free(c->core);
+            c->core = NULL;
+            ref_close(c->ref, c->now, SLUICE_CLOSE_DISCARD);
+            snprintf(o->result, sizeof o->result, "freed");
+            sync_check(c, true, -1);
+            c->closed = true;
+            check_all_accounted(c);
+            goto done;
+        }
+        uint64_t t = gen_time(c);
+        if (c->variant == 0) pre_advance(c, t, false);
+        if (c->failed) goto done;
+        do_close(c, t, y < 75 ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD);
+        c->now = t;
+        sync_check(c, true, -1);
+        core_check(c);
+    }
+    if (c->failed) goto done;
+    closed_ops(c);
+    check_all_accounted(c);
+    if (!c->failed) {
+        /* free after close: nothing left to report */
+        op_begin(c, OP_FREE, -1, c->now);
+        sluice_limiter_free(c->core);
+        c->core = NULL;
+        sync_check(c, true, -1);
+    }
+
+done:;
+    bool ok = !c->failed;
+    g_out_of_order += c->out_of_order;
+    g_runs++;
+    if (!ok || verbose) {
+        if (!ok) dump_failure(c);
+        else {
+            fprintf(stderr, "seed %" PRIu64 " ok; variant %d, ms %d, policy ", seed, c->variant, c->msmode);
+            print_policy(stderr, &c->pol);
+            fputc('\n', stderr);
+            for (size_t i = 0; i < c->nops; i++) print_op(stderr, c, i);
+        }
+    }
+    ctx_free(c);
+    free(c);
+    return ok;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt, bool *set) {
+    const char *s = getenv(name);
+    if (set) *set = s && *s;
+    if (!s || !*s) return dflt;
+    return strtoull(s, NULL, 0);
+}
+
+int main(void) {
+    bool one;
+    uint64_t seed1 = env_u64("SLUICE_DIFF_SEED", 0, &one);
+    if (one) return run_one(seed1, true) ? 0 : 1;
+    uint64_t iters = env_u64("SLUICE_DIFF_ITERS", 6000, NULL);
+    uint64_t base = env_u64("SLUICE_DIFF_SEED_BASE", 1, NULL);
+    for (uint64_t i = 0; i < iters; i++) {
+        if (!run_one(base + i, false)) {
+            fprintf(stderr, "test_differential: FAILED at run %" PRIu64 " of %" PRIu64 "\n", i + 1, iters);
+            return 1;
+        }
+    }
+    printf("test_differential: %" PRIu64 " runs, %" PRIu64 " steps: ok\n"
+           "  decisions: %" PRIu64 " emitted, %" PRIu64 " scheduled, %" PRIu64 " dropped\n"
+           "  events: %" PRIu64 " emit, %" PRIu64 " drop, %" PRIu64 " discard\n"
+           "  info: %" PRIu64 " cross-key events out of time order within one advance/close\n",
+           g_runs, g_ops, g_dec[1], g_dec[2], g_dec[3], g_ev[1], g_ev[2], g_ev[3], g_out_of_order);
+    return 0;
+}

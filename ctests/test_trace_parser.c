@@ -1,0 +1,569 @@
+/*
+ * test_trace_parser.c — unit tests of the trace parser (tools/sluice-trace/trace.c),
+ * plus a few end-to-end runs of the trace runner against the core.
+ *
+ * Build: link with tools/sluice-trace/trace.c and the core library; include
+ * paths Sources/CSluice/include and tools/sluice-trace. Exit status 0 when
+ * every check passes.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice.h"
+#include "trace.h"
+
+static int failures;
+static int checks;
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        checks++;                                                                         \
+        if (!(cond)) {                                                                    \
+            failures++;                                                                   \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fputc('\n', stderr);                                                          \
+        }                                                                                 \
+    } while (0)
+
+/* Parses exactly `len` bytes held in a buffer of exactly that size, so a
+ * sanitizer catches any read past the end. */
+static int parse_exact(const char *input, size_t len, struct trace *t, struct trace_error *err) {
+    char *copy = malloc(len ? len : 1);
+    int rc;
+    if (copy == NULL) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    if (len)
+        memcpy(copy, input, len);
+    rc = trace_parse(len ? copy : NULL, len, t, err);
+    free(copy);
+    return rc;
+}
+
+static void expect_error_n(const char *input, size_t len, size_t line, const char *reason) {
+    struct trace t;
+    struct trace_error err;
+    int rc = parse_exact(input, len, &t, &err);
+    CHECK(rc == TRACE_ERR_SYNTAX, "input %.60s: rc %d, want a syntax error", input, rc);
+    if (rc != TRACE_ERR_SYNTAX) {
+        trace_free(&t);
+        return;
+    }
+    CHECK(err.line == line && strcmp(err.reason, reason) == 0,
+          "input \"%.60s\": got 'line %zu: %s', want 'line %zu: %s'", input, err.line, err.reason,
+          line, reason);
+    CHECK(t.steps == NULL && t.nsteps == 0, "trace not emptied after an error");
+}
+
+static void expect_error(const char *input, size_t line, const char *reason) {
+    expect_error_n(input, strlen(input), line, reason);
+}
+
+/* Parses an input that must be valid; the caller frees. */
+static void expect_ok_n(const char *input, size_t len, struct trace *t) {
+    struct trace_error err;
+    int rc = parse_exact(input, len, t, &err);
+    CHECK(rc == TRACE_OK, "input \"%.60s\": got 'line %zu: %s'", input, err.line, err.reason);
+    if (rc != TRACE_OK)
+        memset(t, 0, sizeof *t);
+}
+
+static void expect_ok(const char *input, struct trace *t) {
+    expect_ok_n(input, strlen(input), t);
+}
+
+static void accept(const char *input) {
+    struct trace t;
+    expect_ok(input, &t);
+    trace_free(&t);
+}
+
+static bool step_is(const struct trace *t, size_t i, uint64_t time_ms, int verb, const char *key,
+                    const char *value) {
+    const struct trace_step *s;
+    if (i >= t->nsteps)
+        return false;
+    s = &t->steps[i];
+    if (s->time_ms != time_ms || s->verb != verb)
+        return false;
+    if (key && (s->key_len != strlen(key) || memcmp(trace_step_key(t, s), key, s->key_len) != 0))
+        return false;
+    if (value &&
+        (s->value_len != strlen(value) || memcmp(trace_step_value(t, s), value, s->value_len) != 0))
+        return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+
+static void test_missing_policy(void) {
+    expect_error("", 1, "missing policy");
+    expect_error("\n", 2, "missing policy");
+    expect_error("# only a comment\n\n   \n", 4, "missing policy");
+    expect_error("# only a comment", 2, "missing policy");
+    expect_error("\t \r\n", 2, "missing policy");
+    expect_error("0 call A a\n", 1, "missing policy");
+    expect_error("# c\nPolicy throttle interval=1\n", 2, "missing policy");
+    expect_error("policy throttle interval=1\npolicy audit interval=1\n", 2, "duplicate policy");
+}
+
+static void test_policy_errors(void) {
+    expect_error("policy\n", 1, "missing field");
+    expect_error("policy   # nothing\n", 1, "missing field");
+    expect_error("policy frobnicate interval=1\n", 1, "unknown policy 'frobnicate'");
+    expect_error("policy Throttle interval=1\n", 1, "unknown policy 'Throttle'");
+    expect_error("policy throttle\n", 1, "missing option interval");
+    expect_error("policy audit\n", 1, "missing option interval");
+    expect_error("policy debounce leading=true\n", 1, "missing option interval");
+    expect_error("policy rate per=10\n", 1, "missing option limit");
+    expect_error("policy rate limit=10\n", 1, "missing option per");
+    expect_error("policy throttle interval\n", 1, "bad option 'interval'");
+    expect_error("policy throttle interval = 5\n", 1, "bad option 'interval'");
+    expect_error("policy throttle interval=\n", 1, "missing value for interval");
+    expect_error("policy throttle interval=1 interval=2\n", 1, "duplicate option 'interval'");
+    expect_error("policy throttle leading=true interval=1 leading=false\n", 1,
+                 "duplicate option 'leading'");
+    expect_error("policy throttle interval=1 maxwait=5\n", 1, "unknown option 'maxwait'");
+    expect_error("policy audit interval=1 leading=true\n", 1, "unknown option 'leading'");
+    expect_error("policy debounce interval=1 pick=first\n", 1, "unknown option 'pick'");
+    expect_error("policy rate limit=1 per=1 interval=5\n", 1, "unknown option 'interval'");
+    expect_error("policy throttle Interval=5\n", 1, "unknown option 'Interval'");
+    expect_error("policy throttle =5\n", 1, "unknown option ''");
+    expect_error("policy throttle interval=abc\n", 1, "bad number 'abc'");
+    expect_error("policy throttle interval=+5\n", 1, "bad number '+5'");
+    expect_error("policy throttle interval=1e3\n", 1, "bad number '1e3'");
+    expect_error("policy throttle interval=1_000\n", 1, "bad number '1_000'");
+    expect_error("policy throttle interval=-\n", 1, "bad number '-'");
+    expect_error("policy throttle interval=-5\n", 1, "negative interval");
+    expect_error("policy throttle interval=-0\n", 1, "negative interval");
+    expect_error("policy debounce interval=5 maxwait=-5\n", 1, "negative maxwait");
+    expect_error("policy rate limit=-1 per=5\n", 1, "negative limit");
+    expect_error("policy rate limit=1 per=-5\n", 1, "negative per");
+    expect_error("policy rate limit=1 per=5 burst=-2\n", 1, "negative burst");
+    expect_error("policy debounce interval=100 maxwait=99\n", 1, "maxwait below interval");
+    expect_error("policy debounce maxwait=0 interval=1\n", 1, "maxwait below interval");
+    expect_error("policy throttle interval=1 leading=false trailing=false\n", 1, "no edge enabled");
+    expect_error("policy debounce interval=1 trailing=false\n", 1, "no edge enabled");
+    expect_error("policy throttle interval=1 leading=yes\n", 1, "bad value 'yes' for leading");
+    expect_error("policy throttle interval=1 trailing=True\n", 1, "bad value 'True' for trailing");
+    expect_error("policy throttle interval=1 pick=last\n", 1, "bad value 'last' for pick");
+    expect_error("policy rate limit=0 per=1\n", 1, "limit below 1");
+    expect_error("policy rate limit=1 per=0\n", 1, "per below 1");
+    expect_error("policy rate limit=1 per=1 burst=0\n", 1, "burst below 1");
+    expect_error("policy rate limit=1 per=1 burst=000\n", 1, "burst below 1");
+    /* The policy line is the first line with a field, wherever it is. */
+    expect_error("# header\n\n  \t\npolicy throttle interval=x\n", 4, "bad number 'x'");
+}
+
+static void test_number_limits(void) {
+    struct trace t;
+
+    /* Durations: at most 10^12 ms. */
+    expect_ok("policy throttle interval=1000000000000\n", &t);
+    CHECK(t.policy.interval_ms == UINT64_C(1000000000000), "interval %" PRIu64, t.policy.interval_ms);
+    trace_free(&t);
+    expect_error("policy throttle interval=1000000000001\n", 1, "number too large");
+    expect_error("policy audit interval=99999999999999999999999\n", 1, "number too large");
+    expect_error("policy audit interval=18446744073709551616\n", 1, "number too large");
+    expect_error("policy audit interval=18446744073709551615\n", 1, "number too large");
+    expect_error("policy audit interval=10000000000000\n", 1, "number too large");
+    accept("policy debounce interval=1000000000000 maxwait=1000000000000\n");
+    expect_error("policy debounce interval=1 maxwait=1000000000001\n", 1, "number too large");
+    accept("policy rate limit=1 per=1000000000000\n");
+    expect_error("policy rate limit=1 per=1000000000001\n", 1, "number too large");
+    /* Rate limit and burst: at most TRACE_RATE_MAX (10^12). */
+    expect_ok("policy rate limit=1000000000000 per=1 burst=1000000000000\n", &t);
+    CHECK(t.policy.limit == TRACE_RATE_MAX && t.policy.burst == TRACE_RATE_MAX, "limit/burst");
+    trace_free(&t);
+    expect_error("policy rate limit=1000000000001 per=1\n", 1, "number too large");
+    expect_error("policy rate limit=1 per=1 burst=1000000000001\n", 1, "number too large");
+    /* Leading zeros are fine, and do not count towards the size. */
+    expect_ok("policy throttle interval=0000000000000000000000000001000000000000\n"
+              "000000000000000000000000010000000000000 call A a\n",
+              &t);
+    CHECK(t.policy.interval_ms == UINT64_C(1000000000000), "interval %" PRIu64, t.policy.interval_ms);
+    CHECK(step_is(&t, 0, TRACE_TIME_MAX_MS, TRACE_CALL, "A", "a"), "time 10^13");
+    trace_free(&t);
+
+    /* Time: at most 10^13 ms. */
+    accept("policy audit interval=1\n10000000000000 call A a\n");
+    expect_error("policy audit interval=1\n10000000000001 call A a\n", 2, "number too large");
+    expect_error("policy audit interval=1\n99999999999999999999999999999 call A a\n", 2,
+                 "number too large");
+    expect_error("policy audit interval=1\n-1 call A a\n", 2, "negative time");
+    expect_error("policy audit interval=1\n+1 call A a\n", 2, "bad number '+1'");
+    expect_error("policy audit interval=1\n1.5 call A a\n", 2, "bad number '1.5'");
+    expect_error("policy audit interval=1\nten call A a\n", 2, "bad number 'ten'");
+    expect_error("policy audit interval=1\n0x10 call A a\n", 2, "bad number '0x10'");
+}
+
+static void test_step_errors(void) {
+    const char *p = "policy debounce interval=100\n";
+    char buf[4096];
+
+#define WITH_POLICY(body) (snprintf(buf, sizeof buf, "%s%s", p, body), buf)
+    expect_error(WITH_POLICY("0 frob A\n"), 2, "unknown verb 'frob'");
+    expect_error(WITH_POLICY("0 Call A a\n"), 2, "unknown verb 'Call'");
+    expect_error(WITH_POLICY("0 policy\n"), 2, "unknown verb 'policy'");
+    expect_error(WITH_POLICY("0\n"), 2, "missing field");
+    expect_error(WITH_POLICY("0 call\n"), 2, "missing field");
+    expect_error(WITH_POLICY("0 call A\n"), 2, "missing field");
+    expect_error(WITH_POLICY("0 call A #a\n"), 2, "missing field");
+    expect_error(WITH_POLICY("0 cancel\n"), 2, "missing field");
+    expect_error(WITH_POLICY("0 flush\n"), 2, "missing field");
+    expect_error(WITH_POLICY("0 pending\n"), 2, "missing field");
+    expect_error(WITH_POLICY("0 close\n"), 2, "missing field");
+    expect_error(WITH_POLICY("0 call A a b\n"), 2, "extra field 'b'");
+    expect_error(WITH_POLICY("0 cancel A a\n"), 2, "extra field 'a'");
+    expect_error(WITH_POLICY("0 flush A a\n"), 2, "extra field 'a'");
+    expect_error(WITH_POLICY("0 pending A yes\n"), 2, "extra field 'yes'");
+    expect_error(WITH_POLICY("0 close drain now\n"), 2, "extra field 'now'");
+    expect_error(WITH_POLICY("0 close now\n"), 2, "bad value 'now' for close");
+    expect_error(WITH_POLICY("0 close Drain\n"), 2, "bad value 'Drain' for close");
+    expect_error(WITH_POLICY("0 call A a\n0 call A b\n1 call A c\n0 call A d\n"), 5,
+                 "time goes backwards");
+    expect_error(WITH_POLICY("0 close drain\n1 call A a\n"), 3, "line after close");
+    expect_error(WITH_POLICY("0 close drain\n0 close drain\n"), 3, "line after close");
+    expect_error(WITH_POLICY("5 close discard\n# ok\n\n1 frob\n"), 5, "line after close");
+    expect_error(WITH_POLICY("0 call A a\npolicy audit interval=1\n"), 3, "duplicate policy");
+    /* "time goes backwards" is checked before the verb and the fields. */
+    expect_error(WITH_POLICY("5 call A a\n4 frob\n"), 3, "time goes backwards");
+    /* A field cut at '#'. */
+    expect_error(WITH_POLICY("0 call A#x a\n"), 2, "missing field");
+    /* Long texts are cut in the reason. */
+    expect_error(WITH_POLICY("0 abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz A\n"), 2,
+                 "unknown verb 'abcdefghijklmnopqrstuvwxyzabcdefghijklmn...'");
+    expect_error(WITH_POLICY("0 abcdefghijklmnopqrstuvwxyzabcdefghijklmn A\n"), 2,
+                 "unknown verb 'abcdefghijklmnopqrstuvwxyzabcdefghijklmn'");
+#undef WITH_POLICY
+}
+
+static void test_keys(void) {
+    char *buf = malloc(64 + 2 * (SLUICE_KEY_MAX + 1));
+    size_t n;
+    struct trace t;
+
+    if (buf == NULL)
+        exit(1);
+    n = (size_t)sprintf(buf, "policy throttle interval=1\n0 call ");
+    memset(buf + n, 'k', SLUICE_KEY_MAX);
+    n += SLUICE_KEY_MAX;
+    n += (size_t)sprintf(buf + n, " v\n");
+    expect_ok_n(buf, n, &t);
+    CHECK(t.nsteps == 1 && t.steps[0].key_len == SLUICE_KEY_MAX, "key of SLUICE_KEY_MAX bytes");
+    trace_free(&t);
+
+    n = (size_t)sprintf(buf, "policy throttle interval=1\n0 pending ");
+    memset(buf + n, 'k', SLUICE_KEY_MAX + 1);
+    n += SLUICE_KEY_MAX + 1;
+    expect_error_n(buf, n, 2, "key too long");
+    free(buf);
+}
+
+static void test_characters(void) {
+    static const char nul_in_token[] = "policy audit interval=1\n0 call A a\0b\n";
+    static const char nul_in_comment[] = "policy audit interval=1 # x\0y\n";
+    static const char nul_first[] = "\0";
+
+    expect_error_n(nul_in_token, sizeof nul_in_token - 1, 2, "bad character 0x00");
+    expect_error_n(nul_in_comment, sizeof nul_in_comment - 1, 1, "bad character 0x00");
+    expect_error_n(nul_first, 1, 1, "bad character 0x00");
+    expect_error("policy audit interval=1\n0 call A \x01\n", 2, "bad character 0x01");
+    expect_error("policy audit interval=1\n0 call A \x7f\n", 2, "bad character 0x7f");
+    expect_error("policy audit interval=1\n0 call A \xc3\xa9\n", 2, "bad character 0xc3");
+    expect_error("policy audit interval=1\n0 call A a\rb\n", 2, "bad character 0x0d");
+    expect_error("policy audit interval=1\r\r\n", 1, "bad character 0x0d");
+    expect_error("policy audit interval=1\n\v\n", 2, "bad character 0x0b");
+    expect_error("policy audit interval=1\n\f\n", 2, "bad character 0x0c");
+    /* A UTF-8 byte order mark is not ASCII. */
+    expect_error("\xef\xbb\xbfpolicy audit interval=1\n", 1, "bad character 0xef");
+    /* Comments may hold UTF-8 and control characters other than NUL. */
+    accept("# D\xc3\xa9" "bounce \xe2\x80\x94 a comment\x01\r\npolicy audit interval=1 # \x7f\n");
+}
+
+static void test_accepted(void) {
+    struct trace t;
+
+    /* Defaults. */
+    expect_ok("policy throttle interval=100", &t);
+    CHECK(t.policy.kind == SLUICE_THROTTLE && t.policy.interval_ms == 100 && t.policy.leading &&
+              t.policy.trailing && t.policy.pick == SLUICE_PICK_LATEST && t.nsteps == 0 && t.lines == 1,
+          "throttle defaults");
+    trace_free(&t);
+    expect_ok("policy audit interval=0\n", &t);
+    CHECK(t.policy.kind == SLUICE_AUDIT && t.policy.interval_ms == 0, "audit");
+    trace_free(&t);
+    expect_ok("policy debounce interval=100\n", &t);
+    CHECK(t.policy.kind == SLUICE_DEBOUNCE && !t.policy.leading && t.policy.trailing &&
+              !t.policy.has_maxwait,
+          "debounce defaults");
+    trace_free(&t);
+    expect_ok("policy rate per=1000 limit=10\n", &t);
+    CHECK(t.policy.kind == SLUICE_RATE && t.policy.limit == 10 && t.policy.per_ms == 1000 &&
+              t.policy.burst == 10,
+          "rate defaults");
+    trace_free(&t);
+
+    /* Every option, in a free order. */
+    expect_ok("policy throttle pick=first trailing=false leading=true interval=0\n", &t);
+    CHECK(t.policy.pick == SLUICE_PICK_FIRST && !t.policy.trailing && t.policy.leading &&
+              t.policy.interval_ms == 0,
+          "throttle options");
+    trace_free(&t);
+    expect_ok("policy debounce maxwait=250 trailing=true leading=true interval=100\n", &t);
+    CHECK(t.policy.has_maxwait && t.policy.maxwait_ms == 250 && t.policy.leading, "debounce options");
+    trace_free(&t);
+    expect_ok("policy debounce interval=0 maxwait=0 leading=true trailing=false\n", &t);
+    CHECK(t.policy.has_maxwait && t.policy.maxwait_ms == 0 && t.policy.interval_ms == 0,
+          "debounce zero");
+    trace_free(&t);
+    expect_ok("policy rate burst=3 limit=2 per=100\n", &t);
+    CHECK(t.policy.burst == 3 && t.policy.limit == 2 && t.policy.per_ms == 100, "rate options");
+    trace_free(&t);
+
+}
+
+static void test_layout(void) {
+    struct trace t;
+    static const char input[] =
+        "# header comment\r\n"
+        "\r\n"
+        "  \tpolicy\t debounce   interval=100\tmaxwait=250 # trailing comment\r\n"
+        "0 call A a\n"
+        "\t 007\tcall\t\tA   b#comment right after\n"
+        "   # indented comment\n"
+        "7 call B !$%&'()*+,-./:;<=>?@[\\]^_`{|}~\n"
+        "30 flush A\r\n"
+        "30 pending B\n"
+        "40 cancel B\n"
+        "1000 close discard";
+    expect_ok(input, &t);
+    CHECK(t.nsteps == 7 && t.ncalls == 3 && t.lines == 11, "nsteps %zu ncalls %zu lines %zu", t.nsteps,
+          t.ncalls, t.lines);
+    CHECK(step_is(&t, 0, 0, TRACE_CALL, "A", "a"), "step 0");
+    CHECK(step_is(&t, 1, 7, TRACE_CALL, "A", "b"), "step 1");
+    CHECK(step_is(&t, 2, 7, TRACE_CALL, "B", "!$%&'()*+,-./:;<=>?@[\\]^_`{|}~"), "step 2");
+    CHECK(step_is(&t, 3, 30, TRACE_FLUSH, "A", NULL), "step 3");
+    CHECK(step_is(&t, 4, 30, TRACE_PENDING, "B", NULL), "step 4");
+    CHECK(step_is(&t, 5, 40, TRACE_CANCEL, "B", NULL), "step 5");
+    CHECK(step_is(&t, 6, 1000, TRACE_CLOSE_DISCARD, NULL, NULL), "step 6");
+    CHECK(t.nsteps == 7 && t.steps[0].line == 4 && t.steps[1].line == 5 && t.steps[6].line == 11,
+          "step lines");
+    trace_free(&t);
+
+    /* close drain, then only blanks and comments. */
+    expect_ok("policy throttle interval=10\n5 close drain\n\n# done\n   \n", &t);
+    CHECK(t.nsteps == 1 && t.steps[0].verb == TRACE_CLOSE_DRAIN && t.lines == 5, "close drain");
+    trace_free(&t);
+
+    /* A last line ending in a lone CR (CRLF cut short) is accepted. */
+    expect_ok("policy throttle interval=10\r\n5 call K v\r", &t);
+    CHECK(t.nsteps == 1 && step_is(&t, 0, 5, TRACE_CALL, "K", "v"), "final CR");
+    trace_free(&t);
+
+    /* Line numbers count CRLF lines once. */
+    expect_error("policy throttle interval=10\r\n\r\n\r\n1 call K\r\n", 4, "missing field");
+    /* A final line without newline is still a line. */
+    expect_error("policy throttle interval=10\n1 call K", 2, "missing field");
+}
+
+/* ------------------------------------------------------------------ */
+/* Runner                                                              */
+/* ------------------------------------------------------------------ */
+
+struct lines {
+    char **v;
+    size_t n;
+};
+
+static void split_lines(char *text, struct lines *out) {
+    size_t cap = 16;
+    out->v = malloc(cap * sizeof *out->v);
+    out->n = 0;
+    for (char *p = text; out->v && *p;) {
+        char *nl = strchr(p, '\n');
+        if (nl)
+            *nl = '\0';
+        if (out->n == cap) {
+            cap *= 2;
+            out->v = realloc(out->v, cap * sizeof *out->v);
+            if (out->v == NULL)
+                break;
+        }
+        out->v[out->n++] = p;
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    if (out->v == NULL)
+        exit(1);
+}
+
+/* The KEY field of an output line (the third), as a length. */
+static size_t key_of(const char *line, const char **key) {
+    const char *p = strchr(line, ' ');
+    const char *q;
+    p = p ? strchr(p + 1, ' ') : NULL;
+    if (!p) {
+        *key = line;
+        return 0;
+    }
+    p++;
+    q = strchr(p, ' ');
+    *key = p;
+    return q ? (size_t)(q - p) : strlen(p);
+}
+
+static int key_cmp(const char *a, const char *b) {
+    const char *ka, *kb;
+    size_t na = key_of(a, &ka), nb = key_of(b, &kb);
+    int c = memcmp(ka, kb, na < nb ? na : nb);
+    return c ? c : (na > nb) - (na < nb);
+}
+
+/* Stable sort by key: keeps each key's lines in their order. */
+static void sort_by_key(struct lines *l) {
+    for (size_t i = 1; i < l->n; i++) {
+        char *x = l->v[i];
+        size_t j = i;
+        while (j > 0 && key_cmp(l->v[j - 1], x) > 0) {
+            l->v[j] = l->v[j - 1];
+            j--;
+        }
+        l->v[j] = x;
+    }
+}
+
+/* Runs `input` and compares each key's output lines, in order, with `expected`. */
+static void expect_run(const char *name, const char *input, const char *expected) {
+    struct trace t;
+    struct trace_run_options opt;
+    struct trace_run_result res;
+    FILE *f = tmpfile();
+    char *got, *got_copy, *want;
+    long size;
+    int rc;
+    bool same;
+    struct lines lg, lw;
+
+    if (f == NULL) {
+        perror("tmpfile");
+        exit(1);
+    }
+    expect_ok(input, &t);
+    memset(&opt, 0, sizeof opt);
+    opt.out = f;
+    opt.check_invariants = true;
+    opt.max_advances = 1000000;
+    rc = trace_run(&t, &opt, &res);
+    CHECK(rc == TRACE_OK, "%s: run failed (%d): %s", name, rc, res.message);
+    trace_free(&t);
+    fflush(f);
+    size = ftell(f);
+    rewind(f);
+    got = calloc((size_t)size + 1, 1);
+    got_copy = calloc((size_t)size + 1, 1);
+    want = malloc(strlen(expected) + 1);
+    if (got == NULL || got_copy == NULL || want == NULL || fread(got, 1, (size_t)size, f) != (size_t)size)
+        exit(1);
+    fclose(f);
+    memcpy(got_copy, got, (size_t)size);
+    strcpy(want, expected);
+    split_lines(got, &lg);
+    split_lines(want, &lw);
+    sort_by_key(&lg);
+    sort_by_key(&lw);
+    same = lg.n == lw.n;
+    for (size_t i = 0; same && i < lg.n; i++)
+        same = strcmp(lg.v[i], lw.v[i]) == 0;
+    CHECK(same, "%s: output differs (compared per key).\n--- got:\n%s--- want:\n%s", name, got_copy,
+          expected);
+    free(lg.v);
+    free(lw.v);
+    free(got);
+    free(got_copy);
+    free(want);
+}
+
+static void test_runs(void) {
+    /* The examples of shared/vectors. */
+    expect_run("throttle-basic",
+               "policy throttle interval=100\n0 call A a\n50 call A b\n120 call A c\n",
+               "0 emit A a\n100 emit A b\n200 emit A c\n");
+    expect_run("audit-basic", "policy audit interval=100\n0 call A a\n50 call A b\n120 call A c\n",
+               "50 drop A a\n100 emit A b\n220 emit A c\n");
+    expect_run("debounce-leading-both",
+               "policy debounce interval=100 leading=true trailing=true\n"
+               "0 call A a\n300 call B x\n350 call B y\n",
+               "0 emit A a\n300 emit B x\n450 emit B y\n");
+    expect_run("debounce-maxwait",
+               "policy debounce interval=100 maxwait=250\n"
+               "0 call K v0\n50 call K v50\n100 call K v100\n150 call K v150\n"
+               "200 call K v200\n250 call K v250\n300 call K v300\n",
+               "50 drop K v0\n100 drop K v50\n150 drop K v100\n200 drop K v150\n"
+               "250 emit K v200\n300 drop K v250\n400 emit K v300\n");
+    expect_run("keys-and-ops",
+               "policy debounce interval=100\n0 call A a\n10 call B b\n20 pending A\n30 flush A\n"
+               "40 cancel B\n50 pending B\n60 call C c\n70 close discard\n",
+               "20 pending A yes\n30 emit A a\n40 drop B b\n50 pending B no\n70 discard C c\n");
+
+    /* More, derived from semantics.md. */
+    expect_run("throttle trailing only",
+               "policy throttle interval=100 leading=false\n0 call A a\n50 call A b\n120 call A c\n",
+               "50 drop A a\n100 emit A b\n200 emit A c\n");
+    expect_run("throttle pick first",
+               "policy throttle interval=100 pick=first\n0 call A a\n10 call A b\n20 call A c\n",
+               "0 emit A a\n20 drop A c\n100 emit A b\n");
+    expect_run("throttle leading only",
+               "policy throttle interval=100 trailing=false\n0 call A a\n10 call A b\n100 call A c\n",
+               "0 emit A a\n10 drop A b\n100 emit A c\n");
+    expect_run("pass-through", "policy debounce interval=0\n0 call A a\n0 call A b\n5 call A c\n",
+               "0 emit A a\n0 emit A b\n5 emit A c\n");
+    expect_run("rate",
+               "policy rate limit=2 per=100\n0 call A a\n0 call A b\n0 call A c\n50 call A d\n"
+               "100 call A e\n100 pending A\n100 flush A\n",
+               "0 emit A a\n0 emit A b\n0 drop A c\n50 emit A d\n100 emit A e\n100 pending A no\n");
+    expect_run("rate cancel",
+               "policy rate limit=1 per=100\n0 call A a\n10 call A b\n20 cancel A\n30 call A c\n",
+               "0 emit A a\n10 drop A b\n30 emit A c\n");
+    expect_run("close drain",
+               "policy debounce interval=100\n0 call A a\n10 call B b\n50 close drain\n",
+               "50 emit A a\n50 emit B b\n");
+    expect_run("timers before close",
+               "policy audit interval=100\n0 call A a\n100 close discard\n", "100 emit A a\n");
+    expect_run("no steps", "policy audit interval=100\n", "");
+    expect_run("largest times",
+               "policy throttle interval=1000000000000\n"
+               "10000000000000 call A a\n10000000000000 call A b\n",
+               "10000000000000 emit A a\n11000000000000 emit A b\n");
+    expect_run("largest debounce",
+               "policy debounce interval=1000000000000 maxwait=1000000000000\n"
+               "10000000000000 call A a\n10000000000000 call A b\n",
+               "10000000000000 drop A a\n11000000000000 emit A b\n");
+}
+
+int main(void) {
+    test_missing_policy();
+    test_policy_errors();
+    test_number_limits();
+    test_step_errors();
+    test_keys();
+    test_characters();
+    test_accepted();
+    test_layout();
+    test_runs();
+    if (failures) {
+        fprintf(stderr, "test_trace_parser: %d of %d checks failed\n", failures, checks);
+        return 1;
+    }
+    printf("test_trace_parser: all %d checks passed\n", checks);
+    return 0;
+}

@@ -1,0 +1,182 @@
+/*
+ * main.c — `sluice-trace`, the C conformance trace runner.
+ *
+ * Reads a trace (shared/spec/trace-format.md), runs it against the core with a
+ * manual clock and prints what the limiter did. See usage() for the exit codes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice.h"
+#include "trace.h"
+
+#define EXIT_USAGE 64
+
+static void usage(FILE *f) {
+    fputs("usage: sluice-trace [--check] [--realtime] [FILE|-]\n"
+          "\n"
+          "Runs a conformance trace (trace format v1) against the Sluice core with a\n"
+          "manual clock and prints what the limiter did, one line per thing:\n"
+          "  TIME emit KEY VALUE | TIME drop KEY VALUE | TIME discard KEY VALUE |\n"
+          "  TIME pending KEY yes|no\n"
+          "Reads FILE, or standard input when FILE is '-' or absent. The whole input is\n"
+          "read and checked before anything runs, so a malformed or unreadable input\n"
+          "prints nothing on standard output.\n"
+          "\n"
+          "options:\n"
+          "  --realtime  run against the loop layer's real clock: not available yet\n"
+          "              (prints an error and exits with status 64)\n"
+          "  --check     check the core's invariants (sluice_limiter_check) after every\n"
+          "              step and every timer advance: slow, for tests\n"
+          "  --help      print this help\n"
+          "  --version   print the library version\n"
+          "\n"
+          "exit status:\n"
+          "  0   the trace ran\n"
+          "  1   out of memory, or standard output could not be written\n"
+          "  2   malformed trace ('error: line N: REASON' on standard error),\n"
+          "      or the input could not be read ('error: cannot read FILE: ...')\n"
+          "  3   internal error: the core broke a rule of its API (a bug in Sluice)\n"
+          "  64  bad command line\n",
+          f);
+}
+
+/* Reads all of `f` into a malloc'd buffer. Returns 0 or an errno value. */
+static int read_all(FILE *f, char **out, size_t *out_len) {
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL)
+        return ENOMEM;
+    for (;;) {
+        size_t n;
+        if (len == cap) {
+            char *nb;
+            if (cap > SIZE_MAX / 2) {
+                free(buf);
+                return EFBIG;
+            }
+            nb = realloc(buf, cap * 2);
+            if (nb == NULL) {
+                free(buf);
+                return ENOMEM;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) {
+            if (ferror(f)) {
+                int e = errno ? errno : EIO;
+                free(buf);
+                return e;
+            }
+            break;
+        }
+    }
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *path = NULL;
+    bool realtime = false, check = false, no_more_options = false;
+    FILE *in;
+    char *buf = NULL;
+    size_t len = 0;
+    int e, rc, status = 0;
+    struct trace trace;
+    struct trace_error err;
+    struct trace_run_options opt;
+    struct trace_run_result res;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!no_more_options && strcmp(a, "--") == 0) {
+            no_more_options = true;
+        } else if (!no_more_options && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+            usage(stdout);
+            return 0;
+        } else if (!no_more_options && strcmp(a, "--version") == 0) {
+            printf("sluice-trace %s\n", sluice_version());
+            return 0;
+        } else if (!no_more_options && strcmp(a, "--check") == 0) {
+            check = true;
+        } else if (!no_more_options && strcmp(a, "--realtime") == 0) {
+            realtime = true;
+        } else if (!no_more_options && a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "error: unknown option '%s'\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        } else if (path == NULL) {
+            path = a;
+        } else {
+            fprintf(stderr, "error: more than one input file\n");
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (realtime) {
+        fprintf(stderr, "error: --realtime is not available yet\n");
+        return EXIT_USAGE;
+    }
+
+    if (path == NULL || strcmp(path, "-") == 0) {
+        e = read_all(stdin, &buf, &len);
+        if (e != 0) {
+            fprintf(stderr, "error: cannot read standard input: %s\n", strerror(e));
+            return e == ENOMEM ? 1 : 2;
+        }
+    } else {
+        in = fopen(path, "rb");
+        if (in == NULL) {
+            fprintf(stderr, "error: cannot read %s: %s\n", path, strerror(errno));
+            return 2;
+        }
+        e = read_all(in, &buf, &len);
+        fclose(in);
+        if (e != 0) {
+            fprintf(stderr, "error: cannot read %s: %s\n", path, strerror(e));
+            return e == ENOMEM ? 1 : 2;
+        }
+    }
+
+    rc = trace_parse(buf, len, &trace, &err);
+    free(buf);
+    if (rc == TRACE_ERR_NOMEM) {
+        fprintf(stderr, "error: out of memory\n");
+        return 1;
+    }
+    if (rc != TRACE_OK) {
+        fprintf(stderr, "error: line %zu: %s\n", err.line, err.reason);
+        return 2;
+    }
+
+    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+    memset(&opt, 0, sizeof opt);
+    opt.out = stdout;
+    opt.check_invariants = check;
+    rc = trace_run(&trace, &opt, &res);
+    trace_free(&trace);
+
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "error: cannot write the output: %s\n", strerror(errno));
+        return 1;
+    }
+    switch (rc) {
+    case TRACE_OK:
+        break;
+    case TRACE_ERR_NOMEM:
+        fprintf(stderr, "error: out of memory\n");
+        status = 1;
+        break;
+    default:
+        fprintf(stderr, "internal error: %s\n", res.message);
+        status = 3;
+        break;
+    }
+    return status;
+}
