@@ -5,7 +5,8 @@
 // Targets:
 //  - CLibevent: the system's libevent_core (+ libevent_pthreads) seen through a module map.
 //  - CSluice:   the C11 core (Sources/CSluice, public headers under include/).
-//  - Sluice:    the Swift layer over the core.
+//  - Sluice:    the Swift layer over the core (Limiter, Throttler, Debouncer).
+//  - SluiceCLI: the `sluice` command (simulate, timelines), on ArgumentParser.
 //
 // Build facts this file relies on (docs/build-recipes.md):
 //  - pkgConfig must be "libevent_core": "libevent" is wrong, and Debian's
@@ -19,6 +20,13 @@ let package = Package(
     name: "Sluice",
     products: [
         .library(name: "Sluice", targets: ["Sluice"]),
+        .executable(name: "sluice", targets: ["SluiceCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // Only for `swift package generate-documentation --target Sluice`;
+        // a plugin adds nothing to `swift build` or to packages depending on Sluice.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .systemLibrary(
@@ -46,9 +54,17 @@ let package = Package(
             dependencies: ["CSluice"],
             path: "Sources/Sluice"
         ),
+        .executableTarget(
+            name: "SluiceCLI",
+            dependencies: [
+                "Sluice",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/SluiceCLI"
+        ),
         .testTarget(
             name: "SluiceTests",
-            dependencies: ["Sluice"],
+            dependencies: ["Sluice", "SluiceCLI"],
             path: "Tests/SluiceTests"
         ),
     ],

@@ -24,7 +24,16 @@
 #define SLUICE_LIMITER_INTERNAL_H
 
 #include "sluice.h"
+#include "siphash-internal.h"
 #include "wheel-internal.h"
+
+#include <string.h>
+
+/* Internal symbols stay out of the shared library's interface. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(hidden)
+#endif
+
 
 #define SL_CHUNK_SHIFT 12
 #define SL_CHUNK ((uint32_t)1 << SL_CHUNK_SHIFT)
@@ -86,6 +95,7 @@ struct sluice_limiter {
     uint32_t stride;
     uint64_t live;
     uint64_t pending;
+    uint64_t shrink_below; /* sl_table_maybe_shrink has work when live < shrink_below */
 
     struct sw_arena arena;
     struct sw_wheel wheel;
@@ -113,16 +123,80 @@ struct sl_keyref {
 };
 
 static inline struct sl_entry *sl_entry_at(const struct sluice_limiter *l, uint32_t idx) {
-    return (struct sl_entry *)(void *)sw_node_at(&l->arena, idx);
+    return (struct sl_entry *)(void *)(l->chunks[idx >> SL_CHUNK_SHIFT] +
+                                       (size_t)(idx & (SL_CHUNK - 1)) * l->stride);
 }
 
 static inline struct sl_ext *sl_ext_of(struct sl_entry *e) { return (struct sl_ext *)(void *)(e + 1); }
 
+/* A distinct hash key for integer keys, so an integer and its 8 bytes do
+ * not hash alike (they are never equal anyway: the comparison checks the
+ * kind). */
+#define SL_U64_DOMAIN UINT64_C(0x9e3779b97f4a7c15)
+
 /* Validates and hashes a key. Returns 0, SLUICE_EINVAL or SLUICE_EKEYLEN. */
-int sl_key_prepare(const struct sluice_limiter *l, sluice_key_t key, struct sl_keyref *out);
+static inline int sl_key_prepare(const struct sluice_limiter *l, sluice_key_t key, struct sl_keyref *out) {
+    if (key.kind == SLUICE_KEY_U64) {
+        uint64_t k[2] = { l->seed[0] ^ SL_U64_DOMAIN, l->seed[1] };
+        out->is_u64 = true;
+        out->u64 = key.u64;
+        out->bytes = NULL;
+        out->len = 0;
+        out->hash = sl_siphash13_u64(k, key.u64);
+        return 0;
+    }
+    if (key.kind != SLUICE_KEY_BYTES) return SLUICE_EINVAL;
+    if (key.len > SLUICE_KEY_MAX) return SLUICE_EKEYLEN;
+    if (key.len > 0 && key.bytes == NULL) return SLUICE_EINVAL;
+    out->is_u64 = false;
+    out->u64 = 0;
+    out->bytes = (const unsigned char *)key.bytes;
+    out->len = key.len;
+    out->hash = sl_siphash13(l->seed, key.bytes, key.len);
+    return 0;
+}
+
+static inline const unsigned char *sl_entry_key_bytes(const struct sl_entry *e) {
+    if (e->flags & SL_F_KEY_HEAP) return (const unsigned char *)(uintptr_t)e->key;
+    return (const unsigned char *)&e->key;
+}
+
+static inline bool sl_entry_matches(const struct sl_entry *e, const struct sl_keyref *k) {
+    if (k->is_u64) return (e->flags & SL_F_KEY_U64) && e->key == k->u64;
+    if (e->flags & SL_F_KEY_U64) return false;
+    if (e->keylen != k->len) return false;
+    return k->len == 0 || memcmp(sl_entry_key_bytes(e), k->bytes, k->len) == 0;
+}
+
+/* Index slots: tag << 32 | (entry index + 1); 0 is empty. The home bucket is
+ * the top bits of the tag. */
+static inline uint32_t sl_slot_tag(uint64_t s) { return (uint32_t)(s >> 32); }
+static inline uint32_t sl_slot_idx(uint64_t s) { return (uint32_t)s - 1; }
+static inline size_t sl_home(uint32_t tag, uint32_t bits) { return (size_t)(tag >> (32 - bits)); }
 
 /* Index of the live entry for the key, or SW_NONE. */
-uint32_t sl_table_find(const struct sluice_limiter *l, const struct sl_keyref *k);
+static inline uint32_t sl_table_find(const struct sluice_limiter *l, const struct sl_keyref *k) {
+    uint32_t tag = (uint32_t)(k->hash >> 32);
+    size_t mask = ((size_t)1 << l->slot_bits) - 1;
+    size_t i = sl_home(tag, l->slot_bits);
+    for (;;) {
+        uint64_t s = l->slots[i];
+        if (s == 0) return SW_NONE;
+        if (sl_slot_tag(s) == tag) {
+            uint32_t idx = sl_slot_idx(s);
+            if (sl_entry_matches(sl_entry_at(l, idx), k)) return idx;
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/* Copies an entry's key into a caller buffer of SLUICE_KEY_MAX bytes (byte
+ * keys only) and returns it as a sluice_key_t. */
+static inline sluice_key_t sl_entry_key(const struct sl_entry *e, unsigned char *buf) {
+    if (e->flags & SL_F_KEY_U64) return sluice_key_u64(e->key);
+    if (e->keylen) memcpy(buf, sl_entry_key_bytes(e), e->keylen);
+    return sluice_key_bytes(buf, e->keylen);
+}
 
 /* Creates a live entry for a key known to be absent (node unarmed, flags
  * zero but for the key kind). Returns 0 and the index, or SLUICE_ENOMEM
@@ -133,16 +207,17 @@ int sl_table_insert(struct sluice_limiter *l, const struct sl_keyref *k, uint32_
  * frees its key blob and returns it to the free list. */
 void sl_table_remove(struct sluice_limiter *l, uint32_t idx);
 
-/* Copies an entry's key into a caller buffer of SLUICE_KEY_MAX bytes and
- * returns it as a sluice_key_t pointing there. */
-sluice_key_t sl_entry_key(const struct sluice_limiter *l, const struct sl_entry *e, unsigned char *buf);
-
-/* Releases slab chunks and index space when most is unused. Only at depth 0. */
+/* Releases slab chunks and index space when most is unused (live <
+ * shrink_below). Only at depth 0. */
 void sl_table_maybe_shrink(struct sluice_limiter *l);
 
 int sl_table_init(struct sluice_limiter *l);
 void sl_table_destroy(struct sluice_limiter *l);
 uint64_t sl_table_max_probe(const struct sluice_limiter *l);
 int sl_table_check(const struct sluice_limiter *l);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #endif /* SLUICE_LIMITER_INTERNAL_H */

@@ -32,10 +32,11 @@ struct pending_event {
     unsigned char keybuf[SLUICE_KEY_MAX];
 };
 
-static void capture(struct sluice_limiter *l, struct pending_event *pe, const struct sl_entry *e,
+static void capture(const struct sluice_limiter *l, struct pending_event *pe, const struct sl_entry *e,
                     sluice_event_kind_t kind, uint64_t token, uint64_t at) {
+    (void)l;
     pe->ev.kind = kind;
-    pe->ev.key = sl_entry_key(l, e, pe->keybuf);
+    pe->ev.key = sl_entry_key(e, pe->keybuf);
     pe->ev.token = token;
     pe->ev.at = at;
 }
@@ -175,7 +176,7 @@ static void leave(struct sluice_limiter *l) {
         release_now(l);
         return;
     }
-    sl_table_maybe_shrink(l);
+    if (l->live < l->shrink_below) sl_table_maybe_shrink(l);
 }
 
 static inline uint64_t clamp_now(struct sluice_limiter *l, uint64_t now) {
@@ -624,7 +625,6 @@ static int check_entry(const struct sluice_limiter *l, uint32_t i) {
         if ((e->flags & SL_F_MAXDUE) && !l->has_max_wait) why = "maxDue without maxWait";
         if (l->has_max_wait) {
             struct sl_ext *x = sl_ext_of(e);
-            if (x->start > x->last) why = "debounce start after last";
             if (e->node.deadline != debounce_deadline(l, e, x->last)) why = "debounce deadline differs from its rule";
             if ((e->flags & SL_F_MAXDUE) && pend && l->leading) why = "maxDue with a pending value";
         }

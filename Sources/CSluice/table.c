@@ -28,72 +28,20 @@ void sl_release(struct sluice_limiter *l, void *p, size_t size) {
 
 /* ------------------------------------------------------------------ keys */
 
-/* A distinct hash key for integer keys, so an integer and its 8 bytes do
- * not hash alike (they are never equal anyway: the comparison checks the
- * kind). */
-#define SL_U64_DOMAIN UINT64_C(0x9e3779b97f4a7c15)
-
-int sl_key_prepare(const struct sluice_limiter *l, sluice_key_t key, struct sl_keyref *out) {
-    if (key.kind == SLUICE_KEY_U64) {
-        uint64_t k[2] = { l->seed[0] ^ SL_U64_DOMAIN, l->seed[1] };
-        out->is_u64 = true;
-        out->u64 = key.u64;
-        out->bytes = NULL;
-        out->len = 0;
-        out->hash = sl_siphash13_u64(k, key.u64);
-        return 0;
-    }
-    if (key.kind != SLUICE_KEY_BYTES) return SLUICE_EINVAL;
-    if (key.len > SLUICE_KEY_MAX) return SLUICE_EKEYLEN;
-    if (key.len > 0 && key.bytes == NULL) return SLUICE_EINVAL;
-    out->is_u64 = false;
-    out->u64 = 0;
-    out->bytes = key.bytes;
-    out->len = key.len;
-    out->hash = sl_siphash13(l->seed, key.bytes, key.len);
-    return 0;
-}
-
-static inline const unsigned char *entry_key_bytes(const struct sl_entry *e) {
-    if (e->flags & SL_F_KEY_HEAP) return (const unsigned char *)(uintptr_t)e->key;
-    return (const unsigned char *)&e->key;
-}
-
-static inline bool entry_matches(const struct sl_entry *e, const struct sl_keyref *k) {
-    if (k->is_u64) return (e->flags & SL_F_KEY_U64) && e->key == k->u64;
-    if (e->flags & SL_F_KEY_U64) return false;
-    if (e->keylen != k->len) return false;
-    return k->len == 0 || memcmp(entry_key_bytes(e), k->bytes, k->len) == 0;
-}
-
-sluice_key_t sl_entry_key(const struct sluice_limiter *l, const struct sl_entry *e, unsigned char *buf) {
-    (void)l;
-    if (e->flags & SL_F_KEY_U64) return sluice_key_u64(e->key);
-    memcpy(buf, entry_key_bytes(e), e->keylen);
-    return sluice_key_bytes(buf, e->keylen);
-}
-
 /* ------------------------------------------------------------------ index */
 
-static inline uint32_t slot_tag(uint64_t s) { return (uint32_t)(s >> 32); }
-static inline uint32_t slot_idx(uint64_t s) { return (uint32_t)s - 1; }
+#define slot_tag sl_slot_tag
+#define slot_idx sl_slot_idx
+#define home_of sl_home
 static inline uint64_t make_slot(uint32_t tag, uint32_t idx) { return (uint64_t)tag << 32 | ((uint64_t)idx + 1); }
-static inline size_t home_of(uint32_t tag, uint32_t bits) { return (size_t)(tag >> (32 - bits)); }
 static inline size_t nslots(const struct sluice_limiter *l) { return (size_t)1 << l->slot_bits; }
 
-uint32_t sl_table_find(const struct sluice_limiter *l, const struct sl_keyref *k) {
-    uint32_t tag = (uint32_t)(k->hash >> 32);
-    size_t mask = nslots(l) - 1;
-    size_t i = home_of(tag, l->slot_bits);
-    for (;;) {
-        uint64_t s = l->slots[i];
-        if (s == 0) return SW_NONE;
-        if (slot_tag(s) == tag) {
-            uint32_t idx = slot_idx(s);
-            if (entry_matches(sl_entry_at(l, idx), k)) return idx;
-        }
-        i = (i + 1) & mask;
-    }
+/* Recomputes the point below which sl_table_maybe_shrink has work: the index
+ * under 1/8 full, or fewer than a quarter of the carved entries live. */
+static void update_shrink_mark(struct sluice_limiter *l) {
+    uint64_t a = l->slot_bits > SL_INDEX_MIN_BITS ? (((uint64_t)1 << l->slot_bits) + 7) / 8 : 0;
+    uint64_t b = l->top >= 3 * SL_CHUNK ? l->top / 4 : 0;
+    l->shrink_below = a > b ? a : b;
 }
 
 static void index_place(uint64_t *slots, uint32_t bits, uint64_t s) {
@@ -116,6 +64,7 @@ static int index_resize(struct sluice_limiter *l, uint32_t bits) {
     sl_release(l, l->slots, old_n * sizeof *l->slots);
     l->slots = fresh;
     l->slot_bits = bits;
+    update_shrink_mark(l);
     return 0;
 }
 
@@ -192,6 +141,7 @@ int sl_table_init(struct sluice_limiter *l) {
     l->arena.chunk_shift = SL_CHUNK_SHIFT;
     l->arena.stride = l->stride;
     l->arena.node_off = 0;
+    update_shrink_mark(l);
     return 0;
 }
 
@@ -243,6 +193,7 @@ int sl_table_insert(struct sluice_limiter *l, const struct sl_keyref *k, uint32_
             }
         }
         idx = l->top++;
+        update_shrink_mark(l);
     }
     struct sl_entry *e = sl_entry_at(l, idx);
     memset(e, 0, l->stride);
@@ -303,6 +254,7 @@ static void slab_compact(struct sluice_limiter *l) {
     }
     l->top = n;
     l->free_head = SW_NONE;
+    update_shrink_mark(l);
     uint32_t keep = (n + SL_CHUNK - 1) >> SL_CHUNK_SHIFT;
     while (l->nchunks > keep) {
         l->nchunks--;
@@ -348,7 +300,7 @@ int sl_table_check(const struct sluice_limiter *l) {
         /* the key finds this entry, and its hash matches the tag */
         struct sl_keyref k;
         unsigned char buf[SLUICE_KEY_MAX];
-        sluice_key_t key = sl_entry_key(l, e, buf);
+        sluice_key_t key = sl_entry_key(e, buf);
         if (sl_key_prepare(l, key, &k) != 0) FAIL("entry %u holds an invalid key", idx);
         if ((uint32_t)(k.hash >> 32) != e->tag) FAIL("entry %u tag is not its key's hash", idx);
         if (sl_table_find(l, &k) != idx) FAIL("entry %u not found by its own key", idx);

@@ -38,6 +38,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Internal symbols stay out of the shared library's interface. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(hidden)
+#endif
+
+
 #define SW_LEVELS 8
 #define SW_SLOT_BITS 6
 #define SW_SLOTS 64
@@ -138,5 +144,9 @@ void sw_relocate(struct sw_wheel *w, uint32_t from, uint32_t to);
  * rule above, count, next_tick a lower bound). Returns 0 or a negative line
  * number of the failed check, after writing a description to stderr. */
 int sw_check(const struct sw_wheel *w);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
 
 #endif /* SLUICE_WHEEL_INTERNAL_H */

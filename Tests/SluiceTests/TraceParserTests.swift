@@ -6,8 +6,14 @@ import Testing
 /// (tools/sluice-trace/trace.c) refuses, with the same line and reason.
 @Suite("Trace parser")
 struct TraceParserTests {
-    /// (input, expected `error: line N: REASON`)
-    static let errors: [(String, String)] = [
+    /// A malformed input and the line the C tool prints for it.
+    struct ErrorCase: Sendable, CustomTestStringConvertible {
+        var input: String
+        var expected: String  // `error: line N: REASON`
+        var testDescription: String { expected }
+    }
+
+    static let errors: [ErrorCase] = ([
         ("", "error: line 1: missing policy"),
         ("# only a comment\n\n", "error: line 3: missing policy"),
         ("# no newline", "error: line 2: missing policy"),
@@ -74,10 +80,11 @@ struct TraceParserTests {
          "error: line 2: extra field '\(String(repeating: "y", count: 40))'"),
         ("policy audit interval=1\n0 call A a \(String(repeating: "y", count: 41))\n",
          "error: line 2: extra field '\(String(repeating: "y", count: 40))...'"),
-    ]
+    ] as [(String, String)]).map { ErrorCase(input: $0.0, expected: $0.1) }
 
     @Test("malformed traces give the C parser's line and reason", arguments: errors)
-    func malformed(input: String, expected: String) {
+    func malformed(_ errorCase: ErrorCase) {
+        let (input, expected) = (errorCase.input, errorCase.expected)
         do {
             let trace = try Trace(parsing: input)
             Issue.record("parsed \(trace.steps.count) steps; expected \(expected)")

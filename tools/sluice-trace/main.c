@@ -108,14 +108,12 @@ int main(int argc, char **argv) {
         } else if (!no_more_options && strcmp(a, "--realtime") == 0) {
             realtime = true;
         } else if (!no_more_options && a[0] == '-' && a[1] != '\0') {
-            fprintf(stderr, "error: unknown option '%s'\n", a);
-            usage(stderr);
+            fprintf(stderr, "error: unknown option '%s' (see sluice-trace --help)\n", a);
             return EXIT_USAGE;
         } else if (path == NULL) {
             path = a;
         } else {
-            fprintf(stderr, "error: more than one input file\n");
-            usage(stderr);
+            fprintf(stderr, "error: more than one input file (see sluice-trace --help)\n");
             return EXIT_USAGE;
         }
     }

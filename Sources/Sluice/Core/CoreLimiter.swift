@@ -183,7 +183,8 @@ final class CoreLimiter {
         switch decision.kind {
         case SLUICE_EMITTED: return .emitted(at: decision.at)
         case SLUICE_SCHEDULED: return .scheduled(at: decision.at)
-        default: return .dropped(until: decision.at)
+        case SLUICE_DROPPED: return .dropped(until: decision.at)
+        default: preconditionFailure("sluice_limiter_submit returned decision kind \(decision.kind.rawValue)")
         }
     }
 
@@ -274,7 +275,8 @@ extension CoreLimiter.Event {
         switch event.kind {
         case SLUICE_EVENT_EMIT: kind = .emit
         case SLUICE_EVENT_DROP: kind = .drop
-        default: kind = .discard
+        case SLUICE_EVENT_DISCARD: kind = .discard
+        default: preconditionFailure("the core reported event kind \(event.kind.rawValue)")
         }
         token = event.token
         at = event.at

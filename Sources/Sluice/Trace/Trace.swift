@@ -12,7 +12,7 @@
 ///     0 call A a
 ///     30 call A b
 ///     """)
-/// for line in try trace.run() { print(line) }   // "30 drop A a", "130 emit A b"
+/// for line in try trace.run() { print(line) }   // 30 drop A a, 130 emit A b
 /// ```
 ///
 /// Parsing follows the C parser (`tools/sluice-trace/trace.h`) byte for
@@ -27,7 +27,7 @@ public struct Trace: Hashable, Sendable {
     /// ``Action/close(_:)`` step, if any, is the last one.
     public var steps: [Step]
 
-    /// Creates a trace from its parts. ``run()`` expects what the parser
+    /// Creates a trace from its parts. ``run(options:)`` expects what the parser
     /// guarantees (times non-decreasing, `close` last, keys at most 1024 bytes).
     public init(policy: LimiterPolicy, steps: [Step]) {
         self.policy = policy

@@ -161,6 +161,7 @@ private struct TraceRun {
     let limiter: CoreLimiter
     let options: Trace.RunOptions
     var line = 0
+    var lastTime: UInt64 = 0
     var closed = false
 
     init(policy: LimiterPolicy, options: Trace.RunOptions) throws(TraceRunError) {
@@ -220,7 +221,10 @@ private struct TraceRun {
 
     mutating func perform(_ step: Trace.Step) throws(TraceRunError) {
         line = step.line
+        // The parser guarantees these; a Trace built in code might not.
         if closed { throw TraceRunError(line: line, reason: "a step after close") }
+        if step.time < lastTime { throw TraceRunError(line: line, reason: "time goes backwards") }
+        lastTime = step.time
         let (t, overflow) = step.time.multipliedReportingOverflow(by: Self.nanosecondsPerMillisecond)
         if overflow { throw TraceRunError(line: line, reason: "time \(step.time) ms does not fit in ns") }
         try advance(through: t)
