@@ -107,7 +107,8 @@ sanitize-swift:
 
 # --- fuzzing ------------------------------------------------------------------------
 # Each fuzz_<name> runs SECONDS on a copy of fuzz/corpus/<name>/ (the checked-in
-# corpus is never modified); crash inputs land in build-fuzz/run/<name>/.
+# corpus is never modified), with fuzz/<name>.dict when it exists; crash inputs
+# land in build-fuzz/run/<name>/.
 fuzz: deps
 	$(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=$(CLANG) \
 	  -DSLUICE_FUZZ=ON -DSLUICE_BUILD_TESTS=OFF
@@ -119,8 +120,9 @@ fuzz: deps
 	  rm -rf "$$work"; mkdir -p "$$work/corpus"; \
 	  if [ -d "fuzz/corpus/$$name" ]; then cp -R "fuzz/corpus/$$name/." "$$work/corpus/"; fi; \
 	  echo "=== fuzz_$$name for $(SECONDS) s (corpus: $$(ls "$$work/corpus" | wc -l) inputs)"; \
-	  count=$$((count + 1)); \
-	  if ! "$$bin" -max_total_time=$(SECONDS) -print_final_stats=1 \
+	  count=$$((count + 1)); dict=""; \
+	  if [ -f "fuzz/$$name.dict" ]; then dict="-dict=fuzz/$$name.dict"; fi; \
+	  if ! "$$bin" -max_total_time=$(SECONDS) -print_final_stats=1 $$dict \
 	       -artifact_prefix="$$work/" "$$work/corpus"; then \
 	    echo "=== fuzz_$$name FAILED: see $$work/ (crash-*, leak-*, timeout-*)"; status=1; \
 	  fi; \

@@ -9,7 +9,7 @@
  * or the default 1 ms (times in whole ms), and a random sequence of
  * submit / flush / cancel / pending / advance / close at non-decreasing times
  * (often exactly at, just before or just after a deadline; sometimes huge
- * jumps). Two variants:
+ * jumps). Three variants:
  *
  *  A: before every op both sides are advanced to the op time, either in
  *     one jump or deadline by deadline (advancing the core to D - 1 first and
@@ -23,21 +23,28 @@
  *     sequence must be a prefix of the core's (the core may fire due timers
  *     of other keys early, never wrongly); everything equal after an advance
  *     or close.
+ *  C: like B, but with a coarse wheel tick (2 ns .. 1 s, times in arbitrary
+ *     ns): per-key results must still be exact (timers first does not depend
+ *     on the tick), and an advance may leave only deadlines of its last tick
+ *     unfired ("at most one tick late, never early"); close fires every
+ *     deadline <= its time exactly.
  *
  * Always: sluice_limiter_check() after every step; every token accounted for
  * exactly once (decision EMITTED/DROPPED, or SCHEDULED then exactly one
  * event of the right key); nothing outstanding after close or free.
  *
- * Env: SLUICE_DIFF_ITERS (number of runs, default 6000),
+ * Env: SLUICE_DIFF_ITERS (number of runs, default 40000, about 3 s at -O2),
  *      SLUICE_DIFF_SEED (run only this seed, printing every op),
  *      SLUICE_DIFF_SEED_BASE (first seed, default 1).
  * On failure prints the seed, the scenario and the ops so far, and exits 1.
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ref/ref_model.h"
 #include "sluice.h"
@@ -107,8 +114,10 @@ typedef struct {
 typedef struct {
     uint64_t seed;
     rng_t rng;
-    int variant; /* 0 = A (advance first), 1 = B (no advance) */
+    int variant; /* 0 = A (advance first), 1 = B (no advance), 2 = C (B with a coarse tick) */
     bool msmode; /* default 1 ms tick, whole-ms times */
+    uint64_t tick; /* the wheel tick in ns */
+    uint64_t start; /* the clock at creation (config.start_ns) */
     uint64_t u;  /* time unit: 1 ns or 1 ms */
     sluice_policy_t pol;
     uint64_t scale_units, scale2_units;
@@ -286,13 +295,19 @@ static void take_ref_events(ctx_t *c) {
     ref_clear_events(c->ref);
 }
 
+/* How the per-key event sequences of core and model must relate after a step. */
+enum sync_mode {
+    SYNC_EQUAL,        /* every key: equal */
+    SYNC_CORE_AHEAD,   /* touched key equal; others: the model's is a prefix of the core's (B) */
+    SYNC_EITHER,       /* touched key equal; others: one is a prefix of the other (C) */
+    SYNC_CORE_BEHIND   /* after an advance with a coarse tick: the core's is a prefix of the model's,
+                          and the model's extra events all lie in the last tick before `now` (C) */
+};
+
 /*
  * Compares each key's event sequences from the last compared position.
- * all_equal: every key must have exactly the model's events; otherwise only
- * key `touched` must, the others' model sequence must be a prefix of the
- * core's.
  */
-static void sync_check(ctx_t *c, bool all_equal, int touched) {
+static void sync_check_at(ctx_t *c, enum sync_mode mode, int touched, uint64_t now) {
     take_ref_events(c);
     for (int k = 0; k < c->nkeys && !c->failed; k++) {
         kevvec_t *a = &c->cke[k], *b = &c->rke[k];
@@ -309,8 +324,24 @@ static void sync_check(ctx_t *c, bool all_equal, int touched) {
             }
         }
         c->cmp[k] = m;
-        bool must_equal = all_equal || k == touched;
-        if ((must_equal && a->n != b->n) || a->n < b->n) {
+        bool ok;
+        if (mode == SYNC_EQUAL || k == touched) ok = a->n == b->n;
+        else if (mode == SYNC_CORE_AHEAD) ok = a->n >= b->n;
+        else if (mode == SYNC_EITHER) ok = true;
+        else {
+            ok = a->n <= b->n;
+            for (size_t i = a->n; ok && i < b->n; i++) {
+                /* an event the core has not delivered yet must be due within the last tick */
+                if (b->v[i].at + c->tick <= now) {
+                    failf(c,
+                          "key k%d: after advance(%" PRIu64 ") with tick %" PRIu64 " the core has not fired the "
+                          "deadline %" PRIu64 " (more than a tick late): ref %s tok=%zu",
+                          k, now, c->tick, b->v[i].at, ev_name(b->v[i].kind), token_index(c, b->v[i].token));
+                    return;
+                }
+            }
+        }
+        if (!ok) {
             const kevvec_t *more = a->n > b->n ? a : b;
             kev_t x = more->v[m];
             failf(c, "key k%d: core has %zu events, ref has %zu; first extra on the %s side: %s tok=%zu at=%" PRIu64,
@@ -318,6 +349,11 @@ static void sync_check(ctx_t *c, bool all_equal, int touched) {
             return;
         }
     }
+}
+
+static void sync_check(ctx_t *c, bool all_equal, int touched) {
+    enum sync_mode mode = all_equal ? SYNC_EQUAL : c->variant == 1 ? SYNC_CORE_AHEAD : SYNC_EITHER;
+    sync_check_at(c, mode, touched, 0);
 }
 
 static void core_check(ctx_t *c) {
@@ -417,8 +453,9 @@ static void print_op(FILE *f, const ctx_t *c, size_t i) {
 static void dump_failure(const ctx_t *c) {
     FILE *f = stderr;
     fprintf(f, "\nFAIL seed=%" PRIu64 " (replay: SLUICE_DIFF_SEED=%" PRIu64 ")\n  %s\n", c->seed, c->seed, c->msg);
-    fprintf(f, "variant %s, tick %s\npolicy: ", c->variant == 0 ? "A (advance before ops)" : "B (no advance)",
-            c->msmode ? "1 ms (times in whole ms)" : "1 ns");
+    fprintf(f, "variant %s, tick %" PRIu64 " ns%s\npolicy: ",
+            c->variant == 0 ? "A (advance before ops)" : c->variant == 1 ? "B (no advance)" : "C (no advance, coarse tick)",
+            c->tick, c->msmode ? " (times in whole ms)" : "");
     print_policy(f, &c->pol);
     fprintf(f, "\nkeys:\n");
     for (int k = 0; k < c->nkeys; k++) {
@@ -817,9 +854,17 @@ static bool run_one(uint64_t seed, bool verbose) {
     c->rng.s = seed * UINT64_C(0xD1B54A32D192ED03) + UINT64_C(0x8CB92BA72F3D8DD7);
     rng_t *r = &c->rng;
     rnext(r);
-    c->variant = rchance(r, 50) ? 0 : 1;
-    c->msmode = rchance(r, 30);
+    unsigned vx = (unsigned)rbelow(r, 100);
+    c->variant = vx < 45 ? 0 : vx < 75 ? 1 : 2;
+    c->msmode = c->variant != 2 && rchance(r, 30);
     c->u = c->msmode ? UINT64_C(1000000) : 1;
+    if (c->variant == 2) {
+        unsigned tx = (unsigned)rbelow(r, 100);
+        c->tick = tx < 30 ? rrange(r, 2, 16) : tx < 60 ? rrange(r, 2, 1000000) : tx < 85 ? UINT64_C(1000000)
+                                                                                    : rrange(r, 2, UINT64_C(1000000000));
+    } else {
+        c->tick = c->msmode ? UINT64_C(1000000) : 1;
+    }
     c->salt = (uint32_t)(rnext(r) | 1);
     gen_policy(c);
     gen_keys(c);
@@ -828,11 +873,12 @@ static bool run_one(uint64_t seed, bool verbose) {
     uint64_t start_units = x < 30 ? 0 : x < 60 ? rrange(r, 1, 1000000) : x < 85 ? rrange(r, 0, UINT64_C(10000000000000000000) / c->u)
                                                                                  : rrange(r, 0, (NS_TMAX / 2) / c->u);
     c->now = start_units * c->u;
+    c->start = c->now;
 
     sluice_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.policy = c->pol;
-    cfg.tick_ns = c->msmode ? 0 : 1;
+    cfg.tick_ns = c->msmode ? 0 : c->tick; /* 0: the default, 1 ms */
     cfg.start_ns = c->now;
     cfg.on_event = on_event;
     cfg.user = c;
@@ -863,25 +909,41 @@ static bool run_one(uint64_t seed, bool verbose) {
             }
         }
         c->step_events = 0;
+        uint64_t top = t; /* the time passed to the call */
+        if (type != OP_ADVANCE && c->now > c->start && rchance(r, 3)) {
+            /* a time earlier than one already seen is treated as that later time (not
+             * earlier than the creation time: whether that one counts as "seen" is
+             * left open by the API) */
+            t = c->now;
+            uint64_t back = rrange(r, 1, 1000) * c->u;
+            top = back >= c->now - c->start ? c->start : c->now - back;
+        }
         switch (type) {
-        case OP_SUBMIT: do_submit(c, k, t); break;
+        case OP_SUBMIT: do_submit(c, k, top); break;
         case OP_FLUSH:
         case OP_CANCEL:
-        case OP_PENDING: do_keyop(c, type, k, t); break;
-        case OP_BADKEY: do_badkey(c, t); break;
+        case OP_PENDING: do_keyop(c, type, k, top); break;
+        case OP_BADKEY: do_badkey(c, top); break;
         case OP_ADVANCE: {
+            if (c->variant == 2 && rchance(r, 30)) {
+                /* an event loop sleeping until next_deadline() */
+                uint64_t nd = sluice_limiter_next_deadline(c->core);
+                if (nd != UINT64_MAX && nd > c->now && nd <= NS_TMAX) t = nd;
+            }
             oprec_t *o = op_begin(c, OP_ADVANCE, -1, t);
             o->arg = rchance(r, 70) ? 0 : (int)rrange(r, 1, 3);
             core_advance(c, t, o->arg, o);
             ref_advance(c->ref, t);
             break;
         }
-        case OP_CLOSE: do_close(c, t, rchance(r, 50) ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD); break;
+        case OP_CLOSE: do_close(c, top, rchance(r, 50) ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD); break;
         }
         c->now = t;
         if (c->failed) break;
         bool all = c->variant == 0 || type == OP_ADVANCE || type == OP_CLOSE;
-        sync_check(c, all, (type == OP_SUBMIT || type == OP_FLUSH || type == OP_CANCEL || type == OP_PENDING) ? k : -1);
+        int touched = (type == OP_SUBMIT || type == OP_FLUSH || type == OP_CANCEL || type == OP_PENDING) ? k : -1;
+        if (c->variant == 2 && type == OP_ADVANCE) sync_check_at(c, SYNC_CORE_BEHIND, -1, t);
+        else sync_check(c, all, touched);
         core_check(c);
         stats_check(c);
     }
@@ -939,6 +1001,30 @@ done:;
     return ok;
 }
 
+/* Watchdog: a core stuck in a loop fails with the seed instead of hanging. */
+static volatile sig_atomic_t g_cur_seed_lo, g_cur_seed_hi;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    char buf[128];
+    uint64_t s = ((uint64_t)(uint32_t)g_cur_seed_hi << 32) | (uint32_t)g_cur_seed_lo;
+    int n = snprintf(buf, sizeof buf, "\nFAIL: seed %" PRIu64 " still running after 20 s (infinite loop?); replay with SLUICE_DIFF_SEED=%" PRIu64 "\n", s, s);
+    if (n > 0) {
+        ssize_t w = write(2, buf, (size_t)n);
+        (void)w;
+    }
+    _exit(1);
+}
+
+static bool run_guarded(uint64_t seed, bool verbose) {
+    g_cur_seed_lo = (sig_atomic_t)(uint32_t)seed;
+    g_cur_seed_hi = (sig_atomic_t)(uint32_t)(seed >> 32);
+    alarm(20);
+    bool ok = run_one(seed, verbose);
+    alarm(0);
+    return ok;
+}
+
 static uint64_t env_u64(const char *name, uint64_t dflt, bool *set) {
     const char *s = getenv(name);
     if (set) *set = s && *s;
@@ -947,13 +1033,14 @@ static uint64_t env_u64(const char *name, uint64_t dflt, bool *set) {
 }
 
 int main(void) {
+    signal(SIGALRM, on_alarm);
     bool one;
     uint64_t seed1 = env_u64("SLUICE_DIFF_SEED", 0, &one);
-    if (one) return run_one(seed1, true) ? 0 : 1;
-    uint64_t iters = env_u64("SLUICE_DIFF_ITERS", 6000, NULL);
+    if (one) return run_guarded(seed1, true) ? 0 : 1;
+    uint64_t iters = env_u64("SLUICE_DIFF_ITERS", 40000, NULL);
     uint64_t base = env_u64("SLUICE_DIFF_SEED_BASE", 1, NULL);
     for (uint64_t i = 0; i < iters; i++) {
-        if (!run_one(base + i, false)) {
+        if (!run_guarded(base + i, false)) {
             fprintf(stderr, "test_differential: FAILED at run %" PRIu64 " of %" PRIu64 "\n", i + 1, iters);
             return 1;
         }

@@ -60,6 +60,12 @@ static uint64_t rnd(void) { /* splitmix64 */
 }
 static uint64_t rndn(uint64_t n) { return n ? rnd() % n : 0; }
 static int chance(unsigned percent) { return rndn(100) < percent; }
+/* rnd() >> (lo + rndn(span)), with the two draws in a fixed order (so a seed
+ * gives the same run whatever the compiler's argument evaluation order). */
+static uint64_t rnd_shr(unsigned lo, unsigned span) {
+    unsigned sh = lo + (unsigned)rndn(span);
+    return rnd() >> sh;
+}
 
 static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 static uint64_t mul_sat(uint64_t a, uint64_t b) { return (b && a > UINT64_MAX / b) ? UINT64_MAX : a * b; }
@@ -239,13 +245,39 @@ static void m_set(struct model *m, uint32_t i, uint64_t d) {
     m->dl[i] = d;
 }
 
+static uint64_t list_len(struct model *m, uint32_t h) {
+    uint64_t l = 0;
+    for (uint32_t i = m->w.heads[h].next; i != SW_HEAD_BASE + h; i = m_node(m, i)->link.next) l++;
+    return l;
+}
+
+/* How many nodes advancing to tick nt must move to the expired list: those
+ * of every slot whose start tick is <= nt, and overflow on a new epoch. */
+static uint64_t expected_expired_after(struct model *m, uint64_t nt) {
+    uint64_t c = m->w.curtick, l = list_len(m, SW_HEAD_EXPIRED);
+    if (nt <= c) return l;
+    for (uint32_t h = 0; h < SW_LEVELS * SW_SLOTS; h++) {
+        unsigned lv = h / SW_SLOTS, up = (lv + 1) * SW_SLOT_BITS;
+        uint64_t start = ((c >> up) << up) | ((uint64_t)(h % SW_SLOTS) << (lv * SW_SLOT_BITS));
+        if (start <= nt) l += list_len(m, h);
+    }
+    if ((nt >> (SW_LEVELS * SW_SLOT_BITS)) != (c >> (SW_LEVELS * SW_SLOT_BITS))) l += list_len(m, SW_HEAD_OVERFLOW);
+    return l;
+}
+
 static void m_advance(struct model *m, uint64_t t) {
     uint64_t before = m->w.cur_ns;
+    uint64_t want = m->check_every == 1 ? expected_expired_after(m, t / m->tick) : 0;
     sw_advance(&m->w, t);
     if (t > m->now) m->now = t;
     CHECK(m->w.cur_ns == ref_cur_ns(m), "after advance(%llu): cur_ns %llu, expected %llu", U(t), U(m->w.cur_ns),
           U(ref_cur_ns(m)));
     CHECK(m->w.cur_ns >= before, "time went back");
+    if (m->check_every == 1) {
+        uint64_t got = list_len(m, SW_HEAD_EXPIRED);
+        CHECK(got == want, "advance(%llu) left %llu nodes on the expired list, expected %llu (slots reached early "
+              "or late)", U(t), U(got), U(want));
+    }
 }
 
 /* After sw_pop returned SW_NONE: nothing due may remain. */
@@ -293,6 +325,9 @@ static uint32_t m_pop_one(struct model *m) {
     m->armed[i] = 0;
     m->count--;
     m->pops++;
+    if (m->count && m->w.heads[SW_HEAD_EXPIRED].next == SW_HEAD_BASE + SW_HEAD_EXPIRED)
+        CHECK(sw_next(&m->w) > cur, "sw_next %llu <= cur_ns %llu after the last due node was popped", U(sw_next(&m->w)),
+              U(cur));
     return i;
 }
 
@@ -337,7 +372,7 @@ static uint64_t gen_deadline(const struct model *m) {
     case 3: return add_sat(now, rndn(mul_sat(64, t)));
     case 4: return add_sat(now, rndn(mul_sat(4096, t)));
     case 5: return add_sat(now, rndn(mul_sat(UINT64_C(1) << 18, t)));
-    case 6: return add_sat(now, rnd() >> rndn(64));
+    case 6: return add_sat(now, rnd_shr(0, 64));
     case 7: return UINT64_MAX - rndn(3 * t);
     case 8: return UINT64_MAX;
     case 9: return add_sat(now, rndn(30 * NS_DAY));
@@ -362,7 +397,7 @@ static uint64_t gen_advance(struct model *m) {
     case 4: return add_sat(now, rndn(3 * t));
     case 5: return add_sat(now, rndn(mul_sat(100, t)));
     case 6: return add_sat(now, rndn(mul_sat(64 * 64 * 4, t)));
-    case 7: return add_sat(now, rnd() >> (20 + rndn(44)));
+    case 7: return add_sat(now, rnd_shr(20, 44));
     case 8: return add_sat(now, rndn(3 * NS_DAY));
     case 9: return chance(3) ? add_sat(now, rndn(2 * NS_YEAR)) : add_sat(now, rndn(mul_sat(1u << 20, t)));
     case 10: return rndn(20000) == 0 ? UINT64_MAX - rndn(4 * t) : add_sat(now, rndn(mul_sat(t, 10)));
@@ -412,12 +447,12 @@ static void run_random(const char *name, uint64_t tick, uint32_t n, uint32_t shi
         } else if (op < 42) { /* move earlier */
             if (m.armed[i] && m.dl[i] > 0) {
                 uint64_t d = m.dl[i];
-                uint64_t back = chance(50) ? 1 + rndn(mul_sat(tick, 70)) : 1 + (rnd() >> rndn(64));
+                uint64_t back = chance(50) ? 1 + rndn(mul_sat(tick, 70)) : 1 + (rnd_shr(0, 64));
                 m_set(&m, i, d > back ? d - back : 0);
             }
         } else if (op < 60) { /* extend */
             if (m.armed[i]) {
-                uint64_t fwd = chance(60) ? rndn(mul_sat(tick, 200)) : rnd() >> rndn(64);
+                uint64_t fwd = chance(60) ? rndn(mul_sat(tick, 200)) : rnd_shr(0, 64);
                 m_set(&m, i, add_sat(m.dl[i], fwd));
             }
         } else if (op < 86) { /* advance, then pop some or all */
@@ -458,7 +493,7 @@ static void run_driver(const char *name, uint64_t tick, uint32_t n, uint64_t now
     g_step = 0;
     model_init(&m, n, n > 4096 ? 10 : 31, 0, tick, now0);
     m.check_every = check_every;
-    m.scan_every = n > 4096 ? 0 : 1; /* exact fire times below already prove nothing is late */
+    m.scan_every = n > 4096 ? 0 : n > 500 ? 16 : 1; /* exact fire times below already prove nothing is late */
     for (uint32_t i = 0; i < n; i++) m_add(&m, i, now0 + 1 + rndn(horizon));
     uint64_t wakeups = 0, mods = n, empty_wakeups = 0;
     for (;;) {
@@ -477,8 +512,9 @@ static void run_driver(const char *name, uint64_t tick, uint32_t n, uint64_t now
         }
         wakeups++;
         if (!got) empty_wakeups++;
-        /* Modify a few timers between wake-ups. */
-        while (chance(mod_pct)) {
+        /* Modify a few timers between wake-ups (a bounded number in all, so
+         * the run ends). */
+        while (mods < 4 * (uint64_t)n && chance(mod_pct)) {
             uint32_t i = (uint32_t)rndn(n);
             mods++;
             if (!m.armed[i]) {
@@ -528,7 +564,7 @@ static void run_jumps(const char *name, uint64_t tick, uint32_t n, uint64_t span
     for (uint32_t i = 0; i < n; i++) m_add(&m, i, now0 + rndn(span));
     m_verify(&m);
     uint64_t placements = n, touched = 0;
-    uint64_t end = now0 + span + 1;
+    uint64_t end = now0 + span + tick; /* past every deadline rounded up to its tick */
     for (unsigned k = 1; k <= njumps; k++) {
         uint64_t t = k == njumps ? end : now0 + rndn(span);
         m_advance(&m, t);
@@ -561,12 +597,12 @@ static void test_rounding(void) {
     for (unsigned r = 0; r < 4000; r++) {
         uint64_t t = r < 2 * (sizeof ticks / sizeof ticks[0]) ? ticks[r / 2]
                      : chance(50)                              ? ticks[rndn(15)]
-                                                               : rnd() >> rndn(64);
+                                                               : rnd_shr(0, 64);
         if (t == 0) t = 1;
         struct model m;
-        uint64_t start = chance(30) ? 0 : rnd() >> rndn(64);
+        uint64_t start = chance(30) ? 0 : rnd_shr(0, 64);
         model_init(&m, 3, 31, r & 3, t, start);
-        uint64_t d = chance(10) ? UINT64_MAX - rndn(3) : add_sat(start, rnd() >> rndn(64));
+        uint64_t d = chance(10) ? UINT64_MAX - rndn(3) : add_sat(start, rnd_shr(0, 64));
         m_add(&m, 0, d);
         uint64_t f = fire_time(d, t);
         if (d <= m.w.cur_ns) { /* already due */
@@ -607,7 +643,7 @@ static void test_extend_in_place(void) {
         for (uint32_t i = 0; i < 48; i++) {
             struct sw_wheel wb = m.w;
             snapshot_links(&m, before);
-            uint64_t d = add_sat(m.dl[i], chance(50) ? 1 : rnd() >> rndn(64));
+            uint64_t d = add_sat(m.dl[i], chance(50) ? 1 : rnd_shr(0, 64));
             m_set(&m, i, d);
             snapshot_links(&m, after);
             CHECK(memcmp(&wb, &m.w, sizeof wb) == 0, "extending node %u changed the wheel struct", i);
@@ -691,6 +727,15 @@ static void test_basics(void) {
     /* A delete emptying the expired list must not leave the wheel busy. */
     m_add(&m, 4, 2000);
     m_add(&m, 5, 1);
+    CHECK(sw_next(&m.w) == m.w.cur_ns, "a due node: work now");
+    m_del(&m, 5);
+    CHECK(sw_next(&m.w) > m.w.cur_ns && sw_next(&m.w) <= 2000, "next %llu after deleting the due node",
+          U(sw_next(&m.w)));
+    m_verify(&m);
+    m_add(&m, 5, 1);
+    m_set(&m, 5, 1500); /* moved later, stays on the expired list */
+    m_set(&m, 5, 1400); /* earlier: moved off it, into a slot */
+    CHECK(sw_next(&m.w) > m.w.cur_ns, "next %llu after moving the due node out", U(sw_next(&m.w)));
     m_del(&m, 5);
     m_advance(&m, 1061); /* same tick */
     CHECK(sw_next(&m.w) > m.w.cur_ns && sw_next(&m.w) <= 2000, "stale next not refreshed: %llu", U(sw_next(&m.w)));
@@ -707,6 +752,19 @@ static void test_basics(void) {
     CHECK(m_pop_one(&m) == SW_NONE, "fired before its new deadline");
     m_advance(&m, 1070);
     CHECK(m_pop_one(&m) == 4, "not fired at its new deadline");
+    m_verify(&m);
+    /* sw_add on an armed node (a misuse) moves it; the lists stay sound. */
+    m_add(&m, 7, 5000);
+    sw_add(&m.w, 7, 1200);
+    m.dl[7] = 1200;
+    m_verify(&m);
+    sw_add(&m.w, 7, 90000);
+    m.dl[7] = 90000;
+    m_verify(&m);
+    m_advance(&m, 89999);
+    CHECK(m_pop_one(&m) == SW_NONE, "re-added node fired early");
+    m_advance(&m, 90000);
+    CHECK(m_pop_one(&m) == 7, "re-added node did not fire");
     m_verify(&m);
     model_free(&m);
 }
@@ -793,11 +851,11 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "random tick %s n=8 one chunk", tick_names[k]);
         run_random(name, t, 8, 31, k % 4, rnd() >> 8, 6000 * scale, 1);
         snprintf(name, sizeof name, "random tick %s n=40 chunks of 8", tick_names[k]);
-        run_random(name, t, 40, 3, (k + 1) % 4, rnd() >> rndn(64), 30000 * scale, 1);
+        run_random(name, t, 40, 3, (k + 1) % 4, rnd_shr(0, 64), 30000 * scale, 1);
         snprintf(name, sizeof name, "random tick %s n=200 chunks of 64", tick_names[k]);
         run_random(name, t, 200, 6, (k + 2) % 4, 0, 30000 * scale, 1);
         snprintf(name, sizeof name, "random tick %s near the end of time", tick_names[k]);
-        run_random(name, t, 64, 4, (k + 3) % 4, UINT64_MAX - (rnd() >> (8 + rndn(40))), 10000 * scale, 1);
+        run_random(name, t, 64, 4, (k + 3) % 4, UINT64_MAX - (rnd_shr(8, 40)), 10000 * scale, 1);
         /* Larger populations, checked now and then. */
         snprintf(name, sizeof name, "random tick %s n=2000", tick_names[k]);
         run_random(name, t, 2000, 10, k % 4, rnd() >> 4, 250000 * scale, 997);

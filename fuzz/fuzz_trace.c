@@ -11,8 +11,13 @@
  * Build and run (from the repository root):
  *   clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined \
  *     -I Sources/CSluice/include -I Sources/CSluice -I tools/sluice-trace \
- *     Sources/CSluice/[a-z]*.c tools/sluice-trace/trace.c fuzz/fuzz_trace.c -o /tmp/fuzz_trace
- *   /tmp/fuzz_trace -max_total_time=60 fuzz/corpus/trace
+ *     Sources/CSluice/[a-z]*.c tools/sluice-trace/trace.c fuzz/fuzz_trace.c \
+ *     -levent_core -levent_pthreads -o /tmp/fuzz_trace
+ *   /tmp/fuzz_trace -max_total_time=60 -dict=fuzz/trace.dict fuzz/corpus/trace
+ * (the libevent libraries are for the core's loop.c, which the harness does
+ * not use; CMake's -DSLUICE_FUZZ=ON builds the same harness as fuzz_trace.)
+ * libFuzzer writes new inputs into the corpus folder: give it a copy when the
+ * seed corpus should stay as it is.
  *
  * Set FUZZ_TRACE_NO_CHECK=1 in the environment to skip sluice_limiter_check()
  * (for example while a known invariant-checker bug is being fixed).

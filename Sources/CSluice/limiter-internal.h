@@ -134,10 +134,11 @@ static inline struct sl_ext *sl_ext_of(struct sl_entry *e) { return (struct sl_e
  * kind). */
 #define SL_U64_DOMAIN UINT64_C(0x9e3779b97f4a7c15)
 
-/* Validates and hashes a key. Returns 0, SLUICE_EINVAL or SLUICE_EKEYLEN. */
-static inline int sl_key_prepare(const struct sluice_limiter *l, sluice_key_t key, struct sl_keyref *out) {
+/* Validates and hashes a key with a limiter's seed. Returns 0, SLUICE_EINVAL
+ * or SLUICE_EKEYLEN. (The loop layer calls it with the seed its shards share.) */
+static inline int sl_key_prepare_seeded(const uint64_t seed[2], sluice_key_t key, struct sl_keyref *out) {
     if (key.kind == SLUICE_KEY_U64) {
-        uint64_t k[2] = { l->seed[0] ^ SL_U64_DOMAIN, l->seed[1] };
+        uint64_t k[2] = { seed[0] ^ SL_U64_DOMAIN, seed[1] };
         out->is_u64 = true;
         out->u64 = key.u64;
         out->bytes = NULL;
@@ -152,8 +153,13 @@ static inline int sl_key_prepare(const struct sluice_limiter *l, sluice_key_t ke
     out->u64 = 0;
     out->bytes = (const unsigned char *)key.bytes;
     out->len = key.len;
-    out->hash = sl_siphash13(l->seed, key.bytes, key.len);
+    out->hash = sl_siphash13(seed, key.bytes, key.len);
     return 0;
+}
+
+/* Validates and hashes a key. Returns 0, SLUICE_EINVAL or SLUICE_EKEYLEN. */
+static inline int sl_key_prepare(const struct sluice_limiter *l, sluice_key_t key, struct sl_keyref *out) {
+    return sl_key_prepare_seeded(l->seed, key, out);
 }
 
 static inline const unsigned char *sl_entry_key_bytes(const struct sl_entry *e) {
@@ -210,6 +216,17 @@ void sl_table_remove(struct sluice_limiter *l, uint32_t idx);
 /* Releases slab chunks and index space when most is unused (live <
  * shrink_below). Only at depth 0. */
 void sl_table_maybe_shrink(struct sluice_limiter *l);
+
+/* ---- entry points for a prepared key (limiter.c) ----
+ * The loop layer (loop.c) hashes a key once with sl_key_prepare_seeded() and
+ * the seed all its shard limiters share, picks the shard from the low hash
+ * bits (the index uses the top ones) and calls these. `k` must be prepared
+ * with this limiter's seed. Same behaviour and results as
+ * sluice_limiter_submit() and sluice_limiter_flush/cancel/pending() (`kind`:
+ * SLUICE_EVENT_EMIT for flush, SLUICE_EVENT_DROP for cancel, 0 for pending). */
+int sl_submit_prepared(struct sluice_limiter *l, const struct sl_keyref *k, uint64_t token, uint64_t now,
+                       sluice_decision_t *d);
+int sl_key_op_prepared(struct sluice_limiter *l, const struct sl_keyref *k, uint64_t now, int kind);
 
 int sl_table_init(struct sluice_limiter *l);
 void sl_table_destroy(struct sluice_limiter *l);

@@ -477,13 +477,12 @@ static void call_live(struct sluice_limiter *l, uint32_t idx, uint64_t token, ui
     if (have) report(l, &pe);
 }
 
-int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t now,
-                          sluice_decision_t *d) {
-    if (!l) return SLUICE_EINVAL;
+/* The body of sluice_limiter_submit() for a key already checked and hashed
+ * with this limiter's seed (limiter-internal.h; the loop layer hashes once). */
+int sl_submit_prepared(struct sluice_limiter *l, const struct sl_keyref *k, uint64_t token, uint64_t now,
+                       sluice_decision_t *d) {
     if (unusable(l)) return SLUICE_ECLOSED;
-    struct sl_keyref k;
-    int rc = sl_key_prepare(l, key, &k);
-    if (rc) return rc;
+    int rc = 0;
     now = clamp_now(l, now);
     if (l->pass_through) {
         decide(d, SLUICE_EMITTED, now);
@@ -491,30 +490,38 @@ int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token,
     }
     l->depth++;
     bool stopped;
-    uint32_t idx = due_first(l, &k, now, &stopped);
+    uint32_t idx = due_first(l, k, now, &stopped);
     if (stopped)
         rc = SLUICE_ECLOSED;
     else if (idx == SW_NONE)
-        rc = call_idle(l, &k, token, now, d);
+        rc = call_idle(l, k, token, now, d);
     else
         call_live(l, idx, token, now, d);
     leave(l);
     return rc;
 }
 
-/* ------------------------------------------------------------------ flush / cancel / pending */
-
-static int key_op(sluice_limiter_t *l, sluice_key_t key, uint64_t now, sluice_event_kind_t kind) {
+int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t now,
+                          sluice_decision_t *d) {
     if (!l) return SLUICE_EINVAL;
     if (unusable(l)) return SLUICE_ECLOSED;
     struct sl_keyref k;
     int rc = sl_key_prepare(l, key, &k);
     if (rc) return rc;
+    return sl_submit_prepared(l, &k, token, now, d);
+}
+
+/* ------------------------------------------------------------------ flush / cancel / pending */
+
+/* flush (kind EMIT), cancel (DROP) or pending (0) for a prepared key. */
+int sl_key_op_prepared(struct sluice_limiter *l, const struct sl_keyref *k, uint64_t now, int kind) {
+    if (unusable(l)) return SLUICE_ECLOSED;
+    int rc = 0;
     now = clamp_now(l, now);
     if (l->pass_through) return 0;
     l->depth++;
     bool stopped;
-    uint32_t idx = due_first(l, &k, now, &stopped);
+    uint32_t idx = due_first(l, k, now, &stopped);
     if (stopped) {
         rc = SLUICE_ECLOSED;
     } else if (idx != SW_NONE) {
@@ -528,7 +535,7 @@ static int key_op(sluice_limiter_t *l, sluice_key_t key, uint64_t now, sluice_ev
             struct pending_event pe;
             bool have = false;
             if (e->flags & SL_F_PENDING) {
-                capture(l, &pe, e, kind, take_pending(l, e), now);
+                capture(l, &pe, e, (sluice_event_kind_t)kind, take_pending(l, e), now);
                 have = true;
             }
             sl_table_remove(l, idx); /* back to IDLE, timer disarmed */
@@ -538,6 +545,15 @@ static int key_op(sluice_limiter_t *l, sluice_key_t key, uint64_t now, sluice_ev
     }
     leave(l);
     return rc;
+}
+
+static int key_op(sluice_limiter_t *l, sluice_key_t key, uint64_t now, sluice_event_kind_t kind) {
+    if (!l) return SLUICE_EINVAL;
+    if (unusable(l)) return SLUICE_ECLOSED;
+    struct sl_keyref k;
+    int rc = sl_key_prepare(l, key, &k);
+    if (rc) return rc;
+    return sl_key_op_prepared(l, &k, now, (int)kind);
 }
 
 int sluice_limiter_flush(sluice_limiter_t *l, sluice_key_t key, uint64_t now) {
@@ -582,7 +598,15 @@ int sluice_limiter_close(sluice_limiter_t *l, uint64_t now, sluice_close_mode_t 
     if (unusable(l)) return SLUICE_ECLOSED;
     now = clamp_now(l, now);
     l->depth++;
-    advance_locked(l, now, 0); /* timers first */
+    /* Timers first, exactly: the wheel fires what is due at its tick, then
+     * every key whose deadline lies between that tick and `now` fires too. */
+    advance_locked(l, now, 0);
+    for (uint32_t i = 0; i < l->top && !unusable(l); i++) {
+        while (!unusable(l) && sl_entry_at(l, i)->state == SL_LIVE && sl_entry_at(l, i)->node.deadline <= now) {
+            sw_del(&l->wheel, i);
+            fire(l, i);
+        }
+    }
     if (!unusable(l)) {
         l->closed = true;
         discard_all(l, now, mode == SLUICE_CLOSE_DRAIN ? SLUICE_EVENT_EMIT : SLUICE_EVENT_DISCARD);

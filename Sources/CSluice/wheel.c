@@ -147,8 +147,13 @@ static inline void sw_push_tail(struct sw_wheel *w, uint32_t h, uint32_t i, stru
     hd->prev = i;
 }
 
+static void sw_refresh_next(struct sw_wheel *w);
+
 /* Removes a node from whatever list holds it; an emptied wheel slot loses
- * its occupancy bit. The node's own links are left stale. */
+ * its occupancy bit. next_tick stays as it is (still a lower bound), except
+ * when the expired list empties: then it is recomputed (O(levels)), so that
+ * sw_next() does not keep reporting work due now. The node's own links are
+ * left stale. */
 static inline void sw_unlink(struct sw_wheel *w, struct sw_link *nl) {
     uint32_t p = nl->prev, x = nl->next;
     sw_lk(w, p)->next = x;
@@ -157,7 +162,10 @@ static inline void sw_unlink(struct sw_wheel *w, struct sw_link *nl) {
      * is left: p is a head. */
     if (p == x) {
         uint32_t h = p - SW_HEAD_BASE;
-        if (h < SW_WHEEL_HEADS) w->occ[h / SW_SLOTS] &= ~(UINT64_C(1) << (h % SW_SLOTS));
+        if (h < SW_WHEEL_HEADS)
+            w->occ[h / SW_SLOTS] &= ~(UINT64_C(1) << (h % SW_SLOTS));
+        else if (h == SW_HEAD_EXPIRED)
+            sw_refresh_next(w);
     }
 }
 
@@ -297,7 +305,7 @@ void sw_advance(struct sw_wheel *w, uint64_t now_ns) {
             reached = o; /* nt is past this level's whole span */
         } else {
             unsigned d = (unsigned)(nt >> SW_DIGIT_SHIFT(level)) & (SW_SLOTS - 1);
-            reached = o & ((UINT64_C(2) << d) - 1); /* slots 0..d (d == 63: all) */
+            reached = o & (UINT64_MAX >> (63 - d)); /* slots 0..d */
         }
         if (!reached) continue;
         w->occ[level] = o & ~reached;
@@ -431,9 +439,15 @@ int sw_check(const struct sw_wheel *w) {
         if (w->next_tick > c)
             SW_FAIL("expired list non-empty but next_tick %llu > curtick %llu", (unsigned long long)w->next_tick,
                     (unsigned long long)c);
-    } else if (w->next_tick > earliest) {
-        SW_FAIL("next_tick %llu above the first occupied slot start %llu", (unsigned long long)w->next_tick,
-                (unsigned long long)earliest);
+    } else {
+        if (w->next_tick > earliest)
+            SW_FAIL("next_tick %llu above the first occupied slot start %llu", (unsigned long long)w->next_tick,
+                    (unsigned long long)earliest);
+        /* Nothing waits to be popped, so no work is due now: a next_tick at
+         * or before curtick would make an event loop spin. */
+        if (w->next_tick <= c && w->next_tick != UINT64_MAX)
+            SW_FAIL("expired list empty but next_tick %llu <= curtick %llu (stale)",
+                    (unsigned long long)w->next_tick, (unsigned long long)c);
     }
     return 0;
 }

@@ -51,3 +51,23 @@ extension Duration {
     /// A duration in whole nanoseconds (exact for any Int64).
     static func ns(_ value: Int64) -> Duration { .nanoseconds(value) }
 }
+
+/// Runs real-time checks one at a time, so that timing tests do not compete
+/// for the machine's cores with each other.
+actor RealtimeGate {
+    static let shared = RealtimeGate()
+    private var busy = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func run<R: Sendable>(_ body: @Sendable () async throws -> R) async throws -> R {
+        while busy {
+            await withCheckedContinuation { waiters.append($0) }
+        }
+        busy = true
+        defer {
+            busy = false
+            if !waiters.isEmpty { waiters.removeFirst().resume() }
+        }
+        return try await body()
+    }
+}

@@ -52,6 +52,52 @@ struct VectorTests {
         // The hash seed must not matter beyond the order of different keys.
         let randomSeeded = try trace.run(options: .init(randomSeed: true)).map(\.description)
         compare(actual: randomSeeded, expected: expected, name: path + " (random seed)")
+
+        // The Swift layer end to end: Limiter<String, String> on a manual clock.
+        let simulated = try trace.simulate().map(\.description)
+        compare(actual: simulated, expected: expected, name: path + " (Limiter, manual clock)")
+        #expect(simulated == actual, "Limiter and core runs of \(path) differ")
+    }
+
+    /// The same vectors on the real loop and clock: each key's lines in the
+    /// same order, each delivered never early and at most 15 ms late.
+    @Test("vector in real time", .timeLimit(.minutes(1)), arguments: VectorPaths.traces().filter {
+        FileManager.default.fileExists(atPath: String($0.dropLast(".trace".count)) + ".expected")
+    })
+    func realtimeVector(path: String) async throws {
+        let trace = try Trace(parsing: [UInt8](Data(contentsOf: URL(fileURLWithPath: path))))
+        // Long traces would make the suite slow: real time is for short ones.
+        guard let last = trace.steps.last, last.time <= 2_000 else { return }
+        let expected = try trace.simulate()
+        // Only traces whose outcome does not hang on sub-millisecond timing
+        // (a call exactly at a deadline, a rate boundary hit exactly): delays
+        // of up to 3 ms per step must not change any key's lines.
+        for seed: UInt64 in 1...4 {
+            var rng = SplitMix64(seed: seed)
+            let delays = trace.steps.map { _ in UInt64.random(in: 0..<3_000_000, using: &rng) }
+            let delayed = try trace.simulate(observe: nil) { delays[$0] }
+            guard Dictionary(grouping: delayed, by: \.key).mapValues({ $0.map(\.kind) })
+                == Dictionary(grouping: expected, by: \.key).mapValues({ $0.map(\.kind) })
+            else { return }
+        }
+        let actual = try await RealtimeGate.shared.run { try await trace.simulateRealtime() }
+        checkRealtime(actual: actual, expected: expected, name: path)
+    }
+
+    /// Compares a real-time run with the exact one: per key, the same lines
+    /// in the same order, each at its time or up to 15 ms later.
+    func checkRealtime(actual: [TraceOutput], expected: [TraceOutput], name: String) {
+        let actualByKey = Dictionary(grouping: actual, by: \.key)
+        let expectedByKey = Dictionary(grouping: expected, by: \.key)
+        #expect(Set(actualByKey.keys) == Set(expectedByKey.keys), "keys of \(name)")
+        for (key, lines) in expectedByKey {
+            let got = actualByKey[key] ?? []
+            #expect(got.map(\.kind) == lines.map(\.kind), "\(name), key \(key): \(got) vs \(lines)")
+            for (a, e) in zip(got, lines) {
+                #expect(a.time >= e.time, "\(name): \(a) is earlier than \(e)")
+                #expect(a.time <= e.time + 15, "\(name): \(a) is more than 15 ms after \(e)")
+            }
+        }
     }
 
     /// Compares output lines per key in order, and as a multiset.

@@ -51,6 +51,9 @@ struct ref_model {
 
     ref_event_t *ev;
     size_t nev, capev;
+
+    ref_hook_fn hook; /* called after each transition that logged events */
+    void *hook_user;
 };
 
 /* ------------------------------------------------------------------ */
@@ -132,6 +135,16 @@ static struct ref_entry *find(ref_model_t *m, sluice_key_t k, bool create) {
     }
     m->keys[m->nkeys++] = e;
     return e;
+}
+
+/* A transition is complete: hand its events to the hook (which may call in). */
+static void after_transition(ref_model_t *m, size_t mark) {
+    if (m->hook && m->nev > mark) m->hook(m->hook_user, m, mark, m->nev - mark);
+}
+
+void ref_set_hook(ref_model_t *m, ref_hook_fn fn, void *user) {
+    m->hook = fn;
+    m->hook_user = user;
 }
 
 static bool pass_through(const ref_model_t *m) {
@@ -277,8 +290,10 @@ static void fire(ref_model_t *m, struct ref_entry *e) {
 static int64_t fire_key_due(ref_model_t *m, struct ref_entry *e, uint64_t t) {
     int64_t n = 0;
     while (deadline_of(m, e) <= t) {
+        size_t mark = m->nev;
         fire(m, e);
         n++;
+        after_transition(m, mark);
     }
     return n;
 }
@@ -298,8 +313,10 @@ static int64_t fire_all_due(ref_model_t *m, uint64_t t) {
             }
         }
         if (!best) return n;
+        size_t mark = m->nev;
         fire(m, best);
         n++;
+        after_transition(m, mark);
     }
 }
 
@@ -455,12 +472,14 @@ int ref_submit(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t now, s
     }
     struct ref_entry *e = find(m, key, true);
     if (m->p.kind != SLUICE_RATE) fire_key_due(m, e, now); /* timers first */
+    size_t mark = m->nev;
     switch (m->p.kind) {
     case SLUICE_THROTTLE: call_throttle(m, e, now, token, decision); break;
     case SLUICE_AUDIT: call_audit(m, e, now, token, decision); break;
     case SLUICE_DEBOUNCE: call_debounce(m, e, now, token, decision); break;
     case SLUICE_RATE: call_rate(m, e, now, decision); break;
     }
+    after_transition(m, mark);
     return 0;
 }
 
@@ -493,11 +512,13 @@ int ref_flush(ref_model_t *m, sluice_key_t key, uint64_t now) {
      * its timer is disarmed. Rate: flush does nothing. */
     if (!e || m->p.kind == SLUICE_RATE) return 0;
     int r = 0;
+    size_t mark = m->nev;
     if (e->has_pending) {
         log_event(m, SLUICE_EVENT_EMIT, e, e->pending, now);
         r = 1;
     }
     to_idle(e);
+    after_transition(m, mark);
     return r;
 }
 
@@ -515,11 +536,13 @@ int ref_cancel(ref_model_t *m, sluice_key_t key, uint64_t now) {
     /* cancel(key): a pending value is dropped; the key returns to IDLE,
      * timer disarmed. */
     int r = 0;
+    size_t mark = m->nev;
     if (e->has_pending) {
         log_event(m, SLUICE_EVENT_DROP, e, e->pending, now);
         r = 1;
     }
     to_idle(e);
+    after_transition(m, mark);
     return r;
 }
 
@@ -543,7 +566,10 @@ int ref_close(ref_model_t *m, uint64_t now, sluice_close_mode_t mode) {
     see(m, &now);
     fire_all_due(m, now); /* "deadlines due at now fire first" (sluice.h) */
     /* close(drain): every pending value of every key is emitted now.
-     * close(discard): every pending value is handed back as discarded. */
+     * close(discard): every pending value is handed back as discarded.
+     * The limiter is closed before anyone hears of it: calls made from the
+     * hook fail with SLUICE_ECLOSED. */
+    size_t mark = m->nev;
     for (size_t i = 0; i < m->nkeys; i++) {
         struct ref_entry *e = m->keys[i];
         if (e->has_pending)
@@ -553,6 +579,7 @@ int ref_close(ref_model_t *m, uint64_t now, sluice_close_mode_t mode) {
         e->has_tat = false;
     }
     m->closed = true;
+    after_transition(m, mark);
     return 0;
 }
 

@@ -90,6 +90,18 @@ bool ref_closed(const ref_model_t *m);
 /** The time the model has reached (largest `now` seen). */
 uint64_t ref_now(const ref_model_t *m);
 
+/**
+ * Re-entrancy: "A call made from inside an emit callback is handled after the
+ * transition that emitted has completed". When set, the hook is called after
+ * every transition that logged events (a timer row, a call row, flush,
+ * cancel, close), once that transition is complete, with the range of the
+ * log it produced. The hook may call any ref_* function on the model,
+ * including ref_submit() (the log may grow and move meanwhile: read
+ * ref_events() again after such a call).
+ */
+typedef void (*ref_hook_fn)(void *user, ref_model_t *m, size_t first, size_t count);
+void ref_set_hook(ref_model_t *m, ref_hook_fn fn, void *user);
+
 /** Compares two keys by the spec's identity rule (kind, then exact bytes or
  *  integer). Returns true when they are the same key. */
 bool ref_key_equal(sluice_key_t a, sluice_key_t b);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sluice.h"
+#include "realtime.h"
 #include "trace.h"
 
 #define EXIT_USAGE 64
@@ -26,8 +27,9 @@ static void usage(FILE *f) {
           "prints nothing on standard output.\n"
           "\n"
           "options:\n"
-          "  --realtime  run against the loop layer's real clock: not available yet\n"
-          "              (prints an error and exits with status 64)\n"
+          "  --realtime  replay the trace on a real libevent loop and the real monotonic\n"
+          "              clock, each line at its time after start; prints the actual\n"
+          "              times in ms since start (never early; --check is ignored)\n"
           "  --check     check the core's invariants (sluice_limiter_check) after every\n"
           "              step and every timer advance: slow, for tests\n"
           "  --help      print this help\n"
@@ -117,11 +119,6 @@ int main(int argc, char **argv) {
             return EXIT_USAGE;
         }
     }
-    if (realtime) {
-        fprintf(stderr, "error: --realtime is not available yet\n");
-        return EXIT_USAGE;
-    }
-
     if (path == NULL || strcmp(path, "-") == 0) {
         e = read_all(stdin, &buf, &len);
         if (e != 0) {
@@ -157,7 +154,7 @@ int main(int argc, char **argv) {
     memset(&opt, 0, sizeof opt);
     opt.out = stdout;
     opt.check_invariants = check;
-    rc = trace_run(&trace, &opt, &res);
+    rc = realtime ? trace_run_realtime(&trace, &opt, &res) : trace_run(&trace, &opt, &res);
     trace_free(&trace);
 
     if (fflush(stdout) != 0 || ferror(stdout)) {

@@ -396,8 +396,12 @@ typedef enum sluice_close_mode {
 SLUICE_EXTERN int sluice_limiter_close(sluice_limiter_t *limiter, uint64_t now, sluice_close_mode_t mode);
 
 /**
- * Fires the deadlines due at `now`. Cost: O(occupied wheel slots + timers
- * handled), whatever the time jump. At most `max_timers` timer transitions
+ * Fires the deadlines the wheel has reached at `now`: every deadline up to
+ * `now` rounded down to a multiple of the tick (a deadline inside the current
+ * tick waits for the next one: never early, at most one tick late; each
+ * event still carries its exact deadline). Per-key calls and close() fire a
+ * key's due deadlines exactly, whatever the tick. Cost: O(occupied wheel
+ * slots + timers handled), whatever the time jump. At most `max_timers` timer transitions
  * are handled (0 = no bound); the rest stay due and are handled by the next
  * call, so a huge batch cannot starve an event loop.
  *

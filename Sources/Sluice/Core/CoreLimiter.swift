@@ -177,7 +177,7 @@ final class CoreLimiter {
     /// - Throws: ``LimiterError/keyTooLong``, ``LimiterError/full``,
     ///   ``LimiterError/outOfMemory``, ``LimiterError/closed``; the token was
     ///   not taken.
-    func submit<Key: CoreKeyConvertible>(token: UInt64, key: Key, now: UInt64) throws(LimiterError) -> Decision {
+    func submit<Key: LimiterKey>(token: UInt64, key: Key, now: UInt64) throws(LimiterError) -> Decision {
         var decision = sluice_decision_t()
         try LimiterError.check(key.withCoreKey { sluice_limiter_submit(handle, $0, token, now, &decision) })
         switch decision.kind {
@@ -194,7 +194,7 @@ final class CoreLimiter {
     /// - Returns: whether a value was pending (and emitted).
     /// - Throws: ``LimiterError/keyTooLong``, ``LimiterError/closed``.
     @discardableResult
-    func flush<Key: CoreKeyConvertible>(key: Key, now: UInt64) throws(LimiterError) -> Bool {
+    func flush<Key: LimiterKey>(key: Key, now: UInt64) throws(LimiterError) -> Bool {
         try LimiterError.check(key.withCoreKey { sluice_limiter_flush(handle, $0, now) }) == 1
     }
 
@@ -204,7 +204,7 @@ final class CoreLimiter {
     /// - Returns: whether a value was pending (and dropped).
     /// - Throws: ``LimiterError/keyTooLong``, ``LimiterError/closed``.
     @discardableResult
-    func cancel<Key: CoreKeyConvertible>(key: Key, now: UInt64) throws(LimiterError) -> Bool {
+    func cancel<Key: LimiterKey>(key: Key, now: UInt64) throws(LimiterError) -> Bool {
         try LimiterError.check(key.withCoreKey { sluice_limiter_cancel(handle, $0, now) }) == 1
     }
 
@@ -212,7 +212,7 @@ final class CoreLimiter {
     /// with nothing pending is not pending). Due deadlines of the key fire first.
     ///
     /// - Throws: ``LimiterError/keyTooLong``, ``LimiterError/closed``.
-    func pending<Key: CoreKeyConvertible>(key: Key, now: UInt64) throws(LimiterError) -> Bool {
+    func pending<Key: LimiterKey>(key: Key, now: UInt64) throws(LimiterError) -> Bool {
         try LimiterError.check(key.withCoreKey { sluice_limiter_pending(handle, $0, now) }) == 1
     }
 

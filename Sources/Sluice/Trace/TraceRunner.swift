@@ -58,6 +58,13 @@ extension Trace {
     }
 }
 
+extension Trace {
+    /// The C runner's fixed hash key ("sluice-t", "race-v1"), shared by every
+    /// trace runner so lines of different keys at one instant come in the
+    /// same order.
+    static let runnerSeed: (UInt64, UInt64) = (0x736c_7569_6365_2d74, 0x7261_6365_2d76_3100)
+}
+
 /// The state of one run, shared with the limiter's event handler.
 private final class TraceRunState {
     enum TokenState {
@@ -155,7 +162,7 @@ private final class TraceRunState {
 private struct TraceRun {
     static let nanosecondsPerMillisecond: UInt64 = 1_000_000
     /// The C runner's fixed hash key: "sluice-t", "race-v1".
-    static let seed: (UInt64, UInt64) = (0x736c_7569_6365_2d74, 0x7261_6365_2d76_3100)
+    static let seed = Trace.runnerSeed
 
     let state = TraceRunState()
     let limiter: CoreLimiter

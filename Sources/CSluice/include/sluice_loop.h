@@ -1,0 +1,396 @@
+/*
+ * sluice_loop.h — Sluice on a libevent loop, callable from any thread.
+ *
+ * The core (sluice.h) is confined to one thread and never reads a clock.
+ * This header puts it on a real libevent `event_base`:
+ *
+ *  - a *loop binding* (sluice_loop_t) ties Sluice to an event_base: either a
+ *    base the caller owns and runs (sluice_loop_attach()), or a base Sluice
+ *    creates and runs on a thread of its own (sluice_loop_start());
+ *  - a *loop limiter* (sluice_mt_t) is a limiter on a loop binding that any
+ *    thread may call. Every call reads CLOCK_MONOTONIC itself (see
+ *    sluice_clock_now()) and returns its decision at once, synchronously: a
+ *    server answers 429 without waiting for the loop. Deadlines fire on the
+ *    loop, and every event is delivered by the loop thread.
+ *
+ * Threading model
+ * ---------------
+ * A loop limiter is split into shards by key hash (one hash per call; the
+ * shard is picked from hash bits the key index does not use). Each shard is
+ * a mutex, a core limiter and an outbox of events. Calls on different keys
+ * from different threads mostly take different mutexes: there is no global
+ * lock on the hot path. Events produced under a shard lock (a superseded
+ * value dropped, a deadline of the key fired by "timers first") are copied,
+ * key included, into the shard's outbox; the event callback is always called
+ * outside every lock, so it may call any function of this header, including
+ * sluice_mt_free() on its own limiter.
+ *
+ * Where the callback runs: while the loop runs, on the loop thread only,
+ * one event at a time (never two callbacks of one limiter at once). A call
+ * made *on the loop thread* (for instance from an evhttp request handler or
+ * a timer of the caller's) delivers the events it caused before it returns,
+ * so that thread sees events and decisions in order. A call from another
+ * thread wakes the loop, which delivers them shortly after: such a thread
+ * may therefore learn its decision before the loop reports an older event of
+ * the same key. Events of one key are always delivered in the order they
+ * happened. When no loop thread runs (an owned loop after sluice_loop_stop())
+ * events are delivered on the calling thread before the call returns.
+ *
+ * Timers: each loop limiter uses one libevent timer, armed at the earliest
+ * deadline over its shards. A call whose deadline becomes the earliest
+ * re-arms it (and wakes the loop from any thread); extending or cancelling
+ * a deadline never re-arms: a wake-up that finds nothing due re-arms for the
+ * next deadline. In the timer callback the clock is read once for the whole
+ * batch, and at most `max_timers_per_pass` timer transitions are handled per
+ * pass: the rest waits for the next pass, scheduled at once, so a burst of
+ * millions of due deadlines does not starve the loop's I/O. A limiter with
+ * nothing armed has no timer pending and costs no CPU.
+ *
+ * Precise timers: libevent 2.1 by default reads CLOCK_MONOTONIC_COARSE,
+ * whose resolution is the kernel tick (4 ms on common kernels): timers then
+ * fire up to ~4 ms late, in steps, and a wake-up that comes early by the
+ * clock Sluice reads finds nothing due and waits again. Create bases with
+ * EVENT_BASE_FLAG_PRECISE_TIMER (sluice_loop_start() does) for timers that
+ * fire within about 0.1-0.2 ms of their time. Emissions are never early
+ * either way; the wheel's tick (sluice_config_t.tick_ns, 1 ms by default)
+ * adds at most one tick.
+ *
+ * Threads and libevent: calling into a loop limiter from a thread other
+ * than the loop thread needs libevent's locking, enabled by
+ * evthread_use_pthreads() *before the base is created*; without it the
+ * loop only notices new deadlines and events at its next wake-up, and
+ * sluice_mt_free() from another thread is unsafe. sluice_threads_init()
+ * does it once. sluice_loop_start() calls it itself.
+ *
+ * Token accounting is the core's (sluice.h): a token whose decision is
+ * SLUICE_SCHEDULED is reported later by exactly one event (emit, drop or
+ * discard), including when the limiter is closed, freed, or its owned loop
+ * stopped.
+ *
+ * Errors: negative SLUICE_E* codes as in sluice.h; misuse (NULL pointers,
+ * calls after close) returns an error and never crashes.
+ *
+ * Link with libevent_core and libevent_pthreads (-levent_core
+ * -levent_pthreads -lpthread). This header does not include libevent's:
+ * `struct event_base` is only declared.
+ */
+#ifndef SLUICE_LOOP_H
+#define SLUICE_LOOP_H
+
+#include "sluice.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct event_base;
+
+/* ------------------------------------------------------------------ */
+/* Clock and libevent threads                                          */
+/* ------------------------------------------------------------------ */
+
+/**
+ * Reads the clock the loop layer uses: CLOCK_MONOTONIC, in nanoseconds.
+ * Times passed to and returned by the functions of this header (decision
+ * and event times, sluice_mt_submit_at()) are on this clock.
+ *
+ * @return the current time in ns (never 0 in practice; not related to wall time).
+ */
+SLUICE_EXTERN uint64_t sluice_clock_now(void);
+
+/**
+ * Enables libevent's pthreads locking (evthread_use_pthreads()) once per
+ * process. Call it before creating an event_base that threads other than
+ * its loop thread will reach through Sluice (submits that re-arm its timer
+ * or wake it, sluice_mt_free() from another thread). Calling it again is
+ * harmless. sluice_loop_start() calls it itself.
+ *
+ * @return 0, or SLUICE_ENOMEM when libevent could not set up its locks.
+ */
+SLUICE_EXTERN int sluice_threads_init(void);
+
+/* ------------------------------------------------------------------ */
+/* Loop bindings                                                       */
+/* ------------------------------------------------------------------ */
+
+/** A binding of Sluice to one libevent event_base (opaque). */
+typedef struct sluice_loop sluice_loop_t;
+
+/** Default bound on timer transitions handled per loop pass. */
+#define SLUICE_LOOP_MAX_TIMERS_DEFAULT 4096
+
+/** Options of a loop binding. Zero-initialise, or pass NULL for defaults. */
+typedef struct sluice_loop_config {
+    /** Timer transitions one limiter handles per pass of the loop; the rest
+     *  is handled on the next pass, scheduled at once, so I/O gets a turn
+     *  in between. 0 = SLUICE_LOOP_MAX_TIMERS_DEFAULT. */
+    size_t max_timers_per_pass;
+} sluice_loop_config_t;
+
+/**
+ * Binds Sluice to an event_base the caller created and runs.
+ *
+ * Create the base with EVENT_BASE_FLAG_PRECISE_TIMER (see the top of this
+ * header for what happens without it), after sluice_threads_init() when
+ * other threads will call into limiters on it. Call this function on the
+ * thread that runs the base: that thread is taken as the loop thread (calls
+ * made on it deliver their events before returning). The base is not owned:
+ * sluice_loop_free() leaves it alone, and it must outlive the binding.
+ *
+ * @param out receives the binding; untouched on error.
+ * @param base the caller's event base.
+ * @param config options, or NULL for defaults; read only during the call.
+ * @return 0, SLUICE_EINVAL (NULL out or base), or SLUICE_ENOMEM.
+ */
+SLUICE_EXTERN int sluice_loop_attach(sluice_loop_t **out, struct event_base *base,
+                                     const sluice_loop_config_t *config);
+
+/**
+ * Creates an event_base with EVENT_BASE_FLAG_PRECISE_TIMER (after
+ * sluice_threads_init()) and runs it on a thread the binding owns, until
+ * sluice_loop_stop() or sluice_loop_free(). For callers without a loop of
+ * their own. The loop keeps running while it has nothing to do, at no CPU
+ * cost.
+ *
+ * @param out receives the binding; untouched on error.
+ * @param config options, or NULL for defaults; read only during the call.
+ * @return 0, SLUICE_EINVAL (NULL out), or SLUICE_ENOMEM (no memory, no
+ *         base, or no thread could be started).
+ */
+SLUICE_EXTERN int sluice_loop_start(sluice_loop_t **out, const sluice_loop_config_t *config);
+
+/**
+ * The event_base of a binding: the caller's (attach) or the owned one
+ * (start). Callers may add their own events to an owned base from any
+ * thread; they run on the owned thread.
+ *
+ * @param loop the binding.
+ * @return the base, or NULL when loop is NULL.
+ */
+SLUICE_EXTERN struct event_base *sluice_loop_base(const sluice_loop_t *loop);
+
+/**
+ * Tells whether the calling thread is the binding's loop thread: the owned
+ * thread (start), or the thread that called sluice_loop_attach().
+ *
+ * @param loop the binding.
+ * @return true on the loop thread; false otherwise or when loop is NULL.
+ */
+SLUICE_EXTERN bool sluice_loop_in_thread(const sluice_loop_t *loop);
+
+/**
+ * Stops an owned loop: asks its thread to leave the loop and joins it. Events
+ * not delivered yet stay with their limiters; from now on every call into a
+ * limiter of this loop delivers its events on the calling thread before it
+ * returns, and deadlines no longer fire by themselves (pending values wait
+ * for sluice_mt_flush(), sluice_mt_close() or sluice_mt_free(), which hand
+ * each one back exactly once). Calling it again does nothing.
+ *
+ * Must not be called from the loop thread itself (that would wait for
+ * itself): from there it returns SLUICE_EBUSY.
+ *
+ * @param loop an owned binding.
+ * @return 0; SLUICE_EINVAL for NULL or an attached binding; SLUICE_EBUSY
+ *         when called on the loop thread.
+ */
+SLUICE_EXTERN int sluice_loop_stop(sluice_loop_t *loop);
+
+/**
+ * Frees a binding. An owned loop is stopped first (as sluice_loop_stop())
+ * and its base freed; an attached base is left to the caller. Every limiter
+ * created on the binding must have been freed before: otherwise nothing
+ * happens and SLUICE_EBUSY is returned.
+ *
+ * @param loop the binding, or NULL (returns 0).
+ * @return 0; SLUICE_EBUSY when limiters remain, or when called on the owned
+ *         loop's own thread.
+ */
+SLUICE_EXTERN int sluice_loop_free(sluice_loop_t *loop);
+
+/* ------------------------------------------------------------------ */
+/* Loop limiters                                                       */
+/* ------------------------------------------------------------------ */
+
+/** A limiter on a loop binding, callable from any thread (opaque). */
+typedef struct sluice_mt sluice_mt_t;
+
+/** Default number of shards of a loop limiter. */
+#define SLUICE_MT_SHARDS_DEFAULT 16
+/** Largest number of shards. */
+#define SLUICE_MT_SHARDS_MAX 1024
+
+/**
+ * Creates a loop limiter.
+ *
+ * The configuration is the core's (sluice.h) with these differences:
+ * `on_event` and `user` receive every event, on the loop thread (see the
+ * top of this header); `start_ns` is ignored (the wheel starts at
+ * sluice_clock_now()); `max_keys` is shared out among the shards, each
+ * taking max_keys / nshards rounded up, so a skewed key set may be refused
+ * with SLUICE_EFULL a little before max_keys live keys in all; `allocator`
+ * also serves the limiter's own memory (shards and outboxes). All shards
+ * share one random hash key (or `seed` when `fixed_seed`).
+ *
+ * @param out receives the limiter; untouched on error.
+ * @param loop the binding whose loop fires the deadlines and delivers events.
+ * @param config the configuration; read only during the call.
+ * @param nshards number of shards: 0 for SLUICE_MT_SHARDS_DEFAULT, else
+ *        rounded up to a power of two, at most SLUICE_MT_SHARDS_MAX. One
+ *        shard is a single lock; a few per core spread contention.
+ * @return 0; SLUICE_EINVAL or SLUICE_ERANGE for a bad configuration (as
+ *         sluice_limiter_new(), also NULL loop or more shards than the
+ *         maximum); SLUICE_ENOMEM.
+ */
+SLUICE_EXTERN int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t *config,
+                                unsigned nshards);
+
+/**
+ * Hands a token to the limiter for a key, now (sluice_clock_now(), read
+ * under the shard's lock), and returns the decision at once. Any thread may
+ * call it.
+ *
+ * As sluice_limiter_submit(): deadlines of this key due now fire first, and
+ * a SLUICE_SCHEDULED token is reported later by exactly one event. Events
+ * this call causes (a superseded value dropped, a due emission of the key)
+ * are delivered on the loop thread: before this function returns when it is
+ * called on the loop thread, shortly after otherwise. When the decision's
+ * deadline becomes the limiter's earliest, the loop's timer is re-armed.
+ *
+ * @param m the limiter.
+ * @param key the key; its bytes are copied if the key becomes live.
+ * @param token the caller's value handle, opaque to the limiter.
+ * @param decision receives the decision (may be NULL). For SLUICE_DROPPED
+ *        on a rate limiter, `at` is the earliest time (on sluice_clock_now()'s
+ *        clock) a call on this key would be admitted: Retry-After.
+ * @return 0 on success; SLUICE_EINVAL (NULL limiter, bad key),
+ *         SLUICE_EKEYLEN, SLUICE_EFULL, SLUICE_ENOMEM or SLUICE_ECLOSED. On
+ *         error the token was not taken.
+ */
+SLUICE_EXTERN int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token,
+                                   sluice_decision_t *decision);
+
+/**
+ * As sluice_mt_submit(), at a time given by the caller instead of the
+ * clock: for tests and replays. `now` must be on sluice_clock_now()'s clock
+ * (the loop's timer runs on it); an earlier time than the shard has already
+ * seen is treated as that later time.
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @param token the caller's value handle.
+ * @param now the time of the call, in ns on sluice_clock_now()'s clock.
+ * @param decision receives the decision (may be NULL).
+ * @return as sluice_mt_submit().
+ */
+SLUICE_EXTERN int sluice_mt_submit_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t now,
+                                      sluice_decision_t *decision);
+
+/**
+ * Emits the key's pending value now (an SLUICE_EVENT_EMIT, delivered as
+ * described for sluice_mt_submit()) and returns the key to idle with its
+ * timer disarmed. For rate, does nothing.
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @return 1 if a value was emitted, 0 if none was pending, or SLUICE_EINVAL,
+ *         SLUICE_EKEYLEN, SLUICE_ENOMEM, SLUICE_ECLOSED.
+ */
+SLUICE_EXTERN int sluice_mt_flush(sluice_mt_t *m, sluice_key_t key);
+
+/**
+ * Drops the key's pending value now (an SLUICE_EVENT_DROP) and returns the
+ * key to idle, timer disarmed. For rate, forgets the key's history (a fresh
+ * quota).
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @return 1 if a value was dropped, 0 if none was pending, or an error as
+ *         for sluice_mt_flush().
+ */
+SLUICE_EXTERN int sluice_mt_cancel(sluice_mt_t *m, sluice_key_t key);
+
+/**
+ * Tells whether a value of the key waits to be emitted later.
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @return 1 or 0, or an error as for sluice_mt_flush().
+ */
+SLUICE_EXTERN int sluice_mt_pending(sluice_mt_t *m, sluice_key_t key);
+
+/**
+ * Closes the limiter while the loop runs: deadlines due now fire first,
+ * then every pending value is emitted (drain) or handed back as
+ * SLUICE_EVENT_DISCARD (discard); later calls fail with SLUICE_ECLOSED. The
+ * events are delivered as for sluice_mt_submit() (on the loop thread; before
+ * returning when called there). Any thread may call it, including the
+ * event callback. The memory is released by sluice_mt_free().
+ *
+ * @param m the limiter.
+ * @param mode SLUICE_CLOSE_DRAIN or SLUICE_CLOSE_DISCARD.
+ * @return 0; SLUICE_EINVAL; SLUICE_ECLOSED if already closed; SLUICE_ENOMEM
+ *         when room for the events could not be found (nothing was closed:
+ *         try again, or free, which cannot fail).
+ */
+SLUICE_EXTERN int sluice_mt_close(sluice_mt_t *m, sluice_close_mode_t mode);
+
+/**
+ * Frees the limiter. One not closed is first closed with discard. Every
+ * event not delivered yet, and every discard, is delivered before the
+ * memory is released:
+ *  - called from inside the limiter's own event callback, the free is
+ *    deferred until that callback returns; the remaining events are then
+ *    delivered on the loop thread (the callback may see a few more events
+ *    after it asked for the free) and the limiter is released there;
+ *  - called from another place, it first waits for a callback of this
+ *    limiter running on the loop thread to return and stops the loop from
+ *    calling it again, then delivers the remaining events on the calling
+ *    thread and releases the limiter before returning.
+ * From the call on, other calls into the limiter fail with SLUICE_ECLOSED;
+ * as for any free, no other thread may be using the limiter when it is
+ * released. A free from another thread than the loop thread needs libevent
+ * locking (sluice_threads_init() before the base was created).
+ *
+ * @param m the limiter, or NULL (nothing happens).
+ */
+SLUICE_EXTERN void sluice_mt_free(sluice_mt_t *m);
+
+/** Counters of a loop limiter. */
+typedef struct sluice_mt_stats {
+    sluice_stats_t core;       /**< the shards' counters, summed (max_probe: the largest) */
+    uint64_t shards;           /**< number of shards */
+    uint64_t timer_armed_at;   /**< the time (ns) the loop timer is armed for; UINT64_MAX: not armed */
+    uint64_t wakeups;          /**< passes of the loop callback (timer fired or woken) */
+    uint64_t timer_arms;       /**< times the libevent timer was (re-)armed */
+    uint64_t budget_passes;    /**< passes that stopped at max_timers_per_pass */
+    uint64_t events_delivered; /**< events handed to the callback */
+    uint64_t events_queued;    /**< events waiting in outboxes to be delivered */
+} sluice_mt_stats_t;
+
+/**
+ * Reads the limiter's counters. Takes each shard's lock in turn: the sums
+ * are not one instant's snapshot while other threads are calling.
+ * O(index size) because of max_probe.
+ *
+ * @param m the limiter.
+ * @param out receives the counters.
+ * @return 0 or SLUICE_EINVAL.
+ */
+SLUICE_EXTERN int sluice_mt_stats(sluice_mt_t *m, sluice_mt_stats_t *out);
+
+/**
+ * The earliest time at which the limiter has timer work, over all shards:
+ * a lower bound as sluice_limiter_next_deadline() (a wake-up there may find
+ * nothing due).
+ *
+ * @param m the limiter.
+ * @return a time in ns, or UINT64_MAX when no timer is armed, the limiter is
+ *         closed, or m is NULL.
+ */
+SLUICE_EXTERN uint64_t sluice_mt_next_deadline(sluice_mt_t *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_LOOP_H */

@@ -1,0 +1,556 @@
+import CSluice
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The non-generic face of a limiter's storage that the C event callbacks
+/// can reach (a C function pointer cannot capture generic context): the
+/// callback receives a pointer to the storage and dispatches through one
+/// overridable method.
+class CoreEventTarget: @unchecked Sendable {
+    /// Handles one event of a core limiter (manual engine), with the
+    /// storage's lock held: the core calls back inside a call made under it.
+    func coreEvent(_ event: UnsafePointer<sluice_event_t>) {
+        preconditionFailure("abstract")
+    }
+
+    /// Handles one event of a loop limiter (loop engine): called by the C
+    /// loop layer outside its locks and outside the storage's lock, on the
+    /// loop thread (or on a caller's thread when it delivers itself).
+    func loopEvent(_ event: UnsafePointer<sluice_event_t>) {
+        preconditionFailure("abstract")
+    }
+
+    /// The C callback of a core limiter: `user` is an unretained `CoreEventTarget`.
+    static let coreCallback: sluice_event_fn = { user, event in
+        guard let user, let event else { return }
+        Unmanaged<CoreEventTarget>.fromOpaque(user).takeUnretainedValue().coreEvent(event)
+    }
+
+    /// The C callback of a loop limiter: `user` is a retained `CoreEventTarget`
+    /// (released after `sluice_mt_free()`).
+    static let loopCallback: sluice_event_fn = { user, event in
+        guard let user, let event else { return }
+        Unmanaged<CoreEventTarget>.fromOpaque(user).takeUnretainedValue().loopEvent(event)
+    }
+}
+
+/// A lock taken around whole calls of a loop-engine limiter with `combine`,
+/// so that the Swift record of each key's newest pending value follows the
+/// core's order exactly.
+final class SerialLock: Sendable {
+    let mutex = Mutex<Void>(())
+}
+
+/// Everything a ``Limiter`` holds: the C limiter, the Swift values by token,
+/// and the outbox of deliveries.
+///
+/// Two engines:
+///
+/// - **manual**: a single-threaded core limiter (`sluice.h`) on a
+///   ``ManualLimiterClock``. Every core call is made under `lock`, and the
+///   core's events arrive inside those calls (lock held).
+/// - **loop**: a loop limiter (`sluice_loop.h`), thread-safe itself. Core
+///   calls are made *without* `lock` (the loop thread takes its own locks and
+///   then ours to deliver events: holding ours across a C call could
+///   deadlock). A submit therefore takes `lock` twice: to store the value
+///   before the core can report its token, and to act on the decision.
+///
+/// Concurrency: every stored `var` is guarded by `lock`. Deliveries run
+/// outside the lock, one thread at a time (`draining`), in outbox order.
+///
+/// Ownership: the manual core's `user` pointer is this object, unretained:
+/// the core calls back only during a call made through this object, or from
+/// `sluice_limiter_free()` in `deinit` after ``shutdown()`` closed it, when
+/// nothing can be reported. The loop limiter's `user` pointer is this object
+/// *retained*, because the loop may deliver after the last `Limiter`
+/// reference is gone (a free requested inside a callback is finished by the
+/// loop); ``shutdown()`` releases it once `sluice_mt_free()` has returned.
+final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, ManualClockClient,
+    @unchecked Sendable
+{
+    typealias Event = LimiterEvent<Key, Value>
+
+    enum Engine {
+        case manual(ManualLimiterClock)
+        case loop(LimiterLoop)
+    }
+
+    let lock = Mutex<Void>(())
+    let policy: LimiterPolicy
+    let engine: Engine
+    /// The manual engine's clock (nil on a loop).
+    let clock: ManualLimiterClock?
+    let delivery: LimiterDelivery<Key, Value>
+    let observesDrops: Bool
+    let combine: (@Sendable (Value, Value) -> Value)?
+    /// Loop engine with `combine` only.
+    let serial: SerialLock?
+    /// The C limiter: `sluice_limiter_t *` (manual) or `sluice_mt_t *` (loop).
+    /// Set once in init.
+    private var handle: OpaquePointer?
+
+    // Guarded by `lock`.
+    private var slots = SlotTable<Key, Value>()
+    private var outbox = RingBuffer<Event>()
+    private var draining = false
+    private var closed = false
+    private var finished = false
+    private var finishWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Manual engine: the token of the submit in progress, if any. A DROP
+    /// event for another token during a submit is a superseded value, which
+    /// `combine` folds.
+    private var submitting: UInt64?
+    /// Loop engine with `combine`: each key's newest pending token, the
+    /// token that superseded each pending token, and tokens cancelled while
+    /// pending (their DROP is not a supersession).
+    private var newestPending: [CoreKey: UInt64] = [:]
+    private var successor: [UInt64: UInt64] = [:]
+    private var cancelledTokens: Set<UInt64> = []
+    /// Loop engine: the thread delivering a C callback of this limiter, if any.
+    private var callbackThread: pthread_t?
+
+    init(
+        policy: LimiterPolicy, engine: Engine, maxKeys: Int?, tick: Duration?, shards: Int?,
+        combine: (@Sendable (Value, Value) -> Value)?, delivery: LimiterDelivery<Key, Value>,
+        seed: (UInt64, UInt64)? = nil
+    ) throws(LimiterError) {
+        self.policy = policy
+        self.engine = engine
+        self.delivery = delivery
+        self.observesDrops = delivery.observesDrops
+        self.combine = combine
+        switch engine {
+        case let .manual(clock):
+            self.clock = clock
+            self.serial = nil
+        case .loop:
+            self.clock = nil
+            self.serial = combine == nil ? nil : SerialLock()
+        }
+        super.init()
+
+        var config = sluice_config_t()
+        config.policy = try policy.cPolicy()
+        if combine != nil && config.policy.kind == SLUICE_THROTTLE {
+            // With combine a window keeps the fold of its values in call
+            // order, whichever value `pick` would keep: the core keeps the
+            // newest token, which receives the fold.
+            config.policy.pick = SLUICE_PICK_LATEST
+        }
+        if let maxKeys {
+            guard maxKeys >= 0 else { throw .invalidArgument }
+            config.max_keys = UInt64(maxKeys)
+        }
+        if let tick {
+            let ns = try LimiterPolicy.nanoseconds(tick)
+            guard ns > 0 else { throw .invalidArgument }
+            config.tick_ns = UInt64(ns)
+        }
+        if let seed {
+            config.fixed_seed = true
+            config.seed = (seed.0, seed.1)
+        }
+        var limiter: OpaquePointer?
+        switch engine {
+        case let .manual(clock):
+            config.start_ns = clock.nowNanoseconds
+            config.on_event = CoreEventTarget.coreCallback
+            config.user = Unmanaged.passUnretained(self as CoreEventTarget).toOpaque()
+            try LimiterError.check(sluice_limiter_new(&limiter, &config))
+            handle = limiter
+            clock.register(self)
+        case let .loop(loop):
+            var nshards: UInt32 = 0
+            if let shards {
+                guard shards >= 1, shards <= Int(SLUICE_MT_SHARDS_MAX) else { throw .invalidArgument }
+                nshards = UInt32(shards)
+            }
+            config.on_event = CoreEventTarget.loopCallback
+            let user = Unmanaged.passRetained(self as CoreEventTarget)
+            config.user = user.toOpaque()
+            let rc = sluice_mt_new(&limiter, loop.handle, &config, nshards)
+            if rc < 0 {
+                user.release()
+                throw LimiterError(rawValue: rc)
+            }
+            handle = limiter
+        }
+    }
+
+    deinit {
+        if case .manual = engine {
+            // shutdown() closed it: nothing pending, no event can come.
+            sluice_limiter_free(handle)
+        }
+        // Loop engine: freed by shutdown(), which held this object until then.
+    }
+
+    var isManual: Bool {
+        if case .manual = engine { return true }
+        return false
+    }
+
+    // MARK: - Operations
+
+    /// The current time of the engine's clock, in ns.
+    var now: UInt64 {
+        if let clock { return clock.nowNanoseconds }
+        return sluice_clock_now()
+    }
+
+    @inline(__always)
+    func submit(_ value: Value, for key: Key) throws(LimiterError) -> LimiterDecision {
+        if let clock {
+            return try manualSubmit(value, for: key, clock: clock)
+        }
+        if let serial {
+            return try serial.mutex.withLock { _ throws(LimiterError) in try loopSubmit(value, for: key) }
+        }
+        return try loopSubmit(value, for: key)
+    }
+
+    @inline(__always)
+    private func manualSubmit(_ value: Value, for key: Key, clock: ManualLimiterClock) throws(LimiterError)
+        -> LimiterDecision
+    {
+        let (result, mustDrain) = lock.withLock { _ -> (Result<LimiterDecision, LimiterError>, Bool) in
+            let now = clock.nowNanoseconds
+            let token = slots.insert(key: key, value: value)
+            var decision = sluice_decision_t()
+            submitting = token
+            let rc = key.withCoreKey { sluice_limiter_submit(handle, $0, token, now, &decision) }
+            submitting = nil
+            let result = settle(token, rc: rc, decision: decision, key: key, now: now)
+            return (result, claimDrain())
+        }
+        if mustDrain { drain() }
+        return try result.get()
+    }
+
+    @inline(__always)
+    private func loopSubmit(_ value: Value, for key: Key) throws(LimiterError) -> LimiterDecision {
+        // With combine (serialised by `serial`), the token is recorded as its
+        // key's newest pending value, and as the successor of the previous
+        // one, *before* the core sees it: the loop may report the superseded
+        // value before this thread learns the decision.
+        let coreKey = serial == nil ? nil : CoreKey(key: key)
+        let (token, previous) = lock.withLock { _ -> (UInt64, UInt64?) in
+            let token = slots.insert(key: key, value: value)
+            guard let coreKey else { return (token, nil) }
+            let previous = newestPending.updateValue(token, forKey: coreKey)
+            if let previous { successor[previous] = token }
+            return (token, previous)
+        }
+        var decision = sluice_decision_t()
+        let rc = key.withCoreKey { sluice_mt_submit(handle, $0, token, &decision) }
+        let (result, mustDrain) = lock.withLock { _ -> (Result<LimiterDecision, LimiterError>, Bool) in
+            if let coreKey, rc < 0 || decision.kind != SLUICE_SCHEDULED {
+                // Not pending, so it superseded nothing: undo the records.
+                if newestPending[coreKey] == token {
+                    if let previous, slots.contains(previous) {
+                        newestPending[coreKey] = previous
+                    } else {
+                        newestPending.removeValue(forKey: coreKey)
+                    }
+                }
+                if let previous, successor[previous] == token { successor.removeValue(forKey: previous) }
+            }
+            let now = decision.kind == SLUICE_DROPPED && observesDrops ? sluice_clock_now() : decision.at
+            let result = settle(token, rc: rc, decision: decision, key: key, now: now)
+            return (result, claimDrain())
+        }
+        if mustDrain { drain() }
+        return try result.get()
+    }
+
+    /// With the lock held: acts on a submit's outcome.
+    @inline(__always)
+    private func settle(
+        _ token: UInt64, rc: Int32, decision: sluice_decision_t, key: Key, now: UInt64
+    ) -> Result<LimiterDecision, LimiterError> {
+        if rc < 0 {
+            _ = slots.remove(token)  // not taken: released here
+            return .failure(LimiterError(rawValue: rc))
+        }
+        switch decision.kind {
+        case SLUICE_EMITTED:
+            let entry = slots.remove(token)
+            outbox.append(Event(kind: .emitted, key: entry.key, value: entry.value, at: .init(nanoseconds: now)))
+            return .success(.emitted)
+        case SLUICE_SCHEDULED:
+            return .success(.scheduled(at: LimiterInstant(nanoseconds: decision.at)))
+        default:
+            let entry = slots.remove(token)
+            if observesDrops {
+                outbox.append(Event(kind: .dropped, key: entry.key, value: entry.value, at: .init(nanoseconds: now)))
+            }
+            return .success(.dropped(retryAt: LimiterInstant(nanoseconds: decision.at)))
+        }
+    }
+
+    /// What ``keyOperation(_:_:)`` does.
+    enum KeyOperation {
+        case flush, cancel, pending
+    }
+
+    /// Runs flush, cancel or pending on a key.
+    func keyOperation(_ key: Key, _ operation: KeyOperation) throws(LimiterError) -> Bool {
+        let rc: Int32
+        let mustDrain: Bool
+        if let clock {
+            (rc, mustDrain) = lock.withLock { _ in
+                let now = clock.nowNanoseconds
+                let rc = key.withCoreKey { cKey in
+                    switch operation {
+                    case .flush: sluice_limiter_flush(handle, cKey, now)
+                    case .cancel: sluice_limiter_cancel(handle, cKey, now)
+                    case .pending: sluice_limiter_pending(handle, cKey, now)
+                    }
+                }
+                return (rc, claimDrain())
+            }
+        } else {
+            func call() -> Int32 {
+                if operation == .cancel, serial != nil {
+                    lock.withLock { _ in
+                        if let token = newestPending[CoreKey(key: key)] { cancelledTokens.insert(token) }
+                    }
+                }
+                return key.withCoreKey { cKey in
+                    switch operation {
+                    case .flush: sluice_mt_flush(handle, cKey)
+                    case .cancel: sluice_mt_cancel(handle, cKey)
+                    case .pending: sluice_mt_pending(handle, cKey)
+                    }
+                }
+            }
+            rc = if let serial { serial.mutex.withLock { _ in call() } } else { call() }
+            mustDrain = lock.withLock { _ in claimDrain() }
+        }
+        if mustDrain { drain() }
+        return try LimiterError.check(rc) == 1
+    }
+
+    func close(drain drainValues: Bool) throws(LimiterError) {
+        let mode = drainValues ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD
+        let rc: Int32
+        let mustDrain: Bool
+        if let clock {
+            (rc, mustDrain) = lock.withLock { _ in
+                let rc = sluice_limiter_close(handle, clock.nowNanoseconds, mode)
+                if rc == 0 { closed = true }
+                return (rc, claimDrain())
+            }
+        } else {
+            rc = sluice_mt_close(handle, mode)
+            mustDrain = lock.withLock { _ in
+                if rc == 0 { closed = true }
+                return claimDrain()
+            }
+        }
+        if mustDrain { drain() }
+        try LimiterError.check(rc)
+    }
+
+    /// Waits until a closed limiter has delivered everything (every value
+    /// it held has been reported, and the delivery finished).
+    func waitUntilFinished() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = lock.withLock { _ in
+                if finished { return true }
+                finishWaiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    /// Called by ``Limiter``'s `deinit`: closes with discard if still open
+    /// (pending values are released), frees a loop limiter, and finishes the
+    /// delivery.
+    func shutdown() {
+        if isManual {
+            do {
+                try close(drain: false)
+            } catch {
+                // Already closed.
+            }
+            return
+        }
+        let insideOwnCallback = lock.withLock { _ -> Bool in
+            guard let thread = callbackThread else { return false }
+            return pthread_equal(thread, pthread_self()) != 0
+        }
+        if insideOwnCallback {
+            // The limiter is being released from inside its own delivery on
+            // the loop thread: free it from another thread, which waits for
+            // this callback to return (a free from inside a callback would be
+            // finished later by the loop, after this object could be gone).
+            DispatchQueue.global().async { self.freeLoopLimiter() }
+        } else {
+            freeLoopLimiter()
+        }
+    }
+
+    /// Loop engine: frees the C limiter (which discards and reports what is
+    /// still pending, on this thread), then releases the C side's reference.
+    private func freeLoopLimiter() {
+        lock.withLock { _ in closed = true }
+        sluice_mt_free(handle)
+        Unmanaged.passUnretained(self as CoreEventTarget).release()
+        let mustDrain = lock.withLock { _ in claimDrain() }
+        if mustDrain { drain() }
+    }
+
+    var isClosed: Bool {
+        lock.withLock { _ in closed }
+    }
+
+    /// Counters of the core.
+    func stats() -> sluice_stats_t {
+        if isManual {
+            return lock.withLock { _ in
+                var stats = sluice_stats_t()
+                _ = sluice_limiter_stats(handle, &stats)
+                return stats
+            }
+        }
+        var stats = sluice_mt_stats_t()
+        _ = sluice_mt_stats(handle, &stats)
+        return stats.core
+    }
+
+    /// Values held by the Swift side (pending values).
+    var heldValues: Int {
+        lock.withLock { _ in slots.count }
+    }
+
+    /// Runs the core's invariant checker (tests; manual engine only).
+    func checkInvariants() throws(LimiterError) {
+        guard isManual else { return }
+        let rc = lock.withLock { _ in sluice_limiter_check(handle) }
+        try LimiterError.check(rc)
+    }
+
+    // MARK: - ManualClockClient (manual engine)
+
+    var nextDeadline: UInt64? {
+        let deadline = lock.withLock { _ in sluice_limiter_next_deadline(handle) }
+        return deadline == .max ? nil : deadline
+    }
+
+    func fire(through now: UInt64) {
+        let mustDrain = lock.withLock { _ in
+            _ = sluice_limiter_advance(handle, now, 0)
+            return claimDrain()
+        }
+        if mustDrain { drain() }
+    }
+
+    // MARK: - Events
+
+    override func coreEvent(_ event: UnsafePointer<sluice_event_t>) {
+        // Lock held (inside a core call).
+        let token = event.pointee.token
+        if event.pointee.kind == SLUICE_EVENT_DROP, let combine, let newer = submitting, newer != token {
+            // Superseded by the value being submitted: fold it in.
+            let older = slots.remove(token)
+            slots.update(newer) { combine(older.value, $0) }
+            return
+        }
+        record(event.pointee.kind, token: token, at: event.pointee.at)
+    }
+
+    override func loopEvent(_ event: UnsafePointer<sluice_event_t>) {
+        let mustDrain = lock.withLock { _ in
+            let token = event.pointee.token
+            callbackThread = pthread_self()
+            if serial != nil {
+                let key = CoreKey(event.pointee.key)
+                let wasCancelled = cancelledTokens.remove(token) != nil
+                let newer = successor.removeValue(forKey: token)
+                if newestPending[key] == token { newestPending.removeValue(forKey: key) }
+                if event.pointee.kind == SLUICE_EVENT_DROP, !wasCancelled, let combine, let newer,
+                   slots.contains(newer)
+                {
+                    // Superseded by `newer` (events of one key come in order,
+                    // so `newer` is still held): fold it in.
+                    let older = slots.remove(token)
+                    slots.update(newer) { combine(older.value, $0) }
+                    return claimDrain()
+                }
+            }
+            record(event.pointee.kind, token: token, at: event.pointee.at)
+            return claimDrain()
+        }
+        if mustDrain { drain() }
+        lock.withLock { _ in callbackThread = nil }
+    }
+
+    /// With the lock held: moves a reported token's value to the outbox, or
+    /// releases it (a value not handed to the outbox is released here, at
+    /// the moment the core gave it up).
+    @inline(__always)
+    private func record(_ kind: sluice_event_kind_t, token: UInt64, at: UInt64) {
+        let entry = slots.remove(token)
+        let at = LimiterInstant(nanoseconds: at)
+        switch kind {
+        case SLUICE_EVENT_EMIT:
+            outbox.append(Event(kind: .emitted, key: entry.key, value: entry.value, at: at))
+        case SLUICE_EVENT_DROP:
+            if observesDrops { outbox.append(Event(kind: .dropped, key: entry.key, value: entry.value, at: at)) }
+        default:
+            if observesDrops { outbox.append(Event(kind: .discarded, key: entry.key, value: entry.value, at: at)) }
+        }
+    }
+
+    // MARK: - Delivery
+
+    /// With the lock held: whether the caller must drain the outbox now
+    /// (there is work and nobody else is draining).
+    @inline(__always)
+    private func claimDrain() -> Bool {
+        guard !draining, !outbox.isEmpty || (closed && !finished && slots.count == 0) else { return false }
+        draining = true
+        return true
+    }
+
+    private enum Next {
+        case deliver(Event)
+        case finish([CheckedContinuation<Void, Never>])
+        case done
+    }
+
+    /// Delivers the outbox in order, without the lock, until it is empty;
+    /// finishes the delivery once a closed limiter holds nothing more.
+    private func drain() {
+        while true {
+            let next = lock.withLock { _ -> Next in
+                if let event = outbox.popFirst() { return .deliver(event) }
+                draining = false
+                if closed && !finished && slots.count == 0 {
+                    finished = true
+                    defer { finishWaiters = [] }
+                    return .finish(finishWaiters)
+                }
+                return .done
+            }
+            switch next {
+            case let .deliver(event):
+                delivery.deliver(event)
+            case let .finish(waiters):
+                delivery.finish()
+                for waiter in waiters { waiter.resume() }
+                return
+            case .done:
+                return
+            }
+        }
+    }
+}

@@ -1,0 +1,6 @@
+import ArgumentParser
+
+@main
+struct SluiceCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "sluice")
+}

@@ -1,0 +1,114 @@
+/* loop_test_util.h — small helpers shared by the ctests/test_loop_*.c
+ * programs (header-only: each test stays a standalone program). */
+#ifndef SLUICE_LOOP_TEST_UTIL_H
+#define SLUICE_LOOP_TEST_UTIL_H
+
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice.h"
+#include "sluice_loop.h"
+
+static int lt_failures;
+
+#define LT_CHECK(cond, ...)                                                                   \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            lt_failures++;                                                                    \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);          \
+            fprintf(stderr, __VA_ARGS__);                                                     \
+            fputc('\n', stderr);                                                              \
+        }                                                                                     \
+    } while (0)
+
+#define LT_OK(expr)                                                                           \
+    do {                                                                                      \
+        int lt_rc_ = (expr);                                                                  \
+        if (lt_rc_ < 0) {                                                                     \
+            lt_failures++;                                                                    \
+            fprintf(stderr, "%s:%d: %s returned %d (%s)\n", __FILE__, __LINE__, #expr, lt_rc_, \
+                    sluice_strerror(lt_rc_));                                                 \
+        }                                                                                     \
+    } while (0)
+
+#define LT_MS UINT64_C(1000000)
+
+static inline void lt_sleep_ms(uint64_t ms) {
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* Generous bound for "it happened eventually" on a shared, noisy machine
+ * (and under TSan): never a claim about speed. */
+#define LT_PATIENCE_MS 10000
+
+/* A mutex + condition for waiting on callbacks of the loop thread. */
+struct lt_sync {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+};
+
+static inline void lt_sync_init(struct lt_sync *s) {
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+}
+
+static inline void lt_sync_destroy(struct lt_sync *s) {
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+}
+
+/* Waits (mutex held) until *counter >= want or the patience runs out. */
+static inline bool lt_wait_locked(struct lt_sync *s, const uint64_t *counter, uint64_t want) {
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += LT_PATIENCE_MS / 1000;
+    while (*counter < want) {
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) != 0 && *counter < want) return false;
+    }
+    return true;
+}
+
+/* A base with precise timers (after sluice_threads_init()). */
+static inline struct event_base *lt_precise_base(void) {
+    if (sluice_threads_init() != 0) return NULL;
+    struct event_config *cfg = event_config_new();
+    if (!cfg) return NULL;
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    struct event_base *b = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return b;
+}
+
+static inline sluice_config_t lt_config(sluice_policy_t p, sluice_event_fn fn, void *user) {
+    sluice_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = p;
+    c.on_event = fn;
+    c.user = user;
+    return c;
+}
+
+#define LT_MAIN_END()                                                                         \
+    do {                                                                                      \
+        if (lt_failures) {                                                                    \
+            fprintf(stderr, "%d check(s) failed\n", lt_failures);                             \
+            return 1;                                                                         \
+        }                                                                                     \
+        printf("all checks passed\n");                                                        \
+        return 0;                                                                             \
+    } while (0)
+
+#endif

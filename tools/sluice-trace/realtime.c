@@ -1,0 +1,267 @@
+/*
+ * realtime.c — `sluice-trace --realtime` (see realtime.h).
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include "realtime.h"
+
+#include <event2/event.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "sluice_loop.h"
+
+struct rt {
+    const struct trace *t;
+    FILE *out;
+    struct trace_run_result *res;
+    struct event_base *base;
+    sluice_loop_t *loop;
+    sluice_mt_t *m;
+    struct event *step_ev;
+    uint64_t start;        /* the clock at time 0 */
+    size_t next;           /* next step to run */
+    uint64_t outstanding;  /* tokens scheduled and not reported yet */
+    uint8_t *reported;     /* per step: 0 not yet, 1 scheduled, 2 reported */
+    int status;
+    bool closed;
+    bool in_step; /* a step is running: its own decision is still to come */
+};
+
+static void rt_fail(struct rt *r, int status, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static void rt_fail(struct rt *r, int status, const char *fmt, ...) {
+    if (r->status != TRACE_OK) return;
+    r->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->res->message, sizeof r->res->message, fmt, ap);
+    va_end(ap);
+    event_base_loopbreak(r->base);
+}
+
+/* Milliseconds since start, rounded down: a line is never shown early. */
+static uint64_t elapsed_ms(const struct rt *r) {
+    uint64_t now = sluice_clock_now();
+    return now > r->start ? (now - r->start) / TRACE_NS_PER_MS : 0;
+}
+
+static void print(struct rt *r, const char *word, const struct trace_step *s, const char *tail, size_t tail_len) {
+    r->res->lines++;
+    if (!r->out) return;
+    fprintf(r->out, "%" PRIu64 " %s ", elapsed_ms(r), word);
+    fwrite(trace_step_key(r->t, s), 1, s->key_len, r->out);
+    fputc(' ', r->out);
+    fwrite(tail, 1, tail_len, r->out);
+    fputc('\n', r->out);
+}
+
+static void maybe_finish(struct rt *r) {
+    if (r->in_step) return;
+    if (r->next >= r->t->nsteps && r->outstanding == 0) event_base_loopbreak(r->base);
+}
+
+static void on_event(void *user, const sluice_event_t *ev) {
+    struct rt *r = user;
+    r->res->events++;
+    if (r->status != TRACE_OK) return;
+    if (ev->token >= r->t->nsteps || r->t->steps[ev->token].verb != TRACE_CALL) {
+        rt_fail(r, TRACE_ERR_INTERNAL, "event for unknown token %" PRIu64, ev->token);
+        return;
+    }
+    const struct trace_step *s = &r->t->steps[ev->token];
+    if (r->reported[ev->token] != 1) {
+        rt_fail(r, TRACE_ERR_INTERNAL, "the call of line %" PRIu32 " was reported %s", s->line,
+                r->reported[ev->token] == 2 ? "twice" : "before its decision");
+        return;
+    }
+    r->reported[ev->token] = 2;
+    r->outstanding--;
+    const char *word = ev->kind == SLUICE_EVENT_EMIT ? "emit" : ev->kind == SLUICE_EVENT_DROP ? "drop" : "discard";
+    print(r, word, s, trace_step_value(r->t, s), s->value_len);
+    maybe_finish(r);
+}
+
+static void run_step(struct rt *r, size_t i, uint64_t at) {
+    const struct trace_step *s = &r->t->steps[i];
+    sluice_key_t key = sluice_key_bytes(trace_step_key(r->t, s), s->key_len);
+    sluice_decision_t d;
+    int rc;
+    switch (s->verb) {
+    case TRACE_CALL:
+        /* stamped with the step's own instant: the decision is the spec's */
+        rc = sluice_mt_submit_at(r->m, key, (uint64_t)i, at, &d);
+        if (rc != 0) {
+            rt_fail(r, rc == SLUICE_ENOMEM ? TRACE_ERR_NOMEM : TRACE_ERR_INTERNAL,
+                    "line %" PRIu32 ": sluice_mt_submit failed: %s", s->line, sluice_strerror(rc));
+            return;
+        }
+        if (d.kind == SLUICE_SCHEDULED) {
+            r->reported[i] = 1;
+            r->outstanding++;
+        } else {
+            r->reported[i] = 2;
+            print(r, d.kind == SLUICE_EMITTED ? "emit" : "drop", s, trace_step_value(r->t, s), s->value_len);
+        }
+        break;
+    case TRACE_FLUSH:
+    case TRACE_CANCEL:
+        rc = s->verb == TRACE_FLUSH ? sluice_mt_flush(r->m, key) : sluice_mt_cancel(r->m, key);
+        if (rc < 0)
+            rt_fail(r, TRACE_ERR_INTERNAL, "line %" PRIu32 ": %s failed: %s", s->line,
+                    s->verb == TRACE_FLUSH ? "flush" : "cancel", sluice_strerror(rc));
+        break;
+    case TRACE_PENDING:
+        rc = sluice_mt_pending(r->m, key);
+        if (rc < 0)
+            rt_fail(r, TRACE_ERR_INTERNAL, "line %" PRIu32 ": pending failed: %s", s->line, sluice_strerror(rc));
+        else
+            print(r, "pending", s, rc ? "yes" : "no", rc ? 3 : 2);
+        break;
+    case TRACE_CLOSE_DRAIN:
+    case TRACE_CLOSE_DISCARD:
+        rc = sluice_mt_close(r->m, s->verb == TRACE_CLOSE_DRAIN ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD);
+        if (rc != 0)
+            rt_fail(r, TRACE_ERR_INTERNAL, "line %" PRIu32 ": close failed: %s", s->line, sluice_strerror(rc));
+        r->closed = true;
+        break;
+    default:
+        rt_fail(r, TRACE_ERR_INTERNAL, "line %" PRIu32 ": bad step", s->line);
+        break;
+    }
+}
+
+static uint64_t step_time(const struct rt *r, size_t i) {
+    return r->start + r->t->steps[i].time_ms * TRACE_NS_PER_MS;
+}
+
+/* Arms the step timer STEP_LEAD_NS before the next step's instant; the step
+ * callback then sleeps to the instant itself. Steps must run before the
+ * limiter's own timer pass reaches their instant: the pass moves the core's
+ * clock to the real time, a little later than the instant, and a call
+ * stamped earlier than the core's clock counts as made at that later time
+ * (a call exactly at a deadline would then miss it). The step event also
+ * has the higher priority, so when both are due in one loop iteration the
+ * step runs first. */
+#define STEP_LEAD_NS UINT64_C(300000)
+
+static void arm_step(struct rt *r) {
+    if (r->next >= r->t->nsteps) return;
+    uint64_t at = step_time(r, r->next), now = sluice_clock_now();
+    at = at > r->start + STEP_LEAD_NS ? at - STEP_LEAD_NS : r->start;
+    uint64_t d = at > now ? at - now : 0;
+    uint64_t us = d / 1000 + (d % 1000 != 0);
+    struct timeval tv = { (time_t)(us / 1000000), (suseconds_t)(us % 1000000) };
+    event_base_update_cache_time(r->base); /* the delay counts from now, not from a stale cache */
+    evtimer_add(r->step_ev, &tv);
+}
+
+static void on_step(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    struct rt *r = arg;
+    if (r->next < r->t->nsteps) {
+        /* sleep (the loop with it) to the step's instant */
+        uint64_t at = step_time(r, r->next);
+        struct timespec ts = { (time_t)(at / UINT64_C(1000000000)), (long)(at % UINT64_C(1000000000)) };
+        while (sluice_clock_now() < at && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == 0) {
+        }
+        while (sluice_clock_now() < at) {
+        }
+    }
+    uint64_t now = sluice_clock_now();
+    while (r->status == TRACE_OK && r->next < r->t->nsteps && step_time(r, r->next) <= now) {
+        size_t i = r->next++;
+        r->in_step = true;
+        run_step(r, i, step_time(r, i));
+        r->in_step = false;
+    }
+    if (r->status != TRACE_OK) return;
+    arm_step(r);
+    maybe_finish(r);
+}
+
+int trace_run_realtime(const struct trace *trace, const struct trace_run_options *options,
+                       struct trace_run_result *result) {
+    struct trace_run_result local;
+    struct rt r;
+    if (!result) result = &local;
+    memset(result, 0, sizeof *result);
+    memset(&r, 0, sizeof r);
+    r.t = trace;
+    r.res = result;
+    r.out = options ? options->out : NULL;
+    if (!trace) {
+        rt_fail(&r, TRACE_ERR_INTERNAL, "no trace");
+        return r.status;
+    }
+    r.reported = calloc(trace->nsteps ? trace->nsteps : 1, 1);
+    struct event_config *ec = event_config_new();
+    if (ec) {
+        event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
+        r.base = event_base_new_with_config(ec);
+        event_config_free(ec);
+    }
+    /* two priorities: steps (0) before the limiter's timer (default, 1) */
+    if (r.base && event_base_priority_init(r.base, 2) == 0) {
+        r.step_ev = evtimer_new(r.base, on_step, &r);
+        if (r.step_ev) event_priority_set(r.step_ev, 0);
+    }
+    if (!r.reported || !r.base || !r.step_ev || sluice_loop_attach(&r.loop, r.base, NULL) != 0) {
+        snprintf(result->message, sizeof result->message, "out of memory");
+        r.status = TRACE_ERR_NOMEM;
+        goto out;
+    }
+    sluice_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    trace_policy_to_sluice(trace, &cfg.policy);
+    cfg.on_event = on_event;
+    cfg.user = &r;
+    cfg.fixed_seed = true; /* the same order of keys at one instant on every run */
+    cfg.seed[0] = UINT64_C(0x736c756963652d74);
+    cfg.seed[1] = UINT64_C(0x726163652d763100);
+    int rc = sluice_mt_new(&r.m, r.loop, &cfg, 1);
+    if (rc != 0) {
+        snprintf(result->message, sizeof result->message, "sluice_mt_new failed: %s", sluice_strerror(rc));
+        r.status = rc == SLUICE_ENOMEM ? TRACE_ERR_NOMEM : TRACE_ERR_INTERNAL;
+        goto out;
+    }
+
+    /* Time 0 on a wheel tick boundary (1 ms): every step time and deadline
+     * of the trace is then a whole tick, as in the manual runner, so a
+     * deadline at a step's time is due at that step (the wheel fires a
+     * deadline once the clock reaches its tick). */
+    r.start = (sluice_clock_now() / SLUICE_TICK_DEFAULT_NS + 1) * SLUICE_TICK_DEFAULT_NS;
+    arm_step(&r);
+    if (trace->nsteps == 0) maybe_finish(&r);
+    else event_base_dispatch(r.base);
+
+    if (r.status == TRACE_OK) {
+        for (size_t i = 0; i < trace->nsteps; i++) {
+            if (trace->steps[i].verb == TRACE_CALL && r.reported[i] != 2) {
+                rt_fail(&r, TRACE_ERR_INTERNAL, "the call of line %" PRIu32 " was never reported",
+                        trace->steps[i].line);
+                break;
+            }
+        }
+    }
+out:
+    if (r.m) {
+        /* everything is reported by now: an event from the free is a bug */
+        sluice_mt_free(r.m);
+    }
+    if (r.loop) sluice_loop_free(r.loop);
+    if (r.step_ev) event_free(r.step_ev);
+    if (r.base) event_base_free(r.base);
+    free(r.reported);
+    return r.status;
+}
