@@ -139,6 +139,7 @@ struct tp {
     atomic_bool *stop;
     uint64_t ops;
     uint64_t cpu_ns;
+    uint64_t nkeys; /* a power of two */
     bool fifo;
     int cpu;
 };
@@ -149,7 +150,7 @@ static uint64_t thread_cpu_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-#define TP_KEYS 4096
+#define TP_KEYS_MAX 4096
 
 static bool bench_fifo(void) {
     const char *e = getenv("SLUICE_BENCH_FIFO");
@@ -173,7 +174,7 @@ static void *tp_worker(void *arg) {
     uint64_t c0 = thread_cpu_ns();
     while (!atomic_load_explicit(t->stop, memory_order_relaxed)) {
         for (int j = 0; j < 256; j++, i++)
-            sluice_mt_submit(t->m, sluice_key_u64(t->base_key + (i & (TP_KEYS - 1))), i, &d);
+            sluice_mt_submit(t->m, sluice_key_u64(t->base_key + (i & (t->nkeys - 1))), i, &d);
     }
     t->cpu_ns = thread_cpu_ns() - c0;
     t->ops = i;
@@ -181,7 +182,7 @@ static void *tp_worker(void *arg) {
 }
 
 /* Millions of submits per second from `threads` threads on disjoint keys. */
-static double throughput(int threads, unsigned nshards, double seconds, double *per_cpu) {
+static double throughput(int threads, unsigned nshards, uint64_t nkeys, double seconds, double *per_cpu) {
     sluice_loop_t *loop;
     if (sluice_loop_start(&loop, NULL) != 0) exit(1);
     sluice_config_t c;
@@ -191,7 +192,7 @@ static double throughput(int threads, unsigned nshards, double seconds, double *
     if (sluice_mt_new(&m, loop, &c, nshards) != 0) exit(1);
     sluice_decision_t d;
     for (int t = 0; t < threads; t++)
-        for (uint64_t k = 0; k < TP_KEYS; k++) sluice_mt_submit(m, sluice_key_u64((uint64_t)t << 32 | k), 0, &d);
+        for (uint64_t k = 0; k < nkeys; k++) sluice_mt_submit(m, sluice_key_u64((uint64_t)t << 32 | k), 0, &d);
     atomic_bool stop;
     atomic_init(&stop, false);
     struct tp w[2];
@@ -202,6 +203,7 @@ static double throughput(int threads, unsigned nshards, double seconds, double *
         w[t].base_key = (uint64_t)t << 32;
         w[t].stop = &stop;
         w[t].ops = 0;
+        w[t].nkeys = nkeys;
         w[t].fifo = bench_fifo();
         w[t].cpu = t;
         pthread_create(&th[t], NULL, tp_worker, &w[t]);
@@ -240,17 +242,24 @@ void bench_loop_run(FILE *out, int quick) {
     }
 
     double secs = quick ? 0.3 : 1.0;
-    fprintf(out, "\n== loop layer: submit throughput, disjoint warm keys (rate limiter), %.1f s each ==\n", secs);
-    fprintf(out, "M/s = million submits per second (wall clock); cpu = submits per thread-CPU-second%s\n",
+    fprintf(out, "\n== loop layer: submit throughput, each thread on its own warm keys (rate limiter), %.1f s each ==\n",
+            secs);
+    fprintf(out, "M/s = million submits per second (wall clock); cpu = per thread-CPU-second%s\n",
             bench_fifo() ? "; workers at SCHED_FIFO, one per CPU" : "");
+    static const uint64_t key_sets[2] = { 1, TP_KEYS_MAX };
     int rounds = quick ? 1 : 3;
     for (int r = 0; r < rounds; r++) {
-        for (unsigned shards = 0; shards <= 1; shards++) {
-            double c1, c2;
-            double one = throughput(1, shards, secs, &c1);
-            double two = throughput(2, shards, secs, &c2);
-            fprintf(out, "round %d, %-9s: 1 thread %5.2f M/s (cpu %5.2f M/s) | 2 threads %5.2f M/s (x%.2f; cpu %5.2f M/s per thread)\n",
-                    r + 1, shards ? "1 shard" : "16 shards", one, c1, two, two / one, c2);
+        for (int ks = 0; ks < 2; ks++) {
+            for (unsigned shards = 0; shards <= 1; shards++) {
+                double c1, c2;
+                double one = throughput(1, shards, key_sets[ks], secs, &c1);
+                double two = throughput(2, shards, key_sets[ks], secs, &c2);
+                fprintf(out,
+                        "round %d, %4llu key(s)/thread, %-9s: 1 thread %5.2f M/s (cpu %5.2f) | 2 threads %5.2f M/s "
+                        "(x%.2f; cpu %5.2f per thread)\n",
+                        r + 1, (unsigned long long)key_sets[ks], shards ? "1 shard" : "16 shards", one, c1, two,
+                        two / one, c2);
+            }
         }
     }
 }

@@ -9,7 +9,8 @@
  * or the default 1 ms (times in whole ms), and a random sequence of
  * submit / flush / cancel / pending / advance / close at non-decreasing times
  * (often exactly at, just before or just after a deadline; sometimes huge
- * jumps). Three variants:
+ * jumps; now and then a call is passed a time earlier than one already seen,
+ * which both sides must treat as that later time). Three variants:
  *
  *  A: before every op both sides are advanced to the op time, either in
  *     one jump or deadline by deadline (advancing the core to D - 1 first and
@@ -28,6 +29,12 @@
  *     on the tick), and an advance may leave only deadlines of its last tick
  *     unfired ("at most one tick late, never early"); close fires every
  *     deadline <= its time exactly.
+ *
+ * In some runs of variant A the emit callback submits a follow-up value (same
+ * key or another) for three in four emitted tokens, two levels deep; the
+ * model does the same from its after-transition hook; the follow-ups'
+ * decisions and events must agree too (re-entrancy: "handled after the
+ * transition that emitted has completed, and it respects the window").
  *
  * Always: sluice_limiter_check() after every step; every token accounted for
  * exactly once (decision EMITTED/DROPPED, or SCHEDULED then exactly one
@@ -81,6 +88,15 @@ static bool rchance(rng_t *r, unsigned pct) { return rbelow(r, 100) < pct; }
 /* ------------------------------------------------------------------ */
 /* run context                                                         */
 /* ------------------------------------------------------------------ */
+
+/* A value submitted from inside an emit callback (re-entrancy), per token. */
+struct nested {
+    uint8_t depth;        /* 0: submitted by the test; n: by a callback of a depth n-1 token */
+    uint32_t child;       /* the token submitted when this one was emitted, or 0 */
+    bool cdone, rdone;    /* the child's submit was made on the core / model side */
+    int crc, rrc;
+    sluice_decision_t cdec, rdec;
+};
 
 typedef struct {
     sluice_key_kind_t kind;
@@ -136,6 +152,11 @@ typedef struct {
     size_t ntok, captok;
     uint8_t *tcore, *tref; /* 0 unknown, 1 outstanding, 2 done */
     int8_t *tkey;
+    struct nested *tn;     /* re-entrancy: per token, its child and the child's submits */
+    size_t nested_checked; /* tokens up to this index have had their nested submits compared */
+    bool reentrant;        /* emit callbacks (and the model's hook) submit follow-up values */
+    uint64_t op_now;       /* the time passed to the current call */
+    uint64_t nested_calls;
 
     oprec_t *ops;
     size_t nops, capops;
@@ -150,7 +171,7 @@ typedef struct {
     bool verbose;
 } ctx_t;
 
-static uint64_t g_out_of_order, g_runs, g_ops, g_events;
+static uint64_t g_out_of_order, g_runs, g_ops, g_events, g_nested;
 static uint64_t g_dec[4], g_ev[4];
 
 static void failf(ctx_t *c, const char *fmt, ...) {
@@ -221,6 +242,8 @@ static uint64_t new_token(ctx_t *c, int key) {
         memset(c->tcore + c->captok, 0, nc - c->captok);
         memset(c->tref + c->captok, 0, nc - c->captok);
         memset(c->tkey + c->captok, -1, nc - c->captok);
+        c->tn = xrealloc(c->tn, nc * sizeof *c->tn);
+        memset(c->tn + c->captok, 0, (nc - c->captok) * sizeof *c->tn);
         c->captok = nc;
     }
     size_t idx = ++c->ntok;
@@ -257,6 +280,86 @@ static void account_decision(ctx_t *c, uint8_t *st, uint64_t tok, const sluice_d
 }
 
 /* ------------------------------------------------------------------ */
+/* re-entrancy                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Whether the emission of token `idx` makes the callback submit a follow-up. */
+static bool nested_wanted(const ctx_t *c, size_t idx) {
+    if (!c->reentrant || idx == 0 || c->tn[idx].depth >= 2) return false;
+    return ((uint32_t)idx * UINT32_C(2654435761)) >> 30 != 0; /* three in four */
+}
+
+/* The follow-up of `idx`: the same token (and key) on both sides. */
+static size_t nested_child(ctx_t *c, size_t idx) {
+    if (c->tn[idx].child == 0) {
+        int key = c->tkey[idx];
+        if (idx % 3 == 0) key = (key + 1) % c->nkeys; /* sometimes another key */
+        uint8_t depth = c->tn[idx].depth;
+        size_t ch = (size_t)(new_token(c, key) & 0xFFFFFFFFu);
+        c->tn[ch].depth = (uint8_t)(depth + 1);
+        c->tn[idx].child = (uint32_t)ch;
+    }
+    return c->tn[idx].child;
+}
+
+/* Called from the core's callback (side 0) or the model's hook (side 1) when
+ * token `idx` is emitted: "a call made from inside an emit callback is
+ * handled after the transition that emitted has completed, and it respects
+ * the window like any other call". */
+static void nested_submit(ctx_t *c, int side, size_t idx) {
+    if (!nested_wanted(c, idx)) return;
+    size_t ch = nested_child(c, idx);
+    uint64_t tok = ((uint64_t)c->salt << 32) | ch;
+    sluice_key_t key = key_of(c, c->tkey[ch]);
+    sluice_decision_t d = { 0, 0 };
+    if ((side == 0 && c->tn[ch].cdone) || (side == 1 && c->tn[ch].rdone)) {
+        failf(c, "%s: token %zu emitted twice (its follow-up was already submitted)", side ? "ref" : "core", idx);
+        return;
+    }
+    int rc = side == 0 ? sluice_limiter_submit(c->core, key, tok, c->op_now, &d)
+                       : ref_submit(c->ref, key, tok, c->op_now, &d);
+    struct nested *n = &c->tn[ch]; /* after the call: nested calls may have grown the table */
+    if (side == 0) {
+        n->cdone = true;
+        n->crc = rc;
+        n->cdec = d;
+        if (rc == 0) c->tcore[ch] = d.kind == SLUICE_SCHEDULED ? 1 : 2;
+        c->nested_calls++;
+    } else {
+        n->rdone = true;
+        n->rrc = rc;
+        n->rdec = d;
+        if (rc == 0) c->tref[ch] = d.kind == SLUICE_SCHEDULED ? 1 : 2;
+    }
+}
+
+static void ref_hook(void *user, ref_model_t *m, size_t first, size_t count) {
+    ctx_t *c = user;
+    for (size_t i = first; i < first + count; i++) {
+        ref_event_t ev = ref_events(m)[i]; /* a copy: the log may move */
+        if (ev.kind == SLUICE_EVENT_EMIT) nested_submit(c, 1, token_index(c, ev.token));
+    }
+}
+
+/* Both sides must have made the same follow-up submits with the same results. */
+static void nested_check(ctx_t *c) {
+    for (size_t i = c->nested_checked + 1; i <= c->ntok && !c->failed; i++) {
+        const struct nested *n = &c->tn[i];
+        if (n->depth == 0) continue;
+        if (n->cdone != n->rdone) {
+            failf(c, "follow-up token %zu (submitted from an emit callback) was submitted on the %s side only", i,
+                  n->cdone ? "core" : "ref");
+        } else if (n->crc != n->rrc) {
+            failf(c, "follow-up token %zu: submit from the callback returned %d, model %d", i, n->crc, n->rrc);
+        } else if (n->crc == 0 && (n->cdec.kind != n->rdec.kind || n->cdec.at != n->rdec.at)) {
+            failf(c, "follow-up token %zu: decision core %s at=%" PRIu64 ", ref %s at=%" PRIu64, i,
+                  dec_name(n->cdec.kind), n->cdec.at, dec_name(n->rdec.kind), n->rdec.at);
+        }
+    }
+    c->nested_checked = c->ntok;
+}
+
+/* ------------------------------------------------------------------ */
 /* event capture                                                       */
 /* ------------------------------------------------------------------ */
 
@@ -277,6 +380,7 @@ static void on_event(void *user, const sluice_event_t *e) {
     c->step_events++;
     c->step_last_at = e->at;
     g_events++;
+    if (e->kind == SLUICE_EVENT_EMIT) nested_submit(c, 0, token_index(c, e->token));
 }
 
 static void take_ref_events(ctx_t *c) {
@@ -309,6 +413,7 @@ enum sync_mode {
  */
 static void sync_check_at(ctx_t *c, enum sync_mode mode, int touched, uint64_t now) {
     take_ref_events(c);
+    nested_check(c);
     for (int k = 0; k < c->nkeys && !c->failed; k++) {
         kevvec_t *a = &c->cke[k], *b = &c->rke[k];
         size_t m = a->n < b->n ? a->n : b->n;
@@ -395,6 +500,7 @@ static oprec_t *op_begin(ctx_t *c, int type, int key, uint64_t t) {
     o->type = type;
     o->key = key;
     o->t = t;
+    c->op_now = t;
     c->step++;
     c->step_events = 0;
     c->skip_at = false;
@@ -465,6 +571,17 @@ static void dump_failure(const ctx_t *c) {
     }
     fprintf(f, "ops (times in ns):\n");
     for (size_t i = 0; i < c->nops; i++) print_op(f, c, i);
+    if (c->reentrant) {
+        fprintf(f, "follow-up submits made from emit callbacks (at the time of the op that emitted):\n");
+        for (size_t i = 1; i <= c->ntok; i++) {
+            if (!c->tn[i].child) continue;
+            const struct nested *n = &c->tn[c->tn[i].child];
+            fprintf(f, "  emit of tok=%u -> submit k%d tok=%u: core %s rc=%d %s@%" PRIu64 " | ref %s rc=%d %s@%" PRIu64 "\n",
+                    (unsigned)i, c->tkey[c->tn[i].child], (unsigned)c->tn[i].child, n->cdone ? "made" : "not made",
+                    n->crc, dec_name(n->cdec.kind), n->cdec.at, n->rdone ? "made" : "not made", n->rrc,
+                    dec_name(n->rdec.kind), n->rdec.at);
+        }
+    }
     fprintf(f, "events by key (core | ref):\n");
     for (int k = 0; k < c->nkeys; k++) {
         size_t n = c->cke[k].n > c->rke[k].n ? c->cke[k].n : c->rke[k].n;
@@ -661,7 +778,7 @@ static void core_advance(ctx_t *c, uint64_t t, int bound, oprec_t *o) {
         }
     }
     uint64_t evs = c->step_events - ev0;
-    if ((uint64_t)total < evs)
+    if (!c->reentrant && (uint64_t)total < evs) /* (follow-up submits make events of their own) */
         failf(c, "advance reported %" PRId64 " timer transitions but produced %" PRIu64 " events", total, evs);
     if (o) snprintf(o->result, sizeof o->result, "%" PRId64 " transitions, %" PRIu64 " events", total, evs);
 }
@@ -843,6 +960,7 @@ static void ctx_free(ctx_t *c) {
     free(c->tcore);
     free(c->tref);
     free(c->tkey);
+    free(c->tn);
     free(c->ops);
 }
 
@@ -887,6 +1005,10 @@ static bool run_one(uint64_t seed, bool verbose) {
     cfg.seed[1] = rnext(r);
     int rc = sluice_limiter_new(&c->core, &cfg);
     int rr = ref_new(&c->ref, &c->pol);
+    /* re-entrant calls from the emit callback: only where both sides fire the
+     * same timers in the same call (variant A), so that they call in at the same time */
+    c->reentrant = c->variant == 0 && rchance(r, 35);
+    if (rr == 0) ref_set_hook(c->ref, ref_hook, c);
     if (rc != 0 || rr != 0) {
         failf(c, "limiter_new returned %d, model %d (the generated policy should be valid)", rc, rr);
         c->core = rc == 0 ? c->core : NULL;
@@ -986,6 +1108,7 @@ static bool run_one(uint64_t seed, bool verbose) {
 done:;
     bool ok = !c->failed;
     g_out_of_order += c->out_of_order;
+    g_nested += c->nested_calls;
     g_runs++;
     if (!ok || verbose) {
         if (!ok) dump_failure(c);
@@ -1048,7 +1171,8 @@ int main(void) {
     printf("test_differential: %" PRIu64 " runs, %" PRIu64 " steps: ok\n"
            "  decisions: %" PRIu64 " emitted, %" PRIu64 " scheduled, %" PRIu64 " dropped\n"
            "  events: %" PRIu64 " emit, %" PRIu64 " drop, %" PRIu64 " discard\n"
+           "  submits from inside emit callbacks: %" PRIu64 "\n"
            "  info: %" PRIu64 " cross-key events out of time order within one advance/close\n",
-           g_runs, g_ops, g_dec[1], g_dec[2], g_dec[3], g_ev[1], g_ev[2], g_ev[3], g_out_of_order);
+           g_runs, g_ops, g_dec[1], g_dec[2], g_dec[3], g_ev[1], g_ev[2], g_ev[3], g_nested, g_out_of_order);
     return 0;
 }

@@ -284,8 +284,8 @@ void sw_advance(struct sw_wheel *w, uint64_t now_ns) {
     uint64_t nt = sw_floor_div(w, now_ns);
     uint64_t c = w->curtick;
     if (nt <= c) {
-        /* Same tick (or time went back). Keep next_tick meaningful if a
-         * delete emptied the expired list behind our back. */
+        /* Same tick (or time went back): nothing moves. Defensive only: an
+         * empty expired list already implies next_tick > curtick. */
         if (w->next_tick <= c && sw_list_empty(w, SW_HEAD_EXPIRED)) sw_refresh_next(w);
         return;
     }
@@ -329,6 +329,9 @@ uint32_t sw_pop(struct sw_wheel *w) {
         struct sw_node *n = sw_node_at(w->arena, i);
         uint32_t x = n->link.next;
         struct sw_link *xl = sw_lk(w, x);
+        /* Ask for the next node's line now: its miss then overlaps with the
+         * caller's handling of this node (the walk is a dependent chain, so
+         * nothing further ahead is known). */
         SW_PREFETCH_W(xl);
         ex->next = x;
         xl->prev = SW_EXPIRED_IDX;

@@ -25,7 +25,7 @@
 
 static int lineno;
 
-static void fail(const char *fmt, ...) {
+static _Noreturn void fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "error: line %d: ", lineno);

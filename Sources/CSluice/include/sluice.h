@@ -415,9 +415,11 @@ SLUICE_EXTERN int64_t sluice_limiter_advance(sluice_limiter_t *limiter, uint64_t
 
 /**
  * The time at which sluice_limiter_advance() next has work: never later than
- * the earliest deadline, possibly earlier (after a cancel, or at a wheel
+ * the earliest deadline rounded up to a multiple of the tick (so advancing to
+ * it fires that deadline), possibly earlier (after a cancel, or at a wheel
  * level change), in which case advancing there finds nothing and the next
- * call gives a later time. O(1).
+ * call gives a later time. While a bounded advance left due timers, it is a
+ * time already reached. O(1).
  *
  * @param limiter the limiter.
  * @return a time in ns, or UINT64_MAX when no timer is armed (or on NULL).
