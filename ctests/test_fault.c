@@ -28,6 +28,11 @@
  *    saw no double free or size mismatch. Run under ASan/LSan in
  *    `make sanitize` as well.
  *
+ * Under ASan/TSan (SANITIZED): one random workload per policy, one 13k-key
+ * policy run (every 4th N), and in small runs the invariant check only after operations
+ * that allocated or failed and every 8th, to keep `make sanitize`
+ * reasonable.
+ *
  * Env: SLUICE_FAULT_SEEDS (random workloads per policy, default 3),
  *      SLUICE_FAULT_VERBOSE=1 (print every run).
  */
@@ -41,6 +46,19 @@
 #include "ref/ref_model.h"
 #include "sluice.h"
 #include "support/fault_alloc.h"
+
+/* Sanitizer builds (ASan, TSan) run smaller workloads: they are there for
+ * memory and thread safety, the full sizes run in the normal build. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
 
 /* ------------------------------------------------------------------ */
 /* checks                                                              */
@@ -294,7 +312,12 @@ static void after_op(run_t *r, bool failed) {
     bool attempted = r->fa.attempts != r->attempts_before;
     r->attempts_before = r->fa.attempts;
     /* big runs: the first 24 operations that allocated or failed, then every 2048th */
-    if (!r->big || ((failed || attempted) && r->checks_done < 24) || r->ops % 2048 == 0) checkpoint(r);
+    /* sanitizer builds, small runs: after every operation that allocated or
+     * failed, and every 8th (sw_check walks all 514 wheel lists each time) */
+    bool small_check = !SANITIZED || failed || attempted || r->ops % 8 == 0;
+    uint64_t big_first = SANITIZED ? 6 : 24;
+    if (r->big ? (((failed || attempted) && r->checks_done < big_first) || r->ops % 2048 == 0) : small_check)
+        checkpoint(r);
 }
 
 static uint64_t new_token(run_t *r) {
@@ -672,13 +695,17 @@ static uint64_t one_run(const polcase_t *pc, wkind_t wk, bool big, uint64_t seed
  * reaching the fault; then every-Nth schedules. */
 static void sweep(const polcase_t *pc, wkind_t wk, bool big, uint64_t seed, int nops) {
     uint64_t n;
-    for (n = 1;; n++) {
+    /* under a sanitizer the 13k-key workload tries every 4th N only */
+    uint64_t step = big && SANITIZED ? 4 : 1;
+    for (n = 1;; n += step) {
         if (one_run(pc, wk, big, seed, F_NTH, n, true, nops) == 0) break;
         CHECK(n < 100000, "");
     }
     if (g_verbose) fprintf(stderr, "%s: nth sweep done after %" PRIu64 " runs\n", g_where, n);
     static const uint64_t every[] = { 1, 2, 3, 5, 16 };
-    for (size_t i = 0; i < sizeof every / sizeof every[0]; i++) {
+    size_t nevery = sizeof every / sizeof every[0];
+    if (big && SANITIZED) nevery = 1;
+    for (size_t i = 0; i < nevery; i++) {
         one_run(pc, wk, big, seed, F_EVERY, every[i], true, nops);
         one_run(pc, wk, big, seed, F_EVERY, every[i], false, nops);
     }
@@ -738,7 +765,7 @@ static void config_tests(void) {
 
 int main(void) {
     g_verbose = getenv("SLUICE_FAULT_VERBOSE") && *getenv("SLUICE_FAULT_VERBOSE") == '1';
-    int seeds = getenv("SLUICE_FAULT_SEEDS") ? atoi(getenv("SLUICE_FAULT_SEEDS")) : 3;
+    int seeds = getenv("SLUICE_FAULT_SEEDS") ? atoi(getenv("SLUICE_FAULT_SEEDS")) : SANITIZED ? 1 : 3;
     if (seeds < 1) seeds = 1;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -769,8 +796,8 @@ int main(void) {
     }
     /* 13k keys: the slab grows past 3 chunks, so going idle compacts it
      * and shrinks the index; lockstep with a clean twin */
-    const int bigpols[] = { 0, 5, 6 };
-    for (size_t i = 0; i < sizeof bigpols / sizeof bigpols[0]; i++) {
+    const int bigpols[] = { 5, 0, 6 };
+    for (size_t i = 0; i < (SANITIZED ? 1 : sizeof bigpols / sizeof bigpols[0]); i++) {
         keys_define(MAXK, false);
         sweep(&pols[bigpols[i]], W_SCRIPTED, true, 3, 0);
     }

@@ -28,7 +28,8 @@
  * the set there, but spread normally under another seed; two limiters with
  * random seeds draw different seeds.
  *
- * Env: SLUICE_FLOOD_KEYS (size of the large integer sets, default 1000000).
+ * Env: SLUICE_FLOOD_KEYS (size of the large integer sets, default 1000000;
+ * 200000 under ASan/TSan, which also shrink the other sets by 4).
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -40,6 +41,19 @@
 #include "limiter-internal.h" /* the seed test crafts collisions with the internal hash */
 #include "ref/ref_model.h"
 #include "sluice.h"
+
+/* Sanitizer builds (ASan, TSan) run smaller workloads: they are there for
+ * memory and thread safety, the full sizes run in the normal build. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED
+#define SANITIZED 0
+#endif
 
 /* Longest probe sequence accepted. Linear probing clusters: with random
  * seeds and integer keys, the measured maximum (displacement + 1) was, over
@@ -375,16 +389,19 @@ static void seed_matters(void) {
 
 int main(void) {
     const char *s = getenv("SLUICE_FLOOD_KEYS");
-    uint64_t big = s && *s ? strtoull(s, NULL, 0) : 1000000;
+    uint64_t big = s && *s ? strtoull(s, NULL, 0) : SANITIZED ? 200000 : 1000000;
+    /* the load-3/4 sets: 786,431 keys fill 2^20 slots to 0.75, 196,607 fill
+     * 2^18, 49,151 fill 2^16 */
+    uint64_t full = SANITIZED ? 196607 : 786431, quarter = SANITIZED ? 49151 : 196607;
     double t0 = now_s();
     printf("test_flood: key sets\n");
     flood_set("u64 multiples of 2^32 (low 32 bits zero)", gen_shift32, big, MAX_PROBE_BOUND_HALF, false);
     flood_set("u64 sequential 0..n-1", gen_seq, big, MAX_PROBE_BOUND_HALF, true);
     /* 786,431 keys: the last count before a 2^20-slot index grows (load 0.75) */
-    flood_set("u64 multiples of 2^20, load 3/4", gen_shift20, 786431, MAX_PROBE_BOUND, false);
-    flood_set("u64 UINT64_MAX - i, load 3/4", gen_high, 196607, MAX_PROBE_BOUND, false);
-    flood_set("8-byte strings, sequential tail, load 3/4", gen_short, 196607, MAX_PROBE_BOUND, false);
-    flood_set("68-byte strings, 64-byte common prefix", gen_prefix, 200000, MAX_PROBE_BOUND, false);
+    flood_set("u64 multiples of 2^20, load 3/4", gen_shift20, full, MAX_PROBE_BOUND, false);
+    flood_set("u64 UINT64_MAX - i, load 3/4", gen_high, quarter, MAX_PROBE_BOUND, false);
+    flood_set("8-byte strings, sequential tail, load 3/4", gen_short, quarter, MAX_PROBE_BOUND, false);
+    flood_set("68-byte strings, 64-byte common prefix", gen_prefix, SANITIZED ? 50000 : 200000, MAX_PROBE_BOUND, false);
     flood_set("1024-byte keys differing in the last byte", gen_max_last, 256, MAX_PROBE_BOUND, false);
     edge_shapes();
     printf("  edge shapes: empty, zero bytes, u64 vs bytes, SLUICE_KEY_MAX, over max, bad kinds: ok\n");

@@ -5,9 +5,10 @@
  * exact: the oracle) and through trace_run_realtime() (real loop, real
  * clock). Per key, the lines must be the same in the same order, and each
  * real time must be at or after the spec time (never early) and at most
- * REALTIME_SLACK_MS later. A run that is only late (the machine is shared
- * and noisy) is tried again a few times before failing; an early line fails
- * at once. The sluice-trace binary itself is run once with --realtime. */
+ * REALTIME_SLACK_MS later. A run that is late or differs (the machine is
+ * shared and noisy: a stall at the wrong instant changes what real time
+ * does) is tried again a few times before failing; an early line fails at
+ * once. The sluice-trace binary itself is run once with --realtime. */
 #include "loop_test_util.h"
 
 #include <dirent.h>
@@ -18,7 +19,7 @@
 #include "trace.h"
 
 #define REALTIME_SLACK_MS 15
-#define TRIES 4
+#define TRIES 5
 
 struct line {
     uint64_t time;
@@ -59,7 +60,7 @@ static void parse_lines(const char *text, struct lines *out) {
     }
 }
 
-enum verdict { SAME = 0, LATE = 1, WRONG = 2 };
+enum verdict { SAME = 0, LATE = 1, WRONG = 2, EARLY = 3 };
 
 /* Compares per key in order. */
 static enum verdict compare(const struct lines *want, const struct lines *got, char *why, size_t whylen) {
@@ -89,7 +90,7 @@ static enum verdict compare(const struct lines *want, const struct lines *got, c
         if (got->v[j].time < want->v[i].time) {
             snprintf(why, whylen, "key %s: '%s' at %llu ms, EARLY (spec %llu)", want->v[i].key, want->v[i].rest,
                      (unsigned long long)got->v[j].time, (unsigned long long)want->v[i].time);
-            v = WRONG;
+            v = EARLY;
             break;
         }
         if (got->v[j].time > want->v[i].time + REALTIME_SLACK_MS && v == SAME) {
@@ -100,7 +101,7 @@ static enum verdict compare(const struct lines *want, const struct lines *got, c
         }
     }
     /* real times never go backwards in the output */
-    for (size_t j = 1; j < got->n && v != WRONG; j++)
+    for (size_t j = 1; j < got->n && v < WRONG; j++)
         if (got->v[j].time < got->v[j - 1].time) {
             snprintf(why, whylen, "output times go backwards at line %zu", j + 1);
             v = WRONG;
@@ -148,7 +149,11 @@ static void check_trace(const char *name, const char *text) {
         }
         free(got.v);
         free(real);
-        if (v != LATE) break; /* same, or wrong: no retry */
+        /* Never early is a hard rule: no retry. A late line, or a different
+         * decision, can come from the machine stalling this process at the
+         * wrong instant (a step then runs after the limiter's clock passed
+         * it): try again; a real bug fails every attempt. */
+        if (v == SAME || v == EARLY) break;
     }
     LT_CHECK(v == SAME, "%s: %s", name, why);
     printf("%-40s %s\n", name, v == SAME ? "ok" : "FAILED");

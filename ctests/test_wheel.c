@@ -10,7 +10,8 @@
  *
  * The reference model keeps, for every record, whether it is armed and its
  * deadline. After any sw_advance(now) the wheel's time is
- * floor(max now / tick) * tick (ref_cur_ns): a popped node must have a deadline
+ * floor(max now / tick) * tick, or UINT64_MAX once now is UINT64_MAX
+ * (ref_cur_ns): a popped node must have a deadline
  * <= ref_cur_ns (else it fired early), and once sw_pop returns SW_NONE no armed
  * node may have a deadline <= ref_cur_ns (else it is late or lost).
  */
@@ -103,7 +104,12 @@ static uint64_t *m_tagp(struct model *m, uint32_t i) {
     return (uint64_t *)(void *)(m->a.chunks[i >> m->shift] + (size_t)(i & ((UINT32_C(1) << m->shift) - 1)) * m->stride +
                                 m->tag_off);
 }
-static uint64_t ref_cur_ns(const struct model *m) { return (m->now / m->tick) * m->tick; }
+/* At the end of time (now == UINT64_MAX) every deadline is due: the wheel
+ * reaches the tick holding UINT64_MAX even when that tick ends past 2^64. */
+static uint64_t ref_cur_ns(const struct model *m) {
+    if (m->now == UINT64_MAX) return UINT64_MAX;
+    return (m->now / m->tick) * m->tick;
+}
 
 /* Layouts: (stride, node_off, tag_off). All keep the node 8-byte aligned. */
 static const uint32_t layouts[][3] = {{24, 8, 0}, {24, 0, 16}, {32, 16, 0}, {64, 40, 8}};
@@ -267,7 +273,9 @@ static uint64_t expected_expired_after(struct model *m, uint64_t nt) {
 
 static void m_advance(struct model *m, uint64_t t) {
     uint64_t before = m->w.cur_ns;
-    uint64_t want = m->check_every == 1 ? expected_expired_after(m, t / m->tick) : 0;
+    uint64_t nt = t / m->tick;
+    if (t == UINT64_MAX && mul_sat(nt, m->tick) != UINT64_MAX) nt++; /* the end of time */
+    uint64_t want = m->check_every == 1 ? expected_expired_after(m, nt) : 0;
     sw_advance(&m->w, t);
     if (t > m->now) m->now = t;
     CHECK(m->w.cur_ns == ref_cur_ns(m), "after advance(%llu): cur_ns %llu, expected %llu", U(t), U(m->w.cur_ns),
@@ -605,8 +613,11 @@ static void test_rounding(void) {
         if (d <= m.w.cur_ns) { /* already due */
             CHECK(m_pop_one(&m) == 0, "due deadline %llu not popped at once (tick %llu)", U(d), U(t));
         } else if (f == UINT64_MAX && d > (UINT64_MAX / t) * t) {
-            m_advance(&m, UINT64_MAX); /* beyond the last tick boundary: never due */
-            CHECK(m_pop_one(&m) == SW_NONE, "deadline %llu fired though no tick reaches it", U(d));
+            /* beyond the last tick boundary: due only at the end of time */
+            m_advance(&m, UINT64_MAX - 1);
+            CHECK(m_pop_one(&m) == SW_NONE, "deadline %llu fired before the end of time", U(d));
+            m_advance(&m, UINT64_MAX);
+            CHECK(m_pop_one(&m) == 0, "deadline %llu not fired at the end of time (tick %llu)", U(d), U(t));
         } else {
             m_advance(&m, f - 1);
             m_verify(&m);

@@ -95,7 +95,12 @@ static uint64_t *tagp(struct fz *f, uint32_t i) {
     return (uint64_t *)(void *)(f->a.chunks[i >> f->shift] + (size_t)(i & ((UINT32_C(1) << f->shift) - 1)) * f->stride +
                                 f->tag_off);
 }
-static uint64_t cur_ns(const struct fz *f) { return (f->now / f->tick) * f->tick; }
+/* The wheel's time: now rounded down to a tick, except at the end of time
+ * (now == UINT64_MAX) when every deadline is due. */
+static uint64_t cur_ns(const struct fz *f) {
+    if (f->now == UINT64_MAX) return UINT64_MAX;
+    return (f->now / f->tick) * f->tick;
+}
 
 static void verify(struct fz *f) {
     if (sw_check(&f->w) != 0) FAIL("sw_check failed");

@@ -151,6 +151,7 @@ struct sluice_mt {
     void *shards_raw;
     size_t shards_raw_size;
     uint64_t seed[2]; /* the hash key every shard uses (a copy, off the shards' written lines) */
+    sluice_allocator_t line_alloc; /* the shard limiters' allocator: whole cache lines */
     struct event *ev;
     size_t budget;
     _Atomic int state;
@@ -199,6 +200,28 @@ static void mt_release(const struct sluice_mt *m, void *p, size_t size) {
         m->alloc.release(m->alloc.ctx, p, size);
     else
         free(p);
+}
+
+/* The shard limiters allocate through this: every block starts on a cache
+ * line and owns its last line whole, so the hot fields of two shards (each
+ * written under its own lock, by any thread) never share a line. The
+ * caller's block address is kept in the line before the block. */
+static void *line_alloc(void *ctx, size_t size) {
+    const struct sluice_mt *m = ctx;
+    size_t body = (size + SLM_CACHE_LINE - 1) / SLM_CACHE_LINE * SLM_CACHE_LINE;
+    if (body < size || body > SIZE_MAX - 2 * SLM_CACHE_LINE) return NULL;
+    unsigned char *raw = mt_alloc(m, body + 2 * SLM_CACHE_LINE);
+    if (!raw) return NULL;
+    uintptr_t p = ((uintptr_t)raw + 2 * SLM_CACHE_LINE - 1) & ~(uintptr_t)(SLM_CACHE_LINE - 1);
+    ((void **)p)[-1] = raw;
+    return (void *)p;
+}
+
+static void line_release(void *ctx, void *p, size_t size) {
+    const struct sluice_mt *m = ctx;
+    if (!p) return;
+    size_t body = (size + SLM_CACHE_LINE - 1) / SLM_CACHE_LINE * SLM_CACHE_LINE;
+    mt_release(m, ((void **)p)[-1], body + 2 * SLM_CACHE_LINE);
 }
 
 static bool grow_array(const struct sluice_mt *m, void **p, size_t *cap, size_t need, size_t elem) {
@@ -652,6 +675,10 @@ int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t 
     m->shards = (union shard_slot *)base;
 
     sluice_config_t cc = *config;
+    m->line_alloc.alloc = line_alloc;
+    m->line_alloc.release = line_release;
+    m->line_alloc.ctx = m;
+    cc.allocator = &m->line_alloc;
     cc.on_event = shard_on_event;
     cc.start_ns = sluice_clock_now();
     if (cc.max_keys) cc.max_keys = cc.max_keys / n + (cc.max_keys % n != 0);
@@ -715,7 +742,8 @@ static int key_call(struct sluice_mt *m, sluice_key_t key, int op, uint64_t toke
     size_t before = s->out.n;
     /* A call produces at most two events, both of its own key: a due
      * emission (timers first) and a superseded value. */
-    if (!outbox_reserve(m, &s->out, 2, 2 * k.len)) {
+    struct outbox *o = &s->out;
+    if ((o->cap - o->n < 2 || o->capb - o->nb < 2 * k.len) && !outbox_reserve(m, o, 2, 2 * k.len)) {
         pthread_mutex_unlock(&s->mu);
         return SLUICE_ENOMEM;
     }

@@ -232,12 +232,23 @@ static void sw_refresh_next(struct sw_wheel *w) {
 
 /* ---- API ---------------------------------------------------------------- */
 
+/* The tick the wheel reaches at `now_ns`: floor(now / tick). At the end of
+ * time the last tick boundary below 2^64 may lie before UINT64_MAX, and
+ * deadlines after it (saturated ones) would never be reached; at now ==
+ * UINT64_MAX every deadline is due, so take the tick holding UINT64_MAX
+ * (cur_ns then saturates to UINT64_MAX: nothing fires early). */
+static uint64_t sw_tick_at(const struct sw_wheel *w, uint64_t now_ns) {
+    uint64_t t = sw_floor_div(w, now_ns);
+    if (now_ns == UINT64_MAX && sw_mul_sat(t, w->tick_ns) != UINT64_MAX) t++;
+    return t;
+}
+
 void sw_init(struct sw_wheel *w, const struct sw_arena *arena, uint64_t tick_ns, uint64_t now_ns) {
     if (tick_ns == 0) tick_ns = 1;
     w->arena = arena;
     w->tick_ns = tick_ns;
     w->recip = tick_ns == 1 ? 0 : sw_recip_of(tick_ns);
-    w->curtick = sw_floor_div(w, now_ns);
+    w->curtick = sw_tick_at(w, now_ns);
     w->cur_ns = sw_mul_sat(w->curtick, tick_ns);
     w->next_tick = UINT64_MAX;
     w->count = 0;
@@ -281,7 +292,7 @@ void sw_set(struct sw_wheel *w, uint32_t idx, uint64_t deadline_ns) {
 }
 
 void sw_advance(struct sw_wheel *w, uint64_t now_ns) {
-    uint64_t nt = sw_floor_div(w, now_ns);
+    uint64_t nt = sw_tick_at(w, now_ns);
     uint64_t c = w->curtick;
     if (nt <= c) {
         /* Same tick (or time went back): nothing moves. Defensive only: an

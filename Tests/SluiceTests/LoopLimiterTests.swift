@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import Testing
 
 @testable import Sluice
@@ -12,7 +11,7 @@ import Testing
 struct LoopLimiterTests {
     @Test("the default loop: immediate emissions on the caller, timer emissions on the loop, never early")
     func defaultLoop() async throws {
-        let times = Mutex<[(value: Int, at: LimiterInstant, deliveredAt: LimiterInstant, loopThread: Bool)]>([])
+        let times = Locked<[(value: Int, at: LimiterInstant, deliveredAt: LimiterInstant, loopThread: Bool)]>([])
         let limiter = try Limiter<String, Int>(.throttle(interval: .milliseconds(30)), delivery: .events { event in
             guard event.kind == .emitted else { return }
             let entry = (event.value, event.at, LimiterLoop.now, LimiterLoop.shared.isLoopThread)
@@ -57,7 +56,7 @@ struct LoopLimiterTests {
     @Test("concurrent submitters on the loop: every value accounted for once, all released")
     func concurrentSubmitters() async throws {
         let tracker = LifetimeTracker()
-        let counts = Mutex<[LimiterEvent<Int, Tracked>.Kind: Int]>([:])
+        let counts = Locked<[LimiterEvent<Int, Tracked>.Kind: Int]>([:])
         let limiter = try Limiter<Int, Tracked>(
             .debounce(interval: .milliseconds(2), maxWait: .milliseconds(5)),
             delivery: .events { e in counts.withLock { $0[e.kind, default: 0] += 1 } })
@@ -111,8 +110,8 @@ struct LoopLimiterTests {
     @Test("a limiter released inside its own delivery on the loop thread")
     func releasedInsideHandler() async throws {
         let tracker = LifetimeTracker()
-        let box = Mutex<Limiter<Int, Tracked>?>(nil)
-        let delivered = Mutex<Int>(0)
+        let box = Locked<Limiter<Int, Tracked>?>(nil)
+        let delivered = Locked<Int>(0)
         let limiter = try Limiter<Int, Tracked>(.debounce(interval: .milliseconds(5))) { key, _ in
             delivered.withLock { $0 += 1 }
             if key == 1 { box.withLock { $0 = nil } }  // the last reference goes away here

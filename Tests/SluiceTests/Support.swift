@@ -71,3 +71,8 @@ actor RealtimeGate {
         return try await body()
     }
 }
+
+/// Whether this test binary runs under ThreadSanitizer (which slows it down
+/// several times: real-time bounds are then meaningless, so timing tests
+/// are skipped, while the race checks of the other tests are the point).
+let isThreadSanitized: Bool = dlsym(dlopen(nil, RTLD_NOW), "__tsan_init") != nil

@@ -61,7 +61,7 @@ struct VectorTests {
 
     /// The same vectors on the real loop and clock: each key's lines in the
     /// same order, each delivered never early and at most 15 ms late.
-    @Test("vector in real time", .timeLimit(.minutes(1)), arguments: VectorPaths.traces().filter {
+    @Test("vector in real time", .enabled(if: !isThreadSanitized), .timeLimit(.minutes(1)), arguments: VectorPaths.traces().filter {
         FileManager.default.fileExists(atPath: String($0.dropLast(".trace".count)) + ".expected")
     })
     func realtimeVector(path: String) async throws {
@@ -71,33 +71,49 @@ struct VectorTests {
         let expected = try trace.simulate()
         // Only traces whose outcome does not hang on sub-millisecond timing
         // (a call exactly at a deadline, a rate boundary hit exactly): delays
-        // of up to 3 ms per step must not change any key's lines.
+        // of up to 15 ms per step must not change any key's lines.
         for seed: UInt64 in 1...4 {
             var rng = SplitMix64(seed: seed)
-            let delays = trace.steps.map { _ in UInt64.random(in: 0..<3_000_000, using: &rng) }
+            let delays = trace.steps.map { _ in UInt64.random(in: 0..<15_000_000, using: &rng) }
             let delayed = try trace.simulate(observe: nil) { delays[$0] }
             guard Dictionary(grouping: delayed, by: \.key).mapValues({ $0.map(\.kind) })
                 == Dictionary(grouping: expected, by: \.key).mapValues({ $0.map(\.kind) })
             else { return }
         }
-        let actual = try await RealtimeGate.shared.run { try await trace.simulateRealtime() }
-        checkRealtime(actual: actual, expected: expected, name: path)
+        // A busy machine can make a run late (never early): try up to 3 times.
+        var problems: [String] = []
+        for _ in 0..<3 {
+            let actual = try await RealtimeGate.shared.run { try await trace.simulateRealtime() }
+            let (early, late) = checkRealtime(actual: actual, expected: expected)
+            for problem in early { Issue.record("\(path): \(problem)") }
+            problems = late
+            if problems.isEmpty { break }
+        }
+        for problem in problems { Issue.record("\(path): \(problem)") }
     }
 
     /// Compares a real-time run with the exact one: per key, the same lines
-    /// in the same order, each at its time or up to 15 ms later.
-    func checkRealtime(actual: [TraceOutput], expected: [TraceOutput], name: String) {
+    /// in the same order, each at its time or up to 15 ms later. Returns the
+    /// lines delivered early (always a bug) and the other differences (which
+    /// a busy machine can cause).
+    func checkRealtime(actual: [TraceOutput], expected: [TraceOutput]) -> (early: [String], other: [String]) {
+        var early: [String] = []
+        var other: [String] = []
         let actualByKey = Dictionary(grouping: actual, by: \.key)
         let expectedByKey = Dictionary(grouping: expected, by: \.key)
-        #expect(Set(actualByKey.keys) == Set(expectedByKey.keys), "keys of \(name)")
+        if Set(actualByKey.keys) != Set(expectedByKey.keys) { other.append("keys differ") }
         for (key, lines) in expectedByKey {
             let got = actualByKey[key] ?? []
-            #expect(got.map(\.kind) == lines.map(\.kind), "\(name), key \(key): \(got) vs \(lines)")
+            if got.map(\.kind) != lines.map(\.kind) {
+                other.append("key \(key): \(got.map(\.description)) instead of \(lines.map(\.description))")
+                continue
+            }
             for (a, e) in zip(got, lines) {
-                #expect(a.time >= e.time, "\(name): \(a) is earlier than \(e)")
-                #expect(a.time <= e.time + 15, "\(name): \(a) is more than 15 ms after \(e)")
+                if a.time < e.time { early.append("\(a) is earlier than \(e)") }
+                if a.time > e.time + 15 { other.append("\(a) is more than 15 ms after \(e)") }
             }
         }
+        return (early, other)
     }
 
     /// Compares output lines per key in order, and as a multiset.

@@ -152,7 +152,7 @@ static uint64_t step_time(const struct rt *r, size_t i) {
  * (a call exactly at a deadline would then miss it). The step event also
  * has the higher priority, so when both are due in one loop iteration the
  * step runs first. */
-#define STEP_LEAD_NS UINT64_C(300000)
+#define STEP_LEAD_NS UINT64_C(1000000)
 
 static void arm_step(struct rt *r) {
     if (r->next >= r->t->nsteps) return;

@@ -5,7 +5,7 @@
  * Time 0 is a whole millisecond of CLOCK_MONOTONIC (a wheel tick), so step
  * times and deadlines are whole ticks as in the manual runner. Each step
  * runs when the clock reaches start + TIME ms (a libevent timer of higher
- * priority armed 0.3 ms ahead, then a sleep to the instant: never before),
+ * priority armed 1 ms ahead, then a sleep to the instant: never before),
  * as a call into a loop limiter (sluice_mt_*) stamped with exactly that
  * instant, so its decision is the spec's even for a call exactly at a
  * deadline: the step always runs before the limiter's own timer pass for

@@ -34,7 +34,8 @@
  * may therefore learn its decision before the loop reports an older event of
  * the same key. Events of one key are always delivered in the order they
  * happened. When no loop thread runs (an owned loop after sluice_loop_stop())
- * events are delivered on the calling thread before the call returns.
+ * events are delivered by the calling thread before the call returns (or, if
+ * another thread is delivering for the limiter at that moment, by that one).
  *
  * Timers: each loop limiter uses one libevent timer, armed at the earliest
  * deadline over its shards. A call whose deadline becomes the earliest
@@ -246,8 +247,9 @@ SLUICE_EXTERN int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sl
 
 /**
  * Hands a token to the limiter for a key, now (sluice_clock_now(), read
- * under the shard's lock), and returns the decision at once. Any thread may
- * call it.
+ * just before the shard's lock is taken; a time older than one the shard has
+ * already seen counts as that later time), and returns the decision at once.
+ * Any thread may call it.
  *
  * As sluice_limiter_submit(): deadlines of this key due now fire first, and
  * a SLUICE_SCHEDULED token is reported later by exactly one event. Events

@@ -3,6 +3,7 @@ import CSluice
 /// A key copied out of the core, for example from an event: either bytes or
 /// an integer. It is itself usable as a key (for tests and tools that do not
 /// know the key's Swift type).
+@usableFromInline
 enum CoreKey: Hashable, Sendable, LimiterKey, CustomStringConvertible {
     case bytes([UInt8])
     case u64(UInt64)
@@ -28,10 +29,12 @@ enum CoreKey: Hashable, Sendable, LimiterKey, CustomStringConvertible {
     }
 
     /// Copies the identity of a key.
+    @usableFromInline
     init(key: some LimiterKey) {
         self = key.withLimiterKeyIdentity { CoreKey($0) }
     }
 
+    @usableFromInline
     func withLimiterKeyIdentity<Result>(_ body: (LimiterKeyIdentity) -> Result) -> Result {
         switch self {
         case let .bytes(bytes): bytes.withLimiterKeyIdentity(body)
@@ -39,6 +42,7 @@ enum CoreKey: Hashable, Sendable, LimiterKey, CustomStringConvertible {
         }
     }
 
+    @usableFromInline
     var description: String {
         switch self {
         case let .bytes(bytes): "bytes(\(String(decoding: bytes, as: UTF8.self).debugDescription))"

@@ -9,7 +9,7 @@ import CSluice
 /// members, or match them in a `catch` clause:
 ///
 /// ```swift
-/// do { try limiter.submit(token: t, key: "user-42", now: now) }
+/// do { try limiter.submit(request, for: "user-42") }
 /// catch LimiterError.closed { … }
 /// ```
 public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -18,6 +18,8 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
 
     /// Wraps a C error code. Codes the core does not define describe
     /// themselves as "unknown error".
+    ///
+    /// - Parameter rawValue: a negative `SLUICE_E*` code.
     public init(rawValue: Int32) {
         self.rawValue = rawValue
     }
@@ -57,7 +59,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     ///   non-negative on success, a negative `SLUICE_E*` code on failure.
     /// - Returns: `result` when it is not negative.
     /// - Throws: the ``LimiterError`` for a negative `result`.
-    @inline(__always)
+    @inlinable
     @discardableResult
     static func check<Result: BinaryInteger>(_ result: Result) throws(LimiterError) -> Result {
         guard result >= 0 else {

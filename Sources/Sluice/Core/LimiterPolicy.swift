@@ -110,6 +110,8 @@ public struct LimiterPolicy: Hashable, Sendable, CustomStringConvertible {
         try LimiterError.check(sluice_policy_validate(&policy))
     }
 
+    /// The policy and its options, for example
+    /// `throttle(interval: 0.1 seconds, leading: true, trailing: true, pick: latest)`.
     public var description: String {
         switch kind {
         case let .throttle(interval, leading, trailing, pick):

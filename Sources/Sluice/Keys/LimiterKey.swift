@@ -256,7 +256,7 @@ extension UUID: LimiterKey {
 
 extension LimiterKeyIdentity {
     /// The key as the C core takes it (the bytes are not copied).
-    @inline(__always)
+    @inlinable
     var cKey: sluice_key_t {
         switch self {
         case let .integer(value): sluice_key_u64(value)
@@ -267,7 +267,7 @@ extension LimiterKeyIdentity {
 
 extension LimiterKey {
     /// Calls `body` with the key as the C core takes it, valid only during the call.
-    @inline(__always)
+    @inlinable
     func withCoreKey<R>(_ body: (sluice_key_t) -> R) -> R {
         withLimiterKeyIdentity { body($0.cKey) }
     }

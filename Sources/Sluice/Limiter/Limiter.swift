@@ -92,7 +92,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     /// The type delivered to an events handler, ``LimiterEvent``.
     public typealias Event = LimiterEvent<Key, Value>
 
-    let storage: LimiterStorage<Key, Value>
+    @usableFromInline let storage: LimiterStorage<Key, Value>
 
     /// The policy every key follows.
     public var policy: LimiterPolicy { storage.policy }
@@ -230,11 +230,12 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///   - key: the key.
     /// - Returns: ``LimiterDecision/emitted``, ``LimiterDecision/scheduled(at:)``
     ///   or ``LimiterDecision/dropped(retryAt:)``.
-    /// - Throws: ``LimiterError/closed`` after ``close(drain:)``,
+    /// - Throws: ``LimiterError/closed`` after ``close(drain:)-580w1``,
     ///   ``LimiterError/keyTooLong`` for a byte key over 1024 bytes,
     ///   ``LimiterError/full`` for a new key past `maxKeys`,
     ///   ``LimiterError/outOfMemory``. The value was not taken (it is released).
     /// - Complexity: O(1) on average.
+    @inlinable
     @discardableResult
     public func submit(_ value: Value, for key: Key) throws(LimiterError) -> Decision {
         try storage.submit(value, for: key)
@@ -285,7 +286,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
         try storage.close(drain: drain)
     }
 
-    /// Closes the limiter (see ``close(drain:)``) and waits until every
+    /// Closes the limiter (see ``close(drain:)-580w1``) and waits until every
     /// value it held is delivered or released — on a loop, the loop thread
     /// delivers them — and, for a ``LimiterDelivery/queue(_:_:)`` delivery,
     /// until the queue ran them.
@@ -303,7 +304,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
         }
     }
 
-    /// Whether ``close(drain:)`` was called.
+    /// Whether ``close(drain:)-580w1`` was called.
     public var isClosed: Bool { storage.isClosed }
 
     /// Counters of the limiter.

@@ -23,6 +23,7 @@ import Dispatch
 /// - A stream: ``Limiter/makeStream(_:scheduler:maxKeys:bufferingPolicy:combine:)``
 ///   returns the limiter with an `AsyncStream` of its emissions.
 public struct LimiterDelivery<Key: LimiterKey, Value: Sendable>: Sendable {
+    @usableFromInline
     enum Target: Sendable {
         case handler(@Sendable (Key, Value) -> Void)
         case queue(DispatchQueue, @Sendable (Key, Value) -> Void)
@@ -30,7 +31,12 @@ public struct LimiterDelivery<Key: LimiterKey, Value: Sendable>: Sendable {
         case stream(AsyncStream<LimiterEmission<Key, Value>>.Continuation)
     }
 
-    let target: Target
+    @usableFromInline let target: Target
+
+    @usableFromInline
+    init(target: Target) {
+        self.target = target
+    }
 
     /// Whether dropped and discarded values are delivered too.
     var observesDrops: Bool {
@@ -70,6 +76,7 @@ public struct LimiterDelivery<Key: LimiterKey, Value: Sendable>: Sendable {
     }
 
     /// Performs one delivery (on the draining thread, without the limiter's lock).
+    @inlinable
     func deliver(_ event: LimiterEvent<Key, Value>) {
         switch target {
         case let .handler(body):
@@ -90,6 +97,7 @@ public struct LimiterDelivery<Key: LimiterKey, Value: Sendable>: Sendable {
     }
 
     /// Called once after the last delivery of a closed limiter.
+    @inlinable
     func finish() {
         if case let .stream(continuation) = target { continuation.finish() }
     }

@@ -1,6 +1,5 @@
 import CSluice
 import Dispatch
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -8,16 +7,38 @@ import Glibc
 import Darwin
 #endif
 
-/// The non-generic face of a limiter's storage that the C event callbacks
-/// can reach (a C function pointer cannot capture generic context): the
-/// callback receives a pointer to the storage and dispatches through one
-/// overridable method.
-class CoreEventTarget: @unchecked Sendable {
-    /// Handles one event of a core limiter (manual engine), with the
-    /// storage's lock held: the core calls back inside a call made under it.
-    func coreEvent(_ event: UnsafePointer<sluice_event_t>) {
-        preconditionFailure("abstract")
+/// One event of the core, as the manual engine buffers it.
+@usableFromInline
+struct CoreEventRecord {
+    @usableFromInline var kind: sluice_event_kind_t
+    @usableFromInline var token: UInt64
+    @usableFromInline var at: UInt64
+
+    @inlinable
+    init(kind: sluice_event_kind_t, token: UInt64, at: UInt64) {
+        self.kind = kind
+        self.token = token
+        self.at = at
     }
+}
+
+/// The non-generic face of a limiter's storage that the C event callbacks
+/// can reach (a C function pointer cannot capture generic context).
+///
+/// The manual engine's core calls back inside a call made under the
+/// storage's lock: the callback only appends the event to `coreEvents`, and
+/// the (specialized) generic code that made the call handles the events
+/// right after it returns, still under the lock. The loop engine's events
+/// come from the loop thread and are dispatched through ``loopEvent(_:)``.
+@usableFromInline
+class CoreEventTarget: @unchecked Sendable {
+    /// Events of the manual engine's current core call, guarded by the
+    /// storage's lock. Reused: appending does not allocate in steady state.
+    @usableFromInline
+    final var coreEvents: ContiguousArray<CoreEventRecord> = []
+
+    @usableFromInline
+    init() {}
 
     /// Handles one event of a loop limiter (loop engine): called by the C
     /// loop layer outside its locks and outside the storage's lock, on the
@@ -29,7 +50,8 @@ class CoreEventTarget: @unchecked Sendable {
     /// The C callback of a core limiter: `user` is an unretained `CoreEventTarget`.
     static let coreCallback: sluice_event_fn = { user, event in
         guard let user, let event else { return }
-        Unmanaged<CoreEventTarget>.fromOpaque(user).takeUnretainedValue().coreEvent(event)
+        Unmanaged<CoreEventTarget>.fromOpaque(user).takeUnretainedValue().coreEvents.append(
+            CoreEventRecord(kind: event.pointee.kind, token: event.pointee.token, at: event.pointee.at))
     }
 
     /// The C callback of a loop limiter: `user` is a retained `CoreEventTarget`
@@ -43,8 +65,10 @@ class CoreEventTarget: @unchecked Sendable {
 /// A lock taken around whole calls of a loop-engine limiter with `combine`,
 /// so that the Swift record of each key's newest pending value follows the
 /// core's order exactly.
+@usableFromInline
 final class SerialLock: Sendable {
-    let mutex = Mutex<Void>(())
+    @usableFromInline let lock = PosixLock()
+    init() {}
 }
 
 /// Everything a ``Limiter`` holds: the C limiter, the Swift values by token,
@@ -71,47 +95,47 @@ final class SerialLock: Sendable {
 /// *retained*, because the loop may deliver after the last `Limiter`
 /// reference is gone (a free requested inside a callback is finished by the
 /// loop); ``shutdown()`` releases it once `sluice_mt_free()` has returned.
+@usableFromInline
 final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, ManualClockClient,
     @unchecked Sendable
 {
-    typealias Event = LimiterEvent<Key, Value>
+    // The hot path (submit and what it calls) is @inlinable so that it is
+    // specialized for the caller's Key and Value: unspecialized generic code
+    // spends most of a submit looking up type metadata.
+    @usableFromInline typealias Event = LimiterEvent<Key, Value>
 
     enum Engine {
         case manual(ManualLimiterClock)
         case loop(LimiterLoop)
     }
 
-    let lock = Mutex<Void>(())
+    @usableFromInline let lock = PosixLock()
     let policy: LimiterPolicy
     let engine: Engine
     /// The manual engine's clock (nil on a loop).
-    let clock: ManualLimiterClock?
-    let delivery: LimiterDelivery<Key, Value>
-    let observesDrops: Bool
-    let combine: (@Sendable (Value, Value) -> Value)?
+    @usableFromInline let clock: ManualLimiterClock?
+    @usableFromInline let delivery: LimiterDelivery<Key, Value>
+    @usableFromInline let observesDrops: Bool
+    @usableFromInline let combine: (@Sendable (Value, Value) -> Value)?
     /// Loop engine with `combine` only.
-    let serial: SerialLock?
+    @usableFromInline let serial: SerialLock?
     /// The C limiter: `sluice_limiter_t *` (manual) or `sluice_mt_t *` (loop).
     /// Set once in init.
-    private var handle: OpaquePointer?
+    @usableFromInline var handle: OpaquePointer?
 
     // Guarded by `lock`.
-    private var slots = SlotTable<Key, Value>()
-    private var outbox = RingBuffer<Event>()
-    private var draining = false
-    private var closed = false
-    private var finished = false
-    private var finishWaiters: [CheckedContinuation<Void, Never>] = []
-    /// Manual engine: the token of the submit in progress, if any. A DROP
-    /// event for another token during a submit is a superseded value, which
-    /// `combine` folds.
-    private var submitting: UInt64?
+    @usableFromInline var slots = SlotTable<Key, Value>()
+    @usableFromInline var outbox = RingBuffer<Event>()
+    @usableFromInline var draining = false
+    @usableFromInline var closed = false
+    @usableFromInline var finished = false
+    @usableFromInline var finishWaiters: [CheckedContinuation<Void, Never>] = []
     /// Loop engine with `combine`: each key's newest pending token, the
     /// token that superseded each pending token, and tokens cancelled while
     /// pending (their DROP is not a supersession).
-    private var newestPending: [CoreKey: UInt64] = [:]
-    private var successor: [UInt64: UInt64] = [:]
-    private var cancelledTokens: Set<UInt64> = []
+    @usableFromInline var newestPending: [CoreKey: UInt64] = [:]
+    @usableFromInline var successor: [UInt64: UInt64] = [:]
+    @usableFromInline var cancelledTokens: Set<UInt64> = []
     /// Loop engine: the thread delivering a C callback of this limiter, if any.
     private var callbackThread: pthread_t?
 
@@ -204,28 +228,27 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
         return sluice_clock_now()
     }
 
-    @inline(__always)
+    @inlinable
     func submit(_ value: Value, for key: Key) throws(LimiterError) -> LimiterDecision {
         if let clock {
             return try manualSubmit(value, for: key, clock: clock)
         }
         if let serial {
-            return try serial.mutex.withLock { _ throws(LimiterError) in try loopSubmit(value, for: key) }
+            return try serial.lock.withLock { () throws(LimiterError) in try loopSubmit(value, for: key) }
         }
         return try loopSubmit(value, for: key)
     }
 
-    @inline(__always)
-    private func manualSubmit(_ value: Value, for key: Key, clock: ManualLimiterClock) throws(LimiterError)
+    @inlinable
+    func manualSubmit(_ value: Value, for key: Key, clock: ManualLimiterClock) throws(LimiterError)
         -> LimiterDecision
     {
-        let (result, mustDrain) = lock.withLock { _ -> (Result<LimiterDecision, LimiterError>, Bool) in
+        let (result, mustDrain) = lock.withLock { () -> (Result<LimiterDecision, LimiterError>, Bool) in
             let now = clock.nowNanoseconds
             let token = slots.insert(key: key, value: value)
             var decision = sluice_decision_t()
-            submitting = token
             let rc = key.withCoreKey { sluice_limiter_submit(handle, $0, token, now, &decision) }
-            submitting = nil
+            if !coreEvents.isEmpty { processCoreEvents(submitting: token) }
             let result = settle(token, rc: rc, decision: decision, key: key, now: now)
             return (result, claimDrain())
         }
@@ -233,14 +256,14 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
         return try result.get()
     }
 
-    @inline(__always)
-    private func loopSubmit(_ value: Value, for key: Key) throws(LimiterError) -> LimiterDecision {
+    @inlinable
+    func loopSubmit(_ value: Value, for key: Key) throws(LimiterError) -> LimiterDecision {
         // With combine (serialised by `serial`), the token is recorded as its
         // key's newest pending value, and as the successor of the previous
         // one, *before* the core sees it: the loop may report the superseded
         // value before this thread learns the decision.
         let coreKey = serial == nil ? nil : CoreKey(key: key)
-        let (token, previous) = lock.withLock { _ -> (UInt64, UInt64?) in
+        let (token, previous) = lock.withLock { () -> (UInt64, UInt64?) in
             let token = slots.insert(key: key, value: value)
             guard let coreKey else { return (token, nil) }
             let previous = newestPending.updateValue(token, forKey: coreKey)
@@ -249,7 +272,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
         }
         var decision = sluice_decision_t()
         let rc = key.withCoreKey { sluice_mt_submit(handle, $0, token, &decision) }
-        let (result, mustDrain) = lock.withLock { _ -> (Result<LimiterDecision, LimiterError>, Bool) in
+        let (result, mustDrain) = lock.withLock { () -> (Result<LimiterDecision, LimiterError>, Bool) in
             if let coreKey, rc < 0 || decision.kind != SLUICE_SCHEDULED {
                 // Not pending, so it superseded nothing: undo the records.
                 if newestPending[coreKey] == token {
@@ -270,8 +293,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     }
 
     /// With the lock held: acts on a submit's outcome.
-    @inline(__always)
-    private func settle(
+    @inlinable
+    func settle(
         _ token: UInt64, rc: Int32, decision: sluice_decision_t, key: Key, now: UInt64
     ) -> Result<LimiterDecision, LimiterError> {
         if rc < 0 {
@@ -304,7 +327,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
         let rc: Int32
         let mustDrain: Bool
         if let clock {
-            (rc, mustDrain) = lock.withLock { _ in
+            (rc, mustDrain) = lock.withLock {
                 let now = clock.nowNanoseconds
                 let rc = key.withCoreKey { cKey in
                     switch operation {
@@ -313,12 +336,13 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
                     case .pending: sluice_limiter_pending(handle, cKey, now)
                     }
                 }
+                processCoreEvents(submitting: nil)
                 return (rc, claimDrain())
             }
         } else {
             func call() -> Int32 {
                 if operation == .cancel, serial != nil {
-                    lock.withLock { _ in
+                    lock.withLock {
                         if let token = newestPending[CoreKey(key: key)] { cancelledTokens.insert(token) }
                     }
                 }
@@ -330,8 +354,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
                     }
                 }
             }
-            rc = if let serial { serial.mutex.withLock { _ in call() } } else { call() }
-            mustDrain = lock.withLock { _ in claimDrain() }
+            rc = if let serial { serial.lock.withLock { call() } } else { call() }
+            mustDrain = lock.withLock { claimDrain() }
         }
         if mustDrain { drain() }
         return try LimiterError.check(rc) == 1
@@ -342,14 +366,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
         let rc: Int32
         let mustDrain: Bool
         if let clock {
-            (rc, mustDrain) = lock.withLock { _ in
+            (rc, mustDrain) = lock.withLock {
                 let rc = sluice_limiter_close(handle, clock.nowNanoseconds, mode)
+                processCoreEvents(submitting: nil)
                 if rc == 0 { closed = true }
                 return (rc, claimDrain())
             }
         } else {
             rc = sluice_mt_close(handle, mode)
-            mustDrain = lock.withLock { _ in
+            mustDrain = lock.withLock {
                 if rc == 0 { closed = true }
                 return claimDrain()
             }
@@ -362,7 +387,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     /// it held has been reported, and the delivery finished).
     func waitUntilFinished() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = lock.withLock { _ in
+            let done = lock.withLock {
                 if finished { return true }
                 finishWaiters.append(continuation)
                 return false
@@ -383,7 +408,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
             }
             return
         }
-        let insideOwnCallback = lock.withLock { _ -> Bool in
+        let insideOwnCallback = lock.withLock { () -> Bool in
             guard let thread = callbackThread else { return false }
             return pthread_equal(thread, pthread_self()) != 0
         }
@@ -400,22 +425,22 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
 
     /// Loop engine: frees the C limiter (which discards and reports what is
     /// still pending, on this thread), then releases the C side's reference.
-    private func freeLoopLimiter() {
-        lock.withLock { _ in closed = true }
+    func freeLoopLimiter() {
+        lock.withLock { closed = true }
         sluice_mt_free(handle)
         Unmanaged.passUnretained(self as CoreEventTarget).release()
-        let mustDrain = lock.withLock { _ in claimDrain() }
+        let mustDrain = lock.withLock { claimDrain() }
         if mustDrain { drain() }
     }
 
     var isClosed: Bool {
-        lock.withLock { _ in closed }
+        lock.withLock { closed }
     }
 
     /// Counters of the core.
     func stats() -> sluice_stats_t {
         if isManual {
-            return lock.withLock { _ in
+            return lock.withLock {
                 var stats = sluice_stats_t()
                 _ = sluice_limiter_stats(handle, &stats)
                 return stats
@@ -428,26 +453,27 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
 
     /// Values held by the Swift side (pending values).
     var heldValues: Int {
-        lock.withLock { _ in slots.count }
+        lock.withLock { slots.count }
     }
 
     /// Runs the core's invariant checker (tests; manual engine only).
     func checkInvariants() throws(LimiterError) {
         guard isManual else { return }
-        let rc = lock.withLock { _ in sluice_limiter_check(handle) }
+        let rc = lock.withLock { sluice_limiter_check(handle) }
         try LimiterError.check(rc)
     }
 
     // MARK: - ManualClockClient (manual engine)
 
     var nextDeadline: UInt64? {
-        let deadline = lock.withLock { _ in sluice_limiter_next_deadline(handle) }
+        let deadline = lock.withLock { sluice_limiter_next_deadline(handle) }
         return deadline == .max ? nil : deadline
     }
 
     func fire(through now: UInt64) {
-        let mustDrain = lock.withLock { _ in
+        let mustDrain = lock.withLock {
             _ = sluice_limiter_advance(handle, now, 0)
+            processCoreEvents(submitting: nil)
             return claimDrain()
         }
         if mustDrain { drain() }
@@ -455,20 +481,28 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
 
     // MARK: - Events
 
-    override func coreEvent(_ event: UnsafePointer<sluice_event_t>) {
-        // Lock held (inside a core call).
-        let token = event.pointee.token
-        if event.pointee.kind == SLUICE_EVENT_DROP, let combine, let newer = submitting, newer != token {
-            // Superseded by the value being submitted: fold it in.
-            let older = slots.remove(token)
-            slots.update(newer) { combine(older.value, $0) }
-            return
+    /// With the lock held: handles the events the manual engine's last core
+    /// call buffered, in order. During a submit (`submitting` is its token),
+    /// a DROP of another token is a value superseded by the submitted one,
+    /// which `combine` folds into it.
+    @inlinable
+    func processCoreEvents(submitting: UInt64?) {
+        var i = 0
+        while i < coreEvents.count {
+            let event = coreEvents[i]
+            i += 1
+            if event.kind == SLUICE_EVENT_DROP, let combine, let newer = submitting, newer != event.token {
+                let older = slots.remove(event.token)
+                slots.update(newer) { combine(older.value, $0) }
+                continue
+            }
+            record(event.kind, token: event.token, at: event.at)
         }
-        record(event.pointee.kind, token: token, at: event.pointee.at)
+        coreEvents.removeAll(keepingCapacity: true)
     }
 
     override func loopEvent(_ event: UnsafePointer<sluice_event_t>) {
-        let mustDrain = lock.withLock { _ in
+        let mustDrain = lock.withLock {
             let token = event.pointee.token
             callbackThread = pthread_self()
             if serial != nil {
@@ -490,14 +524,14 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
             return claimDrain()
         }
         if mustDrain { drain() }
-        lock.withLock { _ in callbackThread = nil }
+        lock.withLock { callbackThread = nil }
     }
 
     /// With the lock held: moves a reported token's value to the outbox, or
     /// releases it (a value not handed to the outbox is released here, at
     /// the moment the core gave it up).
-    @inline(__always)
-    private func record(_ kind: sluice_event_kind_t, token: UInt64, at: UInt64) {
+    @inlinable
+    func record(_ kind: sluice_event_kind_t, token: UInt64, at: UInt64) {
         let entry = slots.remove(token)
         let at = LimiterInstant(nanoseconds: at)
         switch kind {
@@ -514,14 +548,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
 
     /// With the lock held: whether the caller must drain the outbox now
     /// (there is work and nobody else is draining).
-    @inline(__always)
-    private func claimDrain() -> Bool {
+    @inlinable
+    func claimDrain() -> Bool {
         guard !draining, !outbox.isEmpty || (closed && !finished && slots.count == 0) else { return false }
         draining = true
         return true
     }
 
-    private enum Next {
+    @usableFromInline
+    enum Next {
         case deliver(Event)
         case finish([CheckedContinuation<Void, Never>])
         case done
@@ -529,9 +564,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
 
     /// Delivers the outbox in order, without the lock, until it is empty;
     /// finishes the delivery once a closed limiter holds nothing more.
-    private func drain() {
+    @inlinable
+    func drain() {
         while true {
-            let next = lock.withLock { _ -> Next in
+            let next = lock.withLock { () -> Next in
                 if let event = outbox.popFirst() { return .deliver(event) }
                 draining = false
                 if closed && !finished && slots.count == 0 {

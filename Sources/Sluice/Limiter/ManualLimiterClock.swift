@@ -23,8 +23,8 @@ import Synchronization
 /// is `Sendable`: ``now`` may be read from any thread; advance it from one
 /// thread at a time.
 public final class ManualLimiterClock: Sendable {
-    private let nanoseconds = Atomic<UInt64>(0)
-    private let clients = Mutex<[WeakClient]>([])
+    @usableFromInline let nanoseconds = Atomic<UInt64>(0)
+    private let clients = Locked<[WeakClient]>([])
 
     /// Creates a clock at ``LimiterInstant`` zero.
     public init() {}
@@ -67,6 +67,7 @@ public final class ManualLimiterClock: Sendable {
     // MARK: - For limiters
 
     /// The current time in ns.
+    @inlinable
     var nowNanoseconds: UInt64 {
         nanoseconds.load(ordering: .acquiring)
     }

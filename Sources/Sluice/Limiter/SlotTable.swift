@@ -9,23 +9,35 @@
 /// in steady state inserting and removing never allocates.
 ///
 /// Not thread-safe: the owning limiter guards it with its lock.
+@usableFromInline
 struct SlotTable<Key, Value> {
+    @usableFromInline
     struct Slot {
-        var generation: UInt32
-        var nextFree: Int32
-        var entry: (key: Key, value: Value)?
+        @usableFromInline var generation: UInt32
+        @usableFromInline var nextFree: Int32
+        @usableFromInline var entry: (key: Key, value: Value)?
+
+        @inlinable
+        init(generation: UInt32, nextFree: Int32, entry: (key: Key, value: Value)?) {
+            self.generation = generation
+            self.nextFree = nextFree
+            self.entry = entry
+        }
     }
 
-    private(set) var slots: [Slot] = []
-    private var freeHead: Int32 = -1
+    @usableFromInline var slots: [Slot] = []
+    @usableFromInline var freeHead: Int32 = -1
     /// Values held.
-    private(set) var count = 0
+    @usableFromInline var count = 0
+
+    @inlinable
+    init() {}
 
     /// Stores a value and returns its token.
     ///
     /// - Complexity: O(1) amortized; no allocation once the table has grown
     ///   to the number of values held at once.
-    @inline(__always)
+    @inlinable
     mutating func insert(key: Key, value: Value) -> UInt64 {
         count += 1
         if freeHead >= 0 {
@@ -41,8 +53,8 @@ struct SlotTable<Key, Value> {
     }
 
     /// The index of a live token's slot; traps for a stale or unknown token.
-    @inline(__always)
-    private func index(of token: UInt64) -> Int {
+    @inlinable
+    func index(of token: UInt64) -> Int {
         let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
         precondition(
             index < slots.count && UInt64(slots[index].generation) == token >> 32 && slots[index].entry != nil,
@@ -51,13 +63,14 @@ struct SlotTable<Key, Value> {
     }
 
     /// Whether a token is held.
+    @inlinable
     func contains(_ token: UInt64) -> Bool {
         let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
         return index < slots.count && UInt64(slots[index].generation) == token >> 32 && slots[index].entry != nil
     }
 
     /// Takes the key and value of a token out of the table and frees its slot.
-    @inline(__always)
+    @inlinable
     mutating func remove(_ token: UInt64) -> (key: Key, value: Value) {
         let index = index(of: token)
         count -= 1
@@ -69,6 +82,7 @@ struct SlotTable<Key, Value> {
     }
 
     /// Replaces the value of a token with `transform(value)`.
+    @inlinable
     mutating func update(_ token: UInt64, _ transform: (Value) -> Value) {
         let index = index(of: token)
         let entry = slots[index].entry.take()!
@@ -90,14 +104,19 @@ struct SlotTable<Key, Value> {
 
 /// A first-in first-out queue on a growable ring buffer: appending and
 /// removing never allocate once it has grown to its working size.
+@usableFromInline
 struct RingBuffer<Element> {
-    private var storage: [Element?] = []
-    private var head = 0
-    private(set) var count = 0
+    @usableFromInline var storage: [Element?] = []
+    @usableFromInline var head = 0
+    @usableFromInline var count = 0
 
+    @inlinable
+    init() {}
+
+    @inlinable
     var isEmpty: Bool { count == 0 }
 
-    @inline(__always)
+    @inlinable
     mutating func append(_ element: Element) {
         if count == storage.count { grow() }
         var tail = head + count
@@ -106,7 +125,7 @@ struct RingBuffer<Element> {
         count += 1
     }
 
-    @inline(__always)
+    @inlinable
     mutating func popFirst() -> Element? {
         guard count > 0 else { return nil }
         let element = storage[head].take()
@@ -116,7 +135,8 @@ struct RingBuffer<Element> {
         return element
     }
 
-    private mutating func grow() {
+    @usableFromInline
+    mutating func grow() {
         let newCapacity = Swift.max(8, storage.count * 2)
         var newStorage = [Element?](repeating: nil, count: newCapacity)
         for i in 0..<count {

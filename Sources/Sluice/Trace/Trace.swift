@@ -29,6 +29,10 @@ public struct Trace: Hashable, Sendable {
 
     /// Creates a trace from its parts. ``run(options:)`` expects what the parser
     /// guarantees (times non-decreasing, `close` last, keys at most 1024 bytes).
+    ///
+    /// - Parameters:
+    ///   - policy: the limiter's policy.
+    ///   - steps: the step lines, in order.
     public init(policy: LimiterPolicy, steps: [Step]) {
         self.policy = policy
         self.steps = steps
@@ -44,6 +48,11 @@ public struct Trace: Hashable, Sendable {
         public var action: Action
 
         /// Creates a step.
+        ///
+        /// - Parameters:
+        ///   - line: the input line it came from (0 for steps built in code).
+        ///   - time: the step's time, in milliseconds.
+        ///   - action: what the step does.
         public init(line: Int = 0, time: UInt64, action: Action) {
             self.line = line
             self.time = time
@@ -86,6 +95,10 @@ public struct TraceSyntaxError: Error, Hashable, Sendable, CustomStringConvertib
     public var reason: String
 
     /// Creates an error.
+    ///
+    /// - Parameters:
+    ///   - line: the 1-based input line.
+    ///   - reason: what is wrong.
     public init(line: Int, reason: String) {
         self.line = line
         self.reason = reason
@@ -108,6 +121,10 @@ public struct TraceRunError: Error, Hashable, Sendable, CustomStringConvertible 
     public var reason: String
 
     /// Creates an error.
+    ///
+    /// - Parameters:
+    ///   - line: the 1-based input line.
+    ///   - reason: what is wrong.
     public init(line: Int, reason: String) {
         self.line = line
         self.reason = reason
@@ -140,6 +157,11 @@ public struct TraceOutput: Hashable, Sendable, CustomStringConvertible {
     public var kind: Kind
 
     /// Creates an output line.
+    ///
+    /// - Parameters:
+    ///   - time: when, in milliseconds.
+    ///   - key: the key.
+    ///   - kind: what happened.
     public init(time: UInt64, key: String, kind: Kind) {
         self.time = time
         self.key = key

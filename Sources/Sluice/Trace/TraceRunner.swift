@@ -12,6 +12,10 @@ extension Trace {
         public var randomSeed: Bool
 
         /// Creates options; the defaults match the C `sluice-trace` tool.
+        ///
+        /// - Parameters:
+        ///   - checkInvariants: check the limiter's invariants after every step.
+        ///   - randomSeed: use a random hash key.
         public init(checkInvariants: Bool = false, randomSeed: Bool = false) {
             self.checkInvariants = checkInvariants
             self.randomSeed = randomSeed

@@ -1,4 +1,3 @@
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -40,7 +39,7 @@ extension Trace {
         observe: (@Sendable (TraceOutput) -> Void)?, stepDelay: ((Int) -> UInt64)?
     ) throws(TraceRunError) -> [TraceOutput] {
         let clock = ManualLimiterClock()
-        let log = Mutex<[TraceOutput]>([])
+        let log = Locked<[TraceOutput]>([])
         let record: @Sendable (TraceOutput) -> Void = { line in
             log.withLock { $0.append(line) }
             observe?(line)
@@ -126,7 +125,7 @@ extension Trace {
     public func simulateRealtime(
         on loop: LimiterLoop = .shared, observe: (@Sendable (TraceOutput) -> Void)? = nil
     ) async throws(TraceRunError) -> [TraceOutput] {
-        let log = Mutex<[TraceOutput]>([])
+        let log = Locked<[TraceOutput]>([])
         let start = LimiterLoop.now.nanoseconds + 1_000_000
         let record: @Sendable (String, TraceOutput.Kind) -> Void = { key, kind in
             let elapsed = LimiterLoop.now.nanoseconds &- start

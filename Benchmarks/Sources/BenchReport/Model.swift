@@ -1,0 +1,183 @@
+import Foundation
+
+/// The file `Benchmarks/results/latest.json` (schema "sluice-bench/1").
+///
+/// Required by the schema: `schema`, `machine`, `quick`, `rows`, and in each
+/// row `scenario`, `impl`, `keys`, `threads`, `ops`, `ns_per_op`,
+/// `bytes_per_key` (number or null) and `lateness_us` (`{"p50","p99","max"}`
+/// or null). The other fields are additions a reader may ignore.
+public struct BenchResults: Codable, Sendable {
+    public static let schemaName = "sluice-bench/1"
+
+    public var schema: String
+    public var date: String
+    public var quick: Bool
+    public var machine: Machine
+    /// Load average (1 min) at the start and at the end of the run.
+    public var loadavg_start: Double?
+    public var loadavg_end: Double?
+    /// Wall time of the whole run, seconds.
+    public var duration_s: Double?
+    public var rows: [Row]
+
+    public init(
+        date: String, quick: Bool, machine: Machine, loadavgStart: Double?, loadavgEnd: Double?,
+        durationSeconds: Double?, rows: [Row]
+    ) {
+        self.schema = Self.schemaName
+        self.date = date
+        self.quick = quick
+        self.machine = machine
+        self.loadavg_start = loadavgStart
+        self.loadavg_end = loadavgEnd
+        self.duration_s = durationSeconds
+        self.rows = rows
+    }
+
+    public static func load(from url: URL) throws -> BenchResults {
+        let data = try Data(contentsOf: url)
+        let results = try JSONDecoder().decode(BenchResults.self, from: data)
+        guard results.schema == schemaName else {
+            throw ReportError.badSchema(results.schema)
+        }
+        return results
+    }
+
+    public func write(to url: URL) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .withoutEscapingSlashes]
+        var data = try encoder.encode(self)
+        data.append(0x0A)
+        try FileManager.default.createDirectory(
+            at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try data.write(to: url, options: .atomic)
+    }
+}
+
+public enum ReportError: Error, CustomStringConvertible {
+    case badSchema(String)
+    public var description: String {
+        switch self {
+        case let .badSchema(s): "unknown schema \"\(s)\" (expected \"\(BenchResults.schemaName)\")"
+        }
+    }
+}
+
+/// The machine the figures were measured on.
+public struct Machine: Codable, Sendable {
+    public var cpu: String
+    public var cores: Int
+    public var memory_bytes: UInt64
+    public var os: String
+    public var kernel: String
+    public var swift: String
+    public var c_compiler: String
+    public var libevent: String
+
+    public init(
+        cpu: String, cores: Int, memoryBytes: UInt64, os: String, kernel: String, swift: String, cCompiler: String,
+        libevent: String
+    ) {
+        self.cpu = cpu
+        self.cores = cores
+        self.memory_bytes = memoryBytes
+        self.os = os
+        self.kernel = kernel
+        self.swift = swift
+        self.c_compiler = cCompiler
+        self.libevent = libevent
+    }
+}
+
+/// Lateness percentiles in microseconds.
+public struct Lateness: Codable, Sendable {
+    public var p50: Double
+    public var p99: Double
+    public var max: Double
+
+    public init(p50: Double, p99: Double, max: Double) {
+        self.p50 = p50
+        self.p99 = p99
+        self.max = max
+    }
+}
+
+/// One measurement.
+public struct Row: Codable, Sendable {
+    public var scenario: String
+    public var impl: String
+    public var keys: Int
+    public var threads: Int
+    public var ops: Int
+    public var ns_per_op: Double?
+    public var bytes_per_key: Double?
+    public var lateness_us: Lateness?
+    // Additions (optional for readers).
+    /// Process CPU time (all threads) per operation.
+    public var cpu_ns_per_op: Double?
+    /// memory: RSS delta per key once every key fired and went idle.
+    public var idle_bytes_per_key: Double?
+    /// spray: peak RSS growth during the spray.
+    public var peak_rss_bytes: Double?
+    /// spray: the key cap, and the calls it refused.
+    public var cap: Int?
+    public var refused: Int?
+    /// lateness: the distribution, as [percentile, microseconds] pairs.
+    public var lateness_cdf_us: [[Double]]?
+    /// lateness: deliveries before their deadline (must be 0).
+    public var early: Int?
+    /// Wall time of the case (setup included), seconds.
+    public var case_s: Double?
+    public var note: String?
+
+    public init(scenario: String, impl: String, keys: Int, threads: Int = 1, ops: Int = 0) {
+        self.scenario = scenario
+        self.impl = impl
+        self.keys = keys
+        self.threads = threads
+        self.ops = ops
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case scenario, impl, keys, threads, ops, ns_per_op, bytes_per_key, lateness_us
+        case cpu_ns_per_op, idle_bytes_per_key, peak_rss_bytes, cap, refused, lateness_cdf_us, early, case_s, note
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(scenario, forKey: .scenario)
+        try c.encode(impl, forKey: .impl)
+        try c.encode(keys, forKey: .keys)
+        try c.encode(threads, forKey: .threads)
+        try c.encode(ops, forKey: .ops)
+        // The schema's fields are always present, null when they do not apply.
+        try c.encode(ns_per_op.map(Row.round), forKey: .ns_per_op)
+        try c.encode(bytes_per_key.map(Row.round), forKey: .bytes_per_key)
+        try c.encode(lateness_us, forKey: .lateness_us)
+        try c.encodeIfPresent(cpu_ns_per_op.map(Row.round), forKey: .cpu_ns_per_op)
+        try c.encodeIfPresent(idle_bytes_per_key.map(Row.round), forKey: .idle_bytes_per_key)
+        try c.encodeIfPresent(peak_rss_bytes, forKey: .peak_rss_bytes)
+        try c.encodeIfPresent(cap, forKey: .cap)
+        try c.encodeIfPresent(refused, forKey: .refused)
+        try c.encodeIfPresent(lateness_cdf_us, forKey: .lateness_cdf_us)
+        try c.encodeIfPresent(early, forKey: .early)
+        try c.encodeIfPresent(case_s.map(Row.round), forKey: .case_s)
+        try c.encodeIfPresent(note, forKey: .note)
+    }
+
+    /// Three significant decimals are plenty for noisy timings.
+    static func round(_ x: Double) -> Double {
+        guard x.isFinite else { return x }
+        return (x * 1000).rounded() / 1000
+    }
+}
+
+/// The names used in the JSON, in display order.
+public enum Names {
+    public static let scenarios = [
+        "throttle-hot", "debounce-rearm", "fire", "memory", "lateness", "spray", "threads",
+    ]
+    public static let impls = [
+        "sluice-c", "sluice-swift", "dispatch-naive", "dispatch-tuned", "libevent-timers", "floor",
+    ]
+}

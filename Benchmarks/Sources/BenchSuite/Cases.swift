@@ -1,0 +1,214 @@
+import BenchReport
+import CBench
+import Histogram
+
+/// One case of the plan: a scenario (a "fire" case also yields the memory
+/// row), an implementation, a size, a thread count.
+public struct PlannedCase: Sendable, CustomStringConvertible {
+    public var scenario: String
+    public var impl: String
+    public var keys: Int
+    public var threads: Int
+
+    public init(scenario: String, impl: String, keys: Int, threads: Int) {
+        self.scenario = scenario
+        self.impl = impl
+        self.keys = keys
+        self.threads = threads
+    }
+
+    public var description: String {
+        let name = scenario == "fire" && impl != "floor" ? "fire+memory" : scenario
+        return "\(name) \(Format.keys(keys))\(threads > 1 ? " ×\(threads) threads" : "") \(impl)"
+    }
+}
+
+/// What runs, at which sizes, with which parameters.
+public enum Plan {
+    static let dispatchImpls: Set<String> = ["dispatch-naive", "dispatch-tuned"]
+
+    static func sizes(_ scenario: String, quick: Bool) -> [Int] {
+        if quick {
+            switch scenario {
+            case "threads": return [1000, 100_000]
+            default: return [1000, 100_000]
+            }
+        }
+        switch scenario {
+        case "throttle-hot", "debounce-rearm", "fire": return [1000, 100_000, 1_000_000, 10_000_000]
+        case "lateness": return [1000, 100_000, 1_000_000]
+        case "spray": return [1000, 100_000, 1_000_000]
+        case "threads": return [1000, 100_000]
+        default: return []
+        }
+    }
+
+    /// Whether `impl` runs `scenario` at `keys` keys.
+    static func applies(_ scenario: String, _ impl: String, keys: Int) -> Bool {
+        if impl == "floor" { return ["throttle-hot", "debounce-rearm", "fire", "threads"].contains(scenario) }
+        if dispatchImpls.contains(impl) {
+            // Dispatch baselines stop at 1M keys (a timer source per key); lateness at 100k.
+            if keys > 1_000_000 { return false }
+            if scenario == "lateness" && keys > 100_000 { return false }
+        }
+        return true
+    }
+
+    /// The scenarios the runner schedules ("memory" comes with "fire").
+    public static let runScenarios = ["throttle-hot", "debounce-rearm", "fire", "lateness", "spray", "threads"]
+
+    public static func cases(quick: Bool, scenarios: Set<String>? = nil, impls: Set<String>? = nil) -> [PlannedCase] {
+        var out: [PlannedCase] = []
+        for scenario in runScenarios where scenarios?.contains(scenario) ?? true {
+            for keys in sizes(scenario, quick: quick) {
+                for threads in scenario == "threads" ? [1, 2] : [1] {
+                    for impl in Names.impls where impls?.contains(impl) ?? true {
+                        if applies(scenario, impl, keys: keys) {
+                            out.append(PlannedCase(scenario: scenario, impl: impl, keys: keys, threads: threads))
+                        }
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    public static func params(_ c: PlannedCase, quick: Bool) -> CaseParams {
+        var p = CaseParams(
+            scenario: c.scenario, impl: c.impl, keys: c.keys, threads: c.threads, ops: 1, budget: 0, interval: 0,
+            spread: 0, cap: 10_000, quick: quick)
+        switch c.scenario {
+        case "throttle-hot", "debounce-rearm":
+            p.ops = quick ? 1_000_000 : 4_000_000
+            p.budget = quick ? 0.25 : 0.8
+            p.interval = 60 * sec
+        case "fire":
+            p.ops = c.keys
+            p.interval = 2 * sec  // sluice: after the one-second spread of submissions
+        case "lateness":
+            p.interval = 1 * sec
+            p.spread = max(500 * ms, UInt64(c.keys) * 1000)  // at most 1M submits per second
+        case "spray":
+            p.ops = 1
+        case "threads":
+            p.ops = 1 << 20
+            p.budget = quick ? 0.25 : 1.0
+        default:
+            break
+        }
+        return p
+    }
+}
+
+/// Runs one case in this process and returns its rows.
+public enum CaseRunner {
+    public static func run(_ c: PlannedCase, quick: Bool) throws -> [Row] {
+        let p = Plan.params(c, quick: quick)
+        let w = Workload(keys: c.keys, ops: p.ops)
+        let t0 = cb_now()
+        var measured: [String: Measured]
+        switch c.impl {
+        case "sluice-c", "libevent-timers", "floor":
+            measured = try runC(c, p, w)
+        case "sluice-swift":
+            measured = try SluiceSwiftScenarios.run(p, w)
+        case "dispatch-naive":
+            measured = DispatchScenarios.run(DispatchNaive.self, p, w)
+        case "dispatch-tuned":
+            measured = DispatchScenarios.run(DispatchTuned.self, p, w)
+        default:
+            throw CaseError.unknown("implementation \(c.impl)")
+        }
+        let elapsed = Double(cb_now() - t0) / 1e9
+        var rows: [Row] = []
+        for scenario in Names.scenarios {
+            guard let m = measured[scenario] else { continue }
+            rows.append(row(scenario, c, p, m, elapsed))
+        }
+        return rows
+    }
+
+    enum CaseError: Error, CustomStringConvertible {
+        case unknown(String)
+        case failed(String)
+        var description: String {
+            switch self {
+            case let .unknown(s): "unknown \(s)"
+            case let .failed(s): s
+            }
+        }
+    }
+
+    static func scenarioCode(_ s: String) -> cb_scenario_t {
+        switch s {
+        case "throttle-hot": CB_THROTTLE_HOT
+        case "debounce-rearm": CB_DEBOUNCE_REARM
+        case "fire": CB_FIRE
+        case "lateness": CB_LATENESS
+        case "spray": CB_SPRAY
+        default: CB_THREADS
+        }
+    }
+
+    static func runC(_ c: PlannedCase, _ p: CaseParams, _ w: Workload) throws -> [String: Measured] {
+        var params = w.cParams(p)
+        var r = cb_result_t()
+        let code = scenarioCode(c.scenario)
+        let rc: Int32 =
+            switch c.impl {
+            case "sluice-c": cb_sluice_c(code, &params, &r)
+            case "libevent-timers": cb_libevent(code, &params, &r)
+            default: cb_floor(code, &params, &r)
+            }
+        defer { cb_result_free(&r) }
+        var m = Measured(r)
+        if rc != 0 { m.note = "the C driver reported a failure (\(rc)); delivered \(r.delivered) of \(c.keys)" }
+        if c.scenario == "fire" {
+            var fire = m
+            fire.bytesPerKey = nil
+            fire.idleBytesPerKey = nil
+            if c.impl == "floor" { return ["fire": fire] }
+            var memory = Measured()
+            memory.ops = c.keys
+            memory.bytesPerKey = m.bytesPerKey
+            memory.idleBytesPerKey = m.idleBytesPerKey
+            return ["fire": fire, "memory": memory]
+        }
+        return [c.scenario: m]
+    }
+
+    static func row(_ scenario: String, _ c: PlannedCase, _ p: CaseParams, _ m: Measured, _ elapsed: Double) -> Row {
+        var row = Row(scenario: scenario, impl: c.impl, keys: c.keys, threads: c.threads, ops: m.ops)
+        row.case_s = elapsed
+        row.note = m.note
+        switch scenario {
+        case "memory":
+            row.bytes_per_key = m.bytesPerKey
+            row.idle_bytes_per_key = m.idleBytesPerKey
+        case "lateness":
+            let samples = m.lateness ?? []
+            row.early = m.early
+            if !samples.isEmpty {
+                var h = Histogram<UInt64>(highestTrackableValue: 3_600 * sec, numberOfSignificantValueDigits: .three)
+                for s in samples { _ = h.record(max(s, 1)) }
+                let us = { (v: UInt64) in Double(v) / 1000 }
+                row.lateness_us = Lateness(
+                    p50: us(h.valueAtPercentile(50)), p99: us(h.valueAtPercentile(99)), max: us(h.max))
+                row.lateness_cdf_us = [0, 10, 25, 50, 75, 90, 95, 99, 99.9, 99.99, 100].map {
+                    [$0, us($0 == 100 ? h.max : $0 == 0 ? h.min : h.valueAtPercentile($0))]
+                }
+            }
+        case "spray":
+            row.ns_per_op = m.nsPerOp
+            row.cpu_ns_per_op = m.cpuNsPerOp
+            row.bytes_per_key = m.bytesPerKey
+            row.peak_rss_bytes = m.peakRSS
+            row.cap = p.cap
+            row.refused = m.refused
+        default:
+            row.ns_per_op = m.nsPerOp
+            row.cpu_ns_per_op = m.cpuNsPerOp
+        }
+        return row
+    }
+}

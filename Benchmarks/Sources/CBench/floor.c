@@ -1,0 +1,112 @@
+/* floor.c — "floor": the physical limit of a keyed operation. One random
+ * read-modify-write of an array of N 64-byte records, in the same random
+ * order as the other implementations' calls, no software prefetch: what any
+ * structure that keeps state per key must pay at least once per call. */
+#include "cbench-internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct record {
+    uint64_t v[8];
+};
+
+static struct record *records(size_t n) {
+    struct record *r = aligned_alloc(64, (n ? n : 1) * sizeof *r);
+    if (!r) cb_die("out of memory (floor)");
+    memset(r, 0, n * sizeof *r);
+    return r;
+}
+
+static void finish(cb_result_t *out, size_t ops, uint64_t wall, uint64_t cpu) {
+    out->ops = ops;
+    out->ns_per_op = ops ? (double)wall / (double)ops : -1;
+    out->cpu_ns_per_op = ops ? (double)cpu / (double)ops : -1;
+}
+
+static int single(const cb_params_t *p, cb_result_t *out, size_t ops) {
+    struct record *r = records(p->keys);
+    size_t i = 0;
+    uint64_t c0 = cb_process_cpu(), t0 = cb_now();
+    while (i < ops) {
+        size_t end = i + 4096 < ops ? i + 4096 : ops;
+        for (; i < end; i++) r[p->order[i]].v[0] += i;
+        if (cb_over_budget(t0, p->budget_s)) break;
+    }
+    uint64_t wall = cb_now() - t0, cpu = cb_process_cpu() - c0;
+    uint64_t sum = 0;
+    for (size_t k = 0; k < p->keys; k += 97) sum += r[k].v[0];
+    cb_keep(sum);
+    finish(out, i, wall, cpu);
+    free(r);
+    return 0;
+}
+
+struct tp {
+    const cb_params_t *p;
+    struct record *r;
+    size_t range, start;
+    atomic_bool *stop, *go;
+    atomic_int *ready;
+    uint64_t ops;
+};
+
+static void *tp_worker(void *arg) {
+    struct tp *t = arg;
+    const cb_params_t *p = t->p;
+    t->r = records(t->range);
+    atomic_fetch_add(t->ready, 1);
+    while (!atomic_load(t->go)) {
+    }
+    uint64_t i = 0;
+    while (!atomic_load_explicit(t->stop, memory_order_relaxed)) {
+        for (int j = 0; j < 256; j++, i++) t->r[p->order[(t->start + i) % p->ops] % t->range].v[0] += i;
+    }
+    t->ops = i;
+    cb_keep(t->r[0].v[0]);
+    free(t->r);
+    return NULL;
+}
+
+static int threads(const cb_params_t *p, cb_result_t *out) {
+    atomic_bool stop, go;
+    atomic_int ready;
+    atomic_init(&stop, false);
+    atomic_init(&go, false);
+    atomic_init(&ready, 0);
+    int n = p->threads < 1 ? 1 : p->threads > 8 ? 8 : p->threads;
+    struct tp w[8];
+    pthread_t th[8];
+    for (int t = 0; t < n; t++) {
+        w[t] = (struct tp){ p, NULL, p->keys / (size_t)n, (size_t)t * 7919, &stop, &go, &ready, 0 };
+        pthread_create(&th[t], NULL, tp_worker, &w[t]);
+    }
+    while (atomic_load(&ready) < n) cb_sleep_until(cb_now() + 100000u);
+    uint64_t c0 = cb_process_cpu(), t0 = cb_now();
+    atomic_store(&go, true);
+    cb_sleep_until(t0 + (uint64_t)(p->budget_s * 1e9));
+    atomic_store(&stop, true);
+    uint64_t ops = 0;
+    for (int t = 0; t < n; t++) {
+        pthread_join(th[t], NULL);
+        ops += w[t].ops;
+    }
+    finish(out, ops, cb_now() - t0, cb_process_cpu() - c0);
+    return 0;
+}
+
+int cb_floor(cb_scenario_t scenario, const cb_params_t *p, cb_result_t *out) {
+    cb_result_reset(out);
+    switch (scenario) {
+    case CB_THROTTLE_HOT:
+    case CB_DEBOUNCE_REARM: return single(p, out, p->ops);
+    case CB_FIRE: /* one random access per delivered emission */
+        single(p, out, p->ops < p->keys ? p->ops : p->keys);
+        out->delivered = out->ops;
+        return 0;
+    case CB_THREADS: return threads(p, out);
+    default: return -1;
+    }
+}
