@@ -414,6 +414,9 @@ static void do_submit(ctx_t *c, int k, uint64_t t) {
     sluice_key_t key = key_of(c, k);
     sluice_decision_t dc = { 0, 0 }, dr = { 0, 0 };
     if (t > c->now) c->now = t;
+    /* the core clamps a time going back to the latest it has seen (which, in
+     * coarse mode, includes advance calls the model did not get) */
+    uint64_t te = c->now;
     int rc = sluice_limiter_submit(c->core, key, tok, t, &dc);
     if (rc == SLUICE_EFULL) {
         sluice_stats_t st;
@@ -422,12 +425,12 @@ static void do_submit(ctx_t *c, int k, uint64_t t) {
                 st.live_keys, c->cap);
         refused_token(c, tok);
         /* like the refused call, fire the key's due timers on the model */
-        int rp = ref_pending(c->ref, key, t);
+        int rp = ref_pending(c->ref, key, te);
         REQUIRE(rp >= 0, "model pending");
         compare(c, false, k);
         return;
     }
-    int rr = ref_submit(c->ref, key, tok, t, &dr);
+    int rr = ref_submit(c->ref, key, tok, te, &dr);
     REQUIRE(rc == rr, "submit: core %d (%s), model %d", rc, sluice_strerror(rc), rr);
     if (rc == 0) {
         REQUIRE(dc.kind == dr.kind && dc.at == dr.at, "decision: core %d@%" PRIu64 ", model %d@%" PRIu64, dc.kind,
@@ -447,10 +450,11 @@ static void do_keyop(ctx_t *c, int what, int k, uint64_t t) {
     sluice_key_t key = key_of(c, k);
     int rc, rr;
     if (t > c->now) c->now = t;
+    uint64_t te = c->now;
     switch (what) {
-    case 0: rc = sluice_limiter_flush(c->core, key, t); rr = ref_flush(c->ref, key, t); break;
-    case 1: rc = sluice_limiter_cancel(c->core, key, t); rr = ref_cancel(c->ref, key, t); break;
-    default: rc = sluice_limiter_pending(c->core, key, t); rr = ref_pending(c->ref, key, t); break;
+    case 0: rc = sluice_limiter_flush(c->core, key, t); rr = ref_flush(c->ref, key, te); break;
+    case 1: rc = sluice_limiter_cancel(c->core, key, t); rr = ref_cancel(c->ref, key, te); break;
+    default: rc = sluice_limiter_pending(c->core, key, t); rr = ref_pending(c->ref, key, te); break;
     }
     REQUIRE(rc == rr, "%s: core %d, model %d", what == 0 ? "flush" : what == 1 ? "cancel" : "pending", rc, rr);
     compare(c, false, k);
@@ -459,7 +463,7 @@ static void do_keyop(ctx_t *c, int what, int k, uint64_t t) {
 static void do_close(ctx_t *c, uint64_t t, sluice_close_mode_t mode) {
     if (t > c->now) c->now = t;
     int rc = sluice_limiter_close(c->core, t, mode);
-    int rr = ref_close(c->ref, t, mode);
+    int rr = ref_close(c->ref, c->now, mode);
     REQUIRE(rc == rr, "close: core %d, model %d", rc, rr);
     compare(c, true, -1);
     if (rc == 0) c->closed = true;

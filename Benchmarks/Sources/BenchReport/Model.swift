@@ -45,7 +45,7 @@ public struct BenchResults: Codable, Sendable {
 
     public func write(to url: URL) throws {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .withoutEscapingSlashes]
+        encoder.outputFormatting = [.prettyPrinted, .withoutEscapingSlashes, .sortedKeys]
         var data = try encoder.encode(self)
         data.append(0x0A)
         try FileManager.default.createDirectory(

@@ -1,4 +1,5 @@
 import BenchReport
+import Foundation
 import CBench
 import Histogram
 
@@ -162,6 +163,9 @@ public enum CaseRunner {
             }
         defer { cb_result_free(&r) }
         var m = Measured(r)
+        if c.impl == "floor" && c.threads == 1 && cb_floor_independent() > 0 {
+            m.note = String(format: "independent accesses, overlapped by the CPU: %.2f ns", cb_floor_independent())
+        }
         if rc != 0 { m.note = "the C driver reported a failure (\(rc)); delivered \(r.delivered) of \(c.keys)" }
         if c.scenario == "fire" {
             var fire = m

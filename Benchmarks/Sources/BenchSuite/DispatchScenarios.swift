@@ -65,7 +65,7 @@ enum DispatchScenarios {
         let pt0 = cb_now()
         for k in 0..<pilotCount { _ = pilot.submit(k, for: w.key(k) ^ 0x5555) }
         let perKey = Double(cb_now() - pt0) / Double(max(pilotCount, 1))
-        let delay = UInt64(max(50e6, 2.0 * perKey * Double(w.n) + 50e6))
+        let delay = UInt64(max(100e6, 3.0 * perKey * Double(w.n) + 100e6))
 
         let consumer = Consumer(target: w.n)
         let q = queue()

@@ -99,7 +99,7 @@ struct Case: ParsableCommand {
         let rows = try CaseRunner.run(
             PlannedCase(scenario: scenario, impl: impl, keys: keys, threads: threads), quick: quick)
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
         for row in rows {
             let data = try encoder.encode(row)
             print(Suite.rowPrefix + String(decoding: data, as: UTF8.self))

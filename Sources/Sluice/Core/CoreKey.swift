@@ -10,6 +10,7 @@ enum CoreKey: Hashable, Sendable, LimiterKey, CustomStringConvertible {
 
     /// Copies a key the core lends (the bytes of an event key are valid
     /// only during the callback).
+    @usableFromInline
     init(_ key: sluice_key_t) {
         if key.kind == SLUICE_KEY_U64 {
             self = .u64(key.u64)

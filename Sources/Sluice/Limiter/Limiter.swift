@@ -120,6 +120,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///   - delivery: where emissions go (see ``LimiterDelivery``).
     /// - Throws: ``LimiterError/invalidArgument`` or ``LimiterError/outOfRange``
     ///   for an invalid policy or option, ``LimiterError/outOfMemory``.
+    @inlinable
     public convenience init(
         _ policy: LimiterPolicy,
         scheduler: LimiterScheduler = .default,
@@ -128,17 +129,20 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
         combine: (@Sendable (Value, Value) -> Value)? = nil,
         delivery: LimiterDelivery<Key, Value>
     ) throws(LimiterError) {
+        // @inlinable, so that the handlers are specialized in the caller.
         try self.init(
             policy, scheduler: scheduler, maxKeys: maxKeys, tick: tick, combine: combine, delivery: delivery,
-            seed: nil)
+            seed: nil, handlers: LimiterStorage<Key, Value>.makeHandlers())
     }
 
     /// The designated initializer; `seed` fixes the core's hash key (tests
-    /// and trace runs only, for a repeatable order between keys).
+    /// and trace runs only, for a repeatable order between keys); `handlers`
+    /// are the storage's entry points specialized for Key and Value.
+    @usableFromInline
     init(
         _ policy: LimiterPolicy, scheduler: LimiterScheduler, maxKeys: Int?, tick: Duration?,
         combine: (@Sendable (Value, Value) -> Value)?, delivery: LimiterDelivery<Key, Value>,
-        seed: (UInt64, UInt64)?
+        seed: (UInt64, UInt64)?, handlers: SpecializedHandlers? = nil
     ) throws(LimiterError) {
         let engine: LimiterStorage<Key, Value>.Engine =
             switch scheduler.kind {
@@ -147,7 +151,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
             }
         storage = try LimiterStorage(
             policy: policy, engine: engine, maxKeys: maxKeys, tick: tick, shards: nil, combine: combine,
-            delivery: delivery, seed: seed)
+            delivery: delivery, seed: seed, handlers: handlers)
     }
 
     /// Creates a limiter that calls `handler` for every emission, on the
@@ -162,6 +166,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///   - handler: receives the key and the value of every emission.
     /// - Throws: ``LimiterError/invalidArgument`` or ``LimiterError/outOfRange``
     ///   for an invalid policy or option, ``LimiterError/outOfMemory``.
+    @inlinable
     public convenience init(
         _ policy: LimiterPolicy,
         scheduler: LimiterScheduler = .default,
@@ -194,6 +199,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     /// - Returns: the limiter and its emissions.
     /// - Throws: ``LimiterError/invalidArgument`` or ``LimiterError/outOfRange``
     ///   for an invalid policy or option, ``LimiterError/outOfMemory``.
+    @inlinable
     public static func makeStream(
         _ policy: LimiterPolicy,
         scheduler: LimiterScheduler = .default,

@@ -34,11 +34,19 @@ struct CoreEventRecord {
 class CoreEventTarget: @unchecked Sendable {
     /// Events of the manual engine's current core call, guarded by the
     /// storage's lock. Reused: appending does not allocate in steady state.
-    @usableFromInline
+    @exclusivity(unchecked) @usableFromInline
     final var coreEvents: ContiguousArray<CoreEventRecord> = []
 
+    /// Entry points specialized for the storage's Key and Value, when the
+    /// limiter was created from code that could specialize them (see
+    /// ``SpecializedHandlers``); `nil` otherwise.
     @usableFromInline
-    init() {}
+    final let handlers: SpecializedHandlers?
+
+    @usableFromInline
+    init(handlers: SpecializedHandlers?) {
+        self.handlers = handlers
+    }
 
     /// Handles one event of a loop limiter (loop engine): called by the C
     /// loop layer outside its locks and outside the storage's lock, on the
@@ -50,15 +58,44 @@ class CoreEventTarget: @unchecked Sendable {
     /// The C callback of a core limiter: `user` is an unretained `CoreEventTarget`.
     static let coreCallback: sluice_event_fn = { user, event in
         guard let user, let event else { return }
-        Unmanaged<CoreEventTarget>.fromOpaque(user).takeUnretainedValue().coreEvents.append(
-            CoreEventRecord(kind: event.pointee.kind, token: event.pointee.token, at: event.pointee.at))
+        // The target is alive (the call that caused the event holds it): no
+        // retain and release for each event.
+        Unmanaged<CoreEventTarget>.fromOpaque(user)._withUnsafeGuaranteedRef {
+            $0.coreEvents.append(
+                CoreEventRecord(kind: event.pointee.kind, token: event.pointee.token, at: event.pointee.at))
+        }
     }
 
     /// The C callback of a loop limiter: `user` is a retained `CoreEventTarget`
     /// (released after `sluice_mt_free()`).
     static let loopCallback: sluice_event_fn = { user, event in
         guard let user, let event else { return }
-        Unmanaged<CoreEventTarget>.fromOpaque(user).takeUnretainedValue().loopEvent(event)
+        let target = Unmanaged<CoreEventTarget>.fromOpaque(user).takeUnretainedValue()
+        if let handlers = target.handlers {
+            handlers.loopEvent(target, event)
+        } else {
+            target.loopEvent(event)
+        }
+    }
+}
+
+/// The entry points of a ``LimiterStorage`` that C callbacks and the manual
+/// clock call, as closures created in code specialized for the limiter's Key
+/// and Value (the `@inlinable` initializers of ``Limiter``). Reached through
+/// the class hierarchy instead, they would run as unspecialized generic code,
+/// several times slower (type metadata lookups, value-witness copies).
+@usableFromInline
+struct SpecializedHandlers: Sendable {
+    @usableFromInline let loopEvent: @Sendable (CoreEventTarget, UnsafePointer<sluice_event_t>) -> Void
+    @usableFromInline let fire: @Sendable (CoreEventTarget, UInt64) -> Void
+
+    @inlinable
+    init(
+        loopEvent: @escaping @Sendable (CoreEventTarget, UnsafePointer<sluice_event_t>) -> Void,
+        fire: @escaping @Sendable (CoreEventTarget, UInt64) -> Void
+    ) {
+        self.loopEvent = loopEvent
+        self.fire = fire
     }
 }
 
@@ -121,28 +158,30 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     @usableFromInline let serial: SerialLock?
     /// The C limiter: `sluice_limiter_t *` (manual) or `sluice_mt_t *` (loop).
     /// Set once in init.
-    @usableFromInline var handle: OpaquePointer?
+    @exclusivity(unchecked) @usableFromInline var handle: OpaquePointer?
 
     // Guarded by `lock`.
-    @usableFromInline var slots = SlotTable<Key, Value>()
-    @usableFromInline var outbox = RingBuffer<Event>()
-    @usableFromInline var draining = false
-    @usableFromInline var closed = false
-    @usableFromInline var finished = false
-    @usableFromInline var finishWaiters: [CheckedContinuation<Void, Never>] = []
+    // Guarded by `lock`, so the dynamic exclusivity checks of class
+    // properties (a measurable part of a submit) are not needed.
+    @exclusivity(unchecked) @usableFromInline var slots = SlotTable<Key, Value>()
+    @exclusivity(unchecked) @usableFromInline var outbox = RingBuffer<Event>()
+    @exclusivity(unchecked) @usableFromInline var draining = false
+    @exclusivity(unchecked) @usableFromInline var closed = false
+    @exclusivity(unchecked) @usableFromInline var finished = false
+    @exclusivity(unchecked) @usableFromInline var finishWaiters: [CheckedContinuation<Void, Never>] = []
     /// Loop engine with `combine`: each key's newest pending token, the
     /// token that superseded each pending token, and tokens cancelled while
     /// pending (their DROP is not a supersession).
-    @usableFromInline var newestPending: [CoreKey: UInt64] = [:]
-    @usableFromInline var successor: [UInt64: UInt64] = [:]
-    @usableFromInline var cancelledTokens: Set<UInt64> = []
+    @exclusivity(unchecked) @usableFromInline var newestPending: [CoreKey: UInt64] = [:]
+    @exclusivity(unchecked) @usableFromInline var successor: [UInt64: UInt64] = [:]
+    @exclusivity(unchecked) @usableFromInline var cancelledTokens: Set<UInt64> = []
     /// Loop engine: the thread delivering a C callback of this limiter, if any.
-    private var callbackThread: pthread_t?
+    @exclusivity(unchecked) @usableFromInline var callbackThread: pthread_t?
 
     init(
         policy: LimiterPolicy, engine: Engine, maxKeys: Int?, tick: Duration?, shards: Int?,
         combine: (@Sendable (Value, Value) -> Value)?, delivery: LimiterDelivery<Key, Value>,
-        seed: (UInt64, UInt64)? = nil
+        seed: (UInt64, UInt64)? = nil, handlers: SpecializedHandlers? = nil
     ) throws(LimiterError) {
         self.policy = policy
         self.engine = engine
@@ -157,7 +196,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
             self.clock = nil
             self.serial = combine == nil ? nil : SerialLock()
         }
-        super.init()
+        super.init(handlers: handlers)
 
         var config = sluice_config_t()
         config.policy = try policy.cPolicy()
@@ -471,6 +510,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     }
 
     func fire(through now: UInt64) {
+        if let handlers {
+            handlers.fire(self, now)
+        } else {
+            fireSpecialized(through: now)
+        }
+    }
+
+    @inlinable
+    func fireSpecialized(through now: UInt64) {
         let mustDrain = lock.withLock {
             _ = sluice_limiter_advance(handle, now, 0)
             processCoreEvents(submitting: nil)
@@ -502,6 +550,24 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     }
 
     override func loopEvent(_ event: UnsafePointer<sluice_event_t>) {
+        handleLoopEvent(event)
+    }
+
+    /// The entry points specialized for this Key and Value; call from
+    /// `@inlinable` code so that the closures are specialized too.
+    @inlinable
+    static func makeHandlers() -> SpecializedHandlers {
+        SpecializedHandlers(
+            loopEvent: { target, event in
+                unsafeDowncast(target, to: LimiterStorage<Key, Value>.self).handleLoopEvent(event)
+            },
+            fire: { target, now in
+                unsafeDowncast(target, to: LimiterStorage<Key, Value>.self).fireSpecialized(through: now)
+            })
+    }
+
+    @inlinable
+    func handleLoopEvent(_ event: UnsafePointer<sluice_event_t>) {
         let mustDrain = lock.withLock {
             let token = event.pointee.token
             callbackThread = pthread_self()

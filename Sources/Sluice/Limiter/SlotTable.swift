@@ -39,13 +39,15 @@ struct SlotTable<Key, Value> {
     ///   to the number of values held at once.
     @inlinable
     mutating func insert(key: Key, value: Value) -> UInt64 {
-        count += 1
+        count &+= 1
         if freeHead >= 0 {
             let index = Int(freeHead)
-            freeHead = slots[index].nextFree
-            slots[index].nextFree = -1
-            slots[index].entry = (key, value)
-            return UInt64(slots[index].generation) << 32 | UInt64(index)
+            return slots.withUnsafeMutableBufferPointer { buffer in
+                freeHead = buffer[index].nextFree
+                buffer[index].nextFree = -1
+                buffer[index].entry = (key, value)
+                return UInt64(buffer[index].generation) << 32 | UInt64(index)
+            }
         }
         precondition(slots.count < Int(Int32.max), "too many values held at once")
         slots.append(Slot(generation: 0, nextFree: -1, entry: (key, value)))
@@ -72,12 +74,21 @@ struct SlotTable<Key, Value> {
     /// Takes the key and value of a token out of the table and frees its slot.
     @inlinable
     mutating func remove(_ token: UInt64) -> (key: Key, value: Value) {
-        let index = index(of: token)
-        count -= 1
-        let entry = slots[index].entry.take()!
-        slots[index].generation &+= 1
-        slots[index].nextFree = freeHead
-        freeHead = Int32(index)
+        let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
+        let head = freeHead
+        let entry: (key: Key, value: Value)? = slots.withUnsafeMutableBufferPointer { buffer in
+            guard index < buffer.count, UInt64(buffer[index].generation) == token >> 32,
+                  let entry = buffer[index].entry.take()
+            else { return nil }
+            buffer[index].generation &+= 1
+            buffer[index].nextFree = head
+            return entry
+        }
+        guard let entry else {
+            preconditionFailure("Sluice: the core reported a token that is not held (stale or duplicated)")
+        }
+        freeHead = Int32(truncatingIfNeeded: index)
+        count &-= 1
         return entry
     }
 

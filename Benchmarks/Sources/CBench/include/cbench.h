@@ -116,6 +116,9 @@ int cb_libevent(cb_scenario_t scenario, const cb_params_t *p, cb_result_t *out);
 /** Runs one case of "floor". Scenarios: any keyed one (the same random
  *  access stands for throttle-hot, debounce-rearm and threads). */
 int cb_floor(cb_scenario_t scenario, const cb_params_t *p, cb_result_t *out);
+/** After cb_floor() on a single-thread scenario: ns per access of the same
+ *  loop without the dependency between accesses (overlapped by the CPU). */
+double cb_floor_independent(void);
 
 /* ------------------------------------------------------------------ */
 /* Single operations, for the package-benchmark microbenchmarks        */
