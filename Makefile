@@ -1,6 +1,7 @@
 # Sluice — the README's commands.
 #
-#   make test       C core (CMake + ctest), then the Swift package (swift build, swift test)
+#   make test       C core (CMake + ctest), then the Swift package (swift build, swift test,
+#                   and swift test under ThreadSanitizer)
 #   make bench      C micro-benchmark (QUICK=1 for a short run)
 #   make sanitize   C core under ASan+UBSan and under TSan, Swift tests under TSan
 #   make fuzz       libFuzzer harnesses, SECONDS each (default 60)
@@ -71,6 +72,7 @@ test: deps build
 	$(CTEST) --test-dir build $(CTEST_FLAGS)
 	$(SWIFT) build
 	$(SWIFT) test
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
 swift-test:
 	$(SWIFT) build

@@ -21,7 +21,9 @@
  * byte over (SLUICE_EKEYLEN from every entry point, token not taken,
  * limiter still usable), the empty key (NULL or not: one key), binary keys
  * with zero bytes, an integer key vs the byte key of its 8 little-endian
- * bytes (u64 0 vs 8 zero bytes: distinct), invalid kinds and NULL bytes.
+ * bytes (u64 0 vs 8 zero bytes: distinct), invalid kinds and NULL bytes;
+ * and misuse of the API (NULL limiter, config or out pointer, bad policies,
+ * bad close modes): the documented error, never a crash.
  *
  * And the seed matters: keys crafted (with the internal hash) to share one
  * home bucket under a limiter's fixed seed give a probe sequence as long as
@@ -313,6 +315,59 @@ static void edge_shapes(void) {
     sluice_limiter_free(l);
 }
 
+/* NULL pointers and bad arguments: documented errors, never a crash */
+static void api_misuse(void) {
+    sluice_decision_t d;
+    sluice_stats_t st;
+    sluice_key_t k = sluice_key_u64(1);
+    CHECK(sluice_limiter_submit(NULL, k, 1, 0, &d) == SLUICE_EINVAL, "submit NULL");
+    CHECK(sluice_limiter_flush(NULL, k, 0) == SLUICE_EINVAL, "flush NULL");
+    CHECK(sluice_limiter_cancel(NULL, k, 0) == SLUICE_EINVAL, "cancel NULL");
+    CHECK(sluice_limiter_pending(NULL, k, 0) == SLUICE_EINVAL, "pending NULL");
+    CHECK(sluice_limiter_advance(NULL, 0, 0) == SLUICE_EINVAL, "advance NULL");
+    CHECK(sluice_limiter_close(NULL, 0, SLUICE_CLOSE_DRAIN) == SLUICE_EINVAL, "close NULL");
+    CHECK(sluice_limiter_stats(NULL, &st) == SLUICE_EINVAL, "stats NULL");
+    CHECK(sluice_limiter_check(NULL) == SLUICE_EINVAL, "check NULL");
+    CHECK(sluice_limiter_next_deadline(NULL) == UINT64_MAX, "next_deadline NULL");
+    sluice_limiter_free(NULL);
+    CHECK(sluice_policy_validate(NULL) == SLUICE_EINVAL, "validate NULL");
+    sluice_config_t c;
+    memset(&c, 0, sizeof c);
+    sluice_limiter_t *l = NULL;
+    CHECK(sluice_limiter_new(NULL, &c) == SLUICE_EINVAL, "new NULL out");
+    CHECK(sluice_limiter_new(&l, NULL) == SLUICE_EINVAL && !l, "new NULL config");
+    CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "new with a zeroed config (no policy kind)");
+    c.policy = sluice_throttle(1000, false, false, SLUICE_PICK_LATEST);
+    CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "throttle with neither edge");
+    c.policy = sluice_debounce(1000, false, false, -1);
+    CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "debounce with neither edge");
+    c.policy = sluice_debounce(1000, false, true, 999);
+    CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "maxWait below the interval");
+    c.policy = sluice_throttle(1000, true, true, (sluice_pick_t)9);
+    CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "unknown pick");
+    c.policy = sluice_rate(0, 1000, 0);
+    CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "rate limit 0");
+    c.policy = sluice_rate(1, 0, 0);
+    CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "rate per 0");
+    c.policy.kind = (sluice_policy_kind_t)99;
+    CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "unknown policy kind");
+    c.policy = sluice_throttle(1000, true, true, SLUICE_PICK_LATEST);
+    CHECK(sluice_limiter_new(&l, &c) == 0, "new");
+    CHECK(sluice_limiter_stats(l, NULL) == SLUICE_EINVAL, "stats NULL out");
+    CHECK(sluice_limiter_close(l, 0, (sluice_close_mode_t)0) == SLUICE_EINVAL, "close mode 0");
+    CHECK(sluice_limiter_close(l, 0, (sluice_close_mode_t)3) == SLUICE_EINVAL, "close mode 3");
+    CHECK(sluice_limiter_submit(l, k, 1, 0, NULL) == 0, "submit with a NULL decision");
+    CHECK(sluice_limiter_submit(l, k, 2, 0, NULL) == 0, "submit with a NULL decision");
+    CHECK(sluice_limiter_check(l) == 0, "check");
+    sluice_limiter_free(l); /* no callback: the pending token is discarded silently by the caller's choice */
+    CHECK(strcmp(sluice_strerror(12345), "unknown error") == 0, "strerror of an unknown code");
+    const int codes[] = { SLUICE_OK, SLUICE_ENOMEM, SLUICE_EBUSY, SLUICE_EINVAL, SLUICE_EFULL, SLUICE_ERANGE,
+                          SLUICE_EKEYLEN, SLUICE_ECLOSED, SLUICE_ECORRUPT };
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        CHECK(sluice_strerror(codes[i]) && strcmp(sluice_strerror(codes[i]), "unknown error") != 0, "strerror %d",
+              codes[i]);
+}
+
 /* ------------------------------------------------------------------ the seed */
 
 static char g_crafted[600][24];
@@ -405,6 +460,8 @@ int main(void) {
     flood_set("1024-byte keys differing in the last byte", gen_max_last, 256, MAX_PROBE_BOUND, false);
     edge_shapes();
     printf("  edge shapes: empty, zero bytes, u64 vs bytes, SLUICE_KEY_MAX, over max, bad kinds: ok\n");
+    api_misuse();
+    printf("  API misuse: NULL limiter / config / out, bad policies and close modes: documented errors\n");
     seed_matters();
     printf("test_flood: ok (%.2f s)\n", now_s() - t0);
     return 0;

@@ -152,3 +152,4 @@ struct LoopLimiterTests {
         #expect(wait > .seconds(9) && wait <= .seconds(10))
     }
 }
+

@@ -69,17 +69,9 @@ struct VectorTests {
         // Long traces would make the suite slow: real time is for short ones.
         guard let last = trace.steps.last, last.time <= 2_000 else { return }
         let expected = try trace.simulate()
-        // Only traces whose outcome does not hang on sub-millisecond timing
-        // (a call exactly at a deadline, a rate boundary hit exactly): delays
-        // of up to 15 ms per step must not change any key's lines.
-        for seed: UInt64 in 1...4 {
-            var rng = SplitMix64(seed: seed)
-            let delays = trace.steps.map { _ in UInt64.random(in: 0..<15_000_000, using: &rng) }
-            let delayed = try trace.simulate(observe: nil) { delays[$0] }
-            guard Dictionary(grouping: delayed, by: \.key).mapValues({ $0.map(\.kind) })
-                == Dictionary(grouping: expected, by: \.key).mapValues({ $0.map(\.kind) })
-            else { return }
-        }
+        // Only traces whose outcome does not hang on exact timing (a call
+        // exactly at a deadline, a rate boundary hit exactly).
+        guard try Self.isRobustInRealTime(trace, expected: expected) else { return }
         // A busy machine can make a run late (never early): try up to 3 times.
         var problems: [String] = []
         for _ in 0..<3 {
@@ -90,6 +82,33 @@ struct VectorTests {
             if problems.isEmpty { break }
         }
         for problem in problems { Issue.record("\(path): \(problem)") }
+    }
+
+    /// Whether delays of up to 15 ms per step leave every key's lines as
+    /// they are: only then can a real-time run be compared with the exact one.
+    static func isRobustInRealTime(_ trace: Trace, expected: [TraceOutput]) throws -> Bool {
+        for seed: UInt64 in 1...4 {
+            var rng = SplitMix64(seed: seed)
+            let delays = trace.steps.map { _ in UInt64.random(in: 0..<15_000_000, using: &rng) }
+            let delayed = try trace.simulate(observe: nil) { delays[$0] }
+            guard Dictionary(grouping: delayed, by: \.key).mapValues({ $0.map(\.kind) })
+                == Dictionary(grouping: expected, by: \.key).mapValues({ $0.map(\.kind) })
+            else { return false }
+        }
+        return true
+    }
+
+    @Test("enough vectors are checked in real time")
+    func realtimeCoverage() throws {
+        var robust: [String] = []
+        for path in VectorPaths.traces() where FileManager.default.fileExists(
+            atPath: String(path.dropLast(".trace".count)) + ".expected")
+        {
+            let trace = try Trace(parsing: [UInt8](Data(contentsOf: URL(fileURLWithPath: path))))
+            guard let last = trace.steps.last, last.time <= 2_000 else { continue }
+            if try Self.isRobustInRealTime(trace, expected: trace.simulate()) { robust.append(path) }
+        }
+        #expect(robust.count >= 10, "only \(robust.count) vectors can be checked in real time")
     }
 
     /// Compares a real-time run with the exact one: per key, the same lines

@@ -115,8 +115,10 @@ extension BenchResults {
                     if let e = r.early, e > 0 { extra.append("EARLY \(e)") }
                 case "spray":
                     extra.append("peak +\(Format.mib(r.peak_rss_bytes)), refused \(r.refused ?? 0)")
-                default:
+                case "threads":
                     if let c = r.cpu_ns_per_op { extra.append("cpu \(Format.ns(c)) ns/op") }
+                default:
+                    if let w = r.wall_ns_per_op { extra.append("wall \(Format.ns(w)) ns/op") }
                 }
                 if let n = r.note { extra.append(n) }
                 let value: String =

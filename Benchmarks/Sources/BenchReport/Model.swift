@@ -115,6 +115,8 @@ public struct Row: Codable, Sendable {
     // Additions (optional for readers).
     /// Process CPU time (all threads) per operation.
     public var cpu_ns_per_op: Double?
+    /// Wall time per operation (the calling thread's view).
+    public var wall_ns_per_op: Double?
     /// memory: RSS delta per key once every key fired and went idle.
     public var idle_bytes_per_key: Double?
     /// spray: peak RSS growth during the spray.
@@ -140,7 +142,7 @@ public struct Row: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case scenario, impl, keys, threads, ops, ns_per_op, bytes_per_key, lateness_us
-        case cpu_ns_per_op, idle_bytes_per_key, peak_rss_bytes, cap, refused, lateness_cdf_us, early, case_s, note
+        case cpu_ns_per_op, wall_ns_per_op, idle_bytes_per_key, peak_rss_bytes, cap, refused, lateness_cdf_us, early, case_s, note
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -155,6 +157,7 @@ public struct Row: Codable, Sendable {
         try c.encode(bytes_per_key.map(Row.round), forKey: .bytes_per_key)
         try c.encode(lateness_us, forKey: .lateness_us)
         try c.encodeIfPresent(cpu_ns_per_op.map(Row.round), forKey: .cpu_ns_per_op)
+        try c.encodeIfPresent(wall_ns_per_op.map(Row.round), forKey: .wall_ns_per_op)
         try c.encodeIfPresent(idle_bytes_per_key.map(Row.round), forKey: .idle_bytes_per_key)
         try c.encodeIfPresent(peak_rss_bytes, forKey: .peak_rss_bytes)
         try c.encodeIfPresent(cap, forKey: .cap)

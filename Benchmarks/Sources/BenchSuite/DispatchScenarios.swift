@@ -95,6 +95,8 @@ enum DispatchScenarios {
         let got = consumer.delivered.load(ordering: .acquiring)
         var fire = Measured()
         fire.ops = got
+        // wall: the manager's CPU time while firing (nothing else ran) plus
+        // the delivery's wall time; cpu: all threads, firing and delivery.
         fire.nsPerOp = got > 0 ? Double((c1 - c0) + (t1 - t0)) / Double(got) : nil
         fire.cpuNsPerOp = got > 0 ? Double(c2 - c0) / Double(got) : nil
         fire.note = ok ? note : "only \(got) of \(w.n) delivered"

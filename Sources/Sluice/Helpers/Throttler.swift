@@ -40,7 +40,7 @@ struct SingleKeyLimiter: Sendable {
 ///
 /// ```swift
 /// final class SearchModel {
-///     private let throttler = try! Throttler(interval: .milliseconds(300), queue: .main, scheduler: scheduler)
+///     private let throttler = try! Throttler(interval: .milliseconds(300), queue: .main)
 ///     func queryChanged(_ text: String) {
 ///         throttler.call { [weak self] in self?.search(text) }
 ///     }
@@ -116,7 +116,7 @@ public final class Throttler: Sendable {
 ///
 /// ```swift
 /// final class Editor {
-///     private let autosave = try! Debouncer(interval: .seconds(1), maxWait: .seconds(10), scheduler: scheduler)
+///     private let autosave = try! Debouncer(interval: .seconds(1), maxWait: .seconds(10))
 ///     func textChanged() {
 ///         autosave.call { [weak self] in self?.save() }
 ///     }

@@ -73,10 +73,16 @@ public struct LimiterScheduler: Sendable {
 /// ``LimiterDelivery/events(_:)``, which sees it first. With `combine`, a
 /// superseded value is folded into the newer one instead of being dropped.
 ///
-/// **Threads**: a limiter is `Sendable`; call it from any thread. Calls are
-/// serialised by a lock, and deliveries happen outside that lock, one at a
-/// time, in emission order. `combine` runs under the lock and must not call
-/// the limiter; a value's `deinit` must not call the limiter that drops it.
+/// **Threads**: a limiter is `Sendable`; call it from any thread. On a loop
+/// (the default), calls on different keys mostly run in parallel (the C
+/// loop layer shards keys over locks) and timers fire on the loop thread;
+/// on a ``ManualLimiterClock`` calls are serialised by a lock. Deliveries
+/// happen outside every lock, one at a time, in the order the limiter
+/// emitted (see ``LimiterDelivery`` for the one exception on a loop).
+/// `combine` runs under the limiter's lock and must not call the limiter
+/// (on a loop, a limiter with `combine` serialises its calls so that folds
+/// follow the core's order exactly); a value's `deinit` must not call the
+/// limiter that drops it.
 ///
 /// **Lifetime**: releasing the last reference closes the limiter with
 /// discard: pending values are released, and a stream delivery finishes.

@@ -22,6 +22,17 @@ import Dispatch
 ///   after the handler saw them.
 /// - A stream: ``Limiter/makeStream(_:scheduler:maxKeys:bufferingPolicy:combine:)``
 ///   returns the limiter with an `AsyncStream` of its emissions.
+///
+/// Order on an event loop: events the loop reports (timer emissions, values
+/// superseded or cancelled) reach the outbox from the loop thread, while a
+/// value emitted by its own `submit` reaches it from the submitting thread.
+/// A call made on the loop thread sees everything in order. A call from
+/// another thread can, in a narrow window, deliver its emitted-now value
+/// before the loop delivers an older event of the same key still in flight
+/// — for example `flush(k)` followed at once by a `submit` on `k` that is
+/// emitted at once, or a debounce with `leading: true` whose trailing
+/// emission is due the very moment a new burst starts. On a
+/// ``ManualLimiterClock`` the order is always exact.
 public struct LimiterDelivery<Key: LimiterKey, Value: Sendable>: Sendable {
     @usableFromInline
     enum Target: Sendable {
