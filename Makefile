@@ -79,8 +79,28 @@ swift-test:
 	$(SWIFT) test
 
 # --- benchmark -------------------------------------------------------------------
+# The suite (Benchmarks/, a SwiftPM package of its own; docs/benchmarks.md):
+# sluice-c, sluice-swift, dispatch-naive, dispatch-tuned, libevent-timers and
+# floor on every scenario, one process per case, ratios taken in one run. Prints
+# the table and the goals, writes Benchmarks/results/latest.json. About 10 min
+# with the build; QUICK=1: keys up to 100k, under 3 min.
+BENCH_BIN := Benchmarks/.build/release/sluice-bench
+
+.PHONY: bench-build bench-report microbench
+
+bench: deps bench-build
+	$(BENCH_BIN) run $(if $(filter 1 yes true,$(QUICK)),--quick)
+
+bench-build:
+	$(SWIFT) build -c release --package-path Benchmarks --product sluice-bench
+
+# docs/benchmarks.md and docs/charts/*.svg from Benchmarks/results/latest.json.
+bench-report: bench-build
+	$(BENCH_BIN) report
+
+# The C micro-benchmark (bench/*.c): wheel, core, libevent's heap, floor, loop layer.
 # -O2 everywhere, as SwiftPM builds the C target in release.
-bench: deps
+microbench: deps
 	$(CMAKE) -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSLUICE_BENCH=ON \
 	  -DSLUICE_BUILD_TESTS=OFF "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG"
 	$(CMAKE) --build build-bench -j$(JOBS) --target sluice-microbench

@@ -654,7 +654,7 @@ typedef struct {
 } polcase_t;
 
 static bool g_verbose;
-static uint64_t g_runs, g_failures_injected, g_nomem_total, g_creation_failures, g_ops_total;
+static uint64_t g_runs, g_failures_injected, g_nomem_total, g_creation_failures, g_ops_total, g_invariant_checks;
 
 typedef enum { W_SCRIPTED, W_RANDOM } wkind_t;
 
@@ -686,6 +686,7 @@ static uint64_t one_run(const polcase_t *pc, wkind_t wk, bool big, uint64_t seed
     g_failures_injected += f;
     g_nomem_total += r->nomem;
     g_ops_total += r->ops;
+    g_invariant_checks += r->checks_done;
     run_free(r);
     free(r);
     return f;
@@ -807,7 +808,8 @@ int main(void) {
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("test_fault: ok: %" PRIu64 " runs, %" PRIu64 " operations, %" PRIu64 " injected allocation failures, %" PRIu64
            " submits refused with SLUICE_ENOMEM, %" PRIu64 " creations failed cleanly, %" PRIu64
-           " checks, %.2f s\n",
-           g_runs, g_ops_total, g_failures_injected, g_nomem_total, g_creation_failures, g_checks, secs);
+           " sluice_limiter_check() calls, %" PRIu64 " assertions, %.2f s\n",
+           g_runs, g_ops_total, g_failures_injected, g_nomem_total, g_creation_failures, g_invariant_checks, g_checks,
+           secs);
     return 0;
 }

@@ -160,7 +160,8 @@ static void fire(struct sluice_limiter *l, uint32_t idx) {
 static inline bool unusable(const struct sluice_limiter *l) { return l->closed || l->dying; }
 
 static void release_now(struct sluice_limiter *l);
-static void discard_all(struct sluice_limiter *l, uint64_t now, sluice_event_kind_t kind);
+static void shut(struct sluice_limiter *l, uint64_t now, sluice_event_kind_t kind);
+static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max);
 
 /* Called when a public call returns: carries out a deferred free, or tidies
  * memory when nothing holds an index. */
@@ -168,9 +169,8 @@ static void leave(struct sluice_limiter *l) {
     if (--l->depth > 0) return;
     if (l->dying) {
         if (!l->closed) {
-            l->closed = true;
             l->depth++;
-            discard_all(l, l->now_seen, SLUICE_EVENT_DISCARD);
+            shut(l, l->now_seen, SLUICE_EVENT_DISCARD);
             l->depth--;
         }
         release_now(l);
@@ -324,11 +324,10 @@ void sluice_limiter_free(sluice_limiter_t *l) {
         return;
     }
     if (l->dying) return;
-    l->dying = true;
+    l->dying = true; /* from here on, calls from callbacks fail with SLUICE_ECLOSED */
     if (!l->closed) {
-        l->closed = true;
         l->depth++;
-        discard_all(l, l->now_seen, SLUICE_EVENT_DISCARD);
+        shut(l, l->now_seen, SLUICE_EVENT_DISCARD);
         l->depth--;
     }
     release_now(l);
@@ -493,7 +492,19 @@ int sl_submit_prepared(struct sluice_limiter *l, const struct sl_keyref *k, uint
     uint32_t idx = due_first(l, k, now, &stopped);
     if (stopped)
         rc = SLUICE_ECLOSED;
-    else if (idx == SW_NONE)
+    else if (idx == SW_NONE && l->max_keys && l->live >= l->max_keys) {
+        /* At the cap, keys whose windows have ended may still hold entries
+         * until their timers run: run them first, so the answer does not
+         * depend on whether the loop happened to advance. */
+        advance_locked(l, now, 0);
+        idx = unusable(l) ? SW_NONE : due_first(l, k, now, &stopped);
+        if (unusable(l) || stopped)
+            rc = SLUICE_ECLOSED;
+        else if (idx == SW_NONE)
+            rc = call_idle(l, k, token, now, d);
+        else
+            call_live(l, idx, token, now, d);
+    } else if (idx == SW_NONE)
         rc = call_idle(l, k, token, now, d);
     else
         call_live(l, idx, token, now, d);
@@ -593,24 +604,35 @@ int64_t sluice_limiter_advance(sluice_limiter_t *l, uint64_t now, size_t max_tim
     return n;
 }
 
+/* Closes at `now`: timers first, exactly (the wheel fires what is due at its
+ * tick, then every key whose deadline lies between that tick and `now`),
+ * then every value still pending is handed back as `kind` and every key
+ * returns to idle. Used by close() and by free(). Callbacks may run; if one
+ * of them closes the limiter, that nested close has done the work. During a
+ * free (`dying`) their calls fail with SLUICE_ECLOSED. */
+static void shut(struct sluice_limiter *l, uint64_t now, sluice_event_kind_t kind) {
+    sw_advance(&l->wheel, now);
+    for (uint32_t idx; (idx = sw_pop(&l->wheel)) != SW_NONE;) {
+        fire(l, idx);
+        if (l->closed) return;
+    }
+    for (uint32_t i = 0; i < l->top; i++) {
+        while (sl_entry_at(l, i)->state == SL_LIVE && sl_entry_at(l, i)->node.deadline <= now) {
+            sw_del(&l->wheel, i);
+            fire(l, i);
+            if (l->closed) return;
+        }
+    }
+    l->closed = true;
+    discard_all(l, now, kind);
+}
+
 int sluice_limiter_close(sluice_limiter_t *l, uint64_t now, sluice_close_mode_t mode) {
     if (!l || (mode != SLUICE_CLOSE_DRAIN && mode != SLUICE_CLOSE_DISCARD)) return SLUICE_EINVAL;
     if (unusable(l)) return SLUICE_ECLOSED;
     now = clamp_now(l, now);
     l->depth++;
-    /* Timers first, exactly: the wheel fires what is due at its tick, then
-     * every key whose deadline lies between that tick and `now` fires too. */
-    advance_locked(l, now, 0);
-    for (uint32_t i = 0; i < l->top && !unusable(l); i++) {
-        while (!unusable(l) && sl_entry_at(l, i)->state == SL_LIVE && sl_entry_at(l, i)->node.deadline <= now) {
-            sw_del(&l->wheel, i);
-            fire(l, i);
-        }
-    }
-    if (!unusable(l)) {
-        l->closed = true;
-        discard_all(l, now, mode == SLUICE_CLOSE_DRAIN ? SLUICE_EVENT_EMIT : SLUICE_EVENT_DISCARD);
-    }
+    shut(l, now, mode == SLUICE_CLOSE_DRAIN ? SLUICE_EVENT_EMIT : SLUICE_EVENT_DISCARD);
     leave(l);
     return 0;
 }

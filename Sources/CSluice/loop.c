@@ -22,6 +22,13 @@
  * `wake` flag). A shard's outbox is FIFO and a key always maps to one shard,
  * so the events of a key are delivered in order.
  *
+ * Reporting flags (SLUICE_MT_REPORT_*): a submit whose token is emitted or
+ * dropped at once appends that token's own event to the outbox, under the
+ * same shard lock, right after the events the core call produced (room for
+ * it is reserved with theirs). It then goes through the same FIFO as every
+ * other event of its key, so the callback sees each key's tokens in order,
+ * whichever thread called.
+ *
  * Timer: one libevent event per limiter, used both as the timer and as the
  * wake-up. `armed` is the time it is armed for (UINT64_MAX: not armed); it
  * only ever moves earlier, under `arm_mu`, together with event_add(), except
@@ -154,6 +161,7 @@ struct sluice_mt {
     sluice_allocator_t line_alloc; /* the shard limiters' allocator: whole cache lines */
     struct event *ev;
     size_t budget;
+    unsigned report; /* SLUICE_MT_REPORT_* flags */
     _Atomic int state;
 
     /* the timer (padding keeps the written fields off the read-mostly line;
@@ -272,16 +280,10 @@ static void outbox_release(const struct sluice_mt *m, struct outbox *o) {
 
 /* ------------------------------------------------------------------ events from the core */
 
-/* The core's callback: runs under the shard lock (or, in teardown, with the
- * shard to ourselves). */
-static void shard_on_event(void *user, const sluice_event_t *ev) {
-    struct shard *s = user;
+/* Appends an event, key copied, to a shard's outbox (shard locked, room
+ * reserved). */
+static void outbox_push(struct shard *s, const sluice_event_t *ev) {
     struct sluice_mt *m = s->m;
-    if (s->direct) {
-        atomic_fetch_add_explicit(&m->delivered, 1, memory_order_relaxed);
-        if (m->on_event) m->on_event(m->user, ev);
-        return;
-    }
     struct outbox *o = &s->out;
     size_t len = ev->key.kind == SLUICE_KEY_U64 ? 0 : ev->key.len;
     if (o->n >= o->cap || o->capb - o->nb < len) {
@@ -303,6 +305,19 @@ static void shard_on_event(void *user, const sluice_event_t *ev) {
     if (len) memcpy(o->bytes + o->nb, ev->key.bytes, len);
     o->nb += len;
     atomic_fetch_add_explicit(&m->queued, 1, memory_order_relaxed);
+}
+
+/* The core's callback: runs under the shard lock (or, in teardown, with the
+ * shard to ourselves). */
+static void shard_on_event(void *user, const sluice_event_t *ev) {
+    struct shard *s = user;
+    struct sluice_mt *m = s->m;
+    if (s->direct) {
+        atomic_fetch_add_explicit(&m->delivered, 1, memory_order_relaxed);
+        if (m->on_event) m->on_event(m->user, ev);
+        return;
+    }
+    outbox_push(s, ev);
 }
 
 static inline struct shard *shard_at(const struct sluice_mt *m, unsigned i) { return &m->shards[i].s; }
@@ -636,8 +651,18 @@ static void mt_destroy(struct sluice_mt *m, unsigned built) {
 }
 
 int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t *config, unsigned nshards) {
+    sluice_mt_options_t opt = { nshards, 0 };
+    return sluice_mt_new_with_options(out, loop, config, &opt);
+}
+
+int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t *config,
+                               const sluice_mt_options_t *options) {
     if (!out || !loop || !config) return SLUICE_EINVAL;
+    unsigned nshards = options ? options->nshards : 0;
+    unsigned report = options ? options->flags : 0;
     if (nshards > SLUICE_MT_SHARDS_MAX) return SLUICE_EINVAL;
+    if (report & ~(unsigned)SLUICE_MT_REPORT_ALL) return SLUICE_EINVAL;
+    if (report && !config->on_event) return SLUICE_EINVAL;
     if (config->allocator && (!config->allocator->alloc || !config->allocator->release)) return SLUICE_EINVAL;
     int rc = sluice_policy_validate(&config->policy);
     if (rc) return rc;
@@ -660,6 +685,7 @@ int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t 
     m->nshards = n;
     m->mask = n - 1;
     m->budget = loop->budget;
+    m->report = report;
     atomic_init(&m->state, MT_OPEN);
     atomic_init(&m->armed, UINT64_MAX);
     atomic_init(&m->wake, false);
@@ -738,20 +764,41 @@ static int key_call(struct sluice_mt *m, sluice_key_t key, int op, uint64_t toke
     /* The clock is read before the lock, to keep the critical section short;
      * a time older than one the shard has seen counts as that later one. */
     if (!have_now) now = sluice_clock_now();
+    /* A call produces at most two events, both of its own key: a due
+     * emission (timers first) and a superseded value; with reporting flags a
+     * submit adds a third, its own token emitted or dropped at once. */
+    const size_t want = op == OP_SUBMIT && m->report ? 3 : 2;
+    sluice_decision_t dec;
     pthread_mutex_lock(&s->mu);
     size_t before = s->out.n;
-    /* A call produces at most two events, both of its own key: a due
-     * emission (timers first) and a superseded value. */
     struct outbox *o = &s->out;
-    if ((o->cap - o->n < 2 || o->capb - o->nb < 2 * k.len) && !outbox_reserve(m, o, 2, 2 * k.len)) {
+    if ((o->cap - o->n < want || o->capb - o->nb < want * k.len) && !outbox_reserve(m, o, want, want * k.len)) {
         pthread_mutex_unlock(&s->mu);
         return SLUICE_ENOMEM;
     }
     if (k.len > s->max_keylen) s->max_keylen = k.len;
-    if (op == OP_SUBMIT)
-        rc = sl_submit_prepared(s->core, &k, token, now, d);
-    else
+    if (op == OP_SUBMIT) {
+        rc = sl_submit_prepared(s->core, &k, token, now, &dec);
+        if (rc == 0 && m->report) {
+            /* Reported in the outbox too, after the events of this call, so
+             * that the callback sees the key's tokens in order. */
+            sluice_event_t ev;
+            ev.kind = (sluice_event_kind_t)0;
+            if (dec.kind == SLUICE_EMITTED && (m->report & SLUICE_MT_REPORT_EMITTED))
+                ev.kind = SLUICE_EVENT_EMIT;
+            else if (dec.kind == SLUICE_DROPPED && (m->report & SLUICE_MT_REPORT_DROPPED))
+                ev.kind = SLUICE_EVENT_DROP;
+            if (ev.kind) {
+                ev.key = key;
+                ev.token = token;
+                ev.at = s->core->now_seen; /* the call's time, as the core clamped it */
+                outbox_push(s, &ev);
+            }
+        }
+        if (rc == 0 && d) *d = dec;
+    } else {
         rc = sl_key_op_prepared(s->core, &k, now, op);
+    }
     publish_next(s);
     uint64_t next = atomic_load_explicit(&s->next, memory_order_relaxed);
     bool produced = s->out.n != before;

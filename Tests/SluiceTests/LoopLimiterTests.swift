@@ -9,7 +9,7 @@ import Testing
 /// only bounded loosely, because the machine may be busy.
 @Suite("Limiter on the event loop", .serialized)
 struct LoopLimiterTests {
-    @Test("the default loop: immediate emissions on the caller, timer emissions on the loop, never early")
+    @Test("the default loop: every emission delivered on the loop thread, timer emissions never early")
     func defaultLoop() async throws {
         let times = Locked<[(value: Int, at: LimiterInstant, deliveredAt: LimiterInstant, loopThread: Bool)]>([])
         let limiter = try Limiter<String, Int>(.throttle(interval: .milliseconds(30)), delivery: .events { event in
@@ -19,7 +19,10 @@ struct LoopLimiterTests {
         })
         let start = limiter.now
         #expect(try limiter.submit(1, for: "a") == .emitted)
-        #expect(times.withLock { $0.map(\.value) } == [1], "delivered before submit returned")
+        #expect(await eventually { times.withLock { $0.count } == 1 })
+        let first = times.withLock { $0[0] }
+        #expect(first.value == 1 && first.loopThread, "an immediate emission is delivered by the loop too")
+        #expect(first.at >= start && first.at <= first.deliveredAt)
         let decision = try limiter.submit(2, for: "a")
         guard case let .scheduled(at) = decision else {
             Issue.record("expected scheduled, got \(decision)")
@@ -80,6 +83,158 @@ struct LoopLimiterTests {
         #expect(counts.withLock { $0[.emitted] ?? 0 } > 0)
         #expect(limiter.storage.heldValues == 0)
         #expect(tracker.alive == 0)
+    }
+
+    /// Submits from several threads on a few shared keys. A per-key test
+    /// lock held across each call gives the key's calls their order: the
+    /// values are that key's sequence numbers.
+    private static func hammer(
+        threads: Int, perThread: Int, keys: Int, flushEvery: Int, cancelEvery: Int,
+        _ submit: @escaping @Sendable (Int, Int) throws -> Void,
+        _ flush: @escaping @Sendable (Int) throws -> Void,
+        _ cancel: @escaping @Sendable (Int) throws -> Void
+    ) async -> Int {
+        let sequences = (0..<keys).map { _ in Locked<Int>(0) }
+        let submitted = Locked<Int>(0)
+        await withTaskGroup(of: Void.self) { group in
+            for t in 0..<threads {
+                group.addTask {
+                    var rng = SplitMix64(seed: UInt64(t + 1))
+                    var mine = 0
+                    for _ in 0..<perThread {
+                        let r = rng.next()
+                        let key = Int(r % UInt64(keys))
+                        let op = Int((r >> 20) % 100)
+                        sequences[key].withLock { seq in
+                            if flushEvery > 0 && op < flushEvery {
+                                try! flush(key)
+                            } else if cancelEvery > 0 && op < flushEvery + cancelEvery {
+                                try! cancel(key)
+                            } else {
+                                seq += 1
+                                try! submit(seq, key)
+                                mine += 1
+                            }
+                        }
+                    }
+                    submitted.withLock { $0 += mine }
+                }
+            }
+        }
+        return submitted.withLock { $0 }
+    }
+
+    @Test("per-key order on the loop under concurrent submitters: every fate in order (events)")
+    func perKeyOrderEvents() async throws {
+        let tracker = LifetimeTracker()
+        let keys = 6
+        // Per key: the values of every event in delivery order, and their kinds.
+        let seen = Locked<[Int: [(value: Int, kind: LimiterEvent<Int, Tracked>.Kind, at: LimiterInstant)]]>([:])
+        let offLoop = Locked<Int>(0)
+        let limiter = try Limiter<Int, Tracked>(
+            .debounce(interval: .milliseconds(1), leading: true, maxWait: .milliseconds(3)),
+            delivery: .events { e in
+                if !LimiterLoop.shared.isLoopThread { offLoop.withLock { $0 += 1 } }
+                seen.withLock { $0[e.key, default: []].append((e.value.id, e.kind, e.at)) }
+            })
+        let submitted = await Self.hammer(
+            threads: 4, perThread: isThreadSanitized ? 1_500 : 5_000, keys: keys, flushEvery: 10, cancelEvery: 3,
+            { seq, key in try limiter.submit(tracker.make(seq), for: key) },
+            { key in try limiter.flush(key) }, { key in try limiter.cancel(key) })
+        try await limiter.close(drain: true)
+        let all = seen.withLock { $0 }
+        #expect(all.values.reduce(0) { $0 + $1.count } == submitted, "every value reported once")
+        for (key, events) in all {
+            let values = events.map(\.value)
+            #expect(values == Array(1...values.count), "key \(key): fates in call order")
+            let times = events.map(\.at)
+            #expect(times == times.sorted(), "key \(key): times never go back")
+            #expect(!events.contains { $0.kind == .discarded })
+        }
+        #expect(all.values.contains { $0.contains { $0.kind == .emitted } })
+        #expect(offLoop.withLock { $0 } == 0, "delivered on the loop thread")
+        #expect(limiter.storage.heldValues == 0)
+        #expect(tracker.alive == 0)
+    }
+
+    @Test("per-key order on the loop under concurrent submitters: emissions in order (handler, stream)")
+    func perKeyOrderEmissions() async throws {
+        let keys = 5
+        let emitted = Locked<[Int: [Int]]>([:])
+        let limiter = try Limiter<Int, Int>(.throttle(interval: .milliseconds(1))) { key, value in
+            emitted.withLock { $0[key, default: []].append(value) }
+        }
+        let (streamed, emissions) = try Limiter<Int, Int>.makeStream(
+            .debounce(interval: .milliseconds(1), leading: true))
+        let perThread = isThreadSanitized ? 1_500 : 5_000
+        _ = await Self.hammer(
+            threads: 4, perThread: perThread, keys: keys, flushEvery: 15, cancelEvery: 0,
+            { seq, key in
+                try limiter.submit(seq, for: key)
+                try streamed.submit(seq, for: key)
+            },
+            { key in
+                try limiter.flush(key)
+                try streamed.flush(key)
+            }, { _ in })
+        try await limiter.close(drain: true)
+        try await streamed.close(drain: true)
+        var fromStream: [Int: [Int]] = [:]
+        for await e in emissions { fromStream[e.key, default: []].append(e.value) }
+        for (name, perKey) in [("handler", emitted.withLock { $0 }), ("stream", fromStream)] {
+            #expect(!perKey.isEmpty)
+            for (key, values) in perKey {
+                #expect(zip(values, values.dropFirst()).allSatisfy { $0 < $1 }, "\(name), key \(key): in order")
+            }
+        }
+        #expect(limiter.storage.heldValues == 0 && streamed.storage.heldValues == 0)
+    }
+
+    @Test("per-key order with combine on the loop: folds and emissions in call order")
+    func perKeyOrderCombine() async throws {
+        let keys = 4
+        let emitted = Locked<[Int: [[Int]]]>([:])
+        let limiter = try Limiter<Int, [Int]>(
+            .debounce(interval: .milliseconds(1), leading: true, maxWait: .milliseconds(2)), combine: { $0 + $1 }
+        ) { key, values in
+            emitted.withLock { $0[key, default: []].append(values) }
+        }
+        let submitted = await Self.hammer(
+            threads: 4, perThread: isThreadSanitized ? 1_000 : 3_000, keys: keys, flushEvery: 10, cancelEvery: 0,
+            { seq, key in try limiter.submit([seq], for: key) }, { key in try limiter.flush(key) }, { _ in })
+        try await limiter.close(drain: true)
+        let all = emitted.withLock { $0 }
+        #expect(all.values.reduce(0) { $0 + $1.reduce(0) { $0 + $1.count } } == submitted, "nothing lost")
+        for (key, batches) in all {
+            let flat = batches.flatMap { $0 }
+            #expect(flat == Array(1...flat.count), "key \(key): every value once, in call order")
+        }
+        #expect(limiter.storage.heldValues == 0)
+    }
+
+    @Test("a value emitted at once from another thread is delivered on the loop thread, after older values")
+    func immediateAfterFlush() async throws {
+        let loop = try LimiterLoop()
+        let got = Locked<[(value: Int, loopThread: Bool)]>([])
+        let limiter = try Limiter<Int, Int>(.throttle(interval: .seconds(60)), scheduler: .loop(loop)) { _, value in
+            got.withLock { $0.append((value, loop.isLoopThread)) }
+        }
+        for round in 0..<200 {
+            // One key: 1 emitted at once, 2 pending, flushed, 3 emitted at
+            // once (a new window); the last flush closes the window.
+            let base = round * 3
+            #expect(try limiter.submit(base + 1, for: 7) == .emitted)
+            #expect(try limiter.submit(base + 2, for: 7) != .emitted)
+            #expect(try limiter.flush(7))
+            #expect(try limiter.submit(base + 3, for: 7) == .emitted)
+            #expect(try limiter.flush(7) == false)
+        }
+        #expect(await eventually { got.withLock { $0.count } == 600 })
+        let values = got.withLock { $0 }
+        #expect(values.map(\.value) == Array(1...600), "flush's value before the next immediate one, every time")
+        let allOnLoop = values.allSatisfy { $0.loopThread }
+        #expect(allOnLoop, "delivered on the loop thread")
+        try await limiter.close()
     }
 
     @Test("combine on the loop folds every superseded value exactly once, also from many threads")

@@ -32,6 +32,12 @@ static sluice_limiter_t *make_core(sluice_policy_t policy, size_t max_keys) {
     cfg.on_event = core_event;
     cfg.max_keys = max_keys;
     cfg.start_ns = 0;
+    const char *seed = getenv("CBENCH_SEED"); /* diagnostics: a fixed hash key */
+    if (seed) {
+        cfg.fixed_seed = true;
+        cfg.seed[0] = strtoull(seed, NULL, 0);
+        cfg.seed[1] = cfg.seed[0] * 31 + 7;
+    }
     sluice_limiter_t *l = NULL;
     int rc = sluice_limiter_new(&l, &cfg);
     if (rc != 0) {

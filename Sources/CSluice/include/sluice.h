@@ -309,8 +309,9 @@ SLUICE_EXTERN int sluice_limiter_new(sluice_limiter_t **out, const sluice_config
 
 /**
  * Frees a limiter and everything it holds. A limiter that was not closed is
- * first closed with discard: every pending token is reported as
- * SLUICE_EVENT_DISCARD. Called from inside the limiter's own callback, the
+ * first closed with discard at the latest time it has seen: deadlines due
+ * then fire first (as SLUICE_EVENT_EMIT), and every token still pending is
+ * reported as SLUICE_EVENT_DISCARD. Called from inside the limiter's own callback, the
  * free is deferred until the outermost call into the limiter returns; until
  * then further calls fail with SLUICE_ECLOSED.
  *
@@ -332,7 +333,8 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter_t *limiter);
  * @param now current time in ns.
  * @param decision receives the decision (may be NULL).
  * @return 0 on success; SLUICE_EINVAL (NULL limiter, bad key), SLUICE_EKEYLEN,
- *         SLUICE_EFULL (a new key past max_keys), SLUICE_ENOMEM or
+ *         SLUICE_EFULL (a new key while max_keys keys are live, after the
+ *         timers due at `now` have run), SLUICE_ENOMEM or
  *         SLUICE_ECLOSED. On error the token was not taken.
  */
 SLUICE_EXTERN int sluice_limiter_submit(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token,

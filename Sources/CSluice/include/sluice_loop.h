@@ -30,12 +30,42 @@
  * made *on the loop thread* (for instance from an evhttp request handler or
  * a timer of the caller's) delivers the events it caused before it returns,
  * so that thread sees events and decisions in order. A call from another
- * thread wakes the loop, which delivers them shortly after: such a thread
- * may therefore learn its decision before the loop reports an older event of
- * the same key. Events of one key are always delivered in the order they
- * happened. When no loop thread runs (an owned loop after sluice_loop_stop())
- * events are delivered by the calling thread before the call returns (or, if
- * another thread is delivering for the limiter at that moment, by that one).
+ * thread wakes the loop, which delivers them shortly after. Events of one
+ * key are always delivered in the order they happened. When no loop thread
+ * runs (an owned loop after sluice_loop_stop()) events are delivered by the
+ * calling thread before the call returns (or, if another thread is
+ * delivering for the limiter at that moment, by that one).
+ *
+ * Per-key order across threads: two reporting modes
+ * --------------------------------------------------
+ * By default (flags 0) a token is reported once, as in the core: a token
+ * emitted or dropped at once only by submit's decision, a scheduled token
+ * later by one event. The decision reaches its caller at once while events
+ * travel through the loop, so on a thread other than the loop thread a
+ * SLUICE_EMITTED decision may be learnt *before* the loop delivers an older
+ * event of the same key still queued: for instance sluice_mt_flush(k) and
+ * then a submit on k emitted at once, or a debounce with leading and
+ * trailing edges whose trailing emission falls due (fired by "timers first"
+ * inside the submit) just as the submit starts a new burst with a leading
+ * emission. A caller that acts on an EMITTED decision there may act on the
+ * newer value before the handler acts on the older one. That is fine for
+ * decisions only (rate limiting, 429s); callers needing strict per-key order
+ * of everything emitted either call from the loop thread, or create the
+ * limiter with SLUICE_MT_REPORT_ALL (sluice_mt_new_with_options()).
+ *
+ * With SLUICE_MT_REPORT_ALL the event callback is the single channel that
+ * reports every token exactly once, in per-key order: a token emitted or
+ * dropped at once is *also* queued, as an SLUICE_EVENT_EMIT or
+ * SLUICE_EVENT_DROP whose `at` is the call's time, in the shard's outbox,
+ * under the same lock, right after the events that same call produced
+ * (a due emission of the key, a superseded value). The decision is then
+ * informational: it tells the caller what happened (answer 429, compute
+ * Retry-After) but the value must not be acted on, nor released, from the
+ * decision: the callback does that. On the loop thread the token's event is
+ * delivered before submit returns, in the same pass as the call's other
+ * events. SLUICE_MT_REPORT_EMITTED and SLUICE_MT_REPORT_DROPPED select half
+ * of it (for example emissions in order through the callback while a
+ * dropped token stays the caller's at once).
  *
  * Timers: each loop limiter uses one libevent timer, armed at the earliest
  * deadline over its shards. A call whose deadline becomes the earliest
@@ -66,7 +96,9 @@
  * Token accounting is the core's (sluice.h): a token whose decision is
  * SLUICE_SCHEDULED is reported later by exactly one event (emit, drop or
  * discard), including when the limiter is closed, freed, or its owned loop
- * stopped.
+ * stopped. With SLUICE_MT_REPORT_* flags, a token emitted or dropped at once
+ * is reported by one event too (see above); a call that returns an error
+ * never took its token, and no event mentions it.
  *
  * Errors: negative SLUICE_E* codes as in sluice.h; misuse (NULL pointers,
  * calls after close) returns an error and never crashes.
@@ -220,6 +252,30 @@ typedef struct sluice_mt sluice_mt_t;
 /** Largest number of shards. */
 #define SLUICE_MT_SHARDS_MAX 1024
 
+/** Reporting flags of a loop limiter (sluice_mt_options_t.flags), OR-ed.
+ *  See "Per-key order across threads" at the top of this header. */
+typedef enum sluice_mt_flag {
+    /** A token emitted at once is also reported by an SLUICE_EVENT_EMIT (at
+     *  the call's time), queued in order with the key's other events. */
+    SLUICE_MT_REPORT_EMITTED = 1,
+    /** A token dropped at once is also reported by an SLUICE_EVENT_DROP (at
+     *  the call's time), queued in order with the key's other events. */
+    SLUICE_MT_REPORT_DROPPED = 2,
+    /** Both: the callback reports every token exactly once, in per-key
+     *  order; decisions are informational. */
+    SLUICE_MT_REPORT_ALL = 3
+} sluice_mt_flag_t;
+
+/** Options of a loop limiter. Zero-initialise (or pass NULL) for the
+ *  defaults, which are those of sluice_mt_new(). */
+typedef struct sluice_mt_options {
+    /** Number of shards, as sluice_mt_new()'s `nshards` (0 = default). */
+    unsigned nshards;
+    /** SLUICE_MT_REPORT_* flags, OR-ed; 0 = decisions report immediate
+     *  tokens (the default mode). */
+    unsigned flags;
+} sluice_mt_options_t;
+
 /**
  * Creates a loop limiter.
  *
@@ -246,6 +302,26 @@ SLUICE_EXTERN int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sl
                                 unsigned nshards);
 
 /**
+ * Creates a loop limiter with options: as sluice_mt_new(), plus reporting
+ * flags. With SLUICE_MT_REPORT_ALL every token, including one emitted or
+ * dropped at once by sluice_mt_submit(), is reported exactly once through
+ * `config->on_event`, on the loop thread and in per-key order; the decision
+ * returned to the caller is then informational (see the top of this
+ * header).
+ *
+ * @param out receives the limiter; untouched on error.
+ * @param loop the binding.
+ * @param config the configuration (as sluice_mt_new()).
+ * @param options the options, or NULL for the defaults (sluice_mt_new(out,
+ *        loop, config, 0)).
+ * @return as sluice_mt_new(); also SLUICE_EINVAL for an unknown flag, or a
+ *         SLUICE_MT_REPORT_* flag without `config->on_event`.
+ */
+SLUICE_EXTERN int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop,
+                                             const sluice_config_t *config,
+                                             const sluice_mt_options_t *options);
+
+/**
  * Hands a token to the limiter for a key, now (sluice_clock_now(), read
  * just before the shard's lock is taken; a time older than one the shard has
  * already seen counts as that later time), and returns the decision at once.
@@ -253,10 +329,17 @@ SLUICE_EXTERN int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sl
  *
  * As sluice_limiter_submit(): deadlines of this key due now fire first, and
  * a SLUICE_SCHEDULED token is reported later by exactly one event. Events
- * this call causes (a superseded value dropped, a due emission of the key)
- * are delivered on the loop thread: before this function returns when it is
+ * this call causes (a superseded value dropped, a due emission of the key,
+ * and with SLUICE_MT_REPORT_* flags the token's own emission or drop) are
+ * delivered on the loop thread: before this function returns when it is
  * called on the loop thread, shortly after otherwise. When the decision's
  * deadline becomes the limiter's earliest, the loop's timer is re-armed.
+ *
+ * Without reporting flags, on a thread other than the loop thread, an
+ * SLUICE_EMITTED decision may precede the delivery of an older event of the
+ * same key still queued (see "Per-key order across threads" above). With
+ * SLUICE_MT_REPORT_ALL the decision is informational and the token's event
+ * comes after every older event of its key.
  *
  * @param m the limiter.
  * @param key the key; its bytes are copied if the key becomes live.

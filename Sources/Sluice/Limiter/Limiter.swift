@@ -78,7 +78,9 @@ public struct LimiterScheduler: Sendable {
 /// loop layer shards keys over locks) and timers fire on the loop thread;
 /// on a ``ManualLimiterClock`` calls are serialised by a lock. Deliveries
 /// happen outside every lock, one at a time, in the order the limiter
-/// emitted (see ``LimiterDelivery`` for the one exception on a loop).
+/// emitted: each key's values in order, whichever threads call (on a loop,
+/// the loop thread delivers every emission, also a value emitted at once by
+/// a `submit` made on another thread; see ``LimiterDelivery``).
 /// `combine` runs under the limiter's lock and must not call the limiter
 /// (on a loop, a limiter with `combine` serialises its calls so that folds
 /// follow the core's order exactly); a value's `deinit` must not call the
@@ -233,9 +235,14 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///
     /// Deadlines of this key that are due fire first, so the result never
     /// depends on whether the timer or the call ran first. An emitted value
-    /// (``LimiterDecision/emitted``) is delivered as part of this call
-    /// (unless another thread is delivering at that moment: it then delivers
-    /// this value next). A dropped value is released before this call returns.
+    /// (``LimiterDecision/emitted``) is delivered in its key's order: on a
+    /// ``ManualLimiterClock`` as part of this call (unless another thread is
+    /// delivering at that moment: it then delivers this value next); on a
+    /// loop by the loop thread, before this call returns when it is made on
+    /// the loop thread, shortly after otherwise (after any older value of the
+    /// key still on its way). A dropped value is released before this call
+    /// returns — except with an ``LimiterDelivery/events(_:)`` delivery on a
+    /// loop, where the loop delivers the drop, in order, and then releases it.
     ///
     /// - Parameters:
     ///   - value: the value.

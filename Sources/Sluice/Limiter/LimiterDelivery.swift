@@ -9,12 +9,14 @@ import Dispatch
 /// limiter's lock is held, so a handler may call the limiter again (a submit
 /// from a handler respects the window like any other call).
 ///
-/// - ``handler(_:)``: a closure called on the thread that caused the emission
-///   (the thread of `submit`, `flush` or `close`, the thread advancing a
-///   ``ManualLimiterClock``, or the loop thread for timer emissions). If
-///   another thread is delivering at that moment, that thread delivers it
-///   next, in order. Keep it short on a loop: a slow handler delays the
-///   loop's timers.
+/// - ``handler(_:)``: a closure called on the thread that delivers. On a
+///   ``ManualLimiterClock`` that is the thread that caused the emission (the
+///   thread of `submit`, `flush` or `close`, or the thread advancing the
+///   clock). On a loop it is the loop thread, for every emission — also a
+///   value emitted at once by a `submit` — (and the thread that releases the
+///   limiter, for what it reports then). If another thread is delivering at
+///   that moment, that thread delivers it next, in order. Keep it short on a
+///   loop: a slow handler delays the loop's timers.
 /// - ``queue(_:_:)``: the closure runs asynchronously on a `DispatchQueue`,
 ///   in emission order on a serial queue — the way Dispatch users expect.
 /// - ``events(_:)``: like `handler`, but sees every value's fate (emitted,
@@ -23,16 +25,19 @@ import Dispatch
 /// - A stream: ``Limiter/makeStream(_:scheduler:maxKeys:bufferingPolicy:combine:)``
 ///   returns the limiter with an `AsyncStream` of its emissions.
 ///
-/// Order on an event loop: events the loop reports (timer emissions, values
-/// superseded or cancelled) reach the outbox from the loop thread, while a
-/// value emitted by its own `submit` reaches it from the submitting thread.
-/// A call made on the loop thread sees everything in order. A call from
-/// another thread can, in a narrow window, deliver its emitted-now value
-/// before the loop delivers an older event of the same key still in flight
-/// — for example `flush(k)` followed at once by a `submit` on `k` that is
-/// emitted at once, or a debounce with `leading: true` whose trailing
-/// emission is due the very moment a new burst starts. On a
-/// ``ManualLimiterClock`` the order is always exact.
+/// Order: the values of each key reach the delivery in the order their fates
+/// were decided, whichever threads call. On a ``ManualLimiterClock`` every
+/// delivery happens in the calls themselves. On an event loop every fate —
+/// a timer emission, a value superseded or cancelled, and a value emitted at
+/// once by its own `submit` (and, for ``events(_:)``, dropped at once) — is
+/// reported by the loop, queued behind the older events of its key, and
+/// delivered by the loop thread. So a `submit` from another thread that
+/// returns ``LimiterDecision/emitted`` has decided the emission; the value
+/// reaches the delivery shortly after, on the loop thread, after any older
+/// value of its key still on its way (for example the value a `flush` of the
+/// key just emitted, or a debounce's trailing emission that fell due as the
+/// call started a new burst). A call made on the loop thread delivers before
+/// it returns.
 public struct LimiterDelivery<Key: LimiterKey, Value: Sendable>: Sendable {
     @usableFromInline
     enum Target: Sendable {

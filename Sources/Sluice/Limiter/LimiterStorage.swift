@@ -121,6 +121,14 @@ final class SerialLock: Sendable {
 ///   then ours to deliver events: holding ours across a C call could
 ///   deadlock). A submit therefore takes `lock` twice: to store the value
 ///   before the core can report its token, and to act on the decision.
+///   The loop limiter is created with `SLUICE_MT_REPORT_EMITTED` (and
+///   `SLUICE_MT_REPORT_DROPPED` for an events delivery): a value emitted at
+///   once is reported through the loop callback too, queued behind the
+///   older events of its key, so deliveries follow each key's order
+///   whichever thread submitted. The decision is then informational: the
+///   value stays in `slots` until its event arrives. A value dropped at once
+///   is released by the submit itself, unless the delivery observes drops
+///   (then its DROP event, in order, releases it).
 ///
 /// Concurrency: every stored `var` is guarded by `lock`. Deliveries run
 /// outside the lock, one thread at a time (`draining`), in outbox order.
@@ -237,7 +245,12 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
             config.on_event = CoreEventTarget.loopCallback
             let user = Unmanaged.passRetained(self as CoreEventTarget)
             config.user = user.toOpaque()
-            let rc = sluice_mt_new(&limiter, loop.handle, &config, nshards)
+            // Every emission through the callback, in per-key order (and
+            // every drop, when the delivery sees drops): see the class doc.
+            var options = sluice_mt_options_t()
+            options.nshards = nshards
+            options.flags = (observesDrops ? SLUICE_MT_REPORT_ALL : SLUICE_MT_REPORT_EMITTED).rawValue
+            let rc = sluice_mt_new_with_options(&limiter, loop.handle, &config, &options)
             if rc < 0 {
                 user.release()
                 throw LimiterError(rawValue: rc)
@@ -305,7 +318,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
         let (token, previous) = lock.withLock { () -> (UInt64, UInt64?) in
             let token = slots.insert(key: key, value: value)
             guard let coreKey else { return (token, nil) }
-            let previous = newestPending.updateValue(token, forKey: coreKey)
+            var previous = newestPending.updateValue(token, forKey: coreKey)
+            // A previous value already reported cannot be superseded.
+            if let older = previous, !slots.contains(older) { previous = nil }
             if let previous { successor[previous] = token }
             return (token, previous)
         }
@@ -313,7 +328,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
         let rc = key.withCoreKey { sluice_mt_submit(handle, $0, token, &decision) }
         let (result, mustDrain) = lock.withLock { () -> (Result<LimiterDecision, LimiterError>, Bool) in
             if let coreKey, rc < 0 || decision.kind != SLUICE_SCHEDULED {
-                // Not pending, so it superseded nothing: undo the records.
+                // Not pending, so it superseded nothing: undo the records
+                // (unless the loop already delivered this token's event,
+                // which removed them).
                 if newestPending[coreKey] == token {
                     if let previous, slots.contains(previous) {
                         newestPending[coreKey] = previous
@@ -323,12 +340,32 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
                 }
                 if let previous, successor[previous] == token { successor.removeValue(forKey: previous) }
             }
-            let now = decision.kind == SLUICE_DROPPED && observesDrops ? sluice_clock_now() : decision.at
-            let result = settle(token, rc: rc, decision: decision, key: key, now: now)
+            let result = settleLoop(token, rc: rc, decision: decision)
             return (result, claimDrain())
         }
         if mustDrain { drain() }
         return try result.get()
+    }
+
+    /// With the lock held: acts on a loop submit's outcome. The loop reports
+    /// an emitted token, and a dropped one when the delivery observes drops,
+    /// through its callback, in the key's order (it may have done so
+    /// already): the value is left to that event.
+    @inlinable
+    func settleLoop(_ token: UInt64, rc: Int32, decision: sluice_decision_t) -> Result<LimiterDecision, LimiterError> {
+        if rc < 0 {
+            _ = slots.remove(token)  // not taken: released here
+            return .failure(LimiterError(rawValue: rc))
+        }
+        switch decision.kind {
+        case SLUICE_EMITTED:
+            return .success(.emitted)
+        case SLUICE_SCHEDULED:
+            return .success(.scheduled(at: LimiterInstant(nanoseconds: decision.at)))
+        default:
+            if !observesDrops { _ = slots.remove(token) }  // not reported by the loop: released now
+            return .success(.dropped(retryAt: LimiterInstant(nanoseconds: decision.at)))
+        }
     }
 
     /// With the lock held: acts on a submit's outcome.
