@@ -44,18 +44,9 @@
 #include "ref/ref_model.h"
 #include "sluice.h"
 
-/* Sanitizer builds (ASan, TSan) run smaller workloads: they are there for
- * memory and thread safety, the full sizes run in the normal build. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+#define TEST_NAME "test_flood"
+#include "support/check.h"
+
 
 /* Longest probe sequence accepted. Linear probing clusters: with random
  * seeds and integer keys, the measured maximum (displacement + 1) was, over
@@ -70,23 +61,6 @@
 #define MAX_PROBE_BOUND 512      /* load <= 3/4 */
 #define MAX_PROBE_BOUND_HALF 128 /* load <= 1/2 */
 
-static void die(const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "test_flood: FAILED: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            fprintf(stderr, "test_flood.c:%d: %s\n", __LINE__, #cond);                                       \
-            die(__VA_ARGS__);                                                                                \
-        }                                                                                                    \
-    } while (0)
 
 #define SEC UINT64_C(1000000000)
 

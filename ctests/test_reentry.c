@@ -34,25 +34,11 @@
 #include "sluice.h"
 #include "support/fault_alloc.h"
 
+#define TEST_NAME "test_reentry"
+#include "support/check.h"
+
 #define MS UINT64_C(1000000)
 
-static void die(const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "test_reentry: FAILED: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            fprintf(stderr, "test_reentry.c:%d: %s\n", __LINE__, #cond);                                     \
-            die(__VA_ARGS__);                                                                                \
-        }                                                                                                    \
-    } while (0)
 
 /* ------------------------------------------------------------------ token accounting */
 

@@ -43,28 +43,9 @@
 #include "sluice.h"
 #include "support/fault_alloc.h"
 
-/* Sanitizer builds (ASan, TSan) run smaller workloads: they are there for
- * memory and thread safety, the full sizes run in the normal build. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
+#define TEST_NAME "test_spray"
+#include "support/check.h"
+
 
 #define SEC UINT64_C(1000000000)
 #define MS UINT64_C(1000000)
@@ -73,23 +54,6 @@
 #define RESIDENT 1000
 #define PROBES 1000 /* the first spray keys, tracked by the model too */
 
-static void die(const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "test_spray: FAILED: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            fprintf(stderr, "test_spray.c:%d: %s\n", __LINE__, #cond);                                       \
-            die(__VA_ARGS__);                                                                                \
-        }                                                                                                    \
-    } while (0)
 
 static double now_s(void) {
     struct timespec ts;

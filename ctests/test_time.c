@@ -43,17 +43,9 @@
 #include "ref/ref_model.h"
 #include "sluice.h"
 
-/* Sanitizer builds (ASan, TSan) run fewer randomized rounds. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+#define TEST_NAME "test_time"
+#include "support/check.h"
+
 
 #define NS UINT64_C(1)
 #define US UINT64_C(1000)
@@ -64,23 +56,6 @@
 
 static int g_bugs;
 
-static void die(const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "test_time: FAILED: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            fprintf(stderr, "test_time.c:%d: %s\n", __LINE__, #cond);                                        \
-            die(__VA_ARGS__);                                                                                \
-        }                                                                                                    \
-    } while (0)
 
 /* A check of documented behaviour that the core currently misses: printed,
  * counted, and the test goes on (exit 1 at the end). */
