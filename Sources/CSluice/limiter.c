@@ -581,12 +581,46 @@ int sluice_limiter_pending(sluice_limiter_t *l, sluice_key_t key, uint64_t now) 
 
 /* ------------------------------------------------------------------ advance / close */
 
+/* Firing a timer of a key that goes idle touches two cold lines: the entry
+ * and the index slot its key is removed from. At millions of keys each is a
+ * DRAM miss. Two cursors run ahead in the expired list: `ca` prefetches
+ * entries SL_AHEAD nodes beyond `cb`, and `cb` prefetches the index slot of
+ * the node it reaches (whose entry `ca` fetched earlier), so the misses of
+ * the next timers overlap with the work on this one. The cursors are only
+ * hints: a node that leaves the list (cancelled or placed again by a
+ * callback) just makes them start over from the head. */
+#define SL_AHEAD 8
+
+static inline bool list_node(const struct sluice_limiter *l, uint32_t i) { return i < SW_HEAD_BASE && i < l->top; }
+
+static inline uint32_t next_of(const struct sluice_limiter *l, uint32_t i) {
+    return sl_entry_at(l, i)->node.link.next;
+}
+
 static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max) {
     sw_advance(&l->wheel, now);
     int64_t n = 0;
+    uint32_t ca = SW_NONE, cb = SW_NONE;
     while (max == 0 || (size_t)n < max) {
         uint32_t idx = sw_pop(&l->wheel);
         if (idx == SW_NONE) break;
+        if (!list_node(l, cb) || idx == cb || idx == ca) {
+            /* (re)start: cb SL_AHEAD nodes past the head, ca SL_AHEAD past cb */
+            cb = l->wheel.heads[SW_HEAD_EXPIRED].next;
+            for (unsigned k = 0; k < SL_AHEAD && list_node(l, cb); k++) cb = next_of(l, cb);
+            ca = cb;
+            for (unsigned k = 0; k < SL_AHEAD && list_node(l, ca); k++) {
+                ca = next_of(l, ca);
+                if (list_node(l, ca)) __builtin_prefetch(sl_entry_at(l, ca));
+            }
+        } else {
+            cb = next_of(l, cb);
+            if (list_node(l, cb)) __builtin_prefetch(&l->slots[sl_home(sl_entry_at(l, cb)->tag, l->slot_bits)]);
+            if (list_node(l, ca)) {
+                ca = next_of(l, ca);
+                if (list_node(l, ca)) __builtin_prefetch(sl_entry_at(l, ca));
+            }
+        }
         fire(l, idx);
         n++;
         if (unusable(l)) break;
