@@ -2,7 +2,9 @@
 #
 #   make test       C core (CMake + ctest), then the Swift package (swift build, swift test,
 #                   and swift test under ThreadSanitizer)
-#   make bench      C micro-benchmark (QUICK=1 for a short run)
+#   make bench      the benchmark suite: Sluice beside Dispatch baselines, libevent's timers and
+#                   the hardware floor, ratios in one run (QUICK=1: reduced sizes, under 3 min)
+#   make microbench the C micro-benchmark of the wheel and the core (bench/*.c)
 #   make sanitize   C core under ASan+UBSan and under TSan, Swift tests under TSan
 #   make fuzz       libFuzzer harnesses, SECONDS each (default 60)
 #   make install-test   install into a temporary prefix and build a consumer against it
@@ -157,4 +159,4 @@ install-test: build
 	$(CTEST) --test-dir build -R '^install-consumer$$' $(CTEST_FLAGS)
 
 clean:
-	rm -rf build build-bench build-asan build-tsan build-fuzz .build .build-tsan
+	rm -rf build build-bench build-asan build-tsan build-fuzz .build .build-tsan Benchmarks/.build
