@@ -430,9 +430,19 @@ static bool deliver(struct sluice_mt *m) {
     return do_free;
 }
 
-/* Asks the loop thread to deliver (and to look at the timer). */
+/* Asks the loop thread to deliver (and to look at the timer).
+ *
+ * The activation's cause is EV_READ, not EV_TIMEOUT, although the event has
+ * no fd (the callback ignores it): libevent's event_add() with a timeout
+ * removes an event from the active list when it is active *because of
+ * EV_TIMEOUT*, so a re-arm by a later call (a deadline earlier than `armed`,
+ * from any thread, or the callback's own re-arm) would cancel a pending
+ * wake-up whose `wake` flag is still set: the queued events would wait for
+ * the next timer. With another cause the activation survives event_add(),
+ * and the callback's run disarms the timer as before (a non-persistent
+ * event is deleted, timeout included, before its callback runs). */
 static void wake(struct sluice_mt *m) {
-    if (!atomic_exchange(&m->wake, true) && m->ev) event_active(m->ev, EV_TIMEOUT, 0);
+    if (!atomic_exchange(&m->wake, true) && m->ev) event_active(m->ev, EV_READ, 0);
 }
 
 /* After a call that queued events: deliver them here or on the loop. */
@@ -707,6 +717,7 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     cc.allocator = &m->line_alloc;
     cc.on_event = shard_on_event;
     cc.start_ns = sluice_clock_now();
+    if (cc.tick_ns == 0) cc.tick_ns = SLUICE_LOOP_TICK_DEFAULT_NS;
     if (cc.max_keys) cc.max_keys = cc.max_keys / n + (cc.max_keys % n != 0);
     for (unsigned i = 0; i < n; i++) {
         struct shard *s = shard_at(m, i);

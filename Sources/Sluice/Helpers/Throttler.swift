@@ -56,9 +56,10 @@ struct SingleKeyLimiter: Sendable {
 /// is never kept alive by its own pending work. Capture `self` weakly in the
 /// work to let the owner go first.
 ///
-/// Thread-safe: call it from any thread. Without a queue the work runs on
-/// the thread that caused the run (the caller for a leading run; the thread
-/// running timers for a trailing one); with a queue, on the queue.
+/// Thread-safe: call it from any thread. Without a queue, on a loop (the
+/// default) every run happens on the loop thread — a leading run right after
+/// `call` returns — so runs keep their order; on a manual clock, on the
+/// thread that caused the run. With a queue, on the queue.
 public final class Throttler: Sendable {
     private let core: SingleKeyLimiter
 
@@ -130,8 +131,9 @@ public final class Throttler: Sendable {
 /// cancels it (the closure is released without running), and the debouncer
 /// is never kept alive by its own pending work.
 ///
-/// Thread-safe: call it from any thread. Without a queue the work runs on
-/// the thread that caused the run; with a queue, on the queue.
+/// Thread-safe: call it from any thread. Without a queue, on a loop (the
+/// default) every run happens on the loop thread, in order; on a manual
+/// clock, on the thread that caused the run. With a queue, on the queue.
 public final class Debouncer: Sendable {
     private let core: SingleKeyLimiter
 
