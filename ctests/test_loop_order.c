@@ -519,6 +519,96 @@ static void run_stress(const char *name, sluice_policy_t policy, unsigned flags)
     free(S.decision_at);
 }
 
+struct counter {
+    atomic_ullong n;
+    atomic_uchar seen[64];
+};
+
+static void count_event(void *user, const sluice_event_t *ev) {
+    struct counter *c = user;
+    if (ev->token < 64) atomic_fetch_add(&c->seen[ev->token], 1);
+    atomic_fetch_add(&c->n, 1);
+}
+
+/* ------------------------------------------------------------------ lost wake-up */
+
+/* A call from another thread that queues events wakes the loop
+ * (event_active on the limiter's libevent event, once per batch). libevent
+ * cancels a pending activation whose cause is EV_TIMEOUT when the event is
+ * re-armed (event_add with a timeout) before its callback ran: a later call
+ * that re-armed the timer earlier (a key of another shard with an earlier
+ * deadline) used to swallow the wake-up, and the queued events waited for
+ * the next timer, up to a whole interval. Here: the base does not run while
+ * the worker calls, so the wake-up is still pending when the re-arm comes;
+ * then a non-blocking pass of the loop must deliver everything. */
+struct lost_wake {
+    sluice_mt_t *m;
+    unsigned flags;
+    uint64_t t0;
+    int rearmed; /* the key that re-armed the timer earlier, or -1 */
+};
+
+static void *lost_wake_worker(void *arg) {
+    struct lost_wake *w = arg;
+    sluice_decision_t d;
+    w->rearmed = -1;
+    if (w->flags) {
+        /* key 0, 10 s ahead: its shard's deadline is t0 + 70 s, where the
+         * timer is armed, and its emission (REPORT_ALL) is queued: wake-up */
+        LT_OK(sluice_mt_submit_at(w->m, sluice_key_u64(0), 0, w->t0 + 10000 * LT_MS, &d));
+        LT_CHECK(d.kind == SLUICE_EMITTED, "key 0 leads");
+    } else {
+        /* key 0 holds a value (set up on the loop thread, timer armed at
+         * t0 + 70 s): the flush's emission is queued: wake-up */
+        LT_CHECK(sluice_mt_flush(w->m, sluice_key_u64(0)) == 1, "flush");
+    }
+    /* keys of other shards, now: deadline now + 60 s, earlier: re-armed */
+    for (int k = 1; k < 64 && w->rearmed < 0; k++) {
+        LT_OK(sluice_mt_submit(w->m, sluice_key_u64((uint64_t)k), (uint64_t)k, &d));
+        if (d.kind == SLUICE_EMITTED && d.at < w->t0 + 10000 * LT_MS) w->rearmed = k;
+    }
+    return NULL;
+}
+
+static void test_lost_wake(unsigned flags) {
+    printf("wake-up not lost when the timer is re-armed, flags %u\n", flags);
+    struct event_base *base = lt_precise_base();
+    LT_CHECK(base != NULL, "base");
+    if (!base) return;
+    struct counter *cnt = calloc(1, sizeof *cnt);
+    sluice_loop_t *loop;
+    LT_OK(sluice_loop_attach(&loop, base, NULL)); /* this thread is the loop thread */
+    sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST),
+                                  count_event, cnt);
+    sluice_mt_options_t o = { 16, flags };
+    struct lost_wake w = { NULL, flags, sluice_clock_now(), -1 };
+    LT_OK(sluice_mt_new_with_options(&w.m, loop, &c, &o));
+    if (!flags) {
+        sluice_decision_t d;
+        LT_OK(sluice_mt_submit_at(w.m, sluice_key_u64(0), 62, w.t0 + 10000 * LT_MS, &d));
+        LT_OK(sluice_mt_submit_at(w.m, sluice_key_u64(0), 63, w.t0 + 10001 * LT_MS, &d));
+        LT_CHECK(d.kind == SLUICE_SCHEDULED, "pending");
+    }
+    pthread_t th;
+    pthread_create(&th, NULL, lost_wake_worker, &w);
+    pthread_join(th, NULL);
+    LT_CHECK(w.rearmed > 0, "a key of another shard re-armed the timer earlier");
+    /* Non-blocking passes: only an activation runs the limiter's callback
+     * (its timer is 60 s away). */
+    for (int i = 0; i < 20; i++) event_base_loop(base, EVLOOP_NONBLOCK);
+    sluice_mt_stats_t st;
+    LT_OK(sluice_mt_stats(w.m, &st));
+    LT_CHECK(st.events_queued == 0, "the loop delivered without waiting for a timer: %llu events left",
+             (unsigned long long)st.events_queued);
+    uint64_t want = flags ? (uint64_t)w.rearmed + 1 : 1;
+    LT_CHECK(atomic_load(&cnt->n) == want, "delivered %llu, want %llu", (unsigned long long)atomic_load(&cnt->n),
+             (unsigned long long)want);
+    sluice_mt_free(w.m);
+    LT_OK(sluice_loop_free(loop));
+    event_base_free(base);
+    free(cnt);
+}
+
 /* ------------------------------------------------------------------ options, allocation failures */
 
 static void nop_event(void *user, const sluice_event_t *ev) {
@@ -579,17 +669,6 @@ static void fa_release(void *ctx, void *p, size_t size) {
     }
 }
 
-struct counter {
-    atomic_ullong n;
-    atomic_uchar seen[64];
-};
-
-static void count_event(void *user, const sluice_event_t *ev) {
-    struct counter *c = user;
-    if (ev->token < 64) atomic_fetch_add(&c->seen[ev->token], 1);
-    atomic_fetch_add(&c->n, 1);
-}
-
 static void test_alloc_failures(void) {
     printf("allocation failures, REPORT_ALL\n");
     sluice_loop_t *loop;
@@ -647,6 +726,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof scs / sizeof scs[0]; i++)
         for (size_t j = 0; j < sizeof flagsets / sizeof flagsets[0]; j++) run_scenario(scs[i], flagsets[j]);
     test_loop_thread_calls();
+    test_lost_wake(0);
+    test_lost_wake(SLUICE_MT_REPORT_ALL);
     test_options();
     test_alloc_failures();
 

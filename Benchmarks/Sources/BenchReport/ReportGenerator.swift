@@ -246,8 +246,10 @@ public struct ReportGenerator {
         return p
     }
 
+    /// A table header; the columns named "implementation" are left-aligned, the others right-aligned.
     func header(_ cols: [String]) -> String {
-        "| " + cols.joined(separator: " | ") + " |\n|" + cols.map { _ in "---:" }.joined(separator: "|") + "|\n"
+        "| " + cols.joined(separator: " | ") + " |\n|"
+            + cols.map { $0 == "implementation" ? ":---" : "---:" }.joined(separator: "|") + "|\n"
     }
 
     func section(_ scenario: String, _ charts: String, _ text: String) -> String {
@@ -260,7 +262,7 @@ public struct ReportGenerator {
         let isSpray = scenario == "spray"
         var cols = ["keys", "implementation", Metric.unit(scenario), "÷ sluice-c", "÷ sluice-swift", "wall ns/op", "ops"]
         if isSpray { cols = ["keys", "implementation", "ns/call", "÷ sluice-c", "÷ sluice-swift", "peak RSS growth", "refused"] }
-        s += header(cols).replacingOccurrences(of: "|---:|---:|", with: "|---:|:---|")
+        s += header(cols)
         for keys in Set(rows.map(\.keys)).sorted() {
             for impl in Names.impls {
                 guard let r = results.row(scenario, impl, keys: keys) else { continue }
@@ -296,7 +298,6 @@ public struct ReportGenerator {
 
             """
         s += header(["keys", "implementation", "bytes/pending key", "÷ sluice-c", "÷ sluice-swift", "idle bytes/key"])
-            .replacingOccurrences(of: "|---:|---:|", with: "|---:|:---|")
         for keys in Set(rows.map(\.keys)).sorted() {
             for impl in Names.impls {
                 guard let r = results.row("memory", impl, keys: keys) else { continue }
@@ -331,7 +332,6 @@ public struct ReportGenerator {
             s += "![lateness \(Format.keys(keys))](\(charts)/lateness-\(Format.keys(keys)).svg)\n\n"
         }
         s += header(["keys", "implementation", "p50 µs", "p99 µs", "max µs", "p99 ÷ sluice-swift", "early"])
-            .replacingOccurrences(of: "|---:|---:|", with: "|---:|:---|")
         for keys in Set(rows.map(\.keys)).sorted() {
             for impl in Names.impls {
                 guard let r = results.row("lateness", impl, keys: keys) else { continue }
@@ -364,7 +364,6 @@ public struct ReportGenerator {
             s += "![threads \(Format.keys(keys))](\(charts)/threads-\(Format.keys(keys)).svg)\n\n"
         }
         s += header(["keys", "threads", "implementation", "ns/call", "M calls/s", "÷ sluice-c", "÷ sluice-swift", "cpu ns/call"])
-            .replacingOccurrences(of: "|---:|---:|---:|", with: "|---:|---:|:---|")
         for keys in Set(rows.map(\.keys)).sorted() {
             for threads in [1, 2] {
                 for impl in Names.impls {
