@@ -28,14 +28,25 @@ struct CoreEventRecord {
 /// The manual engine's core calls back inside a call made under the
 /// storage's lock: the callback only appends the event to `coreEvents`, and
 /// the (specialized) generic code that made the call handles the events
-/// right after it returns, still under the lock. The loop engine's events
-/// come from the loop thread and are dispatched through ``loopEvent(_:)``.
+/// right after it returns, still under the lock. (Handing each event to a
+/// specialized closure from the callback instead was measured: no cheaper,
+/// since a closure call costs what the buffering saves.) The loop engine's
+/// events come from the loop thread and are dispatched through
+/// ``loopEvent(_:)``.
 @usableFromInline
 class CoreEventTarget: @unchecked Sendable {
-    /// Events of the manual engine's current core call, guarded by the
-    /// storage's lock. Reused: appending does not allocate in steady state.
+    /// Events of the manual engine's current core call (the first
+    /// `coreEventCount` of a buffer of `coreEventCapacity`), guarded by the
+    /// storage's lock. A manually managed buffer, reset by its count: the
+    /// callback and the handling run on every submit that supersedes a value,
+    /// and an array's uniqueness checks and `removeAll` cost as much as the
+    /// work itself. Appending does not allocate in steady state.
     @exclusivity(unchecked) @usableFromInline
-    final var coreEvents: ContiguousArray<CoreEventRecord> = []
+    final var coreEvents: UnsafeMutablePointer<CoreEventRecord>
+    @exclusivity(unchecked) @usableFromInline
+    final var coreEventCount = 0
+    @exclusivity(unchecked) @usableFromInline
+    final var coreEventCapacity = 4
 
     /// Entry points specialized for the storage's Key and Value, when the
     /// limiter was created from code that could specialize them (see
@@ -46,6 +57,30 @@ class CoreEventTarget: @unchecked Sendable {
     @usableFromInline
     init(handlers: SpecializedHandlers?) {
         self.handlers = handlers
+        coreEvents = .allocate(capacity: coreEventCapacity)
+    }
+
+    deinit {
+        // CoreEventRecord is trivial: nothing to deinitialize.
+        coreEvents.deallocate()
+    }
+
+    /// Appends an event of the manual engine's current core call.
+    @inline(__always)
+    final func appendCoreEvent(_ record: CoreEventRecord) {
+        if coreEventCount == coreEventCapacity { growCoreEvents() }
+        (coreEvents + coreEventCount).initialize(to: record)
+        coreEventCount &+= 1
+    }
+
+    /// Doubles the event buffer (a core call reported more events than ever).
+    final func growCoreEvents() {
+        let capacity = coreEventCapacity * 2
+        let events = UnsafeMutablePointer<CoreEventRecord>.allocate(capacity: capacity)
+        events.moveInitialize(from: coreEvents, count: coreEventCount)
+        coreEvents.deallocate()
+        coreEvents = events
+        coreEventCapacity = capacity
     }
 
     /// Handles one event of a loop limiter (loop engine): called by the C
@@ -61,7 +96,7 @@ class CoreEventTarget: @unchecked Sendable {
         // The target is alive (the call that caused the event holds it): no
         // retain and release for each event.
         Unmanaged<CoreEventTarget>.fromOpaque(user)._withUnsafeGuaranteedRef {
-            $0.coreEvents.append(
+            $0.appendCoreEvent(
                 CoreEventRecord(kind: event.pointee.kind, token: event.pointee.token, at: event.pointee.at))
         }
     }
@@ -159,6 +194,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     let engine: Engine
     /// The manual engine's clock (nil on a loop).
     @usableFromInline let clock: ManualLimiterClock?
+    /// The same clock, unretained (`clock` keeps it alive), for the submit
+    /// path: reading the strong reference cost every submit a retain and a
+    /// release of the clock.
+    @usableFromInline let unretainedClock: Unmanaged<ManualLimiterClock>?
     @usableFromInline let delivery: LimiterDelivery<Key, Value>
     @usableFromInline let observesDrops: Bool
     @usableFromInline let combine: (@Sendable (Value, Value) -> Value)?
@@ -199,9 +238,11 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
         switch engine {
         case let .manual(clock):
             self.clock = clock
+            self.unretainedClock = Unmanaged.passUnretained(clock)
             self.serial = nil
         case .loop:
             self.clock = nil
+            self.unretainedClock = nil
             self.serial = combine == nil ? nil : SerialLock()
         }
         super.init(handlers: handlers)
@@ -282,7 +323,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
 
     @inlinable
     func submit(_ value: Value, for key: Key) throws(LimiterError) -> LimiterDecision {
-        if let clock {
+        if let clock = unretainedClock {
             return try manualSubmit(value, for: key, clock: clock)
         }
         if let serial {
@@ -292,15 +333,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     }
 
     @inlinable
-    func manualSubmit(_ value: Value, for key: Key, clock: ManualLimiterClock) throws(LimiterError)
+    func manualSubmit(_ value: Value, for key: Key, clock: Unmanaged<ManualLimiterClock>) throws(LimiterError)
         -> LimiterDecision
     {
         let (result, mustDrain) = lock.withLock { () -> (Result<LimiterDecision, LimiterError>, Bool) in
-            let now = clock.nowNanoseconds
+            let now = clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
             let token = slots.insert(key: key, value: value)
             var decision = sluice_decision_t()
             let rc = key.withCoreKey { sluice_limiter_submit(handle, $0, token, now, &decision) }
-            if !coreEvents.isEmpty { processCoreEvents(submitting: token) }
+            if coreEventCount != 0 { processCoreEvents(submitting: token) }
             let result = settle(token, rc: rc, decision: decision, key: key, now: now)
             return (result, claimDrain())
         }
@@ -572,8 +613,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     /// which `combine` folds into it.
     @inlinable
     func processCoreEvents(submitting: UInt64?) {
+        // Handling an event never reports another (combine and a value's
+        // deinit must not call the limiter), so the buffer is stable here.
         var i = 0
-        while i < coreEvents.count {
+        while i < coreEventCount {
             let event = coreEvents[i]
             i += 1
             if event.kind == SLUICE_EVENT_DROP, let combine, let newer = submitting, newer != event.token {
@@ -583,7 +626,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
             }
             record(event.kind, token: event.token, at: event.at)
         }
-        coreEvents.removeAll(keepingCapacity: true)
+        coreEventCount = 0
     }
 
     override func loopEvent(_ event: UnsafePointer<sluice_event_t>) {

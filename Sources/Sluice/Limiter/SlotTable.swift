@@ -8,9 +8,16 @@
 /// releasing someone else's value. Freed slots are reused (a free list), so
 /// in steady state inserting and removing never allocates.
 ///
+/// The slots live in a manually managed buffer rather than an `Array`: the
+/// table is on every submit's path twice (insert, then remove of the value
+/// the submit superseded), and an array's uniqueness check and copy-on-write
+/// machinery were a measurable share of a submit. The table is therefore
+/// noncopyable (one owner, the limiter's storage), and frees its buffer,
+/// releasing whatever it still holds, in `deinit`.
+///
 /// Not thread-safe: the owning limiter guards it with its lock.
 @usableFromInline
-struct SlotTable<Key, Value> {
+struct SlotTable<Key, Value>: ~Copyable {
     @usableFromInline
     struct Slot {
         @usableFromInline var generation: UInt32
@@ -25,13 +32,26 @@ struct SlotTable<Key, Value> {
         }
     }
 
-    @usableFromInline var slots: [Slot] = []
+    /// `capacity` slots, of which the first `used` are initialized.
+    @usableFromInline var base: UnsafeMutablePointer<Slot>
+    @usableFromInline var capacity: Int
+    /// Slots ever handed out (initialized); the others are raw memory.
+    @usableFromInline var used = 0
     @usableFromInline var freeHead: Int32 = -1
     /// Values held.
     @usableFromInline var count = 0
 
     @inlinable
-    init() {}
+    init() {
+        capacity = 16
+        base = .allocate(capacity: capacity)
+    }
+
+    @inlinable
+    deinit {
+        base.deinitialize(count: used)
+        base.deallocate()
+    }
 
     /// Stores a value and returns its token.
     ///
@@ -41,52 +61,59 @@ struct SlotTable<Key, Value> {
     mutating func insert(key: Key, value: Value) -> UInt64 {
         count &+= 1
         if freeHead >= 0 {
-            let index = Int(freeHead)
-            return slots.withUnsafeMutableBufferPointer { buffer in
-                freeHead = buffer[index].nextFree
-                buffer[index].nextFree = -1
-                buffer[index].entry = (key, value)
-                return UInt64(buffer[index].generation) << 32 | UInt64(index)
-            }
+            let index = Int(truncatingIfNeeded: freeHead)
+            let slot = base + index
+            freeHead = slot.pointee.nextFree
+            slot.pointee.nextFree = -1
+            slot.pointee.entry = (key, value)
+            return UInt64(slot.pointee.generation) << 32 | UInt64(index)
         }
-        precondition(slots.count < Int(Int32.max), "too many values held at once")
-        slots.append(Slot(generation: 0, nextFree: -1, entry: (key, value)))
-        return UInt64(slots.count - 1)
+        if used == capacity { grow() }
+        let index = used
+        (base + index).initialize(to: Slot(generation: 0, nextFree: -1, entry: (key, value)))
+        used = index + 1
+        return UInt64(index)
     }
 
-    /// The index of a live token's slot; traps for a stale or unknown token.
+    /// Doubles the buffer (slots move; tokens are indices, so they stay valid).
+    @usableFromInline
+    mutating func grow() {
+        precondition(capacity < Int(Int32.max), "too many values held at once")
+        let newCapacity = Swift.min(capacity * 2, Int(Int32.max))
+        let newBase = UnsafeMutablePointer<Slot>.allocate(capacity: newCapacity)
+        newBase.moveInitialize(from: base, count: used)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
+    }
+
+    /// The slot of a held token, or `nil` for a stale or unknown token.
     @inlinable
-    func index(of token: UInt64) -> Int {
+    func slot(of token: UInt64) -> UnsafeMutablePointer<Slot>? {
         let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
-        precondition(
-            index < slots.count && UInt64(slots[index].generation) == token >> 32 && slots[index].entry != nil,
-            "Sluice: the core reported a token that is not held (stale or duplicated)")
-        return index
+        guard index < used else { return nil }
+        let slot = base + index
+        guard UInt64(slot.pointee.generation) == token >> 32, slot.pointee.entry != nil else { return nil }
+        return slot
     }
 
     /// Whether a token is held.
     @inlinable
     func contains(_ token: UInt64) -> Bool {
-        let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
-        return index < slots.count && UInt64(slots[index].generation) == token >> 32 && slots[index].entry != nil
+        slot(of: token) != nil
     }
 
     /// Takes the key and value of a token out of the table and frees its slot.
     @inlinable
     mutating func remove(_ token: UInt64) -> (key: Key, value: Value) {
         let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
-        let head = freeHead
-        let entry: (key: Key, value: Value)? = slots.withUnsafeMutableBufferPointer { buffer in
-            guard index < buffer.count, UInt64(buffer[index].generation) == token >> 32,
-                  let entry = buffer[index].entry.take()
-            else { return nil }
-            buffer[index].generation &+= 1
-            buffer[index].nextFree = head
-            return entry
+        guard index < used else { staleToken() }
+        let slot = base + index
+        guard UInt64(slot.pointee.generation) == token >> 32, let entry = slot.pointee.entry.take() else {
+            staleToken()
         }
-        guard let entry else {
-            preconditionFailure("Sluice: the core reported a token that is not held (stale or duplicated)")
-        }
+        slot.pointee.generation &+= 1
+        slot.pointee.nextFree = freeHead
         freeHead = Int32(truncatingIfNeeded: index)
         count &-= 1
         return entry
@@ -95,22 +122,17 @@ struct SlotTable<Key, Value> {
     /// Replaces the value of a token with `transform(value)`.
     @inlinable
     mutating func update(_ token: UInt64, _ transform: (Value) -> Value) {
-        let index = index(of: token)
-        let entry = slots[index].entry.take()!
-        slots[index].entry = (entry.key, transform(entry.value))
+        guard let slot = slot(of: token) else { staleToken() }
+        let entry = slot.pointee.entry.take()!
+        slot.pointee.entry = (entry.key, transform(entry.value))
     }
 
-    /// Calls `body` with every held value and frees every slot (for teardown).
-    mutating func removeAll(_ body: (Key, Value) -> Void) {
-        for index in slots.indices {
-            if let entry = slots[index].entry.take() {
-                body(entry.key, entry.value)
-            }
-        }
-        slots.removeAll()
-        freeHead = -1
-        count = 0
-    }
+}
+
+/// The trap for a token the slot table does not hold (out of line: cold).
+@usableFromInline
+func staleToken() -> Never {
+    preconditionFailure("Sluice: the core reported a token that is not held (stale or duplicated)")
 }
 
 /// A first-in first-out queue on a growable ring buffer: appending and
