@@ -4,6 +4,7 @@
 
 #include "cbench.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +16,21 @@
 void cb_die(const char *what) __attribute__((noreturn));
 /** Whether more than budget_s seconds passed since t0 (budget 0: never). */
 bool cb_over_budget(uint64_t t0, double budget_s);
+
+/* The start line of the `threads` scenario. Each worker sets itself up,
+ * calls cb_gate_ready() (which holds it until every worker is ready), then
+ * works until cb_gate_stopped(). cb_gate_run() starts `n` workers
+ * fn(args + i * stride), opens the gate, lets them run for budget_s, stops
+ * and joins them, and reports the wall and process-CPU time in between. */
+typedef struct cb_gate {
+    atomic_bool stop, go;
+    atomic_int ready;
+} cb_gate_t;
+
+void cb_gate_ready(cb_gate_t *g);
+static inline bool cb_gate_stopped(cb_gate_t *g) { return atomic_load_explicit(&g->stop, memory_order_relaxed); }
+void cb_gate_run(cb_gate_t *g, int n, void *(*fn)(void *), void *args, size_t stride, double budget_s,
+                 uint64_t *wall_ns, uint64_t *cpu_ns);
 
 /** The consumer: one serial consumer per process, as in every
  *  implementation; it folds each delivered value into a checksum. */

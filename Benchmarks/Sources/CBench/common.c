@@ -3,6 +3,8 @@
 #include "cbench.h"
 #include "cbench-internal.h"
 
+#include <pthread.h>
+
 #include <event2/event.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -199,4 +201,29 @@ void cb_table_del(cb_table_t *t, uint64_t key) {
         t->slots[i] = t->slots[j];
         i = j;
     }
+}
+
+void cb_gate_ready(cb_gate_t *g) {
+    atomic_fetch_add(&g->ready, 1);
+    while (!atomic_load(&g->go)) {
+    }
+}
+
+void cb_gate_run(cb_gate_t *g, int n, void *(*fn)(void *), void *args, size_t stride, double budget_s,
+                 uint64_t *wall_ns, uint64_t *cpu_ns) {
+    pthread_t th[8];
+    if (n > 8) n = 8;
+    atomic_init(&g->stop, false);
+    atomic_init(&g->go, false);
+    atomic_init(&g->ready, 0);
+    for (int t = 0; t < n; t++)
+        if (pthread_create(&th[t], NULL, fn, (char *)args + (size_t)t * stride) != 0) cb_die("pthread_create");
+    while (atomic_load(&g->ready) < n) cb_sleep_until(cb_now() + 100000u);
+    uint64_t c0 = cb_process_cpu(), t0 = cb_now();
+    atomic_store(&g->go, true);
+    cb_sleep_until(t0 + (uint64_t)(budget_s * 1e9));
+    atomic_store(&g->stop, true);
+    for (int t = 0; t < n; t++) pthread_join(th[t], NULL);
+    *wall_ns = cb_now() - t0;
+    *cpu_ns = cb_process_cpu() - c0;
 }

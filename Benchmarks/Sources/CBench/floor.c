@@ -80,8 +80,7 @@ struct tp {
     const cb_params_t *p;
     struct record *r;
     size_t range, start;
-    atomic_bool *stop, *go;
-    atomic_int *ready;
+    cb_gate_t *gate;
     uint64_t ops;
 };
 
@@ -89,11 +88,9 @@ static void *tp_worker(void *arg) {
     struct tp *t = arg;
     const cb_params_t *p = t->p;
     t->r = records(t->range);
-    atomic_fetch_add(t->ready, 1);
-    while (!atomic_load(t->go)) {
-    }
+    cb_gate_ready(t->gate);
     uint64_t i = 0;
-    while (!atomic_load_explicit(t->stop, memory_order_relaxed)) {
+    while (!cb_gate_stopped(t->gate)) {
         for (int j = 0; j < 256; j++, i++) t->r[p->order[(t->start + i) % p->ops] % t->range].v[0] += i;
     }
     t->ops = i;
@@ -103,29 +100,14 @@ static void *tp_worker(void *arg) {
 }
 
 static int threads(const cb_params_t *p, cb_result_t *out) {
-    atomic_bool stop, go;
-    atomic_int ready;
-    atomic_init(&stop, false);
-    atomic_init(&go, false);
-    atomic_init(&ready, 0);
+    cb_gate_t gate;
     int n = p->threads < 1 ? 1 : p->threads > 8 ? 8 : p->threads;
     struct tp w[8];
-    pthread_t th[8];
-    for (int t = 0; t < n; t++) {
-        w[t] = (struct tp){ p, NULL, p->keys / (size_t)n, (size_t)t * 7919, &stop, &go, &ready, 0 };
-        pthread_create(&th[t], NULL, tp_worker, &w[t]);
-    }
-    while (atomic_load(&ready) < n) cb_sleep_until(cb_now() + 100000u);
-    uint64_t c0 = cb_process_cpu(), t0 = cb_now();
-    atomic_store(&go, true);
-    cb_sleep_until(t0 + (uint64_t)(p->budget_s * 1e9));
-    atomic_store(&stop, true);
-    uint64_t ops = 0;
-    for (int t = 0; t < n; t++) {
-        pthread_join(th[t], NULL);
-        ops += w[t].ops;
-    }
-    finish(out, ops, cb_now() - t0, cb_process_cpu() - c0);
+    for (int t = 0; t < n; t++) w[t] = (struct tp){ p, NULL, p->keys / (size_t)n, (size_t)t * 7919, &gate, 0 };
+    uint64_t wall, cpu, ops = 0;
+    cb_gate_run(&gate, n, tp_worker, w, sizeof w[0], p->budget_s, &wall, &cpu);
+    for (int t = 0; t < n; t++) ops += w[t].ops;
+    finish(out, ops, wall, cpu);
     return 0;
 }
 

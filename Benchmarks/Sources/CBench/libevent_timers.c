@@ -339,8 +339,7 @@ static int lateness(const cb_params_t *p, cb_result_t *out) {
 struct tp {
     const cb_params_t *p;
     size_t lo, range, start;
-    atomic_bool *stop, *go;
-    atomic_int *ready;
+    cb_gate_t *gate;
     uint64_t ops;
 };
 
@@ -354,11 +353,9 @@ static void *tp_worker(void *arg) {
     c.T = 10 * CB_MS; /* 100 per second, burst 100 */
     c.tau = 99 * c.T;
     for (size_t k = 0; k < t->range; k++) submit(&c, p->key[t->lo + k], k, cb_now());
-    atomic_fetch_add(t->ready, 1);
-    while (!atomic_load(t->go)) {
-    }
+    cb_gate_ready(t->gate);
     uint64_t i = 0;
-    while (!atomic_load_explicit(t->stop, memory_order_relaxed)) {
+    while (!cb_gate_stopped(t->gate)) {
         for (int j = 0; j < 256; j++, i++) {
             size_t k = t->lo + p->order[(t->start + i) % p->ops] % t->range;
             submit(&c, p->key[k], i, cb_now());
@@ -370,30 +367,15 @@ static void *tp_worker(void *arg) {
 }
 
 static int threads(const cb_params_t *p, cb_result_t *out) {
-    atomic_bool stop, go;
-    atomic_int ready;
-    atomic_init(&stop, false);
-    atomic_init(&go, false);
-    atomic_init(&ready, 0);
+    cb_gate_t gate;
     int n = p->threads < 1 ? 1 : p->threads > 8 ? 8 : p->threads;
     struct tp w[8];
-    pthread_t th[8];
     size_t per = p->keys / (size_t)n;
-    for (int t = 0; t < n; t++) {
-        w[t] = (struct tp){ p, (size_t)t * per, per, (size_t)t * 7919, &stop, &go, &ready, 0 };
-        pthread_create(&th[t], NULL, tp_worker, &w[t]);
-    }
-    while (atomic_load(&ready) < n) cb_sleep_until(cb_now() + 100000u);
-    uint64_t c0 = cb_process_cpu(), t0 = cb_now();
-    atomic_store(&go, true);
-    cb_sleep_until(t0 + (uint64_t)(p->budget_s * 1e9));
-    atomic_store(&stop, true);
-    uint64_t ops = 0;
-    for (int t = 0; t < n; t++) {
-        pthread_join(th[t], NULL);
-        ops += w[t].ops;
-    }
-    finish_rate(out, ops, cb_now() - t0, cb_process_cpu() - c0);
+    for (int t = 0; t < n; t++) w[t] = (struct tp){ p, (size_t)t * per, per, (size_t)t * 7919, &gate, 0 };
+    uint64_t wall, cpu, ops = 0;
+    cb_gate_run(&gate, n, tp_worker, w, sizeof w[0], p->budget_s, &wall, &cpu);
+    for (int t = 0; t < n; t++) ops += w[t].ops;
+    finish_rate(out, ops, wall, cpu);
     return 0;
 }
 

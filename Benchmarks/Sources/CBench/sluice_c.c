@@ -209,8 +209,7 @@ struct tp {
     sluice_mt_t *m;
     const cb_params_t *p;
     size_t lo, range, start;
-    atomic_bool *stop, *go;
-    atomic_int *ready;
+    cb_gate_t *gate;
     uint64_t ops;
 };
 
@@ -219,10 +218,8 @@ static void *tp_worker(void *arg) {
     const cb_params_t *p = t->p;
     sluice_decision_t d;
     uint64_t i = 0;
-    atomic_fetch_add(t->ready, 1);
-    while (!atomic_load(t->go)) {
-    }
-    while (!atomic_load_explicit(t->stop, memory_order_relaxed)) {
+    cb_gate_ready(t->gate);
+    while (!cb_gate_stopped(t->gate)) {
         for (int j = 0; j < 256; j++, i++) {
             size_t k = t->lo + p->order[(t->start + i) % p->ops] % t->range;
             sluice_mt_submit(t->m, sluice_key_u64(p->key[k]), i, &d);
@@ -245,30 +242,14 @@ static int threads(const cb_params_t *p, cb_result_t *out) {
     if (sluice_mt_new(&m, loop, &c, 0) != 0) cb_die("sluice_mt_new");
     sluice_decision_t d;
     for (size_t k = 0; k < p->keys; k++) sluice_mt_submit(m, sluice_key_u64(p->key[k]), k, &d);
-    atomic_bool stop, go;
-    atomic_int ready;
-    atomic_init(&stop, false);
-    atomic_init(&go, false);
-    atomic_init(&ready, 0);
+    cb_gate_t gate;
     int n = p->threads < 1 ? 1 : p->threads > 8 ? 8 : p->threads;
     struct tp w[8];
-    pthread_t th[8];
     size_t per = p->keys / (size_t)n;
-    for (int t = 0; t < n; t++) {
-        w[t] = (struct tp){ m, p, (size_t)t * per, per, (size_t)t * 7919, &stop, &go, &ready, 0 };
-        pthread_create(&th[t], NULL, tp_worker, &w[t]);
-    }
-    while (atomic_load(&ready) < n) cb_sleep_until(cb_now() + 100000u);
-    uint64_t c0 = cb_process_cpu(), t0 = cb_now();
-    atomic_store(&go, true);
-    cb_sleep_until(t0 + (uint64_t)(p->budget_s * 1e9));
-    atomic_store(&stop, true);
-    uint64_t ops = 0;
-    for (int t = 0; t < n; t++) {
-        pthread_join(th[t], NULL);
-        ops += w[t].ops;
-    }
-    uint64_t wall = cb_now() - t0, cpu = cb_process_cpu() - c0;
+    for (int t = 0; t < n; t++) w[t] = (struct tp){ m, p, (size_t)t * per, per, (size_t)t * 7919, &gate, 0 };
+    uint64_t wall, cpu, ops = 0;
+    cb_gate_run(&gate, n, tp_worker, w, sizeof w[0], p->budget_s, &wall, &cpu);
+    for (int t = 0; t < n; t++) ops += w[t].ops;
     finish_rate(out, ops, wall, cpu);
     sluice_mt_free(m);
     sluice_loop_free(loop);
