@@ -9,6 +9,7 @@
 
 #include <event2/event.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -110,5 +111,30 @@ static inline sluice_config_t lt_config(sluice_policy_t p, sluice_event_fn fn, v
         printf("all checks passed\n");                                                        \
         return 0;                                                                             \
     } while (0)
+
+/* A thread-safe allocator for sluice_allocator_t that fails once `budget`
+ * allocations have been made (budget < 0: never) and counts live blocks, so
+ * a test can check that every allocation failure leaks nothing. */
+struct failing_alloc {
+    atomic_long budget; /* allocations left before failing; < 0: never fail */
+    atomic_long live;
+};
+
+static inline void *fa_alloc(void *ctx, size_t size) {
+    struct failing_alloc *f = ctx;
+    if (atomic_load(&f->budget) >= 0 && atomic_fetch_sub(&f->budget, 1) <= 0) return NULL;
+    void *p = malloc(size);
+    if (p) atomic_fetch_add(&f->live, 1);
+    return p;
+}
+
+static inline void fa_release(void *ctx, void *p, size_t size) {
+    (void)size;
+    struct failing_alloc *f = ctx;
+    if (p) {
+        atomic_fetch_sub(&f->live, 1);
+        free(p);
+    }
+}
 
 #endif

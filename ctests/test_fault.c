@@ -47,18 +47,7 @@
 #include "sluice.h"
 #include "support/fault_alloc.h"
 
-/* Sanitizer builds (ASan, TSan) run smaller workloads: they are there for
- * memory and thread safety, the full sizes run in the normal build. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
+#include "support/sanitized.h"
 
 /* ------------------------------------------------------------------ */
 /* checks                                                              */

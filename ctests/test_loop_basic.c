@@ -588,28 +588,6 @@ static void test_misuse(void) {
 
 /* ------------------------------------------------------------------ allocation failures */
 
-struct failing_alloc {
-    atomic_long budget; /* allocations left before failing; < 0: never fail */
-    atomic_long live;
-};
-
-static void *fa_alloc(void *ctx, size_t size) {
-    struct failing_alloc *f = ctx;
-    if (atomic_load(&f->budget) >= 0 && atomic_fetch_sub(&f->budget, 1) <= 0) return NULL;
-    void *p = malloc(size);
-    if (p) atomic_fetch_add(&f->live, 1);
-    return p;
-}
-
-static void fa_release(void *ctx, void *p, size_t size) {
-    (void)size;
-    struct failing_alloc *f = ctx;
-    if (p) {
-        atomic_fetch_sub(&f->live, 1);
-        free(p);
-    }
-}
-
 static void test_alloc_failures(void) {
     sluice_loop_t *loop;
     LT_OK(sluice_loop_start(&loop, NULL));
