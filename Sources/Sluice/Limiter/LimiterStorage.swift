@@ -189,29 +189,37 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
         case loop(LimiterLoop)
     }
 
-    @usableFromInline let lock = PosixLock()
-    let policy: LimiterPolicy
-    let engine: Engine
-    /// The manual engine's clock (nil on a loop).
-    @usableFromInline let clock: ManualLimiterClock?
-    /// The same clock, unretained (`clock` keeps it alive), for the submit
-    /// path: reading the strong reference cost every submit a retain and a
-    /// release of the clock.
+    // Stored properties are laid out in declaration order, and a property
+    // whose size is unknown at compile time (`delivery`: its stream case
+    // holds a resilient `AsyncStream.Continuation`) makes the offsets of
+    // every property after it run-time values, read from the class metadata
+    // on each access. The hot path's properties therefore come first, and
+    // `delivery` last.
+
+    @usableFromInline let lock: PosixLock
+    /// `lock`'s mutex (`lock` owns it), locked directly on the submit path:
+    /// one load less than going through `lock`.
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// The C limiter: `sluice_limiter_t *` (manual) or `sluice_mt_t *` (loop).
+    /// Set once in init.
+    @exclusivity(unchecked) @usableFromInline var handle: OpaquePointer?
+    /// The manual engine's clock, unretained (`clock` keeps it alive), for
+    /// the submit path: reading the strong reference cost every submit a
+    /// retain and a release of the clock. `nil` on a loop.
     @usableFromInline let unretainedClock: Unmanaged<ManualLimiterClock>?
-    @usableFromInline let delivery: LimiterDelivery<Key, Value>
     @usableFromInline let observesDrops: Bool
     @usableFromInline let combine: (@Sendable (Value, Value) -> Value)?
     /// Loop engine with `combine` only.
     @usableFromInline let serial: SerialLock?
-    /// The C limiter: `sluice_limiter_t *` (manual) or `sluice_mt_t *` (loop).
-    /// Set once in init.
-    @exclusivity(unchecked) @usableFromInline var handle: OpaquePointer?
 
-    // Guarded by `lock`.
     // Guarded by `lock`, so the dynamic exclusivity checks of class
     // properties (a measurable part of a submit) are not needed.
     @exclusivity(unchecked) @usableFromInline var slots = SlotTable<Key, Value>()
     @exclusivity(unchecked) @usableFromInline var outbox = RingBuffer<Event>()
+    /// The manual engine's decision buffer for `sluice_limiter_submit`: a
+    /// stored property rather than a local, whose address passed to C would
+    /// cost every submit a stack-protector check.
+    @exclusivity(unchecked) @usableFromInline var coreDecision = sluice_decision_t()
     @exclusivity(unchecked) @usableFromInline var draining = false
     @exclusivity(unchecked) @usableFromInline var closed = false
     @exclusivity(unchecked) @usableFromInline var finished = false
@@ -225,11 +233,21 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     /// Loop engine: the thread delivering a C callback of this limiter, if any.
     @exclusivity(unchecked) @usableFromInline var callbackThread: pthread_t?
 
+    /// The manual engine's clock (nil on a loop).
+    @usableFromInline let clock: ManualLimiterClock?
+    let policy: LimiterPolicy
+    let engine: Engine
+    /// Last: see the note on layout above.
+    @usableFromInline let delivery: LimiterDelivery<Key, Value>
+
     init(
         policy: LimiterPolicy, engine: Engine, maxKeys: Int?, tick: Duration?, shards: Int?,
         combine: (@Sendable (Value, Value) -> Value)?, delivery: LimiterDelivery<Key, Value>,
         seed: (UInt64, UInt64)? = nil, handlers: SpecializedHandlers? = nil
     ) throws(LimiterError) {
+        let lock = PosixLock()
+        self.lock = lock
+        self.mutex = lock.mutex
         self.policy = policy
         self.engine = engine
         self.delivery = delivery
@@ -336,15 +354,18 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     func manualSubmit(_ value: Value, for key: Key, clock: Unmanaged<ManualLimiterClock>) throws(LimiterError)
         -> LimiterDecision
     {
-        let (result, mustDrain) = lock.withLock { () -> (Result<LimiterDecision, LimiterError>, Bool) in
-            let now = clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
-            let token = slots.insert(key: key, value: value)
-            var decision = sluice_decision_t()
-            let rc = key.withCoreKey { sluice_limiter_submit(handle, $0, token, now, &decision) }
-            if coreEventCount != 0 { processCoreEvents(submitting: token) }
-            let result = settle(token, rc: rc, decision: decision, key: key, now: now)
-            return (result, claimDrain())
-        }
+        // `lock` taken directly rather than through `withLock`: the hot path
+        // of every limiter on a manual clock. Nothing between lock and unlock
+        // throws.
+        pthread_mutex_lock(mutex)
+        let now = clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
+        let token = slots.insert(key: key, value: value)
+        coreDecision = sluice_decision_t()
+        let rc = key.withCoreKey { sluice_limiter_submit(handle, $0, token, now, &coreDecision) }
+        if coreEventCount != 0 { processCoreEvents(submitting: token) }
+        let result = settle(token, rc: rc, decision: coreDecision, key: key, now: now)
+        let mustDrain = claimDrain()
+        pthread_mutex_unlock(mutex)
         if mustDrain { drain() }
         return try result.get()
     }
@@ -611,20 +632,32 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: CoreEventTarget, M
     /// call buffered, in order. During a submit (`submitting` is its token),
     /// a DROP of another token is a value superseded by the submitted one,
     /// which `combine` folds into it.
-    @inlinable
+    @inlinable @inline(__always)
     func processCoreEvents(submitting: UInt64?) {
         // Handling an event never reports another (combine and a value's
-        // deinit must not call the limiter), so the buffer is stable here.
+        // deinit must not call the limiter), so the buffer is stable here:
+        // its base and count are read once.
+        let events = coreEvents
+        let count = coreEventCount
         var i = 0
-        while i < coreEventCount {
-            let event = coreEvents[i]
-            i += 1
-            if event.kind == SLUICE_EVENT_DROP, let combine, let newer = submitting, newer != event.token {
-                let older = slots.remove(event.token)
-                slots.update(newer) { combine(older.value, $0) }
-                continue
+        if let combine, let newer = submitting {
+            while i < count {
+                let event = events[i]
+                i += 1
+                if event.kind == SLUICE_EVENT_DROP, newer != event.token {
+                    let older = slots.remove(event.token)
+                    slots.update(newer) { combine(older.value, $0) }
+                    continue
+                }
+                record(event.kind, token: event.token, at: event.at)
             }
-            record(event.kind, token: event.token, at: event.at)
+        } else {
+            // Nothing to fold (the common case): a tight loop.
+            while i < count {
+                let event = events[i]
+                i += 1
+                record(event.kind, token: event.token, at: event.at)
+            }
         }
         coreEventCount = 0
     }

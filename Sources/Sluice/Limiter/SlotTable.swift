@@ -57,7 +57,7 @@ struct SlotTable<Key, Value>: ~Copyable {
     ///
     /// - Complexity: O(1) amortized; no allocation once the table has grown
     ///   to the number of values held at once.
-    @inlinable
+    @inlinable @inline(__always)
     mutating func insert(key: Key, value: Value) -> UInt64 {
         count &+= 1
         if freeHead >= 0 {
