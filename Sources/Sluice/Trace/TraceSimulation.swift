@@ -49,12 +49,7 @@ extension Trace {
             limiter = try Limiter(
                 policy, scheduler: .manual(clock), maxKeys: nil, tick: .milliseconds(1), combine: nil,
                 delivery: .events { event in
-                    let kind: TraceOutput.Kind = switch event.kind {
-                    case .emitted: .emit(value: event.value)
-                    case .dropped: .drop(value: event.value)
-                    case .discarded: .discard(value: event.value)
-                    }
-                    record(TraceOutput(time: event.at.nanoseconds / 1_000_000, key: event.key, kind: kind))
+                    record(TraceOutput(time: event.at.nanoseconds / 1_000_000, key: event.key, kind: .init(event)))
                 },
                 seed: Trace.runnerSeed)
         } catch {
@@ -137,14 +132,7 @@ extension Trace {
         do {
             limiter = try Limiter(
                 policy, scheduler: .loop(loop), maxKeys: nil, tick: .milliseconds(1), combine: nil,
-                delivery: .events { event in
-                    let kind: TraceOutput.Kind = switch event.kind {
-                    case .emitted: .emit(value: event.value)
-                    case .dropped: .drop(value: event.value)
-                    case .discarded: .discard(value: event.value)
-                    }
-                    record(event.key, kind)
-                },
+                delivery: .events { event in record(event.key, .init(event)) },
                 seed: nil)
         } catch {
             throw TraceRunError(line: 0, reason: "creating the limiter failed for a valid policy: \(error)")
@@ -209,5 +197,16 @@ private func sleep(untilMonotonic deadline: UInt64) async {
         remaining.tv_sec = Int(left / 1_000_000_000)
         remaining.tv_nsec = Int(left % 1_000_000_000)
         nanosleep(&remaining, nil)
+    }
+}
+
+extension TraceOutput.Kind {
+    /// The output line's kind for a limiter event: `emit`, `drop` or `discard`.
+    init(_ event: LimiterEvent<String, String>) {
+        self = switch event.kind {
+        case .emitted: .emit(value: event.value)
+        case .dropped: .drop(value: event.value)
+        case .discarded: .discard(value: event.value)
+        }
     }
 }
