@@ -232,6 +232,9 @@ typedef struct sluice_event {
     uint64_t token;    /**< the caller's token */
     uint64_t at;       /**< when it happened by the spec, in ns: the deadline for a timer emission,
                             otherwise the `now` of the call that caused it */
+    bool has_successor; /**< SLUICE_EVENT_DROP only: true when the token was superseded by another
+                             token of the same key (pick latest, audit, debounce trailing) */
+    uint64_t successor; /**< when has_successor: the token that took this one's place */
 } sluice_event_t;
 
 /** The event callback. Runs on the thread that called into the limiter. */
@@ -251,9 +254,31 @@ typedef struct sluice_decision {
      *  unless superseded, flushed or cancelled first. SLUICE_DROPPED: for rate,
      *  the earliest time a call on this key would be admitted (for
      *  Retry-After); for the other policies, the end of the window or wait
-     *  that suppressed the call. */
+     *  that suppressed the call. For a rate call whose cost exceeds the burst
+     *  (it can never be admitted) `at` is SLUICE_NEVER. */
     uint64_t at;
+    /** Rate, SLUICE_EMITTED: how many cost-1 calls would still be admitted
+     *  now, right after this call counted (for a `RateLimit` header's `r`).
+     *  0 otherwise. */
+    uint64_t remaining;
+    /** Rate, SLUICE_EMITTED: when the key's whole burst is available again,
+     *  in ns (for a `RateLimit` header's `t`). Rate, SLUICE_DROPPED: the same
+     *  for the key as it stands (the drop changed nothing). 0 for the other
+     *  policies. */
+    uint64_t full;
 } sluice_decision_t;
+
+/** A time that never comes: the retry time of a rate call whose cost exceeds the burst. */
+#define SLUICE_NEVER UINT64_MAX
+
+/** The quota of a rate key at a time, read by sluice_limiter_quota() without changing it. */
+typedef struct sluice_quota {
+    uint64_t burst;     /**< the policy's burst: the most cost-1 calls admitted at once */
+    uint64_t remaining; /**< cost-1 calls that would be admitted now, one after another (0..burst) */
+    uint64_t full;      /**< when the whole burst is available again, in ns (`now` when it already is) */
+    uint64_t retry;     /**< the earliest time a call of the asked cost would be admitted, in ns
+                             (`now` when it would be now), or SLUICE_NEVER when the cost exceeds the burst */
+} sluice_quota_t;
 
 /* ------------------------------------------------------------------ */
 /* Allocation                                                          */
@@ -339,6 +364,43 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter_t *limiter);
  */
 SLUICE_EXTERN int sluice_limiter_submit(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token,
                                         uint64_t now, sluice_decision_t *decision);
+
+/**
+ * Hands a weighted call to a rate limiter: like sluice_limiter_submit(), but
+ * the call counts `cost` units of the quota (bytes, rows, a batch of n). It is
+ * admitted whole or not at all. A cost above the burst is not an error: the
+ * call is dropped and `decision->at` is SLUICE_NEVER. A dropped call changes
+ * nothing. The decision of an admitted call carries `remaining` and `full`;
+ * that of a dropped call the retry time for its cost in `at`.
+ *
+ * @param limiter the limiter.
+ * @param key the key.
+ * @param token the caller's value handle.
+ * @param cost the units this call weighs: 1 to SLUICE_RATE_MAX. For policies
+ *        other than rate only 1 is accepted.
+ * @param now current time in ns.
+ * @param decision receives the decision (may be NULL).
+ * @return as sluice_limiter_submit(), and SLUICE_ERANGE for a cost of 0 or
+ *         above SLUICE_RATE_MAX, SLUICE_EINVAL for a cost other than 1 on a
+ *         policy that is not rate.
+ */
+SLUICE_EXTERN int sluice_limiter_submit_cost(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token,
+                                             uint64_t cost, uint64_t now, sluice_decision_t *decision);
+
+/**
+ * Reads a rate key's quota at `now` without changing anything (a peek: a key
+ * with no state gets none). See sluice_quota_t; times round toward "later".
+ *
+ * @param limiter a rate limiter.
+ * @param key the key.
+ * @param cost the cost to compute `retry` for (1 for a plain call), 1 to SLUICE_RATE_MAX.
+ * @param now current time in ns.
+ * @param out receives the quota.
+ * @return 0, SLUICE_EINVAL (NULL pointer, bad key, not a rate policy),
+ *         SLUICE_ERANGE (cost), SLUICE_EKEYLEN or SLUICE_ECLOSED.
+ */
+SLUICE_EXTERN int sluice_limiter_quota(sluice_limiter_t *limiter, sluice_key_t key, uint64_t cost,
+                                       uint64_t now, sluice_quota_t *out);
 
 /**
  * Emits the key's pending value now (as an SLUICE_EVENT_EMIT at `now`) and
@@ -437,6 +499,15 @@ typedef struct sluice_stats {
     uint64_t max_probe;      /**< longest probe sequence in the key index right now */
     uint64_t table_slots;    /**< size of the key index */
     uint64_t full_refusals;  /**< new keys refused because of max_keys */
+    /* Totals since creation, for servers to graph. Every token handed in is
+     * counted once in `admitted` or `scheduled`, and once again, if scheduled,
+     * in exactly one of `emitted_later`, `dropped` or `discarded`; a token
+     * dropped at its call counts in `dropped` only. */
+    uint64_t admitted;       /**< calls emitted at once (SLUICE_EMITTED) */
+    uint64_t scheduled;      /**< calls kept for later (SLUICE_SCHEDULED) */
+    uint64_t emitted_later;  /**< scheduled tokens emitted later (timer, flush, drain) */
+    uint64_t dropped;        /**< tokens dropped: at their call, superseded, or cancelled */
+    uint64_t discarded;      /**< tokens handed back by close(discard) or free */
 } sluice_stats_t;
 
 /**
