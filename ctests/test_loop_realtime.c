@@ -15,8 +15,7 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include "realtime.h"
-#include "trace.h"
+#include "sluice_trace.h"
 
 #define REALTIME_SLACK_MS 15
 #define TRIES 5

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "sluice.h"
-#include "trace.h"
+#include "sluice_trace.h"
 
 static int failures;
 static int checks;

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace.h"
+#include "sluice_trace.h"
 
 /* Run traces of fewer steps than this. */
 #define RUN_MAX_STEPS 200

@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "sluice.h"
-#include "realtime.h"
-#include "trace.h"
+#include "sluice_trace.h"
 
 #define EXIT_USAGE 64
 

@@ -1,7 +1,7 @@
 /*
  * trace.c — parser and runner of conformance traces (see trace.h).
  */
-#include "trace.h"
+#include "sluice_trace.h"
 
 #include <inttypes.h>
 #include <stdarg.h>

@@ -267,6 +267,25 @@ struct trace_run_result {
 int trace_run(const struct trace *trace, const struct trace_run_options *options,
               struct trace_run_result *result);
 
+/**
+ * Runs a parsed trace on a real libevent loop and the real monotonic clock
+ * (realtime.c; the loop layer), printing to options->out. Time 0 is a whole
+ * millisecond of the clock; each step runs at start + TIME ms, never before;
+ * every output line carries the actual time in whole ms since start, rounded
+ * down (never early). After the last step (when it is not close) the run
+ * goes on until nothing is pending.
+ *
+ * @param trace a trace from trace_parse().
+ * @param options as for trace_run(): `out` is used; `check_invariants`,
+ *        `max_advances` and `random_seed` are ignored. NULL: no output.
+ * @param result receives counters (lines, events) and, on failure, the
+ *        message; may be NULL.
+ * @return TRACE_OK, TRACE_ERR_NOMEM, or TRACE_ERR_INTERNAL.
+ * Takes as long as the trace's last time, plus its last deadline.
+ */
+int trace_run_realtime(const struct trace *trace, const struct trace_run_options *options,
+                       struct trace_run_result *result);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,7 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
-#include "realtime.h"
+#include "sluice_trace.h"
 
 #include <event2/event.h>
 #include <inttypes.h>
