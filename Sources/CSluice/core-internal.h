@@ -1,0 +1,82 @@
+/*
+ * core-internal.h — the few core internals the loop layer needs (internal).
+ *
+ * The loop layer (Sources/CSluiceLoop) runs several core limiters ("shards")
+ * behind locks. It uses the public core API (sluice.h) plus the functions
+ * below, and never a field of the core's structures: this header is the
+ * whole contract between the two, so the core's internals can change freely
+ * as long as these keep their meaning. They are implemented in
+ * core-access.c, carry the `sluice__` prefix and hidden visibility: they are
+ * not part of the shared library's interface.
+ *
+ * Prepared keys: the loop layer gives all its shards one hash seed, hashes a
+ * key once with sluice__key_prepare(), picks the shard from the hash's low
+ * bits (the core's index uses the top bits) and hands the prepared key to
+ * that shard. A prepared key borrows the caller's key bytes: it is valid
+ * only while they are.
+ */
+#ifndef SLUICE_CORE_INTERNAL_H
+#define SLUICE_CORE_INTERNAL_H
+
+#include "include/sluice.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(hidden)
+#endif
+
+/* A key checked and hashed with a given seed. */
+typedef struct sluice__pkey {
+    const unsigned char *bytes; /* byte keys: the caller's bytes (borrowed) */
+    size_t len;                 /* byte keys: their length (0 for integer keys) */
+    uint64_t u64;               /* integer keys: the integer */
+    bool is_u64;
+    uint64_t hash;              /* the key's 64-bit hash under the seed */
+} sluice__pkey_t;
+
+/* What sluice__key_op() does to a key (see sluice.h for each). */
+typedef enum sluice__key_op {
+    SLUICE__OP_FLUSH = 1,   /* sluice_limiter_flush() */
+    SLUICE__OP_CANCEL = 2,  /* sluice_limiter_cancel() */
+    SLUICE__OP_PENDING = 3  /* sluice_limiter_pending() */
+} sluice__key_op_t;
+
+/* Checks a key and hashes it with `seed`. Returns 0, SLUICE_EINVAL (bad
+ * kind, NULL bytes with a length) or SLUICE_EKEYLEN. */
+int sluice__key_prepare(const uint64_t seed[2], sluice_key_t key, sluice__pkey_t *out);
+
+/* Copies the hash seed a limiter uses into `seed`. A limiter created with
+ * `fixed_seed` and this seed hashes every key exactly as this one does. */
+void sluice__limiter_seed(const sluice_limiter_t *limiter, uint64_t seed[2]);
+
+/* sluice_limiter_submit_cost() for a key prepared with this limiter's seed:
+ * same behaviour, results and errors (cost 1 is sluice_limiter_submit()). */
+int sluice__submit_prepared(sluice_limiter_t *limiter, const sluice__pkey_t *key, uint64_t token,
+                            uint64_t cost, uint64_t now, sluice_decision_t *decision);
+
+/* sluice_limiter_flush(), _cancel() or _pending() for a key prepared with
+ * this limiter's seed: same behaviour, results and errors. */
+int sluice__key_op(sluice_limiter_t *limiter, const sluice__pkey_t *key, sluice__key_op_t op, uint64_t now);
+
+/* True when the key (prepared with this limiter's seed) has state in the
+ * limiter right now (a live entry). Changes nothing: no timer is run. */
+bool sluice__key_is_live(const sluice_limiter_t *limiter, const sluice__pkey_t *key);
+
+/* The latest `now` the limiter has been given: its clock. An earlier `now`
+ * passed to a call counts as this one. */
+uint64_t sluice__limiter_now(const sluice_limiter_t *limiter);
+
+/* Keys holding a pending value right now. */
+uint64_t sluice__limiter_pending(const sluice_limiter_t *limiter);
+
+/* Keys with state (live entries) right now. */
+uint64_t sluice__limiter_live(const sluice_limiter_t *limiter);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
+
+#endif /* SLUICE_CORE_INTERNAL_H */
