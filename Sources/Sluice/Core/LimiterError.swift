@@ -1,53 +1,143 @@
 import CSluice
 
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// An error reported by a limiter: an invalid configuration, a key the core
 /// refuses, or a call on a closed limiter.
 ///
-/// Each value is one of the C core's negative `SLUICE_E*` codes, so the Swift
-/// layer and the C API describe a failure in the same words
-/// (``description`` is `sluice_strerror()`). Compare against the static
-/// members, or match them in a `catch` clause:
+/// Each error is one of the C core's error codes (``rawValue``), with a
+/// sentence that says what went wrong in the Swift API's own words
+/// (``description``, also its `localizedDescription`), and, for a refused
+/// configuration, which option broke which rule (``reason``):
+///
+/// ```swift
+/// do {
+///     _ = try Limiter<String, Int>(.debounce(interval: .seconds(1), maxWait: .milliseconds(500))) { _, _ in }
+/// } catch {
+///     print(error)  // Invalid debounce policy: maxWait (0.5 seconds) is shorter than interval (1.0 seconds); …
+/// }
+/// ```
+///
+/// Errors compare by their code only, so the static members match in a
+/// `catch` clause whatever the reason says:
 ///
 /// ```swift
 /// do { try limiter.submit(request, for: "user-42") }
-/// catch LimiterError.closed { … }
+/// catch LimiterError.closed { /* shutting down */ }
 /// ```
-public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible, LocalizedError,
+    CaseIterable
+{
     /// The C core's error code: a negative `SLUICE_E*` constant.
     public let rawValue: Int32
 
+    /// Which option broke which rule, as a sentence, when the error comes
+    /// from a configuration the limiter checked; `nil` otherwise.
+    public let reason: String?
+
     /// Wraps a C error code. Codes the core does not define describe
-    /// themselves as "unknown error".
+    /// themselves as an unknown error, with the code.
     ///
     /// - Parameter rawValue: a negative `SLUICE_E*` code.
     public init(rawValue: Int32) {
         self.rawValue = rawValue
+        self.reason = nil
     }
 
-    /// An allocation failed; nothing changed (`SLUICE_ENOMEM`).
+    /// An error with the code of `error` and a sentence saying exactly what
+    /// was wrong.
+    ///
+    /// - Parameters:
+    ///   - error: the kind of error (its code is kept).
+    ///   - reason: a sentence naming the option and the rule it broke.
+    init(_ error: LimiterError, reason: String) {
+        self.rawValue = error.rawValue
+        self.reason = reason
+    }
+
+    /// An allocation failed; nothing changed.
     public static let outOfMemory = LimiterError(rawValue: SLUICE_ENOMEM.rawValue)
-    /// The operation is not allowed while a callback runs (`SLUICE_EBUSY`).
+    /// The operation is not allowed while one of this limiter's own callbacks
+    /// runs.
     public static let busy = LimiterError(rawValue: SLUICE_EBUSY.rawValue)
     /// An invalid argument or configuration: a negative interval, a `maxWait`
     /// below the interval, a policy with neither edge, a rate limit, period
-    /// or burst below 1 (`SLUICE_EINVAL`).
+    /// or burst below 1, a negative `maxKeys`, a tick of zero or above one
+    /// second. ``reason`` names the option.
     public static let invalidArgument = LimiterError(rawValue: SLUICE_EINVAL.rawValue)
-    /// The cap on live keys is reached and a new key was refused; live keys
-    /// are never evicted (`SLUICE_EFULL`).
+    /// The cap on keys with state (`maxKeys`) is reached and a new key was
+    /// refused; keys with state are never evicted.
     public static let full = LimiterError(rawValue: SLUICE_EFULL.rawValue)
-    /// A number is outside its documented range, for example a duration above
-    /// about 31.7 years (`SLUICE_ERANGE`).
+    /// A number is outside its range: a duration above 10^18 nanoseconds
+    /// (about 31.7 years), a limit, burst or cost above 10^12, a cost of 0.
     public static let outOfRange = LimiterError(rawValue: SLUICE_ERANGE.rawValue)
-    /// A byte key is longer than 1024 bytes (`SLUICE_EKEYLEN`).
+    /// A key is longer than 1024 bytes (a `String` key counts the bytes of
+    /// its UTF-8 in Unicode Normalization Form C).
     public static let keyTooLong = LimiterError(rawValue: SLUICE_EKEYLEN.rawValue)
-    /// The limiter is closed (`SLUICE_ECLOSED`).
+    /// The limiter is closed: it takes no more values.
     public static let closed = LimiterError(rawValue: SLUICE_ECLOSED.rawValue)
-    /// An internal consistency check failed (`SLUICE_ECORRUPT`); a bug in Sluice.
+    /// An internal consistency check failed: a bug in Sluice (details are
+    /// printed on standard error).
     public static let corrupted = LimiterError(rawValue: SLUICE_ECORRUPT.rawValue)
 
-    /// The core's English description of the error, from `sluice_strerror()`.
+    /// Every error a limiter reports.
+    public static let allCases: [LimiterError] = [
+        .outOfMemory, .busy, .invalidArgument, .full, .outOfRange, .keyTooLong, .closed, .corrupted,
+    ]
+
+    /// What went wrong, as one sentence: the ``reason`` when there is one,
+    /// otherwise the meaning of the code, for example "The limiter is
+    /// closed: it takes no more values."
     public var description: String {
-        String(cString: sluice_strerror(rawValue))
+        reason ?? summary
+    }
+
+    /// The same sentence as ``description``, so that `localizedDescription`
+    /// of the error names the problem.
+    public var errorDescription: String? { description }
+
+    /// The meaning of the code alone.
+    var summary: String {
+        switch self {
+        case .outOfMemory: "Out of memory: an allocation failed and nothing was changed."
+        case .busy: "Not allowed while one of this limiter's own callbacks runs."
+        case .invalidArgument: "Invalid argument or configuration."
+        case .full:
+            "The limiter is full: maxKeys keys have state, so the new key was refused (keys with state are never evicted)."
+        case .outOfRange:
+            "A number is out of range: durations may be at most 10^18 nanoseconds (about 31.7 years), limits, bursts and costs at most 10^12."
+        case .keyTooLong: "The key is longer than 1024 bytes."
+        case .closed: "The limiter is closed: it takes no more values."
+        case .corrupted: "An internal consistency check failed (details on standard error): a bug in Sluice."
+        default: "Unknown Sluice error (code \(rawValue))."
+        }
+    }
+
+    /// Whether two errors have the same code (the ``reason`` is not compared).
+    public static func == (lhs: LimiterError, rhs: LimiterError) -> Bool {
+        lhs.rawValue == rhs.rawValue
+    }
+
+    /// Hashes the code.
+    ///
+    /// - Parameter hasher: the hasher.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(rawValue)
+    }
+
+    /// Whether `error` is a ``LimiterError`` with the code of `pattern`: lets
+    /// `catch LimiterError.closed { … }` match an untyped error as well.
+    ///
+    /// - Parameters:
+    ///   - pattern: the error to match, usually a static member.
+    ///   - error: the error thrown.
+    /// - Returns: whether the codes are equal.
+    public static func ~= (pattern: LimiterError, error: any Error) -> Bool {
+        (error as? LimiterError) == pattern
     }
 
     /// Turns the return value of a C core function into a result or an error.
@@ -66,5 +156,128 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
             throw LimiterError(rawValue: Int32(truncatingIfNeeded: result))
         }
         return result
+    }
+}
+
+// MARK: - Configuration errors that name the option
+
+extension LimiterError {
+    /// The longest duration the core takes.
+    static let longestDuration = Duration.nanoseconds(1_000_000_000_000_000_000)
+    /// The largest limit, burst or cost the core takes.
+    static let largestCount = 1_000_000_000_000
+
+    /// `error`, with a ``reason`` naming the option of this configuration
+    /// that broke a rule.
+    ///
+    /// Call it where creating a limiter (or validating a policy) failed: the
+    /// core decides *whether* a configuration is valid, this only finds the
+    /// first option that explains the failure. An error that is not about
+    /// the configuration, or whose cause it cannot find, comes back
+    /// unchanged.
+    ///
+    /// - Parameters:
+    ///   - error: the error the check threw.
+    ///   - policy: the policy that was checked.
+    ///   - maxKeys: the `maxKeys` option, if any.
+    ///   - tick: the `tick` option, if any.
+    /// - Returns: the error with a reason, or `error`.
+    static func explaining(
+        _ error: LimiterError, policy: LimiterPolicy, maxKeys: Int? = nil, tick: Duration? = nil
+    ) -> LimiterError {
+        guard error == .invalidArgument || error == .outOfRange, error.reason == nil else { return error }
+        if let problem = policy.problem ?? problem(maxKeys: maxKeys) ?? problem(tick: tick) {
+            return LimiterError(problem.code, reason: problem.sentence)
+        }
+        return error
+    }
+
+    /// The problem with a `maxKeys` option, if any.
+    static func problem(maxKeys: Int?) -> (code: LimiterError, sentence: String)? {
+        guard let maxKeys, maxKeys < 0 else { return nil }
+        return (
+            .invalidArgument,
+            "Invalid maxKeys (\(maxKeys)): it must be at least 1, or 0 or nil for no cap on keys."
+        )
+    }
+
+    /// The problem with a `tick` option, if any.
+    static func problem(tick: Duration?) -> (code: LimiterError, sentence: String)? {
+        guard let tick else { return nil }
+        if tick <= .zero {
+            return (.invalidArgument, "Invalid tick (\(tick)): it must be more than zero (nil for the default).")
+        }
+        if tick > .seconds(1) {
+            return (.invalidArgument, "Invalid tick (\(tick)): it must be at most one second.")
+        }
+        return nil
+    }
+}
+
+extension LimiterPolicy {
+    /// The first option of this policy that breaks a rule, with the code the
+    /// core reports for it and a sentence naming the option and the rule.
+    var problem: (code: LimiterError, sentence: String)? {
+        func duration(_ name: String, _ value: Duration) -> (code: LimiterError, sentence: String)? {
+            if value < .zero {
+                return (.invalidArgument, "\(name) (\(value)) is negative; it must be zero or more.")
+            }
+            if value > LimiterError.longestDuration {
+                return (
+                    .outOfRange,
+                    "\(name) (\(value)) is too long; it may be at most 10^18 nanoseconds (about 31.7 years)."
+                )
+            }
+            return nil
+        }
+        func count(_ name: String, _ value: Int) -> (code: LimiterError, sentence: String)? {
+            if value < 1 { return (.invalidArgument, "\(name) (\(value)) must be at least 1.") }
+            if value > LimiterError.largestCount {
+                return (.outOfRange, "\(name) (\(value)) is too large; it may be at most 10^12.")
+            }
+            return nil
+        }
+        func invalid(_ what: String, _ problem: (code: LimiterError, sentence: String)?)
+            -> (code: LimiterError, sentence: String)?
+        {
+            problem.map { ($0.code, "Invalid \(what) policy: \($0.sentence)") }
+        }
+        switch kind {
+        case let .throttle(interval, leading, trailing, _):
+            if let p = invalid("throttle", duration("interval", interval)) { return p }
+            if !leading && !trailing {
+                return (
+                    .invalidArgument,
+                    "Invalid throttle policy: leading and trailing are both false, so nothing would ever be emitted; enable at least one edge."
+                )
+            }
+        case let .audit(interval):
+            return invalid("audit", duration("interval", interval))
+        case let .debounce(interval, leading, trailing, maxWait):
+            if let p = invalid("debounce", duration("interval", interval)) { return p }
+            if !leading && !trailing {
+                return (
+                    .invalidArgument,
+                    "Invalid debounce policy: leading and trailing are both false, so nothing would ever be emitted; enable at least one edge."
+                )
+            }
+            if let maxWait {
+                if let p = invalid("debounce", duration("maxWait", maxWait)) { return p }
+                if maxWait < interval {
+                    return (
+                        .invalidArgument,
+                        "Invalid debounce policy: maxWait (\(maxWait)) is shorter than interval (\(interval)); it must be at least the interval (or nil for no limit)."
+                    )
+                }
+            }
+        case let .rate(limit, per, burst):
+            if let p = invalid("rate", count("limit", limit)) { return p }
+            if per <= .zero {
+                return (.invalidArgument, "Invalid rate policy: per (\(per)) must be at least one nanosecond.")
+            }
+            if let p = invalid("rate", duration("per", per)) { return p }
+            if let burst, let p = invalid("rate", count("burst", burst)) { return p }
+        }
+        return nil
     }
 }

@@ -30,10 +30,11 @@ public enum LimiterKeyIdentity {
 /// Conforming types lend their exact identity for the duration of one call.
 /// Two keys are the same key exactly when their identities are equal: no
 /// hashing shortcut ever merges two keys, so a conforming type must give
-/// different values different identities.
+/// different values different identities, and values it considers equal the
+/// same identity (as `String` does for canonically equivalent spellings).
 ///
 /// Integers, `String`, `Substring`, `UUID`, `[UInt8]` and `ArraySlice<UInt8>`
-/// conform already. A `RawRepresentable` type whose raw value is a key only
+/// conform already; ``CompositeKey`` combines several keys into one. A `RawRepresentable` type whose raw value is a key only
 /// needs to declare the conformance:
 ///
 /// ```swift
@@ -189,35 +190,91 @@ extension UInt8: LimiterKey {
 // MARK: - Byte strings
 
 extension String: LimiterKey {
-    /// A byte identity: the string's UTF-8, without a terminator (embedded
-    /// NULs are part of the key). Strings are compared by their UTF-8, not by
-    /// Unicode equivalence: `"é"` precomposed and decomposed are two keys.
+    /// A byte identity: the UTF-8 of the string in Unicode Normalization
+    /// Form C, without a terminator (embedded NULs are part of the key).
     ///
-    /// Native strings are lent in place; other strings are made contiguous once.
+    /// Two strings are the same key exactly when Swift says they are equal:
+    /// `"caf\u{E9}"` (precomposed) and `"cafe\u{301}"` (decomposed) are one
+    /// key, so a client cannot get a second quota by sending the other
+    /// spelling. ASCII strings, already in normal form, are lent in place
+    /// without any work but a scan; other strings are normalized into a
+    /// temporary buffer for the call. The 1024-byte limit applies to the
+    /// normalized UTF-8.
     ///
-    /// - Parameter body: receives `.bytes` of the UTF-8.
+    /// - Parameter body: receives `.bytes` of the normalized UTF-8.
     /// - Returns: what `body` returns.
     public func withLimiterKeyIdentity<Result>(_ body: (LimiterKeyIdentity) -> Result) -> Result {
-        if let result = utf8.withContiguousStorageIfAvailable({ body(.bytes(UnsafeRawBufferPointer($0))) }) {
-            return result
+        if let result = utf8.withContiguousStorageIfAvailable({ utf8 -> Result? in
+            isASCII(utf8) ? body(.bytes(UnsafeRawBufferPointer(utf8))) : nil
+        }) {
+            if let result { return result }
+            return withNormalizedUTF8(self, body)
         }
+        // A bridged string without contiguous UTF-8: made contiguous once.
         var copy = self
-        return copy.withUTF8 { body(.bytes(UnsafeRawBufferPointer($0))) }
+        return copy.withUTF8 { utf8 in
+            isASCII(utf8) ? body(.bytes(UnsafeRawBufferPointer(utf8))) : withNormalizedUTF8(self, body)
+        }
     }
 }
 
 extension Substring: LimiterKey {
-    /// A byte identity: the substring's UTF-8 (the same key as the equal
-    /// `String`).
+    /// A byte identity: the substring's UTF-8 in Normalization Form C, the
+    /// same key as the equal `String` (see `String`'s conformance).
     ///
-    /// - Parameter body: receives `.bytes` of the UTF-8.
+    /// - Parameter body: receives `.bytes` of the normalized UTF-8.
     /// - Returns: what `body` returns.
     public func withLimiterKeyIdentity<Result>(_ body: (LimiterKeyIdentity) -> Result) -> Result {
-        if let result = utf8.withContiguousStorageIfAvailable({ body(.bytes(UnsafeRawBufferPointer($0))) }) {
+        if let result = utf8.withContiguousStorageIfAvailable({ utf8 -> Result? in
+            isASCII(utf8) ? body(.bytes(UnsafeRawBufferPointer(utf8))) : nil
+        }), let result {
             return result
         }
-        var copy = self
-        return copy.withUTF8 { body(.bytes(UnsafeRawBufferPointer($0))) }
+        return String(self).withLimiterKeyIdentity(body)
+    }
+}
+
+/// Whether every byte is below 0x80 (ASCII text is its own NFC form),
+/// eight bytes at a time.
+private func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard let base = bytes.baseAddress else { return true }
+    let count = bytes.count
+    var i = 0
+    var high: UInt64 = 0
+    while i + 8 <= count {
+        high |= UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+        i += 8
+    }
+    while i < count {
+        high |= UInt64(base[i])
+        i += 1
+    }
+    return high & 0x8080_8080_8080_8080 == 0
+}
+
+/// Calls `body` with the NFC form of `string`'s UTF-8: the form Swift's own
+/// `==` and hashing compare, so canonically equivalent strings (precomposed
+/// or decomposed accents, Hangul syllables or jamo, combining marks in any
+/// canonical order) lend identical bytes.
+///
+/// NFC grows UTF-8 by at most three times; the normalized bytes are written
+/// into a temporary buffer of that size (on the stack when small).
+private func withNormalizedUTF8<Result>(_ string: String, _ body: (LimiterKeyIdentity) -> Result) -> Result {
+    let capacity = string.utf8.count * 3
+    // Keys longer than the core's limit are refused anyway; normalize them
+    // into an array rather than a large temporary buffer.
+    guard capacity <= 3 * 1024 else {
+        return string._nfcCodeUnits.withUnsafeBytes { body(.bytes($0)) }
+    }
+    return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { buffer in
+        var count = 0
+        string._withNFCCodeUnits { byte in
+            // Cannot overflow (NFC expands UTF-8 at most 3x); checked anyway.
+            precondition(count < capacity, "Sluice: NFC expanded a key beyond three times its UTF-8")
+            buffer[count] = byte
+            count += 1
+        }
+        return body(.bytes(UnsafeRawBufferPointer(start: buffer.baseAddress, count: count)))
     }
 }
 

@@ -1,0 +1,122 @@
+import CSluice
+import Foundation
+import Testing
+
+@testable import Sluice
+
+@Suite("Errors")
+struct ErrorTests {
+    @Test("every error describes itself in a sentence, in Swift's words", arguments: LimiterError.allCases)
+    func sentences(_ error: LimiterError) {
+        let text = error.description
+        #expect(!text.isEmpty)
+        #expect(text.first?.isUppercase == true && text.hasSuffix("."), "\(text)")
+        #expect(!text.contains("SLUICE_"), "no C names in Swift messages: \(text)")
+        #expect(!text.contains("Unknown"), "\(error.rawValue) is a known code")
+        #expect("\(error)" == text)
+        #expect(String(describing: error as any Error) == text)
+        // Bridged to Foundation, the error still says what happened.
+        let bridged = (error as any Error).localizedDescription
+        #expect(bridged == text)
+        #expect(!bridged.contains("could not be completed"))
+        #expect(error.errorDescription == text)
+        #expect(error.reason == nil)
+        #expect(LimiterError(rawValue: error.rawValue) == error)
+    }
+
+    @Test("the key-length message states the core's limit in bytes")
+    func keyLengthInBytes() {
+        #expect(LimiterError.keyTooLong.description.contains("\(SLUICE_KEY_MAX) bytes"))
+    }
+
+    @Test("an unknown code says so, with the code")
+    func unknownCode() {
+        let error = LimiterError(rawValue: -9999)
+        #expect(error.description.contains("-9999"))
+        #expect(!LimiterError.allCases.contains(error))
+    }
+
+    @Test("errors compare by code, so a reason does not stop a catch clause matching")
+    func comparisonIgnoresReason() {
+        let explained = LimiterError(.invalidArgument, reason: "Invalid thing.")
+        #expect(explained == .invalidArgument)
+        #expect(explained.hashValue == LimiterError.invalidArgument.hashValue)
+        #expect(explained.description == "Invalid thing.")
+        #expect((explained as any Error).localizedDescription == "Invalid thing.")
+        var caught = false
+        do { throw explained } catch LimiterError.invalidArgument { caught = true } catch {}
+        #expect(caught)
+    }
+
+    /// Configurations that break one rule each, the option the message must
+    /// name, and words of the rule.
+    static let badPolicies: [(LimiterPolicy, [String])] = [
+        (.throttle(interval: .milliseconds(-1)), ["throttle", "interval", "negative"]),
+        (.throttle(interval: .seconds(1), leading: false, trailing: false), ["throttle", "leading", "trailing"]),
+        (.audit(interval: .seconds(-3)), ["audit", "interval", "negative"]),
+        (.audit(interval: .seconds(40 * 365 * 86_400)), ["audit", "interval", "10^18"]),
+        (.debounce(interval: .seconds(1), leading: false, trailing: false), ["debounce", "leading", "trailing"]),
+        (.debounce(interval: .seconds(1), maxWait: .milliseconds(500)), ["maxWait (0.5 seconds)", "interval (1.0 seconds)"]),
+        (.debounce(interval: .seconds(1), maxWait: .seconds(-1)), ["maxWait", "negative"]),
+        (.rate(limit: 0, per: .seconds(1)), ["rate", "limit (0)", "at least 1"]),
+        (.rate(limit: 2_000_000_000_000, per: .seconds(1)), ["limit", "10^12"]),
+        (.rate(limit: 10, per: .zero), ["per", "nanosecond"]),
+        (.rate(limit: 10, per: .seconds(1), burst: 0), ["burst (0)", "at least 1"]),
+        (.rate(limit: 10, per: .seconds(1), burst: 2_000_000_000_000), ["burst", "10^12"]),
+    ]
+
+    @Test("a refused policy names the option and the rule, with the core's code", arguments: badPolicies)
+    func policyReasons(_ policy: LimiterPolicy, _ words: [String]) {
+        var thrown: LimiterError?
+        do { try policy.validate() } catch { thrown = error }
+        guard let thrown else {
+            Issue.record("the core accepted \(policy)")
+            return
+        }
+        let explained = LimiterError.explaining(thrown, policy: policy)
+        #expect(explained == thrown, "the explanation keeps the core's code (\(thrown.rawValue)) for \(policy)")
+        let reason = explained.reason ?? ""
+        for word in words {
+            #expect(reason.contains(word), "\(policy): \(reason)")
+        }
+        #expect(explained.description == reason)
+        #expect(!reason.contains("SLUICE_") && !reason.contains("_ns"), "\(reason)")
+    }
+
+    @Test("valid policies have no problem to explain")
+    func validPolicies() throws {
+        for policy: LimiterPolicy in [
+            .throttle(interval: .zero), .audit(interval: .seconds(1)),
+            .debounce(interval: .seconds(1), maxWait: .seconds(1)), .rate(limit: 1, per: .nanoseconds(1), burst: 1),
+        ] {
+            try policy.validate()
+            #expect(policy.problem == nil)
+            #expect(LimiterError.explaining(.invalidArgument, policy: policy).reason == nil)
+        }
+        #expect(LimiterError.explaining(.closed, policy: .rate(limit: 0, per: .seconds(1))).reason == nil,
+                "only configuration errors are explained")
+    }
+
+    @Test("maxKeys and tick: invalid values are refused and named")
+    func optionReasons() {
+        let policy = LimiterPolicy.throttle(interval: .seconds(1))
+        for (maxKeys, tick, words) in [
+            (-1, nil, ["maxKeys (-1)", "nil for no cap"]),
+            (nil, Duration.zero, ["tick", "more than zero"]),
+            (nil, Duration.seconds(2), ["tick (2.0 seconds)", "one second"]),
+        ] as [(Int?, Duration?, [String])] {
+            let error = LimiterError.explaining(.invalidArgument, policy: policy, maxKeys: maxKeys, tick: tick)
+            for word in words {
+                #expect(error.description.contains(word), "\(error)")
+            }
+            #expect(throws: LimiterError.invalidArgument) {
+                try Limiter<Int, Int>(
+                    policy, scheduler: .manual(ManualLimiterClock()), maxKeys: maxKeys, tick: tick,
+                    delivery: .handler { _, _ in })
+            }
+        }
+        // 0 and nil both mean no cap.
+        #expect(LimiterError.problem(maxKeys: 0) == nil)
+        #expect(LimiterError.problem(maxKeys: nil) == nil)
+    }
+}
