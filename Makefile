@@ -160,3 +160,11 @@ install-test: build
 
 clean:
 	rm -rf build build-bench build-asan build-tsan build-fuzz .build .build-tsan Benchmarks/.build
+
+# --- documentation code -------------------------------------------------------------------
+# Every ```swift block of the README and the DocC catalog built in a consumer package
+# (Swift 6 mode), every ```c block of the README compiled against build/ and run,
+# its output compared with the README's (tools/snippets/check-snippets.sh).
+.PHONY: snippets
+snippets: build
+	tools/snippets/check-snippets.sh

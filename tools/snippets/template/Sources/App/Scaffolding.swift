@@ -1,0 +1,52 @@
+// Names the documentation's Swift snippets take for granted: the reader's own
+// types and functions, declared here once so that each snippet stays short.
+// Only what a snippet uses without declaring it belongs here; a snippet that
+// declares a name of its own shadows these.
+import Foundation
+import Sluice
+
+// MARK: - An app's documents
+
+struct Document: Sendable {
+    var id = UUID()
+    var text = ""
+}
+
+final class DocumentStore: Sendable {
+    func save(_ document: Document, id: UUID) {}
+}
+
+let store = DocumentStore()
+let draft = Document()
+
+// MARK: - A server's requests
+
+struct Request: Sendable {
+    var apiKey = "key-1"
+    var path = "/"
+}
+
+struct Response: Sendable {
+    var status = 200
+    var headers: [(String, String)] = []
+}
+
+let request = Request()
+let apiKey = request.apiKey
+
+func handle(_ request: Request) {}
+func reply429(retryAfter: LimiterInstant) {}
+
+// MARK: - Events and uploads
+
+struct Event: Sendable {}
+typealias UserID = Int
+
+let event = Event()
+let user: UserID = 42
+let tabID = 1
+
+func upload(_ events: [Event], for user: UserID) {}
+func upload(_ event: Event) async {}
+func runSearch(_ query: String, in tab: Int) {}
+func showSpinner(until: LimiterInstant) {}
