@@ -1,10 +1,12 @@
 /*
- * test_trace_parser.c — unit tests of the trace parser (tools/sluice-trace/trace.c),
- * plus a few end-to-end runs of the trace runner against the core.
+ * test_trace_parser.c — unit tests of the trace library (Sources/CSluiceTrace,
+ * sluice_trace.h): the parser (v1 and v2 lines, every error reason), the step
+ * accessors, and end-to-end runs against the core through the output
+ * callback, whose fields are checked against its text.
  *
- * Build: link with tools/sluice-trace/trace.c and the core library; include
- * paths Sources/CSluice/include and tools/sluice-trace. Exit status 0 when
- * every check passes.
+ * Build: link with Sources/CSluiceTrace/trace.c and the core library; include
+ * paths Sources/CSluice/include and Sources/CSluiceTrace/include. Exit status
+ * 0 when every check passes.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -32,9 +34,12 @@ static int checks;
         }                                                                                 \
     } while (0)
 
+#define MS UINT64_C(1000000)
+#define POL(t) sluice_trace_policy(t)
+
 /* Parses exactly `len` bytes held in a buffer of exactly that size, so a
  * sanitizer catches any read past the end. */
-static int parse_exact(const char *input, size_t len, struct trace *t, struct trace_error *err) {
+static int parse_exact(const char *input, size_t len, sluice_trace_t **t, sluice_trace_error_t *err) {
     char *copy = malloc(len ? len : 1);
     int rc;
     if (copy == NULL) {
@@ -43,24 +48,27 @@ static int parse_exact(const char *input, size_t len, struct trace *t, struct tr
     }
     if (len)
         memcpy(copy, input, len);
-    rc = trace_parse(len ? copy : NULL, len, t, err);
+    rc = sluice_trace_parse(len ? copy : NULL, len, t, err);
     free(copy);
     return rc;
 }
 
 static void expect_error_n(const char *input, size_t len, size_t line, const char *reason) {
-    struct trace t;
-    struct trace_error err;
+    sluice_trace_t *t = (sluice_trace_t *)&t; /* must become NULL */
+    sluice_trace_error_t err;
+    char message[SLUICE_TRACE_ERROR_MESSAGE_MAX];
     int rc = parse_exact(input, len, &t, &err);
-    CHECK(rc == TRACE_ERR_SYNTAX, "input %.60s: rc %d, want a syntax error", input, rc);
-    if (rc != TRACE_ERR_SYNTAX) {
-        trace_free(&t);
+    CHECK(rc == SLUICE_TRACE_ESYNTAX, "input %.60s: rc %d, want a syntax error", input, rc);
+    if (rc != SLUICE_TRACE_ESYNTAX) {
+        sluice_trace_free(rc == SLUICE_TRACE_OK ? t : NULL);
         return;
     }
     CHECK(err.line == line && strcmp(err.reason, reason) == 0,
           "input \"%.60s\": got 'line %zu: %s', want 'line %zu: %s'", input, err.line, err.reason,
           line, reason);
-    CHECK(t.steps == NULL && t.nsteps == 0, "trace not emptied after an error");
+    snprintf(message, sizeof message, "error: line %zu: %s", line, reason);
+    CHECK(strcmp(err.message, message) == 0, "message '%s', want '%s'", err.message, message);
+    CHECK(t == NULL, "no trace after an error");
 }
 
 static void expect_error(const char *input, size_t line, const char *reason) {
@@ -68,38 +76,48 @@ static void expect_error(const char *input, size_t line, const char *reason) {
 }
 
 /* Parses an input that must be valid; the caller frees. */
-static void expect_ok_n(const char *input, size_t len, struct trace *t) {
-    struct trace_error err;
-    int rc = parse_exact(input, len, t, &err);
-    CHECK(rc == TRACE_OK, "input \"%.60s\": got 'line %zu: %s'", input, err.line, err.reason);
-    if (rc != TRACE_OK)
-        memset(t, 0, sizeof *t);
+static sluice_trace_t *expect_ok_n(const char *input, size_t len) {
+    sluice_trace_t *t = NULL;
+    sluice_trace_error_t err;
+    int rc = parse_exact(input, len, &t, &err);
+    CHECK(rc == SLUICE_TRACE_OK, "input \"%.60s\": got 'line %zu: %s'", input, err.line, err.reason);
+    if (rc != SLUICE_TRACE_OK) {
+        fprintf(stderr, "cannot go on\n");
+        exit(1);
+    }
+    CHECK(err.message[0] == '\0' && err.line == 0, "error cleared on success");
+    return t;
 }
 
-static void expect_ok(const char *input, struct trace *t) {
-    expect_ok_n(input, strlen(input), t);
+static sluice_trace_t *expect_ok(const char *input) {
+    return expect_ok_n(input, strlen(input));
 }
 
 static void accept(const char *input) {
-    struct trace t;
-    expect_ok(input, &t);
-    trace_free(&t);
+    sluice_trace_free(expect_ok(input));
 }
 
-static bool step_is(const struct trace *t, size_t i, uint64_t time_ms, int verb, const char *key,
+static bool step_is(const sluice_trace_t *t, size_t i, uint64_t time_ms, int verb, const char *key,
                     const char *value) {
-    const struct trace_step *s;
-    if (i >= t->nsteps)
+    sluice_trace_step_t s;
+    if (sluice_trace_step(t, i, &s) != SLUICE_TRACE_OK)
         return false;
-    s = &t->steps[i];
-    if (s->time_ms != time_ms || s->verb != verb)
+    if (s.time_ms != time_ms || (int)s.verb != verb)
         return false;
-    if (key && (s->key_len != strlen(key) || memcmp(trace_step_key(t, s), key, s->key_len) != 0))
+    if (key && (s.key_len != strlen(key) || memcmp(s.key, key, s.key_len) != 0))
         return false;
-    if (value &&
-        (s->value_len != strlen(value) || memcmp(trace_step_value(t, s), value, s->value_len) != 0))
+    if (value && (s.value_len != strlen(value) || memcmp(s.value, value, s.value_len) != 0))
+        return false;
+    if (!value && s.value != NULL)
         return false;
     return true;
+}
+
+static sluice_trace_step_t step_at(const sluice_trace_t *t, size_t i) {
+    sluice_trace_step_t s;
+    memset(&s, 0, sizeof s);
+    CHECK(sluice_trace_step(t, i, &s) == SLUICE_TRACE_OK, "step %zu", i);
+    return s;
 }
 
 /* ------------------------------------------------------------------ */
@@ -164,12 +182,12 @@ static void test_policy_errors(void) {
 }
 
 static void test_number_limits(void) {
-    struct trace t;
+    sluice_trace_t *t;
 
     /* Durations: at most 10^12 ms. */
-    expect_ok("policy throttle interval=1000000000000\n", &t);
-    CHECK(t.policy.interval_ms == UINT64_C(1000000000000), "interval %" PRIu64, t.policy.interval_ms);
-    trace_free(&t);
+    t = expect_ok("policy throttle interval=1000000000000\n");
+    CHECK((uint64_t)POL(t).interval_ns / MS == UINT64_C(1000000000000), "interval %" PRIu64, (uint64_t)POL(t).interval_ns / MS);
+    sluice_trace_free(t);
     expect_error("policy throttle interval=1000000000001\n", 1, "number too large");
     expect_error("policy audit interval=99999999999999999999999\n", 1, "number too large");
     expect_error("policy audit interval=18446744073709551616\n", 1, "number too large");
@@ -179,19 +197,18 @@ static void test_number_limits(void) {
     expect_error("policy debounce interval=1 maxwait=1000000000001\n", 1, "number too large");
     accept("policy rate limit=1 per=1000000000000\n");
     expect_error("policy rate limit=1 per=1000000000001\n", 1, "number too large");
-    /* Rate limit and burst: at most TRACE_RATE_MAX (10^12). */
-    expect_ok("policy rate limit=1000000000000 per=1 burst=1000000000000\n", &t);
-    CHECK(t.policy.limit == TRACE_RATE_MAX && t.policy.burst == TRACE_RATE_MAX, "limit/burst");
-    trace_free(&t);
+    /* Rate limit and burst: at most SLUICE_TRACE_COUNT_MAX (10^12). */
+    t = expect_ok("policy rate limit=1000000000000 per=1 burst=1000000000000\n");
+    CHECK(POL(t).limit == SLUICE_TRACE_COUNT_MAX && POL(t).burst == SLUICE_TRACE_COUNT_MAX, "limit/burst");
+    sluice_trace_free(t);
     expect_error("policy rate limit=1000000000001 per=1\n", 1, "number too large");
     expect_error("policy rate limit=1 per=1 burst=1000000000001\n", 1, "number too large");
     /* Leading zeros are fine, and do not count towards the size. */
-    expect_ok("policy throttle interval=0000000000000000000000000001000000000000\n"
-              "000000000000000000000000010000000000000 call A a\n",
-              &t);
-    CHECK(t.policy.interval_ms == UINT64_C(1000000000000), "interval %" PRIu64, t.policy.interval_ms);
-    CHECK(step_is(&t, 0, TRACE_TIME_MAX_MS, TRACE_CALL, "A", "a"), "time 10^13");
-    trace_free(&t);
+    t = expect_ok("policy throttle interval=0000000000000000000000000001000000000000\n"
+              "000000000000000000000000010000000000000 call A a\n");
+    CHECK((uint64_t)POL(t).interval_ns / MS == UINT64_C(1000000000000), "interval %" PRIu64, (uint64_t)POL(t).interval_ns / MS);
+    CHECK(step_is(t, 0, SLUICE_TRACE_TIME_MAX_MS, SLUICE_TRACE_CALL, "A", "a"), "time 10^13");
+    sluice_trace_free(t);
 
     /* Time: at most 10^13 ms. */
     accept("policy audit interval=1\n10000000000000 call A a\n");
@@ -249,7 +266,7 @@ static void test_step_errors(void) {
 static void test_keys(void) {
     char *buf = malloc(64 + 2 * (SLUICE_KEY_MAX + 1));
     size_t n;
-    struct trace t;
+    sluice_trace_t *t;
 
     if (buf == NULL)
         exit(1);
@@ -257,9 +274,9 @@ static void test_keys(void) {
     memset(buf + n, 'k', SLUICE_KEY_MAX);
     n += SLUICE_KEY_MAX;
     n += (size_t)sprintf(buf + n, " v\n");
-    expect_ok_n(buf, n, &t);
-    CHECK(t.nsteps == 1 && t.steps[0].key_len == SLUICE_KEY_MAX, "key of SLUICE_KEY_MAX bytes");
-    trace_free(&t);
+    t = expect_ok_n(buf, n);
+    CHECK(sluice_trace_step_count(t) == 1 && step_at(t, 0).key_len == SLUICE_KEY_MAX, "key of SLUICE_KEY_MAX bytes");
+    sluice_trace_free(t);
 
     n = (size_t)sprintf(buf, "policy throttle interval=1\n0 pending ");
     memset(buf + n, 'k', SLUICE_KEY_MAX + 1);
@@ -290,49 +307,49 @@ static void test_characters(void) {
 }
 
 static void test_accepted(void) {
-    struct trace t;
+    sluice_trace_t *t;
 
     /* Defaults. */
-    expect_ok("policy throttle interval=100", &t);
-    CHECK(t.policy.kind == SLUICE_THROTTLE && t.policy.interval_ms == 100 && t.policy.leading &&
-              t.policy.trailing && t.policy.pick == SLUICE_PICK_LATEST && t.nsteps == 0 && t.lines == 1,
+    t = expect_ok("policy throttle interval=100");
+    CHECK(POL(t).kind == SLUICE_THROTTLE && (uint64_t)POL(t).interval_ns / MS == 100 && POL(t).leading &&
+              POL(t).trailing && POL(t).pick == SLUICE_PICK_LATEST && sluice_trace_step_count(t) == 0,
           "throttle defaults");
-    trace_free(&t);
-    expect_ok("policy audit interval=0\n", &t);
-    CHECK(t.policy.kind == SLUICE_AUDIT && t.policy.interval_ms == 0, "audit");
-    trace_free(&t);
-    expect_ok("policy debounce interval=100\n", &t);
-    CHECK(t.policy.kind == SLUICE_DEBOUNCE && !t.policy.leading && t.policy.trailing &&
-              !t.policy.has_maxwait,
+    sluice_trace_free(t);
+    t = expect_ok("policy audit interval=0\n");
+    CHECK(POL(t).kind == SLUICE_AUDIT && (uint64_t)POL(t).interval_ns / MS == 0, "audit");
+    sluice_trace_free(t);
+    t = expect_ok("policy debounce interval=100\n");
+    CHECK(POL(t).kind == SLUICE_DEBOUNCE && !POL(t).leading && POL(t).trailing &&
+              !POL(t).has_max_wait,
           "debounce defaults");
-    trace_free(&t);
-    expect_ok("policy rate per=1000 limit=10\n", &t);
-    CHECK(t.policy.kind == SLUICE_RATE && t.policy.limit == 10 && t.policy.per_ms == 1000 &&
-              t.policy.burst == 10,
+    sluice_trace_free(t);
+    t = expect_ok("policy rate per=1000 limit=10\n");
+    CHECK(POL(t).kind == SLUICE_RATE && POL(t).limit == 10 && (uint64_t)POL(t).per_ns / MS == 1000 &&
+              POL(t).burst == 10,
           "rate defaults");
-    trace_free(&t);
+    sluice_trace_free(t);
 
     /* Every option, in a free order. */
-    expect_ok("policy throttle pick=first trailing=false leading=true interval=0\n", &t);
-    CHECK(t.policy.pick == SLUICE_PICK_FIRST && !t.policy.trailing && t.policy.leading &&
-              t.policy.interval_ms == 0,
+    t = expect_ok("policy throttle pick=first trailing=false leading=true interval=0\n");
+    CHECK(POL(t).pick == SLUICE_PICK_FIRST && !POL(t).trailing && POL(t).leading &&
+              (uint64_t)POL(t).interval_ns / MS == 0,
           "throttle options");
-    trace_free(&t);
-    expect_ok("policy debounce maxwait=250 trailing=true leading=true interval=100\n", &t);
-    CHECK(t.policy.has_maxwait && t.policy.maxwait_ms == 250 && t.policy.leading, "debounce options");
-    trace_free(&t);
-    expect_ok("policy debounce interval=0 maxwait=0 leading=true trailing=false\n", &t);
-    CHECK(t.policy.has_maxwait && t.policy.maxwait_ms == 0 && t.policy.interval_ms == 0,
+    sluice_trace_free(t);
+    t = expect_ok("policy debounce maxwait=250 trailing=true leading=true interval=100\n");
+    CHECK(POL(t).has_max_wait && (uint64_t)POL(t).max_wait_ns / MS == 250 && POL(t).leading, "debounce options");
+    sluice_trace_free(t);
+    t = expect_ok("policy debounce interval=0 maxwait=0 leading=true trailing=false\n");
+    CHECK(POL(t).has_max_wait && (uint64_t)POL(t).max_wait_ns / MS == 0 && (uint64_t)POL(t).interval_ns / MS == 0,
           "debounce zero");
-    trace_free(&t);
-    expect_ok("policy rate burst=3 limit=2 per=100\n", &t);
-    CHECK(t.policy.burst == 3 && t.policy.limit == 2 && t.policy.per_ms == 100, "rate options");
-    trace_free(&t);
+    sluice_trace_free(t);
+    t = expect_ok("policy rate burst=3 limit=2 per=100\n");
+    CHECK(POL(t).burst == 3 && POL(t).limit == 2 && (uint64_t)POL(t).per_ns / MS == 100, "rate options");
+    sluice_trace_free(t);
 
 }
 
 static void test_layout(void) {
-    struct trace t;
+    sluice_trace_t *t;
     static const char input[] =
         "# header comment\r\n"
         "\r\n"
@@ -345,29 +362,30 @@ static void test_layout(void) {
         "30 pending B\n"
         "40 cancel B\n"
         "1000 close discard";
-    expect_ok(input, &t);
-    CHECK(t.nsteps == 7 && t.ncalls == 3 && t.lines == 11, "nsteps %zu ncalls %zu lines %zu", t.nsteps,
-          t.ncalls, t.lines);
-    CHECK(step_is(&t, 0, 0, TRACE_CALL, "A", "a"), "step 0");
-    CHECK(step_is(&t, 1, 7, TRACE_CALL, "A", "b"), "step 1");
-    CHECK(step_is(&t, 2, 7, TRACE_CALL, "B", "!$%&'()*+,-./:;<=>?@[\\]^_`{|}~"), "step 2");
-    CHECK(step_is(&t, 3, 30, TRACE_FLUSH, "A", NULL), "step 3");
-    CHECK(step_is(&t, 4, 30, TRACE_PENDING, "B", NULL), "step 4");
-    CHECK(step_is(&t, 5, 40, TRACE_CANCEL, "B", NULL), "step 5");
-    CHECK(step_is(&t, 6, 1000, TRACE_CLOSE_DISCARD, NULL, NULL), "step 6");
-    CHECK(t.nsteps == 7 && t.steps[0].line == 4 && t.steps[1].line == 5 && t.steps[6].line == 11,
+    t = expect_ok(input);
+    CHECK(sluice_trace_step_count(t) == 7, "nsteps %zu", sluice_trace_step_count(t));
+    CHECK(!sluice_trace_is_v2(t), "a v1 trace");
+    CHECK(step_is(t, 0, 0, SLUICE_TRACE_CALL, "A", "a"), "step 0");
+    CHECK(step_is(t, 1, 7, SLUICE_TRACE_CALL, "A", "b"), "step 1");
+    CHECK(step_is(t, 2, 7, SLUICE_TRACE_CALL, "B", "!$%&'()*+,-./:;<=>?@[\\]^_`{|}~"), "step 2");
+    CHECK(step_is(t, 3, 30, SLUICE_TRACE_FLUSH, "A", NULL), "step 3");
+    CHECK(step_is(t, 4, 30, SLUICE_TRACE_PENDING, "B", NULL), "step 4");
+    CHECK(step_is(t, 5, 40, SLUICE_TRACE_CANCEL, "B", NULL), "step 5");
+    CHECK(step_is(t, 6, 1000, SLUICE_TRACE_CLOSE, NULL, NULL) && step_at(t, 6).close_mode == SLUICE_CLOSE_DISCARD, "step 6");
+    CHECK(sluice_trace_step_count(t) == 7 && step_at(t, 0).line == 4 && step_at(t, 1).line == 5 && step_at(t, 6).line == 11,
           "step lines");
-    trace_free(&t);
+    sluice_trace_free(t);
 
     /* close drain, then only blanks and comments. */
-    expect_ok("policy throttle interval=10\n5 close drain\n\n# done\n   \n", &t);
-    CHECK(t.nsteps == 1 && t.steps[0].verb == TRACE_CLOSE_DRAIN && t.lines == 5, "close drain");
-    trace_free(&t);
+    t = expect_ok("policy throttle interval=10\n5 close drain\n\n# done\n   \n");
+    CHECK(sluice_trace_step_count(t) == 1 && step_at(t, 0).verb == SLUICE_TRACE_CLOSE && step_at(t, 0).close_mode == SLUICE_CLOSE_DRAIN,
+          "close drain");
+    sluice_trace_free(t);
 
     /* A last line ending in a lone CR (CRLF cut short) is accepted. */
-    expect_ok("policy throttle interval=10\r\n5 call K v\r", &t);
-    CHECK(t.nsteps == 1 && step_is(&t, 0, 5, TRACE_CALL, "K", "v"), "final CR");
-    trace_free(&t);
+    t = expect_ok("policy throttle interval=10\r\n5 call K v\r");
+    CHECK(sluice_trace_step_count(t) == 1 && step_is(t, 0, 5, SLUICE_TRACE_CALL, "K", "v"), "final CR");
+    sluice_trace_free(t);
 
     /* Line numbers count CRLF lines once. */
     expect_error("policy throttle interval=10\r\n\r\n\r\n1 call K\r\n", 4, "missing field");
@@ -442,41 +460,107 @@ static void sort_by_key(struct lines *l) {
     }
 }
 
+struct collected {
+    char *text; /* every line + '\n' */
+    size_t len, cap;
+    const sluice_trace_t *t;
+    size_t count;
+};
+
+/* on_output: appends the text, and checks that the fields say what the text says. */
+static void collect(void *user, const sluice_trace_output_t *o) {
+    struct collected *c = user;
+    char head[64];
+    size_t need = o->text_len + 1;
+    sluice_trace_step_t st = step_at(c->t, o->step);
+    int n;
+
+    c->count++;
+    CHECK(strlen(o->text) == o->text_len, "text NUL-terminated at text_len");
+    n = snprintf(head, sizeof head, "%" PRIu64 " %s ", o->time_ms,
+                 o->kind == SLUICE_TRACE_OUT_EMIT      ? "emit"
+                 : o->kind == SLUICE_TRACE_OUT_DROP    ? "drop"
+                 : o->kind == SLUICE_TRACE_OUT_DISCARD ? "discard"
+                 : o->kind == SLUICE_TRACE_OUT_PENDING ? "pending"
+                                                       : "quota");
+    CHECK(o->text_len > (size_t)n && memcmp(o->text, head, (size_t)n) == 0, "line '%s' starts with '%s'",
+          o->text, head);
+    CHECK(o->key_len == st.key_len && memcmp(o->key, st.key, st.key_len) == 0 &&
+              o->text_len > (size_t)n + o->key_len && memcmp(o->text + n, o->key, o->key_len) == 0 &&
+              o->text[(size_t)n + o->key_len] == ' ',
+          "key of '%s'", o->text);
+    if (o->kind <= SLUICE_TRACE_OUT_DISCARD) {
+        CHECK(st.verb == SLUICE_TRACE_CALL && o->value_len == st.value_len &&
+                  memcmp(o->value, st.value, st.value_len) == 0 &&
+                  o->text_len == (size_t)n + o->key_len + 1 + o->value_len &&
+                  memcmp(o->text + n + o->key_len + 1, o->value, o->value_len) == 0,
+              "value of '%s'", o->text);
+        if (o->has_successor) {
+            sluice_trace_step_t r = step_at(c->t, o->successor_step);
+            CHECK(o->kind == SLUICE_TRACE_OUT_DROP && r.verb == SLUICE_TRACE_CALL &&
+                      r.value_len == o->successor_value_len &&
+                      memcmp(r.value, o->successor_value, r.value_len) == 0 &&
+                      o->successor_step > o->step,
+                  "successor of '%s'", o->text);
+        }
+    } else if (o->kind == SLUICE_TRACE_OUT_PENDING) {
+        CHECK(st.verb == SLUICE_TRACE_PENDING && o->value == NULL &&
+                  strcmp(o->text + n + o->key_len + 1, o->yes ? "yes" : "no") == 0,
+              "pending '%s'", o->text);
+    } else {
+        char tail[128];
+        char retry[24];
+        if (o->retry_never)
+            snprintf(retry, sizeof retry, "never");
+        else
+            snprintf(retry, sizeof retry, "%" PRIu64, o->retry_ms);
+        snprintf(tail, sizeof tail, "remaining=%" PRIu64 " full=%" PRIu64 " retry=%s", o->remaining,
+                 o->full_ms, retry);
+        CHECK(st.verb == SLUICE_TRACE_QUOTA && strcmp(o->text + n + o->key_len + 1, tail) == 0 &&
+                  o->retry_never == (o->retry_ms == SLUICE_TRACE_NEVER),
+              "quota '%s' vs fields '%s'", o->text, tail);
+    }
+    while (c->len + need + 1 > c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 256;
+        c->text = realloc(c->text, c->cap);
+        if (c->text == NULL)
+            exit(1);
+    }
+    memcpy(c->text + c->len, o->text, o->text_len);
+    c->len += o->text_len;
+    c->text[c->len++] = '\n';
+    c->text[c->len] = '\0';
+}
+
 /* Runs `input` and compares each key's output lines, in order, with `expected`. */
 static void expect_run(const char *name, const char *input, const char *expected) {
-    struct trace t;
-    struct trace_run_options opt;
-    struct trace_run_result res;
-    FILE *f = tmpfile();
-    char *got, *got_copy, *want;
-    long size;
+    sluice_trace_t *t;
+    sluice_trace_run_options_t opt;
+    sluice_trace_run_result_t res;
+    struct collected c;
+    char *got, *want;
     int rc;
     bool same;
     struct lines lg, lw;
 
-    if (f == NULL) {
-        perror("tmpfile");
-        exit(1);
-    }
-    expect_ok(input, &t);
+    t = expect_ok(input);
+    memset(&c, 0, sizeof c);
+    c.t = t;
     memset(&opt, 0, sizeof opt);
-    opt.out = f;
+    opt.on_output = collect;
+    opt.user = &c;
     opt.check_invariants = true;
     opt.max_advances = 1000000;
-    rc = trace_run(&t, &opt, &res);
-    CHECK(rc == TRACE_OK, "%s: run failed (%d): %s", name, rc, res.message);
-    trace_free(&t);
-    fflush(f);
-    size = ftell(f);
-    rewind(f);
-    got = calloc((size_t)size + 1, 1);
-    got_copy = calloc((size_t)size + 1, 1);
-    want = malloc(strlen(expected) + 1);
-    if (got == NULL || got_copy == NULL || want == NULL || fread(got, 1, (size_t)size, f) != (size_t)size)
+    rc = sluice_trace_run(t, &opt, &res);
+    CHECK(rc == SLUICE_TRACE_OK, "%s: run failed (%d): %s", name, rc, res.message);
+    CHECK(res.lines == c.count, "%s: %" PRIu64 " lines counted, %zu delivered", name, res.lines, c.count);
+    sluice_trace_free(t);
+    if (c.text == NULL)
+        c.text = calloc(1, 1);
+    got = strdup(c.text);
+    want = strdup(expected);
+    if (got == NULL || want == NULL)
         exit(1);
-    fclose(f);
-    memcpy(got_copy, got, (size_t)size);
-    strcpy(want, expected);
     split_lines(got, &lg);
     split_lines(want, &lw);
     sort_by_key(&lg);
@@ -484,17 +568,16 @@ static void expect_run(const char *name, const char *input, const char *expected
     same = lg.n == lw.n;
     for (size_t i = 0; same && i < lg.n; i++)
         same = strcmp(lg.v[i], lw.v[i]) == 0;
-    CHECK(same, "%s: output differs (compared per key).\n--- got:\n%s--- want:\n%s", name, got_copy,
-          expected);
+    CHECK(same, "%s: output differs (compared per key).\n--- got:\n%s--- want:\n%s", name, c.text, expected);
     free(lg.v);
     free(lw.v);
     free(got);
-    free(got_copy);
     free(want);
+    free(c.text);
 }
 
 static void test_runs(void) {
-    /* The examples of shared/vectors. */
+    /* The small examples of the format description. */
     expect_run("throttle-basic",
                "policy throttle interval=100\n0 call A a\n50 call A b\n120 call A c\n",
                "0 emit A a\n100 emit A b\n200 emit A c\n");
@@ -550,6 +633,94 @@ static void test_runs(void) {
                "10000000000000 drop A a\n11000000000000 emit A b\n");
 }
 
+static void test_v2_parse(void) {
+    const char *rate = "policy rate limit=1 per=10 burst=3\n";
+    char buf[4096];
+    sluice_trace_t *t;
+    sluice_trace_step_t st;
+
+#define WITH(pol, body) (snprintf(buf, sizeof buf, "%s%s", pol, body), buf)
+    t = expect_ok(WITH(rate, "0 call A a\n1 call A b cost=1\n2\tcall A c\tcost=1000000000000 # max\n"
+                             "3 quota A\n4 quota B cost=007\n5 call A cost=5\n"));
+    CHECK(sluice_trace_is_v2(t) && sluice_trace_step_count(t) == 6, "v2 steps");
+    st = step_at(t, 0);
+    CHECK(st.cost == 1 && !st.has_cost && st.line == 2, "call without cost");
+    st = step_at(t, 1);
+    CHECK(st.cost == 1 && st.has_cost, "cost=1 written");
+    st = step_at(t, 2);
+    CHECK(st.cost == SLUICE_TRACE_COUNT_MAX && st.has_cost && step_is(t, 2, 2, SLUICE_TRACE_CALL, "A", "c"),
+          "largest cost");
+    st = step_at(t, 3);
+    CHECK(step_is(t, 3, 3, SLUICE_TRACE_QUOTA, "A", NULL) && st.cost == 1 && !st.has_cost, "quota");
+    st = step_at(t, 4);
+    CHECK(step_is(t, 4, 4, SLUICE_TRACE_QUOTA, "B", NULL) && st.cost == 7 && st.has_cost, "quota cost");
+    /* The fourth field of a call is its VALUE, whatever it looks like. */
+    st = step_at(t, 5);
+    CHECK(step_is(t, 5, 5, SLUICE_TRACE_CALL, "A", "cost=5") && st.cost == 1 && !st.has_cost, "value cost=5");
+    CHECK(sluice_trace_step(t, 6, &st) == SLUICE_TRACE_EINVAL, "index out of range");
+    sluice_trace_free(t);
+
+    /* A v1 rate trace is not v2; a quota line alone makes it v2. */
+    t = expect_ok(WITH(rate, "0 call A a\n"));
+    CHECK(!sluice_trace_is_v2(t), "v1");
+    sluice_trace_free(t);
+    t = expect_ok(WITH("policy throttle interval=5\n", "0 call A cost=5\n"));
+    CHECK(!sluice_trace_is_v2(t) && step_at(t, 0).cost == 1, "throttle value cost=5");
+    sluice_trace_free(t);
+
+    /* Errors. */
+    expect_error(WITH("policy throttle interval=5\n", "0 call A a cost=2\n"), 2, "cost needs a rate policy");
+    expect_error(WITH("policy debounce interval=5\n", "0 call A a cost=1\n"), 2, "cost needs a rate policy");
+    expect_error(WITH("policy audit interval=5\n", "0 call A a cost=abc\n"), 2, "cost needs a rate policy");
+    expect_error(WITH("policy throttle interval=5\n", "0 quota A\n"), 2, "quota needs a rate policy");
+    expect_error(WITH("policy audit interval=5\n", "0 quota\n"), 2, "quota needs a rate policy");
+    expect_error(WITH("policy debounce interval=5\n", "0 quota A cost=1\n"), 2, "quota needs a rate policy");
+    expect_error(WITH(rate, "0 call A a cost=0\n"), 2, "cost below 1");
+    expect_error(WITH(rate, "0 call A a cost=0000\n"), 2, "cost below 1");
+    expect_error(WITH(rate, "0 quota A cost=0\n"), 2, "cost below 1");
+    expect_error(WITH(rate, "0 call A a cost=1000000000001\n"), 2, "number too large");
+    expect_error(WITH(rate, "0 quota A cost=99999999999999999999999\n"), 2, "number too large");
+    expect_error(WITH(rate, "0 call A a cost=-1\n"), 2, "negative cost");
+    expect_error(WITH(rate, "0 call A a cost=abc\n"), 2, "bad number 'abc'");
+    expect_error(WITH(rate, "0 call A a cost=+1\n"), 2, "bad number '+1'");
+    expect_error(WITH(rate, "0 call A a cost=1.5\n"), 2, "bad number '1.5'");
+    expect_error(WITH(rate, "0 call A a cost=1e3\n"), 2, "bad number '1e3'");
+    expect_error(WITH(rate, "0 call A a cost=\n"), 2, "missing value for cost");
+    expect_error(WITH(rate, "0 call A a cost=1 cost=1\n"), 2, "duplicate option 'cost'");
+    expect_error(WITH(rate, "0 quota A cost=2 cost=x\n"), 2, "duplicate option 'cost'");
+    expect_error(WITH(rate, "0 call A a cost=1 x\n"), 2, "extra field 'x'");
+    expect_error(WITH(rate, "0 call A a x\n"), 2, "extra field 'x'");
+    expect_error(WITH(rate, "0 call A a Cost=1\n"), 2, "extra field 'Cost=1'");
+    expect_error(WITH(rate, "0 call A a cost = 1\n"), 2, "extra field 'cost'");
+    expect_error(WITH(rate, "0 call A a costs=1\n"), 2, "extra field 'costs=1'");
+    expect_error(WITH(rate, "0 quota A B\n"), 2, "extra field 'B'");
+    expect_error(WITH(rate, "0 quota\n"), 2, "missing field");
+    expect_error(WITH(rate, "0 cancel A cost=1\n"), 2, "extra field 'cost=1'");
+    expect_error(WITH(rate, "0 pending A cost=1\n"), 2, "extra field 'cost=1'");
+    expect_error(WITH(rate, "0 Quota A\n"), 2, "unknown verb 'Quota'");
+    expect_error(WITH(rate, "5 call A a\n4 quota A\n"), 3, "time goes backwards");
+    expect_error(WITH(rate, "5 close drain\n6 quota A\n"), 3, "line after close");
+#undef WITH
+}
+
+static void test_v2_runs(void) {
+    /* limit=1 per=1000 burst=3: T = 1000 ms. a (cost 3) at 0: new = 3000,
+     * 3000 - 0 <= 3000: emit, TAT 3000. quota at 0: remaining
+     * floor((0 + 3000 - 3000) / 1000) = 0, full 3000, retry(1) =
+     * max(0, 3000 + 1000 - 3000) = 1000. b at 0: 4000 - 0 > 3000: drop.
+     * quota at 1000: remaining 1, full 3000, retry 1000 (now). */
+    expect_run("cost and quota",
+               "policy rate limit=1 per=1000 burst=3\n0 call A a cost=3\n0 quota A\n0 call A b\n"
+               "1000 quota A\n1000 quota A cost=4\n",
+               "0 emit A a\n0 quota A remaining=0 full=3000 retry=1000\n0 drop A b\n"
+               "1000 quota A remaining=1 full=3000 retry=1000\n"
+               "1000 quota A remaining=1 full=3000 retry=never\n");
+    /* A peek creates no state: quota of an unknown key, then a fresh call. */
+    expect_run("peek",
+               "policy rate limit=2 per=100\n7 quota K cost=2\n7 call K a cost=2\n7 quota K\n",
+               "7 quota K remaining=2 full=7 retry=7\n7 emit K a\n7 quota K remaining=0 full=107 retry=57\n");
+}
+
 int main(void) {
     test_missing_policy();
     test_policy_errors();
@@ -560,6 +731,8 @@ int main(void) {
     test_accepted();
     test_layout();
     test_runs();
+    test_v2_parse();
+    test_v2_runs();
     if (failures) {
         fprintf(stderr, "test_trace_parser: %d of %d checks failed\n", failures, checks);
         return 1;

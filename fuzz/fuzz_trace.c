@@ -1,21 +1,24 @@
 /*
  * fuzz_trace.c — libFuzzer harness for the trace parser and runner.
  *
- * Feeds the input bytes to trace_parse(). A crash, a hang, a sanitizer report
- * or a malformed error (empty reason, line 0, line beyond the input's line
- * count + 1) is a finding. When the parse succeeds and the trace is small, it
- * is also run against the core with invariant checks after every step, output
- * to a null sink; a core misbehaviour found by the runner (TRACE_ERR_INTERNAL)
- * or a run needing a huge number of advance calls is a finding too.
+ * Feeds the input bytes to sluice_trace_parse() (trace format v2). A crash, a
+ * hang, a sanitizer report or a malformed error (empty reason, line 0, line
+ * beyond the input's line count + 1, a message that is not exactly
+ * "error: line N: REASON") is a finding. When the parse succeeds the steps
+ * are read back and checked (times, lines, costs, v2 lines only under rate);
+ * when the trace is small it is also run against the core with invariant
+ * checks after every step, each output line checked against its fields; a
+ * core misbehaviour found by the runner (SLUICE_TRACE_EINTERNAL) or a run
+ * needing a huge number of advance calls is a finding too.
  *
  * Build and run (from the repository root):
  *   clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined \
- *     -I Sources/CSluice/include -I Sources/CSluice -I tools/sluice-trace \
- *     Sources/CSluice/[a-z]*.c tools/sluice-trace/trace.c fuzz/fuzz_trace.c \
- *     -levent_core -levent_pthreads -o /tmp/fuzz_trace
+ *     -I Sources/CSluice/include -I Sources/CSluice -I Sources/CSluiceTrace/include \
+ *     Sources/CSluice/[a-z]*.c Sources/CSluiceTrace/trace.c fuzz/fuzz_trace.c \
+ *     -o /tmp/fuzz_trace
  *   /tmp/fuzz_trace -max_total_time=60 -dict=fuzz/trace.dict fuzz/corpus/trace
- * (the libevent libraries are for the core's loop.c, which the harness does
- * not use; CMake's -DSLUICE_FUZZ=ON builds the same harness as fuzz_trace.)
+ * (the harness needs only the core: no libevent. CMake's -DSLUICE_FUZZ=ON
+ * builds the same harness as fuzz_trace.)
  * libFuzzer writes new inputs into the corpus folder: give it a copy when the
  * seed corpus should stay as it is.
  *
@@ -50,20 +53,47 @@ static size_t count_lines(const uint8_t *data, size_t size) {
     return n;
 }
 
+/* Checks a delivered line against its fields; counts lines. */
+struct sink {
+    const sluice_trace_t *t;
+    uint64_t lines;
+};
+
+static void on_output(void *user, const sluice_trace_output_t *o) {
+    struct sink *k = user;
+    sluice_trace_step_t st;
+    k->lines++;
+    if (o->text == NULL || strlen(o->text) != o->text_len || o->text_len == 0)
+        finding("output text", "");
+    if (sluice_trace_step(k->t, o->step, &st) != SLUICE_TRACE_OK)
+        finding("output step out of range", o->text);
+    if (o->key_len != st.key_len || memcmp(o->key, st.key, st.key_len) != 0)
+        finding("output key is not its step's", o->text);
+    if (o->kind == SLUICE_TRACE_OUT_QUOTA && st.verb != SLUICE_TRACE_QUOTA)
+        finding("quota line for a step that is not quota", o->text);
+    if (o->kind == SLUICE_TRACE_OUT_PENDING && st.verb != SLUICE_TRACE_PENDING)
+        finding("pending line for a step that is not pending", o->text);
+    if (o->kind <= SLUICE_TRACE_OUT_DISCARD &&
+        (st.verb != SLUICE_TRACE_CALL || o->value_len != st.value_len))
+        finding("value line for a step that is not its call", o->text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    struct trace t;
-    struct trace_error err;
+    sluice_trace_t *t = NULL;
+    sluice_trace_error_t err;
     int rc;
+    size_t n;
 
     /* libFuzzer's buffer is exactly `size` bytes: ASan sees any overread. */
-    rc = trace_parse((const char *)data, size, &t, &err);
-    if (rc == TRACE_ERR_NOMEM)
+    rc = sluice_trace_parse((const char *)data, size, &t, &err);
+    if (rc == SLUICE_TRACE_ENOMEM)
         return 0;
-    if (rc != TRACE_OK) {
+    if (rc != SLUICE_TRACE_OK) {
         size_t len = strnlen(err.reason, sizeof err.reason);
-        if (rc != TRACE_ERR_SYNTAX)
+        char want[SLUICE_TRACE_ERROR_MESSAGE_MAX];
+        if (rc != SLUICE_TRACE_ESYNTAX)
             finding("unexpected parse status", "");
         if (len == 0 || len == sizeof err.reason)
             finding("empty or unterminated reason", "");
@@ -72,45 +102,59 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 finding("non-printable reason", err.reason);
         if (err.line == 0 || err.line > count_lines(data, size) + 1)
             finding("error line out of range", err.reason);
-        if (t.steps != NULL || t.nsteps != 0)
-            finding("trace not emptied after an error", err.reason);
+        snprintf(want, sizeof want, "error: line %zu: %s", err.line, err.reason);
+        if (strcmp(want, err.message) != 0)
+            finding("message is not 'error: line N: REASON'", err.message);
+        if (t != NULL)
+            finding("a trace after an error", err.reason);
         return 0;
     }
 
     /* Shape of a parsed trace. */
-    if (t.lines != count_lines(data, size))
-        finding("line count", "");
-    for (size_t i = 0; i < t.nsteps; i++) {
-        const struct trace_step *s = &t.steps[i];
-        if (s->time_ms > TRACE_TIME_MAX_MS || (i > 0 && s->time_ms < t.steps[i - 1].time_ms))
+    n = sluice_trace_step_count(t);
+    for (size_t i = 0; i < n; i++) {
+        sluice_trace_step_t s, prev;
+        if (sluice_trace_step(t, i, &s) != SLUICE_TRACE_OK)
+            finding("step not readable", "");
+        if (s.time_ms > SLUICE_TRACE_TIME_MAX_MS ||
+            (i > 0 && (sluice_trace_step(t, i - 1, &prev) != 0 || s.time_ms < prev.time_ms)))
             finding("step time", "");
-        if (s->text_off + s->key_len + s->value_len > t.text_len)
-            finding("step text out of range", "");
-        if ((s->verb == TRACE_CLOSE_DRAIN || s->verb == TRACE_CLOSE_DISCARD) && i + 1 != t.nsteps)
+        if (s.line == 0 || s.line > count_lines(data, size))
+            finding("step line", "");
+        if (s.verb == SLUICE_TRACE_CLOSE && i + 1 != n)
             finding("close not last", "");
+        if ((s.verb == SLUICE_TRACE_CALL || s.verb == SLUICE_TRACE_QUOTA) &&
+            (s.cost < 1 || s.cost > SLUICE_TRACE_COUNT_MAX))
+            finding("cost out of range", "");
+        if ((s.has_cost || s.verb == SLUICE_TRACE_QUOTA) &&
+            (!sluice_trace_is_v2(t) || sluice_trace_policy(t).kind != SLUICE_RATE))
+            finding("v2 line accepted outside a rate policy", "");
+        if (s.verb != SLUICE_TRACE_CLOSE && s.key_len > SLUICE_KEY_MAX)
+            finding("key too long accepted", "");
     }
 
-    if (t.nsteps < RUN_MAX_STEPS) {
+    if (n < RUN_MAX_STEPS) {
         static int no_check = -1;
-        struct trace_run_options opt;
-        struct trace_run_result res;
-        static FILE *sink;
-        if (sink == NULL)
-            sink = fopen("/dev/null", "w"); /* exercise the printing too; NULL is fine */
+        sluice_trace_run_options_t opt;
+        sluice_trace_run_result_t res;
+        struct sink sink = { t, 0 };
         if (no_check < 0) {
             const char *e = getenv("FUZZ_TRACE_NO_CHECK");
             no_check = e != NULL && e[0] != '\0' && strcmp(e, "0") != 0;
         }
         memset(&opt, 0, sizeof opt);
-        opt.out = sink;
+        opt.on_output = on_output;
+        opt.user = &sink;
         opt.max_advances = RUN_MAX_ADVANCES;
         opt.check_invariants = !no_check;
-        rc = trace_run(&t, &opt, &res);
-        if (rc == TRACE_ERR_INTERNAL)
+        rc = sluice_trace_run(t, &opt, &res);
+        if (rc == SLUICE_TRACE_EINTERNAL)
             finding("core misbehaved", res.message);
-        if (rc == TRACE_ERR_LIMIT)
+        if (rc == SLUICE_TRACE_ELIMIT)
             finding("too many advance calls", res.message);
+        if (rc == SLUICE_TRACE_OK && res.lines != sink.lines)
+            finding("line count", res.message);
     }
-    trace_free(&t);
+    sluice_trace_free(t);
     return 0;
 }

@@ -1,14 +1,18 @@
 /*
- * realtime.c — `sluice-trace --realtime` (see realtime.h).
+ * realtime.c — sluice_trace_run_realtime() (sluice_trace.h): a trace replayed
+ * on a real libevent loop and the real monotonic clock, through the loop
+ * layer (sluice_loop.h). The only part of the trace library that needs
+ * libevent.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
-#include "sluice_trace.h"
+#include "trace-internal.h"
 
 #include <event2/event.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -17,9 +21,9 @@
 #include "sluice_loop.h"
 
 struct rt {
-    const struct trace *t;
-    FILE *out;
-    struct trace_run_result *res;
+    const sluice_trace_t *t;
+    struct sluice__trace_sink sink;
+    sluice_trace_run_result_t *res;
     struct event_base *base;
     sluice_loop_t *loop;
     sluice_mt_t *m;
@@ -40,7 +44,7 @@ static void rt_fail(struct rt *r, int status, const char *fmt, ...)
     ;
 
 static void rt_fail(struct rt *r, int status, const char *fmt, ...) {
-    if (r->status != TRACE_OK) return;
+    if (r->status != SLUICE_TRACE_OK) return;
     r->status = status;
     va_list ap;
     va_start(ap, fmt);
@@ -52,17 +56,7 @@ static void rt_fail(struct rt *r, int status, const char *fmt, ...) {
 /* Milliseconds since start, rounded down: a line is never shown early. */
 static uint64_t elapsed_ms(const struct rt *r) {
     uint64_t now = sluice_clock_now();
-    return now > r->start ? (now - r->start) / TRACE_NS_PER_MS : 0;
-}
-
-static void print(struct rt *r, const char *word, const struct trace_step *s, const char *tail, size_t tail_len) {
-    r->res->lines++;
-    if (!r->out) return;
-    fprintf(r->out, "%" PRIu64 " %s ", elapsed_ms(r), word);
-    fwrite(trace_step_key(r->t, s), 1, s->key_len, r->out);
-    fputc(' ', r->out);
-    fwrite(tail, 1, tail_len, r->out);
-    fputc('\n', r->out);
+    return now > r->start ? (now - r->start) / SLUICE_TRACE_NS_PER_MS : 0;
 }
 
 static void maybe_finish(struct rt *r) {
@@ -73,36 +67,42 @@ static void maybe_finish(struct rt *r) {
 static void on_event(void *user, const sluice_event_t *ev) {
     struct rt *r = user;
     r->res->events++;
-    if (r->status != TRACE_OK) return;
-    if (ev->token >= r->t->nsteps || r->t->steps[ev->token].verb != TRACE_CALL) {
-        rt_fail(r, TRACE_ERR_INTERNAL, "event for unknown token %" PRIu64, ev->token);
+    if (r->status != SLUICE_TRACE_OK) return;
+    if (ev->token >= r->t->nsteps || r->t->steps[ev->token].verb != SLUICE_TRACE_CALL) {
+        rt_fail(r, SLUICE_TRACE_EINTERNAL, "event for unknown token %" PRIu64, ev->token);
         return;
     }
-    const struct trace_step *s = &r->t->steps[ev->token];
+    const struct sluice__trace_step *s = &r->t->steps[ev->token];
     if (r->reported[ev->token] != 1) {
-        rt_fail(r, TRACE_ERR_INTERNAL, "the call of line %" PRIu32 " was reported %s", s->line,
+        rt_fail(r, SLUICE_TRACE_EINTERNAL, "the call of line %zu was reported %s", s->line,
                 r->reported[ev->token] == 2 ? "twice" : "before its decision");
         return;
     }
     r->reported[ev->token] = 2;
     r->outstanding--;
-    const char *word = ev->kind == SLUICE_EVENT_EMIT ? "emit" : ev->kind == SLUICE_EVENT_DROP ? "drop" : "discard";
-    print(r, word, s, trace_step_value(r->t, s), s->value_len);
+    sluice_trace_output_kind_t kind = ev->kind == SLUICE_EVENT_EMIT ? SLUICE_TRACE_OUT_EMIT
+                                      : ev->kind == SLUICE_EVENT_DROP ? SLUICE_TRACE_OUT_DROP
+                                                                      : SLUICE_TRACE_OUT_DISCARD;
+    size_t successor = SIZE_MAX;
+    if (kind == SLUICE_TRACE_OUT_DROP && ev->has_successor && ev->successor < r->t->nsteps &&
+        r->t->steps[ev->successor].verb == SLUICE_TRACE_CALL)
+        successor = (size_t)ev->successor;
+    sluice__trace_put_value(&r->sink, kind, elapsed_ms(r), (size_t)ev->token, successor);
     maybe_finish(r);
 }
 
 static void run_step(struct rt *r, size_t i, uint64_t at) {
-    const struct trace_step *s = &r->t->steps[i];
-    sluice_key_t key = sluice_key_bytes(trace_step_key(r->t, s), s->key_len);
+    const struct sluice__trace_step *s = &r->t->steps[i];
+    sluice_key_t key = sluice_key_bytes(sluice__step_key(r->t, s), s->key_len);
     sluice_decision_t d;
     int rc;
     switch (s->verb) {
-    case TRACE_CALL:
+    case SLUICE_TRACE_CALL:
         /* stamped with the step's own instant: the decision is the spec's */
         rc = sluice_mt_submit_at(r->m, key, (uint64_t)i, at, &d);
         if (rc != 0) {
-            rt_fail(r, rc == SLUICE_ENOMEM ? TRACE_ERR_NOMEM : TRACE_ERR_INTERNAL,
-                    "line %" PRIu32 ": sluice_mt_submit failed: %s", s->line, sluice_strerror(rc));
+            rt_fail(r, rc == SLUICE_ENOMEM ? SLUICE_TRACE_ENOMEM : SLUICE_TRACE_EINTERNAL,
+                    "line %zu: sluice_mt_submit failed: %s", s->line, sluice_strerror(rc));
             return;
         }
         if (d.kind == SLUICE_SCHEDULED) {
@@ -110,38 +110,38 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
             r->outstanding++;
         } else {
             r->reported[i] = 2;
-            print(r, d.kind == SLUICE_EMITTED ? "emit" : "drop", s, trace_step_value(r->t, s), s->value_len);
+            sluice__trace_put_value(&r->sink, d.kind == SLUICE_EMITTED ? SLUICE_TRACE_OUT_EMIT : SLUICE_TRACE_OUT_DROP,
+                                    elapsed_ms(r), i, SIZE_MAX);
         }
         break;
-    case TRACE_FLUSH:
-    case TRACE_CANCEL:
-        rc = s->verb == TRACE_FLUSH ? sluice_mt_flush(r->m, key) : sluice_mt_cancel(r->m, key);
+    case SLUICE_TRACE_FLUSH:
+    case SLUICE_TRACE_CANCEL:
+        rc = s->verb == SLUICE_TRACE_FLUSH ? sluice_mt_flush(r->m, key) : sluice_mt_cancel(r->m, key);
         if (rc < 0)
-            rt_fail(r, TRACE_ERR_INTERNAL, "line %" PRIu32 ": %s failed: %s", s->line,
-                    s->verb == TRACE_FLUSH ? "flush" : "cancel", sluice_strerror(rc));
+            rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: %s failed: %s", s->line,
+                    s->verb == SLUICE_TRACE_FLUSH ? "flush" : "cancel", sluice_strerror(rc));
         break;
-    case TRACE_PENDING:
+    case SLUICE_TRACE_PENDING:
         rc = sluice_mt_pending(r->m, key);
         if (rc < 0)
-            rt_fail(r, TRACE_ERR_INTERNAL, "line %" PRIu32 ": pending failed: %s", s->line, sluice_strerror(rc));
+            rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: pending failed: %s", s->line, sluice_strerror(rc));
         else
-            print(r, "pending", s, rc ? "yes" : "no", rc ? 3 : 2);
+            sluice__trace_put_pending(&r->sink, elapsed_ms(r), i, rc == 1);
         break;
-    case TRACE_CLOSE_DRAIN:
-    case TRACE_CLOSE_DISCARD:
-        rc = sluice_mt_close(r->m, s->verb == TRACE_CLOSE_DRAIN ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD);
+    case SLUICE_TRACE_CLOSE:
+        rc = sluice_mt_close(r->m, (s->flags & SLUICE__STEP_DISCARD) ? SLUICE_CLOSE_DISCARD : SLUICE_CLOSE_DRAIN);
         if (rc != 0)
-            rt_fail(r, TRACE_ERR_INTERNAL, "line %" PRIu32 ": close failed: %s", s->line, sluice_strerror(rc));
+            rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: close failed: %s", s->line, sluice_strerror(rc));
         r->closed = true;
         break;
     default:
-        rt_fail(r, TRACE_ERR_INTERNAL, "line %" PRIu32 ": bad step", s->line);
+        rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: bad step", s->line);
         break;
     }
 }
 
 static uint64_t step_time(const struct rt *r, size_t i) {
-    return r->start + r->t->steps[i].time_ms * TRACE_NS_PER_MS;
+    return r->start + r->t->steps[i].time_ms * SLUICE_TRACE_NS_PER_MS;
 }
 
 /* Arms the step timer STEP_LEAD_NS before the next step's instant; the step
@@ -179,30 +179,44 @@ static void on_step(evutil_socket_t fd, short what, void *arg) {
         }
     }
     uint64_t now = sluice_clock_now();
-    while (r->status == TRACE_OK && r->next < r->t->nsteps && step_time(r, r->next) <= now) {
+    while (r->status == SLUICE_TRACE_OK && r->next < r->t->nsteps && step_time(r, r->next) <= now) {
         size_t i = r->next++;
         r->in_step = true;
         run_step(r, i, step_time(r, i));
         r->in_step = false;
     }
-    if (r->status != TRACE_OK) return;
+    if (r->status != SLUICE_TRACE_OK) return;
     arm_step(r);
     maybe_finish(r);
 }
 
-int trace_run_realtime(const struct trace *trace, const struct trace_run_options *options,
-                       struct trace_run_result *result) {
-    struct trace_run_result local;
+int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_run_options_t *options,
+                              sluice_trace_run_result_t *result) {
+    sluice_trace_run_result_t local;
     struct rt r;
     if (!result) result = &local;
     memset(result, 0, sizeof *result);
     memset(&r, 0, sizeof r);
     r.t = trace;
     r.res = result;
-    r.out = options ? options->out : NULL;
     if (!trace) {
-        rt_fail(&r, TRACE_ERR_INTERNAL, "no trace");
-        return r.status;
+        snprintf(result->message, sizeof result->message, "no trace");
+        return SLUICE_TRACE_EINVAL;
+    }
+    if (options && options->batch_size > 1) {
+        snprintf(result->message, sizeof result->message, "batch_size %" PRIu32 " is not supported (0 or 1)",
+                 options->batch_size);
+        return SLUICE_TRACE_EINVAL;
+    }
+    if (trace->v2) {
+        /* The loop layer has no weighted submit and no quota read yet. */
+        snprintf(result->message, sizeof result->message,
+                 "a real-time run does not support cost= or quota lines (trace format v2) yet");
+        return SLUICE_TRACE_EINVAL;
+    }
+    if (sluice__trace_sink_init(&r.sink, trace, options, result) != SLUICE_TRACE_OK) {
+        snprintf(result->message, sizeof result->message, "out of memory");
+        return SLUICE_TRACE_ENOMEM;
     }
     r.reported = calloc(trace->nsteps ? trace->nsteps : 1, 1);
     struct event_config *ec = event_config_new();
@@ -218,21 +232,21 @@ int trace_run_realtime(const struct trace *trace, const struct trace_run_options
     }
     if (!r.reported || !r.base || !r.step_ev || sluice_loop_attach(&r.loop, r.base, NULL) != 0) {
         snprintf(result->message, sizeof result->message, "out of memory");
-        r.status = TRACE_ERR_NOMEM;
+        r.status = SLUICE_TRACE_ENOMEM;
         goto out;
     }
     sluice_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
-    trace_policy_to_sluice(trace, &cfg.policy);
+    cfg.policy = trace->policy;
     cfg.on_event = on_event;
     cfg.user = &r;
     cfg.fixed_seed = true; /* the same order of keys at one instant on every run */
-    cfg.seed[0] = UINT64_C(0x736c756963652d74);
-    cfg.seed[1] = UINT64_C(0x726163652d763100);
+    cfg.seed[0] = SLUICE__TRACE_SEED0;
+    cfg.seed[1] = SLUICE__TRACE_SEED1;
     int rc = sluice_mt_new(&r.m, r.loop, &cfg, 1);
     if (rc != 0) {
         snprintf(result->message, sizeof result->message, "sluice_mt_new failed: %s", sluice_strerror(rc));
-        r.status = rc == SLUICE_ENOMEM ? TRACE_ERR_NOMEM : TRACE_ERR_INTERNAL;
+        r.status = rc == SLUICE_ENOMEM ? SLUICE_TRACE_ENOMEM : SLUICE_TRACE_EINTERNAL;
         goto out;
     }
 
@@ -245,10 +259,10 @@ int trace_run_realtime(const struct trace *trace, const struct trace_run_options
     if (trace->nsteps == 0) maybe_finish(&r);
     else event_base_dispatch(r.base);
 
-    if (r.status == TRACE_OK) {
+    if (r.status == SLUICE_TRACE_OK) {
         for (size_t i = 0; i < trace->nsteps; i++) {
-            if (trace->steps[i].verb == TRACE_CALL && r.reported[i] != 2) {
-                rt_fail(&r, TRACE_ERR_INTERNAL, "the call of line %" PRIu32 " was never reported",
+            if (trace->steps[i].verb == SLUICE_TRACE_CALL && r.reported[i] != 2) {
+                rt_fail(&r, SLUICE_TRACE_EINTERNAL, "the call of line %zu was never reported",
                         trace->steps[i].line);
                 break;
             }
@@ -262,6 +276,7 @@ out:
     if (r.loop) sluice_loop_free(r.loop);
     if (r.step_ev) event_free(r.step_ev);
     if (r.base) event_base_free(r.base);
+    sluice__trace_sink_free(&r.sink);
     free(r.reported);
     return r.status;
 }

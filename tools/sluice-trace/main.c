@@ -1,8 +1,10 @@
 /*
  * main.c — `sluice-trace`, the C conformance trace runner.
  *
- * Reads a trace (shared/spec/trace-format.md), runs it against the core with a
- * manual clock and prints what the limiter did. See usage() for the exit codes.
+ * Reads a trace (docs/trace-format.md), runs it against the core with a
+ * manual clock (or on the real loop) through the trace library
+ * (Sources/CSluiceTrace, sluice_trace.h) and prints what the limiter did.
+ * See usage() for the exit codes.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,10 +19,10 @@
 static void usage(FILE *f) {
     fputs("usage: sluice-trace [--check] [--realtime] [FILE|-]\n"
           "\n"
-          "Runs a conformance trace (trace format v1) against the Sluice core with a\n"
+          "Runs a conformance trace (trace format v2) against the Sluice core with a\n"
           "manual clock and prints what the limiter did, one line per thing:\n"
           "  TIME emit KEY VALUE | TIME drop KEY VALUE | TIME discard KEY VALUE |\n"
-          "  TIME pending KEY yes|no\n"
+          "  TIME pending KEY yes|no | TIME quota KEY remaining=R full=F retry=S|never\n"
           "Reads FILE, or standard input when FILE is '-' or absent. The whole input is\n"
           "read and checked before anything runs, so a malformed or unreadable input\n"
           "prints nothing on standard output.\n"
@@ -28,7 +30,8 @@ static void usage(FILE *f) {
           "options:\n"
           "  --realtime  replay the trace on a real libevent loop and the real monotonic\n"
           "              clock, each line at its time after start; prints the actual\n"
-          "              times in ms since start (never early; --check is ignored)\n"
+          "              times in ms since start (never early; --check is ignored;\n"
+          "              cost= and quota lines are not supported there yet)\n"
           "  --check     check the core's invariants (sluice_limiter_check) after every\n"
           "              step and every timer advance: slow, for tests\n"
           "  --help      print this help\n"
@@ -42,6 +45,13 @@ static void usage(FILE *f) {
           "  3   internal error: the core broke a rule of its API (a bug in Sluice)\n"
           "  64  bad command line\n",
           f);
+}
+
+/* Writes one output line (on_output of the run). */
+static void print_line(void *user, const sluice_trace_output_t *line) {
+    FILE *f = user;
+    fwrite(line->text, 1, line->text_len, f);
+    fputc('\n', f);
 }
 
 /* Reads all of `f` into a malloc'd buffer. Returns 0 or an errno value. */
@@ -89,10 +99,10 @@ int main(int argc, char **argv) {
     char *buf = NULL;
     size_t len = 0;
     int e, rc, status = 0;
-    struct trace trace;
-    struct trace_error err;
-    struct trace_run_options opt;
-    struct trace_run_result res;
+    sluice_trace_t *trace = NULL;
+    sluice_trace_error_t err;
+    sluice_trace_run_options_t opt;
+    sluice_trace_run_result_t res;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -138,34 +148,39 @@ int main(int argc, char **argv) {
         }
     }
 
-    rc = trace_parse(buf, len, &trace, &err);
+    rc = sluice_trace_parse(buf, len, &trace, &err);
     free(buf);
-    if (rc == TRACE_ERR_NOMEM) {
-        fprintf(stderr, "error: out of memory\n");
+    if (rc == SLUICE_TRACE_ENOMEM) {
+        fprintf(stderr, "%s\n", err.message);
         return 1;
     }
-    if (rc != TRACE_OK) {
-        fprintf(stderr, "error: line %zu: %s\n", err.line, err.reason);
+    if (rc != SLUICE_TRACE_OK) {
+        fprintf(stderr, "%s\n", err.message);
         return 2;
     }
 
     setvbuf(stdout, NULL, _IOFBF, 1 << 16);
     memset(&opt, 0, sizeof opt);
-    opt.out = stdout;
+    opt.on_output = print_line;
+    opt.user = stdout;
     opt.check_invariants = check;
-    rc = realtime ? trace_run_realtime(&trace, &opt, &res) : trace_run(&trace, &opt, &res);
-    trace_free(&trace);
+    rc = realtime ? sluice_trace_run_realtime(trace, &opt, &res) : sluice_trace_run(trace, &opt, &res);
+    sluice_trace_free(trace);
 
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "error: cannot write the output: %s\n", strerror(errno));
         return 1;
     }
     switch (rc) {
-    case TRACE_OK:
+    case SLUICE_TRACE_OK:
         break;
-    case TRACE_ERR_NOMEM:
+    case SLUICE_TRACE_ENOMEM:
         fprintf(stderr, "error: out of memory\n");
         status = 1;
+        break;
+    case SLUICE_TRACE_EINVAL:
+        fprintf(stderr, "error: %s\n", res.message);
+        status = 2;
         break;
     default:
         fprintf(stderr, "internal error: %s\n", res.message);

@@ -1,19 +1,40 @@
 /*
- * trace.h — parser and runner of conformance traces (trace format v1).
+ * sluice_trace.h — the one parser and runner of Sluice conformance traces.
  *
- * The format is shared/spec/trace-format.md; the behaviour is
- * shared/spec/semantics.md. This module is used by the `sluice-trace` tool,
- * its unit test (ctests/test_trace_parser.c) and the libFuzzer harness
- * (fuzz/fuzz_trace.c); it has no main() and keeps no global state.
+ * A trace is a plain-text script of calls against one limiter policy; the
+ * format (version 2) is described in docs/trace-format.md and the behaviour
+ * it checks in docs/semantics.md. This library is the only implementation of
+ * the format in the project: the `sluice-trace` tool (tools/sluice-trace),
+ * the Swift `sluice simulate` command and the Swift conformance tests all
+ * call it, so every layer reads a trace the same way and prints the same
+ * bytes.
  *
- * Parsing
- * -------
- * trace_parse() reads a whole input buffer given as pointer + length (it need
- * not be NUL-terminated and is never read out of bounds) and either fills a
- * `struct trace` or reports the first error as a line number (1-based) and a
- * short reason. The tool prints it as `error: line N: REASON`.
+ * Use
+ * ---
+ *     sluice_trace_t *t;
+ *     sluice_trace_error_t err;
+ *     if (sluice_trace_parse(text, len, &t, &err) != SLUICE_TRACE_OK) {
+ *         fprintf(stderr, "%s\n", err.message);   // "error: line N: REASON"
+ *         ...
+ *     }
+ *     sluice_trace_run_options_t opt = { .on_output = my_fn, .user = my_ctx };
+ *     sluice_trace_run_result_t res;
+ *     int rc = sluice_trace_run(t, &opt, &res);   // manual clock, exact
+ *     sluice_trace_free(t);
  *
- * Lexical rules, as implemented:
+ * my_fn receives every output line once, in order, both as fields and as
+ * the exact text the tool prints (sluice_trace_output_t).
+ *
+ * Dependencies: parsing and sluice_trace_run() (trace.c) need only the core
+ * (sluice.h): no event loop, no threads. sluice_trace_run_realtime()
+ * (realtime.c) uses the loop layer and libevent.
+ *
+ * Threads: a parsed trace is never changed after sluice_trace_parse();
+ * several threads may read or run the same trace at once. A run keeps all of
+ * its state to itself and calls on_output on the calling thread.
+ *
+ * Parsing rules, as implemented
+ * -----------------------------
  *  - Lines end in "\n" or "\r\n"; a last line without a newline is fine. A
  *    carriage return anywhere else is a bad character.
  *  - `#` anywhere starts a comment that runs to the end of the line. A comment
@@ -36,17 +57,22 @@
  *     policy audit    interval=MS
  *     policy debounce interval=MS [leading=BOOL] [trailing=BOOL] [maxwait=MS]
  *     policy rate     limit=N per=MS [burst=B]
- * Options come in any order, each at most once. Defaults (semantics.md):
+ * Options come in any order, each at most once. Defaults (docs/semantics.md):
  * throttle leading=true trailing=true pick=latest; debounce leading=false
- * trailing=true, no maxwait; rate burst=limit. Every other line is
- *     TIME call KEY VALUE | TIME cancel KEY | TIME flush KEY |
- *     TIME pending KEY | TIME close drain|discard   (close must be last)
+ * trailing=true, no maxwait; rate burst=limit. Every other line is one of
+ *     TIME call KEY VALUE [cost=N]      (cost=: rate only, format v2)
+ *     TIME quota KEY [cost=N]           (rate only, format v2: a peek)
+ *     TIME cancel KEY | TIME flush KEY | TIME pending KEY
+ *     TIME close drain|discard          (must be the last line)
+ * A `cost=N` field comes after VALUE (call) or KEY (quota); the cost is 1
+ * when it is absent.
  *
- * Limits: TIME <= TRACE_TIME_MAX_MS (10^13 ms); interval, maxwait, per <=
- * TRACE_DURATION_MAX_MS (10^12 ms); limit, burst in 1..TRACE_RATE_MAX
- * (10^12, the core's SLUICE_RATE_MAX); per >= 1; interval may be 0
- * (pass-through); maxwait >= interval; throttle and debounce need at least
- * one edge. So every deadline of a valid trace fits in 64-bit nanoseconds.
+ * Limits: TIME <= SLUICE_TRACE_TIME_MAX_MS (10^13 ms); interval, maxwait,
+ * per <= SLUICE_TRACE_DURATION_MAX_MS (10^12 ms); limit, burst and cost in
+ * 1..SLUICE_TRACE_COUNT_MAX (10^12, the core's SLUICE_RATE_MAX); per >= 1;
+ * interval may be 0 (pass-through); maxwait >= interval; throttle and
+ * debounce need at least one edge. So every deadline of a valid trace fits in
+ * 64-bit nanoseconds.
  *
  * Error reasons (exact texts; 'X' is the offending text, quoted, cut to 40
  * characters followed by "..." when longer):
@@ -60,48 +86,57 @@
  *   unknown policy 'X'
  *   bad option 'X'            a policy option without '='
  *   unknown option 'X'        an option name the policy does not have
- *   duplicate option 'X'
- *   missing value for NAME    `NAME=` with nothing after '='
+ *   duplicate option 'X'      a policy option, or `cost`, given twice
+ *   missing value for NAME    `NAME=` with nothing after '=' (also cost)
  *   missing option NAME       interval (throttle, audit, debounce), limit or per (rate)
  *   bad number 'X'
- *   negative NAME             NAME in time, interval, maxwait, limit, per, burst
+ *   negative NAME             NAME in time, interval, maxwait, limit, per, burst, cost
  *   number too large          above the number's maximum (see Limits)
- *   limit below 1 / per below 1 / burst below 1
+ *   limit below 1 / per below 1 / burst below 1 / cost below 1
  *   maxwait below interval
  *   no edge enabled
  *   bad value 'X' for NAME    NAME in leading, trailing, pick, close
  *   unknown verb 'X'
+ *   quota needs a rate policy a quota line under throttle, audit or debounce
+ *   cost needs a rate policy  a cost= field under throttle, audit or debounce
  *   missing field             a step line with too few fields (also `policy` alone)
- *   extra field 'X'           a step line with too many fields
+ *   extra field 'X'           a step line with too many fields, or a field
+ *                             after VALUE (call) or KEY (quota) that does
+ *                             not start with "cost="
  *   key too long              KEY longer than SLUICE_KEY_MAX bytes
  *   value too long            VALUE of 2^32 bytes or more
  *   time goes backwards       TIME smaller than the previous step's
  *   line after close          any line with a field after `close`
  *   bad character 0xNN        a byte not allowed where it is (see above)
  * Checks run left to right on a line: characters, "line after close",
- * TIME (number, limit, "time goes backwards"), verb, fields.
+ * TIME (number, limit, "time goes backwards"), verb ("quota needs a rate
+ * policy"), fields (for each cost= field: "cost needs a rate policy", then
+ * "duplicate option 'cost'", then the number).
  *
  * Running
  * -------
- * trace_run() drives a real limiter with a manual clock (tick 1 ms, start 0,
- * times in ns = ms * 1,000,000). Before each step at time t it fires every
- * deadline <= t at its exact time (advancing to each successive
+ * sluice_trace_run() drives a real limiter with a manual clock (tick 1 ms,
+ * start 0, times in ns = ms * 1,000,000). Before each step at time t it fires
+ * every deadline <= t at its exact time (advancing to each successive
  * sluice_limiter_next_deadline()); after the last step, unless it is close,
- * it runs time on until no deadline is left. It prints one line per thing the
- * limiter did (trace-format.md, "Output"):
+ * it runs time on until no deadline is left. It reports one output line per
+ * thing the limiter did:
  *     TIME emit KEY VALUE | TIME drop KEY VALUE | TIME discard KEY VALUE |
- *     TIME pending KEY yes|no
- * Events are printed from the event callback as they occur; a submit's own
- * decision (EMITTED -> emit, DROPPED -> drop, SCHEDULED -> nothing yet) is
- * printed when the submit returns.
+ *     TIME pending KEY yes|no |
+ *     TIME quota KEY remaining=R full=F retry=S|never
+ * Events are reported from the core's event callback as they occur; a
+ * submit's own decision (EMITTED -> emit, DROPPED -> drop, SCHEDULED ->
+ * nothing yet) when the submit returns. In a quota line F and S are the
+ * core's sluice_quota_t times in ms rounded up; S is TIME when a call of the
+ * line's cost would be admitted now, `never` when the cost exceeds the burst.
  *
  * The runner also checks the core: every call's token reported exactly once
  * (by its decision or by one later event), events only for scheduled tokens,
  * event keys equal to the token's key, DISCARD only during close(discard),
  * event times non-decreasing, never after the current call's time, and whole
  * milliseconds, no error returned for a valid trace, and a next deadline that
- * moves past every time advanced to. A failure is TRACE_ERR_INTERNAL with a
- * message: a bug in the core, not in the trace.
+ * moves past every time advanced to. A failure is SLUICE_TRACE_EINTERNAL with
+ * a message: a bug in the core, not in the trace.
  */
 #ifndef SLUICE_TRACE_H
 #define SLUICE_TRACE_H
@@ -109,7 +144,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "sluice.h"
 
@@ -118,173 +152,255 @@ extern "C" {
 #endif
 
 /** Largest TIME of a step, in ms (10^13, about 317 years). */
-#define TRACE_TIME_MAX_MS UINT64_C(10000000000000)
-/** Largest interval, maxwait or per, in ms (10^12; SLUICE_DURATION_MAX in ns). */
-#define TRACE_DURATION_MAX_MS UINT64_C(1000000000000)
-/** Largest rate limit or burst (the core's SLUICE_RATE_MAX, 10^12). */
-#define TRACE_RATE_MAX SLUICE_RATE_MAX
+#define SLUICE_TRACE_TIME_MAX_MS UINT64_C(10000000000000)
+/** Largest interval, maxwait or per, in ms (10^12). */
+#define SLUICE_TRACE_DURATION_MAX_MS UINT64_C(1000000000000)
+/** Largest rate limit, burst or cost (10^12, the core's SLUICE_RATE_MAX). */
+#define SLUICE_TRACE_COUNT_MAX UINT64_C(1000000000000)
 /** Nanoseconds per millisecond. */
-#define TRACE_NS_PER_MS UINT64_C(1000000)
-/** Size of trace_error.reason, NUL included. */
-#define TRACE_REASON_MAX 128
-/** Size of trace_run_result.message, NUL included. */
-#define TRACE_MESSAGE_MAX 320
+#define SLUICE_TRACE_NS_PER_MS UINT64_C(1000000)
+/** Size of sluice_trace_error_t.reason, NUL included. */
+#define SLUICE_TRACE_REASON_MAX 128
+/** Size of sluice_trace_error_t.message, NUL included
+ *  ("error: line " + up to 20 digits + ": " + reason). */
+#define SLUICE_TRACE_ERROR_MESSAGE_MAX (SLUICE_TRACE_REASON_MAX + 40)
+/** Size of sluice_trace_run_result_t.message, NUL included. */
+#define SLUICE_TRACE_MESSAGE_MAX 320
+/** sluice_trace_output_t.retry_ms of a quota line whose cost exceeds the burst. */
+#define SLUICE_TRACE_NEVER UINT64_MAX
 
-/** Status codes of trace_parse() and trace_run(). */
-enum trace_status {
-    TRACE_OK = 0,
-    TRACE_ERR_SYNTAX = -1,   /**< malformed trace: see trace_error */
-    TRACE_ERR_NOMEM = -2,    /**< an allocation failed */
-    TRACE_ERR_INTERNAL = -3, /**< the core misbehaved (a core bug): see trace_run_result.message */
-    TRACE_ERR_LIMIT = -4     /**< trace_run_options.max_advances was reached */
-};
+/** Status codes of the functions below (0 or negative). */
+typedef enum sluice_trace_status {
+    SLUICE_TRACE_OK = 0,
+    SLUICE_TRACE_ESYNTAX = -1,   /**< malformed trace: see sluice_trace_error_t */
+    SLUICE_TRACE_ENOMEM = -2,    /**< an allocation failed */
+    SLUICE_TRACE_EINTERNAL = -3, /**< the core or loop broke a rule of its API (a bug in Sluice):
+                                      see sluice_trace_run_result_t.message */
+    SLUICE_TRACE_ELIMIT = -4,    /**< sluice_trace_run_options_t.max_advances was reached */
+    SLUICE_TRACE_EINVAL = -5     /**< a bad argument (NULL trace, step index out of range,
+                                      unsupported batch_size) */
+} sluice_trace_status_t;
 
-/** What a step does. */
-enum trace_verb {
-    TRACE_CALL = 1,
-    TRACE_CANCEL = 2,
-    TRACE_FLUSH = 3,
-    TRACE_PENDING = 4,
-    TRACE_CLOSE_DRAIN = 5,
-    TRACE_CLOSE_DISCARD = 6
-};
-
-/** The policy line, with defaults applied. Durations in ms. */
-struct trace_policy {
-    sluice_policy_kind_t kind;
-    uint64_t interval_ms; /**< throttle, audit, debounce */
-    bool leading;         /**< throttle, debounce */
-    bool trailing;        /**< throttle, debounce (audit: true) */
-    sluice_pick_t pick;   /**< throttle */
-    bool has_maxwait;     /**< debounce */
-    uint64_t maxwait_ms;  /**< debounce, when has_maxwait */
-    uint64_t limit;       /**< rate */
-    uint64_t per_ms;      /**< rate */
-    uint64_t burst;       /**< rate (defaults to limit) */
-};
-
-/** One step line. KEY and VALUE live in trace.text: the key at text_off,
- *  the value right after it. Steps other than call have no value. */
-struct trace_step {
-    uint64_t time_ms;
-    size_t text_off;
-    uint32_t value_len;
-    uint16_t key_len;
-    uint8_t verb; /**< enum trace_verb */
-    uint8_t reserved;
-    uint32_t line; /**< input line number (saturated at UINT32_MAX) */
-};
-
-/** A parsed trace. Zero-initialise; release with trace_free(). */
-struct trace {
-    struct trace_policy policy;
-    struct trace_step *steps;
-    size_t nsteps;
-    size_t steps_cap;
-    char *text; /**< keys and values, not NUL-terminated */
-    size_t text_len;
-    size_t text_cap;
-    size_t ncalls;   /**< steps that are calls */
-    size_t lines;    /**< lines of the input */
-};
+/** A parsed trace: opaque, immutable, released with sluice_trace_free(). */
+typedef struct sluice_trace sluice_trace_t;
 
 /** A parse error. */
-struct trace_error {
-    size_t line;                    /**< 1-based */
-    char reason[TRACE_REASON_MAX];  /**< NUL-terminated, never empty on error */
-};
+typedef struct sluice_trace_error {
+    /** The 1-based line of the error; 0 for "out of memory". */
+    size_t line;
+    /** The reason, NUL-terminated, never empty on error (see the list above). */
+    char reason[SLUICE_TRACE_REASON_MAX];
+    /** The whole text the tool prints on standard error, without a newline:
+     *  "error: line N: REASON", or "error: out of memory". */
+    char message[SLUICE_TRACE_ERROR_MESSAGE_MAX];
+} sluice_trace_error_t;
+
+/** What a step (input line after the policy) does. */
+typedef enum sluice_trace_verb {
+    SLUICE_TRACE_CALL = 1,    /**< TIME call KEY VALUE [cost=N] */
+    SLUICE_TRACE_CANCEL = 2,  /**< TIME cancel KEY */
+    SLUICE_TRACE_FLUSH = 3,   /**< TIME flush KEY */
+    SLUICE_TRACE_PENDING = 4, /**< TIME pending KEY */
+    SLUICE_TRACE_CLOSE = 5,   /**< TIME close drain|discard (see close_mode) */
+    SLUICE_TRACE_QUOTA = 6    /**< TIME quota KEY [cost=N] */
+} sluice_trace_verb_t;
+
+/** One step, as read by sluice_trace_step(). Pointers point into the parsed
+ *  trace and stay valid until sluice_trace_free(); bytes are not
+ *  NUL-terminated. */
+typedef struct sluice_trace_step {
+    uint64_t time_ms;         /**< TIME */
+    sluice_trace_verb_t verb;
+    const char *key;          /**< KEY bytes (NULL for close) */
+    size_t key_len;
+    const char *value;        /**< VALUE bytes of a call (NULL otherwise) */
+    size_t value_len;
+    uint64_t cost;            /**< call and quota: the cost (1 when no cost= was written); 0 otherwise */
+    bool has_cost;            /**< a cost= field was written */
+    sluice_close_mode_t close_mode; /**< close: drain or discard; SLUICE_CLOSE_DRAIN otherwise */
+    size_t line;              /**< the 1-based input line */
+} sluice_trace_step_t;
+
+/** The kind of an output line. */
+typedef enum sluice_trace_output_kind {
+    SLUICE_TRACE_OUT_EMIT = 1,    /**< TIME emit KEY VALUE */
+    SLUICE_TRACE_OUT_DROP = 2,    /**< TIME drop KEY VALUE */
+    SLUICE_TRACE_OUT_DISCARD = 3, /**< TIME discard KEY VALUE */
+    SLUICE_TRACE_OUT_PENDING = 4, /**< TIME pending KEY yes|no */
+    SLUICE_TRACE_OUT_QUOTA = 5    /**< TIME quota KEY remaining=R full=F retry=S|never */
+} sluice_trace_output_kind_t;
+
+/** One output line. Pointers are valid only during the callback. */
+typedef struct sluice_trace_output {
+    sluice_trace_output_kind_t kind;
+    uint64_t time_ms;         /**< TIME (realtime runs: the actual ms since start, rounded down) */
+    size_t step;              /**< the step it concerns: the call for emit, drop and discard;
+                                   the pending or quota line otherwise (index for sluice_trace_step()) */
+    const char *key;          /**< KEY bytes */
+    size_t key_len;
+    const char *value;        /**< emit, drop, discard: the call's VALUE; NULL otherwise */
+    size_t value_len;
+    bool yes;                 /**< pending: the answer */
+    uint64_t remaining;       /**< quota: R, cost-1 calls admitted now */
+    uint64_t full_ms;         /**< quota: F, when the whole burst is back (ms, rounded up) */
+    uint64_t retry_ms;        /**< quota: S (ms, rounded up), or SLUICE_TRACE_NEVER */
+    bool retry_never;         /**< quota: the line's cost exceeds the burst (`retry=never`) */
+    bool has_successor;       /**< drop: the core named the call that took this value's place */
+    size_t successor_step;    /**< when has_successor: that call's step index */
+    const char *successor_value; /**< when has_successor: that call's VALUE bytes */
+    size_t successor_value_len;
+    const char *text;         /**< the exact line, NUL-terminated, without the newline */
+    size_t text_len;
+} sluice_trace_output_t;
+
+/** Receives each output line, in order, on the thread running the trace. */
+typedef void (*sluice_trace_output_fn)(void *user, const sluice_trace_output_t *line);
+
+/** Options of a run. Zero-initialise, then set what you need. */
+typedef struct sluice_trace_run_options {
+    sluice_trace_output_fn on_output; /**< NULL: the lines are produced and checked, not delivered */
+    void *user;                       /**< passed to on_output */
+    uint64_t max_advances;  /**< manual runs: bound on sluice_limiter_advance() calls; 0 = none */
+    bool check_invariants;  /**< manual runs: sluice_limiter_check() after every step and every
+                                 advance (O(keys) each: for small traces) */
+    bool random_seed;       /**< manual runs: hash keys with a random seed; false (the default)
+                                 uses a fixed seed, so that the order of lines of different keys
+                                 at one instant is the same on every run */
+    uint32_t batch_size;    /**< reserved for batched submission: must be 0 or 1 (one call at a
+                                 time) today; other values give SLUICE_TRACE_EINVAL */
+} sluice_trace_run_options_t;
+
+/** What a run found. */
+typedef struct sluice_trace_run_result {
+    uint64_t lines;     /**< output lines produced */
+    uint64_t events;    /**< event callbacks received from the core */
+    uint64_t advances;  /**< sluice_limiter_advance() calls made (manual runs) */
+    uint64_t unaligned; /**< events whose time is not a whole millisecond (manual runs) */
+    char message[SLUICE_TRACE_MESSAGE_MAX]; /**< on failure: what went wrong, NUL-terminated;
+                                                 empty on success */
+} sluice_trace_run_result_t;
 
 /**
  * Parses a whole trace.
  *
- * @param buf the input (need not be NUL-terminated; may be NULL when len is 0).
+ * The input is read once, never beyond `len` bytes, and need not be
+ * NUL-terminated. On success the trace owns a copy of every key and value.
+ *
+ * @param text the input (may be NULL when len is 0).
  * @param len its length in bytes.
- * @param out receives the trace; on error it is left empty (nothing to free,
- *        though trace_free() is harmless).
- * @param err receives the error (line and reason) on TRACE_ERR_SYNTAX; on
- *        TRACE_ERR_NOMEM its reason is "out of memory". May be NULL.
- * @return TRACE_OK, TRACE_ERR_SYNTAX or TRACE_ERR_NOMEM.
+ * @param out receives the parsed trace (NULL on error).
+ * @param err receives the error on SLUICE_TRACE_ESYNTAX and
+ *        SLUICE_TRACE_ENOMEM (message "error: out of memory"); cleared on
+ *        success. May be NULL.
+ * @return SLUICE_TRACE_OK, SLUICE_TRACE_ESYNTAX, SLUICE_TRACE_ENOMEM, or
+ *         SLUICE_TRACE_EINVAL when `out` is NULL or `text` is NULL with a
+ *         non-zero len.
  * Complexity: O(len).
  */
-int trace_parse(const char *buf, size_t len, struct trace *out, struct trace_error *err);
-
-/** Releases what trace_parse() allocated and empties the trace. */
-void trace_free(struct trace *trace);
-
-/** The key bytes of a step. */
-static inline const char *trace_step_key(const struct trace *t, const struct trace_step *s) {
-    return t->text + s->text_off;
-}
-
-/** The value bytes of a call step. */
-static inline const char *trace_step_value(const struct trace *t, const struct trace_step *s) {
-    return t->text + s->text_off + s->key_len;
-}
+SLUICE_EXTERN int sluice_trace_parse(const char *text, size_t len, sluice_trace_t **out,
+                                     sluice_trace_error_t *err);
 
 /**
- * Fills a core policy from the trace's policy (ms converted to ns).
+ * Releases a parsed trace.
+ *
+ * @param trace the trace, or NULL (nothing happens).
+ */
+SLUICE_EXTERN void sluice_trace_free(sluice_trace_t *trace);
+
+/**
+ * The trace's policy, as the core's policy (durations in ns = ms * 10^6,
+ * defaults applied, rate burst set even when the line omitted it).
  *
  * @param trace a parsed trace.
- * @param out receives the policy.
+ * @return the policy.
  */
-void trace_policy_to_sluice(const struct trace *trace, sluice_policy_t *out);
-
-/** Options of trace_run(). Zero-initialise. */
-struct trace_run_options {
-    FILE *out;             /**< where output lines go; NULL: nowhere (still checked) */
-    uint64_t max_advances; /**< bound on sluice_limiter_advance() calls; 0 = none */
-    bool check_invariants; /**< run sluice_limiter_check() after every step and
-                                every advance (O(keys) each: for small traces) */
-    bool random_seed;      /**< hash keys with a random seed; false (the default)
-                                uses a fixed seed so that the order of lines of
-                                different keys at one instant is the same on
-                                every run */
-};
-
-/** What trace_run() found. */
-struct trace_run_result {
-    uint64_t lines;     /**< output lines produced */
-    uint64_t events;    /**< event callbacks received */
-    uint64_t advances;  /**< sluice_limiter_advance() calls made */
-    uint64_t unaligned; /**< events whose time is not a whole millisecond */
-    char message[TRACE_MESSAGE_MAX]; /**< TRACE_ERR_INTERNAL/NOMEM/LIMIT: what went wrong */
-};
+SLUICE_EXTERN sluice_policy_t sluice_trace_policy(const sluice_trace_t *trace);
 
 /**
- * Runs a parsed trace against a new limiter and prints its output.
+ * The number of steps (input lines after the policy line).
  *
- * On TRACE_ERR_INTERNAL the run stops at the first problem found (output
- * already printed stays printed; an event whose time is not a whole ms is
- * still printed, rounded down, and the run goes on to the end before
- * reporting it). Write errors on `out` are not checked here: use ferror().
+ * @param trace a parsed trace.
+ * @return the count (0 for a trace with only a policy).
+ */
+SLUICE_EXTERN size_t sluice_trace_step_count(const sluice_trace_t *trace);
+
+/**
+ * Reads one step.
  *
- * @param trace a trace from trace_parse().
- * @param options the options, or NULL for no output and no bound.
+ * @param trace a parsed trace.
+ * @param index 0 to sluice_trace_step_count() - 1.
+ * @param out receives the step.
+ * @return SLUICE_TRACE_OK, or SLUICE_TRACE_EINVAL for a NULL pointer or an
+ *         index out of range.
+ */
+SLUICE_EXTERN int sluice_trace_step(const sluice_trace_t *trace, size_t index, sluice_trace_step_t *out);
+
+/**
+ * Whether the trace uses format v2 (a cost= field or a quota line).
+ *
+ * @param trace a parsed trace.
+ * @return true when it does.
+ */
+SLUICE_EXTERN bool sluice_trace_is_v2(const sluice_trace_t *trace);
+
+/**
+ * Runs a parsed trace against a new core limiter with a manual clock, exact
+ * to the millisecond, and delivers every output line to options->on_output.
+ *
+ * On SLUICE_TRACE_EINTERNAL the run stops at the first problem found (lines
+ * already delivered stay delivered; an event whose time is not a whole ms is
+ * still delivered, rounded down, and the run goes on to the end before
+ * reporting it).
+ *
+ * @param trace a trace from sluice_trace_parse().
+ * @param options the options, or NULL for no delivery and no bound.
  * @param result receives counters and the message; may be NULL.
- * @return TRACE_OK, TRACE_ERR_INTERNAL, TRACE_ERR_NOMEM or TRACE_ERR_LIMIT.
+ * @return SLUICE_TRACE_OK, SLUICE_TRACE_EINTERNAL, SLUICE_TRACE_ENOMEM,
+ *         SLUICE_TRACE_ELIMIT or SLUICE_TRACE_EINVAL.
  * Complexity: O(steps + events + advance calls), plus the core's own costs.
  */
-int trace_run(const struct trace *trace, const struct trace_run_options *options,
-              struct trace_run_result *result);
+SLUICE_EXTERN int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options_t *options,
+                                   sluice_trace_run_result_t *result);
 
 /**
  * Runs a parsed trace on a real libevent loop and the real monotonic clock
- * (realtime.c; the loop layer), printing to options->out. Time 0 is a whole
- * millisecond of the clock; each step runs at start + TIME ms, never before;
- * every output line carries the actual time in whole ms since start, rounded
- * down (never early). After the last step (when it is not close) the run
- * goes on until nothing is pending.
+ * (the loop layer), on the calling thread, delivering lines as
+ * sluice_trace_run() does.
  *
- * @param trace a trace from trace_parse().
- * @param options as for trace_run(): `out` is used; `check_invariants`,
- *        `max_advances` and `random_seed` are ignored. NULL: no output.
+ * Time 0 is a whole millisecond of the clock (a wheel tick), so step times
+ * and deadlines are whole ticks as in the manual run. Each step runs when the
+ * clock reaches start + TIME ms (never before), stamped with exactly that
+ * instant, so its decision is the spec's even for a call exactly at a
+ * deadline. Deadlines then fire on the loop by themselves. Every line carries
+ * the actual time in whole ms since start, rounded down (never early);
+ * emissions are late by the loop's timer lateness plus at most one tick.
+ * Events a step causes are delivered before the step's own decision. After
+ * the last step (when it is not close) the run goes on until nothing is
+ * pending.
+ *
+ * @param trace a trace from sluice_trace_parse().
+ * @param options as for sluice_trace_run(): on_output, user and batch_size are
+ *        used; max_advances, check_invariants and random_seed are ignored.
+ *        NULL: no delivery.
  * @param result receives counters (lines, events) and, on failure, the
  *        message; may be NULL.
- * @return TRACE_OK, TRACE_ERR_NOMEM, or TRACE_ERR_INTERNAL.
+ * @return SLUICE_TRACE_OK, SLUICE_TRACE_ENOMEM, SLUICE_TRACE_EINVAL, or
+ *         SLUICE_TRACE_EINTERNAL (the loop layer broke a rule: an error for a
+ *         valid call, a token reported twice or never, an event of an
+ *         unknown token).
  * Takes as long as the trace's last time, plus its last deadline.
  */
-int trace_run_realtime(const struct trace *trace, const struct trace_run_options *options,
-                       struct trace_run_result *result);
+SLUICE_EXTERN int sluice_trace_run_realtime(const sluice_trace_t *trace,
+                                            const sluice_trace_run_options_t *options,
+                                            sluice_trace_run_result_t *result);
+
+/**
+ * A short English description of a status code of this library.
+ *
+ * @param status a sluice_trace_status_t value.
+ * @return a static string (never NULL).
+ */
+SLUICE_EXTERN const char *sluice_trace_strerror(int status);
 
 #ifdef __cplusplus
 }
