@@ -1,13 +1,15 @@
 /*
  * tracecmp — compares the output of a trace runner with an expected output
- * (trace format v1, shared/spec/trace-format.md).
+ * (trace format v2, docs/trace-format.md).
  *
  *   tracecmp EXPECTED ACTUAL     exit 0 when they match, 1 when they differ,
  *                                2 on a usage or I/O error
  *   tracecmp --self-test         checks the comparator itself
  *
- * Output lines are `TIME emit|drop|discard KEY VALUE` or
- * `TIME pending KEY yes|no`, fields separated by one space. The order of
+ * Output lines are `TIME emit|drop|discard KEY VALUE`,
+ * `TIME pending KEY yes|no` or
+ * `TIME quota KEY remaining=R full=F retry=S|never` (R, F, S decimal
+ * numbers without leading zeros), fields separated by one space. The order of
  * lines of different keys at the same instant is unspecified, so two outputs
  * match when:
  *   1. every line of both is well formed;
@@ -59,6 +61,29 @@ static bool is_token_char(char c) {
     return c > ' ' && c <= '~' && c != '#';
 }
 
+/* "NAME=N" at *p, N decimal without a leading zero; moves *p past it. */
+static bool take_number(const char **p, const char *name) {
+    size_t n = strlen(name), digits = 0;
+    if (strncmp(*p, name, n) != 0 || (*p)[n] != '=') return false;
+    const char *q = *p + n + 1;
+    while (q[digits] >= '0' && q[digits] <= '9') digits++;
+    if (digits == 0 || (digits > 1 && q[0] == '0') || digits > 20) return false;
+    *p = q + digits;
+    return true;
+}
+
+/* The tail of a quota line: "remaining=R full=F retry=S|never". */
+static const char *check_quota_tail(const char *p) {
+    if (!take_number(&p, "remaining") || *p++ != ' ')
+        return "a quota line must go on with remaining=R and one space";
+    if (!take_number(&p, "full") || *p++ != ' ')
+        return "a quota line must go on with full=F and one space";
+    if (strcmp(p, "retry=never") == 0) return NULL;
+    if (!take_number(&p, "retry")) return "a quota line must end with retry=S or retry=never";
+    if (*p != '\0') return "unexpected text after retry= (extra field, tab or trailing space?)";
+    return NULL;
+}
+
 /* Checks one line and fills `out`. Returns NULL, or the reason it is malformed. */
 static const char *parse_line(const char *text, char *key_out, line_t *out) {
     const char *p = text;
@@ -77,14 +102,14 @@ static const char *parse_line(const char *text, char *key_out, line_t *out) {
     if (*p != ' ') return "time is not followed by one space";
     p++;
 
-    static const char *const verbs[] = { "emit", "drop", "discard", "pending" };
+    static const char *const verbs[] = { "emit", "drop", "discard", "pending", "quota" };
     size_t verb = 0;
     size_t vlen = 0;
-    for (verb = 0; verb < 4; verb++) {
+    for (verb = 0; verb < 5; verb++) {
         vlen = strlen(verbs[verb]);
         if (strncmp(p, verbs[verb], vlen) == 0 && p[vlen] == ' ') break;
     }
-    if (verb == 4) return "verb is not emit, drop, discard or pending followed by one space";
+    if (verb == 5) return "verb is not emit, drop, discard, pending or quota followed by one space";
     p += vlen + 1;
 
     const char *key = p;
@@ -93,6 +118,17 @@ static const char *parse_line(const char *text, char *key_out, line_t *out) {
     if (klen == 0) return "missing key";
     if (*p != ' ') return "key is not followed by one space and a value";
     p++;
+
+    if (verb == 4) {
+        const char *why = check_quota_tail(p);
+        if (why != NULL) return why;
+        memcpy(key_out, key, klen);
+        key_out[klen] = '\0';
+        out->text = text;
+        out->key = key_out;
+        out->time = time;
+        return NULL;
+    }
 
     const char *value = p;
     while (is_token_char(*p)) p++;
@@ -408,6 +444,22 @@ static int self_test(void) {
         { "time overflow", "0 emit A a\n", "18446744073709551616 emit A a\n", 1 },
         { "largest time", "18446744073709551615 emit A a\n", "18446744073709551615 emit A a\n", 0 },
         { "hash in key", "0 emit A a\n", "0 emit A#1 a\n", 1 },
+        { "quota lines", "0 quota A remaining=2 full=0 retry=0\n5 quota B remaining=0 full=105 retry=never\n",
+          "0 quota A remaining=2 full=0 retry=0\n5 quota B remaining=0 full=105 retry=never\n", 0 },
+        { "quota keys swapped at one instant", "5 quota A remaining=1 full=9 retry=5\n5 emit B b\n",
+          "5 emit B b\n5 quota A remaining=1 full=9 retry=5\n", 0 },
+        { "quota and call of one key swapped", "5 quota A remaining=1 full=9 retry=5\n5 emit A a\n",
+          "5 emit A a\n5 quota A remaining=1 full=9 retry=5\n", 1 },
+        { "other remaining", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=1 full=0 retry=0\n", 1 },
+        { "other full", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=2 full=1 retry=0\n", 1 },
+        { "never vs a time", "0 quota A remaining=2 full=0 retry=never\n", "0 quota A remaining=2 full=0 retry=0\n", 1 },
+        { "quota fields out of order", "0 quota A remaining=2 full=0 retry=0\n",
+          "0 quota A full=0 remaining=2 retry=0\n", 1 },
+        { "quota field missing", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=2 full=0\n", 1 },
+        { "quota extra field", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=2 full=0 retry=0 x\n", 1 },
+        { "quota leading zero", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=02 full=0 retry=0\n", 1 },
+        { "quota empty number", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining= full=0 retry=0\n", 1 },
+        { "quota retry garbage", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=2 full=0 retry=nevermore\n", 1 },
     };
     int failed = 0;
     size_t n = sizeof cases / sizeof cases[0];
