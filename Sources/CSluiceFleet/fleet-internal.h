@@ -1,0 +1,49 @@
+/*
+ * fleet-internal.h — internals of the fleet limiter shared with its tests
+ * (hidden symbols, sluice__ prefix).
+ */
+#ifndef SLUICE_FLEET_INTERNAL_H
+#define SLUICE_FLEET_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice_fleet.h"
+
+#define SLUICE_FLEET_HIDDEN __attribute__((visibility("hidden")))
+
+typedef unsigned __int128 fl_u128;
+
+/** Bytes of the script (without the NUL). */
+SLUICE_FLEET_HIDDEN size_t sluice__fleet_script_len(void);
+
+/** SHA-1 of `data` as 40 lowercase hex digits and a NUL (the script's EVALSHA name). */
+SLUICE_FLEET_HIDDEN void sluice__fleet_sha1_hex(const void *data, size_t len, char out[41]);
+
+/** Parses a decimal string of `len` digits (no sign, 1..39 digits) into `out`.
+ *  @return 0, or -1 when it is not such a string or overflows 128 bits. */
+SLUICE_FLEET_HIDDEN int sluice__fleet_parse_u128(const char *s, size_t len, fl_u128 *out);
+
+/** Writes `v` in decimal with a NUL into `buf` (at least 40 bytes). @return its length. */
+SLUICE_FLEET_HIDDEN size_t sluice__fleet_u128_str(fl_u128 v, char *buf);
+
+/** The policy's numbers in the script's scaled units (ns * limit). */
+struct sluice__fleet_rate {
+    uint64_t limit, burst, per;
+    fl_u128 bper; /* burst * per: the burst in scaled units */
+};
+
+/** Fills a call decision from the script's answer: `admitted`, the time `t`
+ *  (ns) and the TAT after the call (scaled). @return 0 or -1 when the answer
+ *  breaks the script's invariants (a bad reply). */
+SLUICE_FLEET_HIDDEN int sluice__fleet_call_decision(const struct sluice__fleet_rate *r, uint64_t cost,
+                                                    bool admitted, uint64_t t, fl_u128 tat,
+                                                    sluice_decision_t *d);
+
+/** Fills a quota from the script's answer: the time `t` and the key's TAT
+ *  (scaled, already max(stored, t*limit)). @return 0 or -1 (bad reply). */
+SLUICE_FLEET_HIDDEN int sluice__fleet_quota_from(const struct sluice__fleet_rate *r, uint64_t cost, uint64_t t,
+                                                 fl_u128 tat, sluice_quota_t *q);
+
+#endif

@@ -1,0 +1,909 @@
+/*
+ * fleet.c — the fleet (Redis) rate limiter: request queue, hiredis
+ * connection on the caller's event_base, timeouts, reconnects, the TAT
+ * cache and the failure policies. See include/sluice_fleet.h.
+ *
+ * Life of a request: sluice_fleet_call() (any thread) copies it into a
+ * `struct req` and queues it under the mutex; the wake event runs on the loop
+ * thread and processes the queue: a cancel invalidates the cache entry; a
+ * call that the cache proves dropped is answered at once; otherwise the
+ * request goes into the waiting list (ordered by deadline) and is sent with
+ * EVALSHA. It is answered exactly once: by its reply, by its timeout, by the
+ * failure policy when the connection is gone, or with SLUICE_ECLOSED at free.
+ * A request stays allocated until it is answered AND hiredis has returned it
+ * (every callback hiredis holds is called, with a NULL reply at the latest
+ * when the connection is freed).
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include "fleet-internal.h"
+
+/* The core's weighted calls and quota read may be missing from an older
+ * libsluice: referenced weakly, the fallback then handles cost 1 only. */
+#pragma weak sluice_limiter_submit_cost
+#pragma weak sluice_limiter_quota
+
+#define MS 1000000ull
+
+enum { ST_DOWN = 0, ST_CONNECTING = 1, ST_UP = 2 };
+
+struct req {
+    struct req *prev, *next; /* the waiting list (answered requests are out of it) */
+    struct req *qnext;       /* the submit queue */
+    struct sluice_fleet *f;
+    sluice_fleet_op_t op;
+    uint64_t cost, now; /* now: the caller's time (manual mode) */
+    uint64_t deadline;  /* CLOCK_MONOTONIC ns */
+    uint64_t sent_real; /* CLOCK_REALTIME ns when sent (clock offset bound) */
+    uint64_t seq;       /* f->cancel_seq when sent: replies older than a cancel do not teach the cache */
+    sluice_fleet_fn fn;
+    void *user;
+    bool answered, listed, evalled;
+    int in_redis; /* hiredis callbacks outstanding */
+    sluice_key_kind_t kind;
+    uint64_t u64;
+    size_t raw_len, rkey_len;
+    uint64_t hash;
+    char data[]; /* raw key bytes, then the Redis key */
+};
+
+struct slot {
+    char *key;
+    size_t len;
+    fl_u128 tat;      /* a lower bound of the key's TAT (scaled) */
+    uint64_t learned; /* CLOCK_MONOTONIC ns */
+    uint64_t min_seq; /* replies to requests sent before this cancel sequence are ignored */
+};
+
+struct stats {
+    uint64_t calls, quotas, cancels, redis_admitted, redis_dropped, cache_dropped, failure_admitted,
+        failure_dropped, fallback_admitted, fallback_dropped, timeouts, unavailable, bad_replies, noscript,
+        connects, disconnects, in_flight, closed;
+};
+
+struct sluice_fleet {
+    struct event_base *base;
+    sluice_fleet_config_t cfg;
+    struct sluice__fleet_rate rate;
+    char *host;
+    char *prefix;
+    size_t prefix_len;
+    char sha[41];
+    char limit_s[40], bper_s[40], extra_s[24];
+
+    redisAsyncContext *ac;
+    int state;
+    bool degraded, closing;
+    uint64_t backoff;
+    struct event *wake, *tmo, *reconn, *conn_tmo, *stall;
+
+    pthread_mutex_t mu;
+    struct req *qhead, *qtail;
+    bool wake_armed, closed;
+
+    struct req *whead, *wtail;
+    sluice_limiter_t *fallback;
+
+    struct slot *cache;
+    size_t cache_mask;
+    uint64_t cancel_seq;
+    uint64_t hash_seed;
+    bool have_off;
+    int64_t off; /* an upper bound of (server clock - local CLOCK_REALTIME), from the last reply */
+
+    struct stats st;
+};
+
+#define STAT_ADD(f, field, n) __atomic_fetch_add(&(f)->st.field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define STAT_INC(f, field) STAT_ADD(f, field, 1)
+
+static uint64_t clock_ns(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static uint64_t mono_now(void) { return clock_ns(CLOCK_MONOTONIC); }
+static uint64_t real_now(void) { return clock_ns(CLOCK_REALTIME); }
+
+static struct timeval tv_of(uint64_t ns) {
+    struct timeval tv;
+    tv.tv_sec = (time_t)(ns / 1000000000ull);
+    tv.tv_usec = (suseconds_t)(ns % 1000000000ull / 1000);
+    return tv;
+}
+
+static void arm_in(struct event *ev, uint64_t ns) {
+    struct timeval tv = tv_of(ns);
+    evtimer_add(ev, &tv);
+}
+
+static uint64_t hash_bytes(uint64_t seed, const char *p, size_t n) {
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ull;
+    }
+    return h ^ (h >> 29);
+}
+
+/* ------------------------------------------------------------------ answering */
+
+static void req_release(struct req *r) {
+    if (r->answered && r->in_redis == 0) free(r);
+}
+
+static void unlist(struct sluice_fleet *f, struct req *r) {
+    if (!r->listed) return;
+    if (r->prev) r->prev->next = r->next;
+    else f->whead = r->next;
+    if (r->next) r->next->prev = r->prev;
+    else f->wtail = r->prev;
+    r->prev = r->next = NULL;
+    r->listed = false;
+}
+
+static sluice_key_t req_key(const struct req *r) {
+    return r->kind == SLUICE_KEY_U64 ? sluice_key_u64(r->u64) : sluice_key_bytes(r->data, r->raw_len);
+}
+
+/* Delivers `res` once; the request is freed when hiredis no longer holds it. */
+static void answer(struct sluice_fleet *f, struct req *r, sluice_fleet_result_t *res) {
+    if (r->answered) return;
+    r->answered = true;
+    unlist(f, r);
+    res->op = r->op;
+    if (r->fn) r->fn(r->user, res);
+    req_release(r);
+}
+
+static void answer_closed(struct sluice_fleet *f, struct req *r) {
+    sluice_fleet_result_t res;
+    memset(&res, 0, sizeof res);
+    res.status = SLUICE_ECLOSED;
+    STAT_INC(f, closed);
+    answer(f, r, &res);
+}
+
+/* The failure policy's answer to a request Redis could not answer. */
+static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
+    if (r->answered) return;
+    sluice_fleet_result_t res;
+    memset(&res, 0, sizeof res);
+    res.source = SLUICE_FLEET_SOURCE_FAILURE;
+    res.cause = cause;
+    uint64_t now = f->cfg.manual_time ? r->now : real_now();
+    res.now = now;
+    bool never = r->cost > f->rate.burst;
+    uint64_t retry = never ? SLUICE_NEVER
+                           : (now > UINT64_MAX - 1 - f->cfg.closed_retry_ns ? UINT64_MAX - 1
+                                                                            : now + f->cfg.closed_retry_ns);
+    switch (r->op) {
+    case SLUICE_FLEET_CALL: {
+        sluice_decision_t *d = &res.decision;
+        int rc = -1;
+        if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback) {
+            if (sluice_limiter_submit_cost)
+                rc = sluice_limiter_submit_cost(f->fallback, req_key(r), 0, r->cost, now, d);
+            else if (r->cost == 1)
+                rc = sluice_limiter_submit(f->fallback, req_key(r), 0, now, d);
+            if (rc == 0) {
+                if (d->kind == SLUICE_EMITTED) STAT_INC(f, fallback_admitted);
+                else STAT_INC(f, fallback_dropped);
+            }
+        }
+        if (rc != 0) {
+            if (f->cfg.on_failure == SLUICE_FLEET_FAIL_OPEN && !never) {
+                d->kind = SLUICE_EMITTED;
+                d->at = now;
+                d->remaining = 0;
+                d->full = now;
+            } else {
+                d->kind = SLUICE_DROPPED;
+                d->at = retry;
+                d->remaining = 0;
+                d->full = now;
+            }
+        }
+        if (d->kind == SLUICE_EMITTED) STAT_INC(f, failure_admitted);
+        else STAT_INC(f, failure_dropped);
+        break;
+    }
+    case SLUICE_FLEET_QUOTA: {
+        sluice_quota_t *q = &res.quota;
+        int rc = -1;
+        if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback && sluice_limiter_quota)
+            rc = sluice_limiter_quota(f->fallback, req_key(r), r->cost, now, q);
+        if (rc != 0) {
+            q->burst = f->rate.burst;
+            q->full = now;
+            if (f->cfg.on_failure == SLUICE_FLEET_FAIL_OPEN) {
+                q->remaining = f->rate.burst;
+                q->retry = never ? SLUICE_NEVER : now;
+            } else {
+                q->remaining = 0;
+                q->retry = retry;
+            }
+        }
+        break;
+    }
+    case SLUICE_FLEET_CANCEL:
+        res.status = cause;
+        break;
+    }
+    answer(f, r, &res);
+}
+
+/* ------------------------------------------------------------------ cache */
+
+static struct slot *cache_slot(struct sluice_fleet *f, const struct req *r) {
+    return f->cache ? &f->cache[r->hash & f->cache_mask] : NULL;
+}
+
+static bool slot_holds(const struct slot *s, const struct req *r) {
+    return s->key && s->len == r->rkey_len && memcmp(s->key, r->data + r->raw_len, r->rkey_len) == 0;
+}
+
+static void cache_learn(struct sluice_fleet *f, const struct req *r, uint64_t t, fl_u128 tat) {
+    struct slot *s = cache_slot(f, r);
+    if (!s || r->seq < s->min_seq) return;
+    /* max(TAT, t) with TAT <= t says nothing about later calls at earlier times */
+    if (tat <= (fl_u128)t * f->rate.limit) return;
+    if (!slot_holds(s, r)) {
+        char *k = malloc(r->rkey_len ? r->rkey_len : 1);
+        if (!k) return;
+        memcpy(k, r->data + r->raw_len, r->rkey_len);
+        free(s->key);
+        s->key = k;
+        s->len = r->rkey_len;
+    }
+    s->tat = tat;
+    s->learned = mono_now();
+}
+
+static void cache_forget(struct sluice_fleet *f, const struct req *r) {
+    struct slot *s = cache_slot(f, r);
+    if (!s) return;
+    s->min_seq = ++f->cancel_seq; /* later replies to earlier requests are ignored */
+    free(s->key);
+    s->key = NULL;
+    s->len = 0;
+}
+
+/* The caller's time for a decision made now: the manual time, or an upper
+ * bound of the server's clock (local clock + the last reply's offset bound). */
+static bool estimate_now(struct sluice_fleet *f, const struct req *r, uint64_t *out) {
+    if (f->cfg.manual_time) {
+        *out = r->now;
+        return true;
+    }
+    if (!f->have_off) return false;
+    int64_t t = (int64_t)real_now() + f->off;
+    if (t < 0) return false;
+    *out = (uint64_t)t;
+    return true;
+}
+
+/* Answers a call locally when its drop is certain. */
+static bool cache_answer(struct sluice_fleet *f, struct req *r) {
+    struct slot *s = cache_slot(f, r);
+    if (!s || !slot_holds(s, r)) return false;
+    if (mono_now() - s->learned >= f->cfg.cache_ttl_ns) return false;
+    uint64_t t;
+    if (!estimate_now(f, r, &t)) return false;
+    const struct sluice__fleet_rate *rt = &f->rate;
+    fl_u128 ts = (fl_u128)t * rt->limit, nper = (fl_u128)r->cost * rt->per;
+    fl_u128 tat = s->tat > ts ? s->tat : ts;
+    if (!(ts + rt->bper < tat + nper)) return false;
+    sluice_fleet_result_t res;
+    memset(&res, 0, sizeof res);
+    res.source = SLUICE_FLEET_SOURCE_CACHE;
+    res.now = t;
+    if (sluice__fleet_call_decision(rt, r->cost, false, t, tat, &res.decision) != 0) return false;
+    STAT_INC(f, cache_dropped);
+    answer(f, r, &res);
+    return true;
+}
+
+/* ------------------------------------------------------------------ connection */
+
+static void connect_now(struct sluice_fleet *f);
+static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
+
+static void schedule_reconnect(struct sluice_fleet *f) {
+    if (f->closing || evtimer_pending(f->reconn, NULL)) return;
+    arm_in(f->reconn, f->backoff);
+    f->backoff = f->backoff * 2 > f->cfg.backoff_max_ns ? f->cfg.backoff_max_ns : f->backoff * 2;
+}
+
+/* Drops the connection: every request it holds is answered by the failure
+ * policy (from hiredis's NULL callbacks), then a reconnect is scheduled. */
+static void drop_connection(struct sluice_fleet *f) {
+    redisAsyncContext *ac = f->ac;
+    f->ac = NULL;
+    f->state = ST_DOWN;
+    f->degraded = false;
+    evtimer_del(f->conn_tmo);
+    evtimer_del(f->stall);
+    if (ac) {
+        STAT_INC(f, disconnects);
+        redisAsyncFree(ac); /* deferred by hiredis when inside one of its callbacks */
+    }
+    schedule_reconnect(f);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status) {
+    struct sluice_fleet *f = ac->data;
+    if (ac != f->ac) return;
+    evtimer_del(f->conn_tmo);
+    if (status != REDIS_OK) {
+        f->ac = NULL; /* hiredis frees it */
+        f->state = ST_DOWN;
+        schedule_reconnect(f);
+        return;
+    }
+    f->state = ST_UP;
+    f->degraded = false;
+    STAT_INC(f, connects);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status) {
+    (void)status;
+    struct sluice_fleet *f = ac->data;
+    if (ac != f->ac) return;
+    f->ac = NULL;
+    f->state = ST_DOWN;
+    f->degraded = false;
+    evtimer_del(f->stall);
+    STAT_INC(f, disconnects);
+    schedule_reconnect(f);
+}
+
+static void script_loaded(redisAsyncContext *ac, void *reply, void *privdata) {
+    struct sluice_fleet *f = privdata;
+    redisReply *r = reply;
+    if (!r || ac != f->ac || f->closing) return;
+    if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, f->sha, 40) != 0) {
+        /* not Redis, or a Redis that names scripts otherwise: EVALSHA cannot work */
+        STAT_INC(f, bad_replies);
+        drop_connection(f);
+    }
+}
+
+static void connect_now(struct sluice_fleet *f) {
+    if (f->closing || f->ac) return;
+    redisAsyncContext *ac = redisAsyncConnect(f->host, f->cfg.port);
+    if (!ac) {
+        schedule_reconnect(f);
+        return;
+    }
+    if (ac->err) {
+        redisAsyncFree(ac);
+        schedule_reconnect(f);
+        return;
+    }
+    ac->data = f;
+    if (redisLibeventAttach(ac, f->base) != REDIS_OK) {
+        redisAsyncFree(ac);
+        schedule_reconnect(f);
+        return;
+    }
+    f->ac = ac;
+    f->state = ST_CONNECTING;
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    const char *argv[3] = { "SCRIPT", "LOAD", sluice_fleet_script() };
+    size_t lens[3] = { 6, 4, sluice__fleet_script_len() };
+    redisAsyncCommandArgv(ac, script_loaded, f, 3, argv, lens);
+    uint64_t ct = f->cfg.timeout_ns * 10 > 1000 * MS ? f->cfg.timeout_ns * 10 : 1000 * MS;
+    arm_in(f->conn_tmo, ct);
+}
+
+static void reconn_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    connect_now(arg);
+}
+
+static void conn_tmo_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    struct sluice_fleet *f = arg;
+    if (f->state == ST_CONNECTING) drop_connection(f);
+}
+
+static void stall_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    struct sluice_fleet *f = arg;
+    if (f->degraded && f->ac) drop_connection(f);
+}
+
+/* ------------------------------------------------------------------ sending */
+
+static int send_req(struct sluice_fleet *f, struct req *r, bool eval) {
+    char now_s[24] = "", nper_s[40];
+    if (f->cfg.manual_time) {
+        sluice__fleet_u128_str(r->now, now_s);
+    }
+    sluice__fleet_u128_str((fl_u128)r->cost * f->rate.per, nper_s);
+    const char *op = r->op == SLUICE_FLEET_QUOTA ? "Q" : "C";
+    const char *argv[10];
+    size_t lens[10];
+    int n = 0;
+    if (r->op == SLUICE_FLEET_CANCEL) {
+        argv[n] = "DEL", lens[n++] = 3;
+        argv[n] = r->data + r->raw_len, lens[n++] = r->rkey_len;
+    } else {
+        if (eval) {
+            argv[n] = "EVAL", lens[n++] = 4;
+            argv[n] = sluice_fleet_script(), lens[n++] = sluice__fleet_script_len();
+        } else {
+            argv[n] = "EVALSHA", lens[n++] = 7;
+            argv[n] = f->sha, lens[n++] = 40;
+        }
+        argv[n] = "1", lens[n++] = 1;
+        argv[n] = r->data + r->raw_len, lens[n++] = r->rkey_len;
+        argv[n] = op, lens[n++] = 1;
+        argv[n] = now_s, lens[n++] = strlen(now_s);
+        argv[n] = f->limit_s, lens[n++] = strlen(f->limit_s);
+        argv[n] = nper_s, lens[n++] = strlen(nper_s);
+        argv[n] = f->bper_s, lens[n++] = strlen(f->bper_s);
+        argv[n] = f->extra_s, lens[n++] = strlen(f->extra_s);
+    }
+    if (!f->ac || redisAsyncCommandArgv(f->ac, reply_cb, r, n, argv, lens) != REDIS_OK) return -1;
+    r->in_redis++;
+    r->seq = f->cancel_seq;
+    r->sent_real = real_now();
+    STAT_INC(f, in_flight);
+    return 0;
+}
+
+static void arm_timeout(struct sluice_fleet *f) {
+    if (!f->whead) {
+        evtimer_del(f->tmo);
+        return;
+    }
+    uint64_t now = mono_now();
+    arm_in(f->tmo, f->whead->deadline > now ? f->whead->deadline - now : 0);
+}
+
+static void insert_waiting(struct sluice_fleet *f, struct req *r) {
+    struct req *p = f->wtail;
+    while (p && p->deadline > r->deadline) p = p->prev;
+    r->prev = p;
+    r->next = p ? p->next : f->whead;
+    if (r->next) r->next->prev = r;
+    else f->wtail = r;
+    if (p) p->next = r;
+    else f->whead = r;
+    r->listed = true;
+    if (f->whead == r) arm_timeout(f);
+}
+
+static void process(struct sluice_fleet *f, struct req *r) {
+    if (r->op == SLUICE_FLEET_CANCEL) {
+        cache_forget(f, r);
+        if (f->fallback) sluice_limiter_cancel(f->fallback, req_key(r), f->cfg.manual_time ? r->now : real_now());
+    } else if (r->op == SLUICE_FLEET_CALL && cache_answer(f, r)) {
+        return;
+    }
+    if (f->state == ST_DOWN || !f->ac) {
+        STAT_INC(f, unavailable);
+        answer_failure(f, r, SLUICE_FLEET_ENOTCONN);
+        return;
+    }
+    if (f->degraded) {
+        STAT_INC(f, unavailable);
+        answer_failure(f, r, SLUICE_FLEET_ETIMEDOUT);
+        return;
+    }
+    if (mono_now() >= r->deadline) {
+        STAT_INC(f, timeouts);
+        answer_failure(f, r, SLUICE_FLEET_ETIMEDOUT);
+        return;
+    }
+    if (send_req(f, r, false) != 0) {
+        STAT_INC(f, unavailable);
+        answer_failure(f, r, SLUICE_FLEET_ENOTCONN);
+        return;
+    }
+    insert_waiting(f, r);
+}
+
+static void wake_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    struct sluice_fleet *f = arg;
+    pthread_mutex_lock(&f->mu);
+    struct req *q = f->qhead;
+    f->qhead = f->qtail = NULL;
+    f->wake_armed = false;
+    pthread_mutex_unlock(&f->mu);
+    while (q) {
+        struct req *next = q->qnext;
+        q->qnext = NULL;
+        process(f, q);
+        q = next;
+    }
+}
+
+static void tmo_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    struct sluice_fleet *f = arg;
+    uint64_t now = mono_now();
+    while (f->whead && f->whead->deadline <= now) {
+        struct req *r = f->whead;
+        STAT_INC(f, timeouts);
+        if (r->in_redis && !f->degraded && f->ac) {
+            /* Redis is late: answer new requests by the failure policy until a
+             * reply comes; reconnect if none comes for stall_ns */
+            f->degraded = true;
+            arm_in(f->stall, f->cfg.stall_ns);
+        }
+        answer_failure(f, r, SLUICE_FLEET_ETIMEDOUT);
+    }
+    arm_timeout(f);
+}
+
+/* ------------------------------------------------------------------ replies */
+
+static bool bulk_u128(const redisReply *e, fl_u128 *out) {
+    return e && e->type == REDIS_REPLY_STRING && sluice__fleet_parse_u128(e->str, (size_t)e->len, out) == 0;
+}
+
+static bool bulk_u64(const redisReply *e, uint64_t *out) {
+    fl_u128 v;
+    if (!bulk_u128(e, &v) || v > UINT64_MAX) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* Interprets a reply. @return 0, -1 for an error reply (the stream is fine),
+ * -2 for a reply of the wrong shape (the stream cannot be trusted). */
+static int interpret(struct sluice_fleet *f, struct req *r, const redisReply *rep, sluice_fleet_result_t *res,
+                     uint64_t *t_out, fl_u128 *tat_out) {
+    memset(res, 0, sizeof *res);
+    res->source = SLUICE_FLEET_SOURCE_REDIS;
+    if (rep->type == REDIS_REPLY_ERROR) return -1;
+    if (r->op == SLUICE_FLEET_CANCEL) return rep->type == REDIS_REPLY_INTEGER ? 0 : -2;
+    if (rep->type != REDIS_REPLY_ARRAY) return -2;
+    uint64_t t;
+    fl_u128 tat;
+    if (r->op == SLUICE_FLEET_QUOTA) {
+        if (rep->elements != 2 || !bulk_u64(rep->element[0], &t) || !bulk_u128(rep->element[1], &tat)) return -2;
+        if (sluice__fleet_quota_from(&f->rate, r->cost, t, tat, &res->quota) != 0) return -2;
+    } else {
+        if (rep->elements != 3 || rep->element[0]->type != REDIS_REPLY_INTEGER ||
+            (rep->element[0]->integer != 0 && rep->element[0]->integer != 1) || !bulk_u64(rep->element[1], &t) ||
+            !bulk_u128(rep->element[2], &tat))
+            return -2;
+        if (sluice__fleet_call_decision(&f->rate, r->cost, rep->element[0]->integer == 1, t, tat, &res->decision) !=
+            0)
+            return -2;
+    }
+    if (f->cfg.manual_time && t != r->now) return -2;
+    res->now = t;
+    *t_out = t;
+    *tat_out = tat;
+    return 0;
+}
+
+static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
+    struct req *r = privdata;
+    struct sluice_fleet *f = r->f;
+    redisReply *rep = reply;
+    r->in_redis--;
+    __atomic_fetch_sub(&f->st.in_flight, 1, __ATOMIC_RELAXED);
+    if (!rep || ac != f->ac) {
+        /* the connection is gone (or being freed) */
+        if (r->answered) req_release(r);
+        else if (f->closing) answer_closed(f, r);
+        else answer_failure(f, r, ac->err == REDIS_ERR_PROTOCOL ? SLUICE_FLEET_EPROTO : SLUICE_FLEET_ENOTCONN);
+        return;
+    }
+    /* any reply: Redis is alive */
+    f->degraded = false;
+    evtimer_del(f->stall);
+    f->backoff = f->cfg.backoff_min_ns;
+    if (rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !r->evalled &&
+        r->op != SLUICE_FLEET_CANCEL) {
+        STAT_INC(f, noscript);
+        r->evalled = true;
+        if (!r->answered && send_req(f, r, true) == 0) return;
+        if (!r->answered) answer_failure(f, r, SLUICE_FLEET_ENOTCONN); /* frees r */
+        else req_release(r);
+        return;
+    }
+    sluice_fleet_result_t res;
+    uint64_t t = 0;
+    fl_u128 tat = 0;
+    int rc = interpret(f, r, rep, &res, &t, &tat);
+    if (rc != 0) {
+        STAT_INC(f, bad_replies);
+        if (!r->answered) answer_failure(f, r, SLUICE_FLEET_EPROTO); /* frees r */
+        else req_release(r);
+        if (rc == -2) drop_connection(f);
+        return;
+    }
+    if (r->op != SLUICE_FLEET_CANCEL) {
+        if (!f->cfg.manual_time) {
+            /* the script ran after the request was sent: server - local <= t - sent */
+            f->off = (int64_t)(t - r->sent_real);
+            f->have_off = true;
+        }
+        cache_learn(f, r, t, tat);
+        if (r->op == SLUICE_FLEET_CALL && !r->answered) {
+            if (res.decision.kind == SLUICE_EMITTED) STAT_INC(f, redis_admitted);
+            else STAT_INC(f, redis_dropped);
+        }
+    }
+    if (!r->answered) answer(f, r, &res);
+    else req_release(r);
+}
+
+/* ------------------------------------------------------------------ public API */
+
+int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice_fleet_config_t *config) {
+    if (!out || !base || !config) return SLUICE_EINVAL;
+    const sluice_policy_t *p = &config->policy;
+    if (p->kind != SLUICE_RATE) return SLUICE_EINVAL;
+    int rc = sluice_policy_validate(p);
+    if (rc) return rc;
+    if (config->prefix_len > 256 || (config->prefix_len && !config->prefix)) return SLUICE_EINVAL;
+    if (config->on_failure != SLUICE_FLEET_FAIL_CLOSED && config->on_failure != SLUICE_FLEET_FAIL_OPEN &&
+        config->on_failure != SLUICE_FLEET_FAIL_LOCAL)
+        return SLUICE_EINVAL;
+    sluice_policy_t fb = config->fallback_policy.kind ? config->fallback_policy : *p;
+    if (config->on_failure == SLUICE_FLEET_FAIL_LOCAL) {
+        if (fb.kind != SLUICE_RATE) return SLUICE_EINVAL;
+        rc = sluice_policy_validate(&fb);
+        if (rc) return rc;
+    }
+
+    struct sluice_fleet *f = calloc(1, sizeof *f);
+    if (!f) return SLUICE_ENOMEM;
+    f->base = base;
+    f->cfg = *config;
+    sluice_fleet_config_t *c = &f->cfg;
+    if (!c->port) c->port = 6379;
+    if (!c->timeout_ns) c->timeout_ns = 50 * MS;
+    if (!c->closed_retry_ns) c->closed_retry_ns = 1000 * MS;
+    if (!c->backoff_min_ns) c->backoff_min_ns = 20 * MS;
+    if (!c->backoff_max_ns) c->backoff_max_ns = 1000 * MS;
+    if (c->backoff_max_ns < c->backoff_min_ns) c->backoff_max_ns = c->backoff_min_ns;
+    if (!c->stall_ns) c->stall_ns = c->timeout_ns * 10 > 1000 * MS ? c->timeout_ns * 10 : 1000 * MS;
+    if (!c->cache_ttl_ns) c->cache_ttl_ns = 1000 * MS;
+    if (!c->manual_ttl_extra_ms) c->manual_ttl_extra_ms = 600000;
+    f->backoff = c->backoff_min_ns;
+
+    f->rate.limit = p->limit;
+    f->rate.per = (uint64_t)p->per_ns;
+    f->rate.burst = p->burst ? p->burst : p->limit;
+    f->rate.bper = (fl_u128)f->rate.burst * f->rate.per;
+    sluice__fleet_u128_str(f->rate.limit, f->limit_s);
+    sluice__fleet_u128_str(f->rate.bper, f->bper_s);
+    sluice__fleet_u128_str(c->manual_time ? c->manual_ttl_extra_ms : 0, f->extra_s);
+    sluice__fleet_sha1_hex(sluice_fleet_script(), sluice__fleet_script_len(), f->sha);
+
+    const char *host = c->host ? c->host : "127.0.0.1";
+    f->host = strdup(host);
+    const char *pre = c->prefix_len ? c->prefix : "sluice";
+    f->prefix_len = c->prefix_len ? c->prefix_len : 6;
+    f->prefix = malloc(f->prefix_len);
+    if (f->prefix) memcpy(f->prefix, pre, f->prefix_len);
+    c->host = NULL;
+    c->prefix = NULL;
+
+    if (c->cache_slots != SIZE_MAX) {
+        size_t n = 1, want = c->cache_slots ? c->cache_slots : 4096;
+        if (want > ((size_t)1 << 24)) want = (size_t)1 << 24;
+        while (n < want) n <<= 1;
+        f->cache = calloc(n, sizeof *f->cache);
+        f->cache_mask = n - 1;
+        if (!f->cache) goto nomem;
+    }
+    f->hash_seed = real_now() ^ (uint64_t)(uintptr_t)f;
+
+    if (c->on_failure == SLUICE_FLEET_FAIL_LOCAL) {
+        sluice_config_t lc;
+        memset(&lc, 0, sizeof lc);
+        lc.policy = fb;
+        lc.start_ns = c->manual_time ? 0 : real_now();
+        if (sluice_limiter_new(&f->fallback, &lc) != 0) goto nomem;
+    }
+
+    if (pthread_mutex_init(&f->mu, NULL) != 0) goto nomem;
+    f->wake = event_new(base, -1, 0, wake_cb, f);
+    f->tmo = evtimer_new(base, tmo_cb, f);
+    f->reconn = evtimer_new(base, reconn_cb, f);
+    f->conn_tmo = evtimer_new(base, conn_tmo_cb, f);
+    f->stall = evtimer_new(base, stall_cb, f);
+    if (!f->host || !f->prefix || !f->wake || !f->tmo || !f->reconn || !f->conn_tmo || !f->stall) {
+        pthread_mutex_destroy(&f->mu);
+        goto nomem;
+    }
+    connect_now(f);
+    *out = f;
+    return 0;
+
+nomem:
+    if (f->wake) event_free(f->wake);
+    if (f->tmo) event_free(f->tmo);
+    if (f->reconn) event_free(f->reconn);
+    if (f->conn_tmo) event_free(f->conn_tmo);
+    if (f->stall) event_free(f->stall);
+    if (f->fallback) sluice_limiter_free(f->fallback);
+    free(f->cache);
+    free(f->prefix);
+    free(f->host);
+    free(f);
+    return SLUICE_ENOMEM;
+}
+
+static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key, uint64_t cost, uint64_t now,
+                  sluice_fleet_fn fn, void *user) {
+    if (!f || (op != SLUICE_FLEET_CANCEL && !fn)) return SLUICE_EINVAL;
+    if (op != SLUICE_FLEET_CANCEL && (cost < 1 || cost > SLUICE_RATE_MAX)) return SLUICE_ERANGE;
+    char ibuf[24];
+    const char *kb;
+    size_t kl;
+    char tag;
+    if (key.kind == SLUICE_KEY_U64) {
+        kl = sluice__fleet_u128_str(key.u64, ibuf);
+        kb = ibuf;
+        tag = 'u';
+    } else if (key.kind == SLUICE_KEY_BYTES) {
+        if (key.len > SLUICE_KEY_MAX) return SLUICE_EKEYLEN;
+        if (key.len && !key.bytes) return SLUICE_EINVAL;
+        kb = key.bytes;
+        kl = key.len;
+        tag = 'b';
+    } else {
+        return SLUICE_EINVAL;
+    }
+    size_t raw = key.kind == SLUICE_KEY_BYTES ? key.len : 0;
+    /* Redis key: {prefix:<tag><key>} — one hash tag, so the whole key names one slot */
+    size_t rlen = 1 + f->prefix_len + 1 + 1 + kl + 1;
+    struct req *r = malloc(sizeof *r + raw + rlen);
+    if (!r) return SLUICE_ENOMEM;
+    memset(r, 0, sizeof *r);
+    r->f = f;
+    r->op = op;
+    r->cost = op == SLUICE_FLEET_CANCEL ? 1 : cost;
+    r->now = now;
+    r->fn = fn;
+    r->user = user;
+    r->kind = key.kind;
+    r->u64 = key.u64;
+    r->raw_len = raw;
+    if (raw) memcpy(r->data, key.bytes, raw);
+    char *k = r->data + raw;
+    size_t i = 0;
+    k[i++] = '{';
+    memcpy(k + i, f->prefix, f->prefix_len);
+    i += f->prefix_len;
+    k[i++] = ':';
+    k[i++] = tag;
+    if (kl) memcpy(k + i, kb, kl);
+    i += kl;
+    k[i++] = '}';
+    r->rkey_len = i;
+    r->hash = hash_bytes(f->hash_seed, k, i);
+    r->deadline = mono_now() + f->cfg.timeout_ns;
+
+    pthread_mutex_lock(&f->mu);
+    if (f->closed) {
+        pthread_mutex_unlock(&f->mu);
+        free(r);
+        return SLUICE_ECLOSED;
+    }
+    if (f->qtail) f->qtail->qnext = r;
+    else f->qhead = r;
+    f->qtail = r;
+    bool wake = !f->wake_armed;
+    f->wake_armed = true;
+    if (op == SLUICE_FLEET_CALL) STAT_INC(f, calls);
+    else if (op == SLUICE_FLEET_QUOTA) STAT_INC(f, quotas);
+    else STAT_INC(f, cancels);
+    if (wake) event_active(f->wake, 0, 0);
+    pthread_mutex_unlock(&f->mu);
+    return 0;
+}
+
+int sluice_fleet_call(sluice_fleet_t *f, sluice_key_t key, uint64_t cost, uint64_t now, sluice_fleet_fn fn,
+                      void *user) {
+    return submit(f, SLUICE_FLEET_CALL, key, cost, now, fn, user);
+}
+
+int sluice_fleet_quota(sluice_fleet_t *f, sluice_key_t key, uint64_t cost, uint64_t now, sluice_fleet_fn fn,
+                       void *user) {
+    return submit(f, SLUICE_FLEET_QUOTA, key, cost, now, fn, user);
+}
+
+int sluice_fleet_cancel(sluice_fleet_t *f, sluice_key_t key, uint64_t now, sluice_fleet_fn fn, void *user) {
+    return submit(f, SLUICE_FLEET_CANCEL, key, 1, now, fn, user);
+}
+
+void sluice_fleet_free(sluice_fleet_t *f) {
+    if (!f) return;
+    f->closing = true;
+    pthread_mutex_lock(&f->mu);
+    f->closed = true;
+    struct req *q = f->qhead;
+    f->qhead = f->qtail = NULL;
+    pthread_mutex_unlock(&f->mu);
+    while (q) {
+        struct req *next = q->qnext;
+        answer_closed(f, q);
+        q = next;
+    }
+    while (f->whead) answer_closed(f, f->whead);
+    if (f->ac) {
+        redisAsyncContext *ac = f->ac;
+        f->ac = NULL;
+        redisAsyncFree(ac); /* returns every request it holds (NULL replies) */
+    }
+    event_free(f->wake);
+    event_free(f->tmo);
+    event_free(f->reconn);
+    event_free(f->conn_tmo);
+    event_free(f->stall);
+    if (f->fallback) sluice_limiter_free(f->fallback);
+    if (f->cache) {
+        for (size_t i = 0; i <= f->cache_mask; i++) free(f->cache[i].key);
+        free(f->cache);
+    }
+    pthread_mutex_destroy(&f->mu);
+    free(f->prefix);
+    free(f->host);
+    free(f);
+}
+
+int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {
+    if (!f || !out) return SLUICE_EINVAL;
+#define LD(x) out->x = __atomic_load_n(&f->st.x, __ATOMIC_RELAXED)
+    LD(calls);
+    LD(quotas);
+    LD(cancels);
+    LD(redis_admitted);
+    LD(redis_dropped);
+    LD(cache_dropped);
+    LD(failure_admitted);
+    LD(failure_dropped);
+    LD(fallback_admitted);
+    LD(fallback_dropped);
+    LD(timeouts);
+    LD(unavailable);
+    LD(bad_replies);
+    LD(noscript);
+    LD(connects);
+    LD(disconnects);
+    LD(in_flight);
+    LD(closed);
+#undef LD
+    return 0;
+}
+
+bool sluice_fleet_connected(sluice_fleet_t *f) { return f && f->state == ST_UP && !f->degraded; }
+
+const char *sluice_fleet_strerror(int err) {
+    switch (err) {
+    case SLUICE_FLEET_EPROTO: return "Redis answered something that is not a valid answer";
+    case SLUICE_FLEET_ENOTCONN: return "no connection to Redis";
+    case SLUICE_FLEET_ETIMEDOUT: return "Redis did not answer in time";
+    default: return sluice_strerror(err);
+    }
+}

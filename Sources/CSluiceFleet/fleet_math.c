@@ -1,0 +1,86 @@
+/*
+ * fleet_math.c — the fleet limiter's exact arithmetic on the C side: decimal
+ * strings to and from 128-bit integers, and the decisions and quotas built
+ * from the script's answers (times scaled by the policy's limit, as in the
+ * script: T = per/limit becomes the integer `per`).
+ *
+ * Ranges: a time is below 2^64 ns and a limit at most 10^12, so a scaled time
+ * is below 2^104; a burst or cost times `per` is at most 10^12 * 10^18 < 2^100.
+ * Every sum below stays far under 2^128.
+ */
+#include <string.h>
+
+#include "fleet-internal.h"
+
+int sluice__fleet_parse_u128(const char *s, size_t len, fl_u128 *out) {
+    if (s == NULL || len == 0 || len > 39) return -1;
+    fl_u128 v = 0;
+    const fl_u128 max = ~(fl_u128)0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned char)s[i] - '0';
+        if (d > 9) return -1;
+        if (v > (max - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+size_t sluice__fleet_u128_str(fl_u128 v, char *buf) {
+    char tmp[40];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + (unsigned)(v % 10));
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+    buf[n] = '\0';
+    return n;
+}
+
+/* ceil(v / limit) in ns, saturated to UINT64_MAX (as the core saturates). */
+static uint64_t ceil_ns(const struct sluice__fleet_rate *r, fl_u128 v) {
+    fl_u128 q = v / r->limit + (v % r->limit != 0);
+    return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
+}
+
+int sluice__fleet_call_decision(const struct sluice__fleet_rate *r, uint64_t cost, bool admitted, uint64_t t,
+                                fl_u128 tat, sluice_decision_t *d) {
+    fl_u128 ts = (fl_u128)t * r->limit;
+    fl_u128 nper = (fl_u128)cost * r->per;
+    memset(d, 0, sizeof *d);
+    if (tat < ts) return -1;
+    if (admitted) {
+        /* tat is the TAT after the call: it rose by cost*T from max(TAT, t) */
+        if (tat - ts < nper || tat - ts > r->bper) return -1;
+        d->kind = SLUICE_EMITTED;
+        d->at = t;
+        d->remaining = (uint64_t)((ts + r->bper - tat) / r->per);
+        d->full = ceil_ns(r, tat);
+    } else {
+        /* tat is max(TAT, t), unchanged */
+        if (tat + nper <= ts + r->bper) return -1;
+        d->kind = SLUICE_DROPPED;
+        d->at = cost > r->burst ? SLUICE_NEVER : ceil_ns(r, tat + nper - r->bper);
+        d->full = ceil_ns(r, tat);
+    }
+    return 0;
+}
+
+int sluice__fleet_quota_from(const struct sluice__fleet_rate *r, uint64_t cost, uint64_t t, fl_u128 tat,
+                             sluice_quota_t *q) {
+    fl_u128 ts = (fl_u128)t * r->limit;
+    fl_u128 nper = (fl_u128)cost * r->per;
+    if (tat < ts) return -1;
+    q->burst = r->burst;
+    q->remaining = tat - ts >= r->bper ? 0 : (uint64_t)((ts + r->bper - tat) / r->per);
+    q->full = ceil_ns(r, tat);
+    if (cost > r->burst) {
+        q->retry = SLUICE_NEVER;
+    } else {
+        fl_u128 at = tat + nper;
+        at = at > ts + r->bper ? at - r->bper : ts;
+        q->retry = ceil_ns(r, at);
+    }
+    return 0;
+}

@@ -1,0 +1,251 @@
+/*
+ * sluice_fleet.h — a rate limiter shared by a fleet of processes through Redis.
+ *
+ * A fleet limiter applies one GCRA rate policy (sluice_rate()) to keys whose
+ * state lives in Redis, so every process using the same Redis, key prefix and
+ * policy draws from the same quota. Each decision is made atomically in Redis
+ * by one Lua script (loaded once with SCRIPT LOAD, run with EVALSHA, with
+ * EVAL as the fallback when the server answers NOSCRIPT). The script follows
+ * the local rate semantics exactly, weighted calls and the quota peek included,
+ * in exact integer arithmetic over decimal strings (Lua numbers are doubles),
+ * so a trace gives the same decisions on Redis as on the local core.
+ *
+ * Clock. By default the time of a decision is the Redis server's clock
+ * (TIME inside the script, Unix time in ns), so the whole fleet shares one
+ * clock. In manual-time mode (config.manual_time) the caller passes its own
+ * time with each call: for traces and tests.
+ *
+ * Threads. A fleet limiter lives on one libevent event_base, run by one
+ * thread (the loop thread). sluice_fleet_call(), _quota() and _cancel() may be
+ * called from any thread: the request is queued to the loop thread, which
+ * pipelines it on one hiredis connection. Every answer is delivered by the
+ * request's callback on the loop thread, never inside the submitting call,
+ * exactly once, and no later than the configured timeout after the call
+ * (as long as the loop thread runs). When other threads call in, the
+ * event_base must have been created after sluice_threads_init() (or
+ * libevent's evthread_use_pthreads()).
+ *
+ * Local answers. When a drop is certain, the limiter answers without a round
+ * trip: it keeps, per key, a lower bound of the key's theoretical arrival
+ * time (TAT) learned from Redis replies. A key's TAT never moves earlier
+ * except through cancel (or data loss in Redis), so a call of cost n at time
+ * t is certainly dropped when t < cachedTAT + n*T - burst*T. sluice_fleet_cancel()
+ * invalidates the entry at once; a cancel made by another process, or data
+ * lost by Redis, is seen only when the entry expires (config.cache_ttl_ns).
+ * The cache holds at most config.cache_slots entries.
+ *
+ * Faults. Each request has a timeout (default 50 ms). When Redis cannot answer
+ * in time — down, unreachable, stalled, answering garbage — the request is
+ * answered by the failure policy: fail closed (drop, with a retry time), fail
+ * open (admit) or a local limiter (the core's sluice_limiter_* with its own
+ * policy, typically the fleet's rate divided by the number of processes).
+ * The connection is re-established with exponential backoff.
+ */
+#ifndef SLUICE_FLEET_H
+#define SLUICE_FLEET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct event_base;
+
+/** Errors of the fleet layer, in addition to the SLUICE_E* codes of sluice.h
+ *  (negated Linux errno values, like those). */
+enum sluice_fleet_error {
+    SLUICE_FLEET_EPROTO    = -71,  /**< Redis answered something that is not a valid answer */
+    SLUICE_FLEET_ENOTCONN  = -107, /**< no connection to Redis (down, refused, reconnecting) */
+    SLUICE_FLEET_ETIMEDOUT = -110  /**< Redis did not answer within the timeout */
+};
+
+/** What to do when Redis cannot decide in time. */
+typedef enum sluice_fleet_failure {
+    SLUICE_FLEET_FAIL_CLOSED = 0, /**< drop the call; its retry time is `now + closed_retry_ns` */
+    SLUICE_FLEET_FAIL_OPEN   = 1, /**< admit the call */
+    SLUICE_FLEET_FAIL_LOCAL  = 2  /**< decide with a local limiter (config.fallback_policy) */
+} sluice_fleet_failure_t;
+
+/** Who made a decision. */
+typedef enum sluice_fleet_source {
+    SLUICE_FLEET_SOURCE_REDIS = 1,  /**< the script in Redis (the fleet-wide decision) */
+    SLUICE_FLEET_SOURCE_CACHE = 2,  /**< a certain drop, answered locally from the TAT cache */
+    SLUICE_FLEET_SOURCE_FAILURE = 3 /**< the failure policy (see `cause`), Redis could not answer */
+} sluice_fleet_source_t;
+
+/** The kind of a request. */
+typedef enum sluice_fleet_op {
+    SLUICE_FLEET_CALL   = 1, /**< sluice_fleet_call() */
+    SLUICE_FLEET_QUOTA  = 2, /**< sluice_fleet_quota() */
+    SLUICE_FLEET_CANCEL = 3  /**< sluice_fleet_cancel() */
+} sluice_fleet_op_t;
+
+/** The answer to one request, passed to its callback on the loop thread. */
+typedef struct sluice_fleet_result {
+    sluice_fleet_op_t op;
+    /** 0 when answered; SLUICE_ECLOSED when the limiter was freed first (no
+     *  decision). A cancel that Redis could not confirm has the cause here
+     *  (its local effects — cache, fallback limiter — still happened). */
+    int status;
+    sluice_fleet_source_t source;
+    /** SLUICE_FLEET_SOURCE_FAILURE: why (SLUICE_FLEET_ETIMEDOUT, _ENOTCONN, _EPROTO). 0 otherwise. */
+    int cause;
+    /** The time of the decision in ns: the Redis server's clock (Unix time),
+     *  the caller's time in manual-time mode, or the local CLOCK_REALTIME for
+     *  a failure-policy answer (an estimate of the server's clock for a cache
+     *  answer). Retry-After = decision.at - now. */
+    uint64_t now;
+    /** SLUICE_FLEET_CALL: as sluice_limiter_submit_cost() fills it. For a
+     *  cache answer (always a drop) `at` and `full` are computed from a lower
+     *  bound of the key's TAT, so they may be earlier than Redis would say. */
+    sluice_decision_t decision;
+    /** SLUICE_FLEET_QUOTA: as sluice_limiter_quota() fills it. */
+    sluice_quota_t quota;
+} sluice_fleet_result_t;
+
+/** A request's callback. `result` is valid only during the call. Runs on the loop thread. */
+typedef void (*sluice_fleet_fn)(void *user, const sluice_fleet_result_t *result);
+
+/** Configuration of a fleet limiter. Zero-initialise, then set what you need. */
+typedef struct sluice_fleet_config {
+    sluice_policy_t policy;       /**< required: a rate policy (sluice_rate()) */
+    const char *host;             /**< Redis address (numeric IP recommended); NULL = "127.0.0.1" */
+    int port;                     /**< Redis port; 0 = 6379 */
+    const void *prefix;           /**< key prefix: Redis keys are `{prefix:...}`; must identify the policy */
+    size_t prefix_len;            /**< bytes of prefix (0 with prefix NULL = "sluice") */
+    bool manual_time;             /**< use the `now` passed with each request instead of Redis's TIME */
+    uint64_t timeout_ns;          /**< per-request timeout; 0 = 50 ms */
+    sluice_fleet_failure_t on_failure;  /**< the failure policy; default fail closed */
+    uint64_t closed_retry_ns;     /**< fail closed: the retry delay reported; 0 = 1 s */
+    sluice_policy_t fallback_policy; /**< fail local: the local policy; kind 0 = `policy` */
+    uint64_t backoff_min_ns;      /**< first reconnect delay; 0 = 20 ms */
+    uint64_t backoff_max_ns;      /**< longest reconnect delay; 0 = 1 s */
+    uint64_t stall_ns;            /**< reconnect when no reply came for this long while
+                                       requests wait; 0 = max(1 s, 10 * timeout) */
+    size_t cache_slots;           /**< TAT cache size (rounded up to a power of two);
+                                       0 = 4096; SIZE_MAX = no cache */
+    uint64_t cache_ttl_ns;        /**< how long a cache entry is trusted; 0 = 1 s */
+    uint64_t manual_ttl_extra_ms; /**< manual time: added to each key's Redis expiry (trace
+                                       time is not Redis time); 0 = 10 minutes */
+} sluice_fleet_config_t;
+
+/** An opaque fleet limiter. */
+typedef struct sluice_fleet sluice_fleet_t;
+
+/**
+ * Creates a fleet limiter on `base` and starts connecting to Redis (without
+ * blocking). Requests made before the connection is up wait for it, within
+ * their timeout.
+ *
+ * @param out receives the limiter; untouched on error.
+ * @param base the event_base that will run it (run it on one thread).
+ * @param config the configuration; read only during the call (the prefix is copied).
+ * @return 0, SLUICE_EINVAL (NULL pointer, not a rate policy, bad fallback
+ *         policy, prefix too long), SLUICE_ERANGE (see sluice_policy_validate())
+ *         or SLUICE_ENOMEM.
+ */
+SLUICE_EXTERN int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base,
+                                   const sluice_fleet_config_t *config);
+
+/**
+ * Frees the limiter. Must run on the loop thread (or with the loop stopped)
+ * after every other thread stopped calling in. Every request not yet answered
+ * is answered now, with status SLUICE_ECLOSED. Closes the connection.
+ *
+ * @param fleet the limiter; NULL is ignored.
+ */
+SLUICE_EXTERN void sluice_fleet_free(sluice_fleet_t *fleet);
+
+/**
+ * Asks whether a call of weight `cost` on `key` is admitted. The answer comes
+ * by `fn` on the loop thread (SLUICE_FLEET_CALL).
+ *
+ * @param fleet the limiter.
+ * @param key the key (bytes are copied).
+ * @param cost the units this call weighs, 1 to SLUICE_RATE_MAX.
+ * @param now manual-time mode: the call's time in ns (never smaller than the
+ *        previous one on this key for meaningful results); ignored otherwise.
+ * @param fn the callback (required). @param user passed to fn.
+ * @return 0 (fn will be called exactly once), SLUICE_EINVAL, SLUICE_ERANGE
+ *         (cost), SLUICE_EKEYLEN, SLUICE_ENOMEM or SLUICE_ECLOSED (fn will
+ *         not be called).
+ */
+SLUICE_EXTERN int sluice_fleet_call(sluice_fleet_t *fleet, sluice_key_t key, uint64_t cost, uint64_t now,
+                                    sluice_fleet_fn fn, void *user);
+
+/**
+ * Reads a key's quota without changing it (a peek, always a round trip). The
+ * answer comes by `fn` (SLUICE_FLEET_QUOTA, result->quota).
+ *
+ * @param cost the cost to compute `retry` for, 1 to SLUICE_RATE_MAX.
+ * @return as sluice_fleet_call().
+ */
+SLUICE_EXTERN int sluice_fleet_quota(sluice_fleet_t *fleet, sluice_key_t key, uint64_t cost, uint64_t now,
+                                     sluice_fleet_fn fn, void *user);
+
+/**
+ * Forgets a key's history fleet-wide (DEL in Redis): the key gets a fresh
+ * quota. The local TAT cache entry is invalidated before anything else, and
+ * replies to requests sent earlier no longer update it; the fallback limiter
+ * forgets the key too. `fn` may be NULL.
+ *
+ * @return as sluice_fleet_call().
+ */
+SLUICE_EXTERN int sluice_fleet_cancel(sluice_fleet_t *fleet, sluice_key_t key, uint64_t now,
+                                      sluice_fleet_fn fn, void *user);
+
+/** Counters of a fleet limiter (read on any thread; a consistent-enough snapshot). */
+typedef struct sluice_fleet_stats {
+    uint64_t calls, quotas, cancels;     /**< requests accepted */
+    uint64_t redis_admitted, redis_dropped; /**< call decisions made by Redis */
+    uint64_t cache_dropped;              /**< certain drops answered from the cache */
+    uint64_t failure_admitted, failure_dropped; /**< call decisions made by the failure
+                                                     policy (fail open/closed/local) */
+    uint64_t fallback_admitted, fallback_dropped; /**< of those, made by the local fallback limiter */
+    uint64_t timeouts;                   /**< requests answered because their timeout passed */
+    uint64_t unavailable;                /**< requests answered at once: no connection / stalled */
+    uint64_t bad_replies;                /**< replies that were not valid answers */
+    uint64_t noscript;                   /**< NOSCRIPT answers (the script was re-sent with EVAL) */
+    uint64_t connects, disconnects;      /**< connections established / lost */
+    uint64_t in_flight;                  /**< requests waiting for Redis now */
+    uint64_t closed;                     /**< requests answered with SLUICE_ECLOSED */
+} sluice_fleet_stats_t;
+
+/**
+ * Reads the counters.
+ *
+ * @param fleet the limiter. @param out receives them.
+ * @return 0 or SLUICE_EINVAL.
+ */
+SLUICE_EXTERN int sluice_fleet_stats(sluice_fleet_t *fleet, sluice_fleet_stats_t *out);
+
+/**
+ * Whether the limiter currently has a working connection (connected, and no
+ * request timed out since the last reply). For health checks and tests.
+ */
+SLUICE_EXTERN bool sluice_fleet_connected(sluice_fleet_t *fleet);
+
+/**
+ * Describes a fleet error code (SLUICE_FLEET_E*) or any SLUICE_E* code.
+ *
+ * @return a static English sentence; never NULL.
+ */
+SLUICE_EXTERN const char *sluice_fleet_strerror(int err);
+
+/**
+ * The Lua script the limiter runs in Redis (for inspection and tools).
+ *
+ * @return a static NUL-terminated string.
+ */
+SLUICE_EXTERN const char *sluice_fleet_script(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

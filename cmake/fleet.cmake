@@ -1,0 +1,46 @@
+# Fleet rate limiter (Redis): Sources/CSluiceFleet -> libsluice_fleet.a, and
+# the ctests/test_fleet_*.c programs (label "fleet"), which start their own
+# redis-server on a free loopback port (ctests/support/redis_server.c).
+#
+# Needs hiredis (pkg-config "hiredis", Debian libhiredis-dev); without it the
+# fleet limiter and its tests are left out and the rest of the build is unchanged.
+pkg_check_modules(HIREDIS IMPORTED_TARGET hiredis)
+file(GLOB SLUICE_FLEET_TESTS CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/ctests/test_fleet_*.c")
+if(NOT HIREDIS_FOUND)
+  message(STATUS "sluice: hiredis not found: no fleet limiter (apt-get install libhiredis-dev)")
+  foreach(_src IN LISTS SLUICE_FLEET_TESTS)
+    get_filename_component(_name "${_src}" NAME_WE)
+    if(TARGET ${_name})
+      set_target_properties(${_name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+      set_tests_properties(${_name} PROPERTIES DISABLED TRUE)
+    endif()
+  endforeach()
+  return()
+endif()
+
+set(SLUICE_FLEET_DIR "${CMAKE_CURRENT_SOURCE_DIR}/Sources/CSluiceFleet")
+file(GLOB SLUICE_FLEET_SOURCES CONFIGURE_DEPENDS "${SLUICE_FLEET_DIR}/*.c")
+add_library(sluice_fleet STATIC ${SLUICE_FLEET_SOURCES})
+add_library(sluice::sluice_fleet ALIAS sluice_fleet)
+set_target_properties(sluice_fleet PROPERTIES POSITION_INDEPENDENT_CODE ON)
+target_include_directories(sluice_fleet PUBLIC "${SLUICE_FLEET_DIR}/include" PRIVATE "${SLUICE_FLEET_DIR}")
+target_link_libraries(sluice_fleet PUBLIC sluice_static PkgConfig::HIREDIS ${SLUICE_DEP_LIBS})
+
+find_program(SLUICE_REDIS_SERVER NAMES redis-server)
+if(SLUICE_BUILD_TESTS)
+  foreach(_src IN LISTS SLUICE_FLEET_TESTS)
+    get_filename_component(_name "${_src}" NAME_WE)
+    if(NOT TARGET ${_name})
+      continue()
+    endif()
+    target_link_libraries(${_name} PRIVATE sluice_fleet)
+    target_include_directories(${_name} PRIVATE "${SLUICE_FLEET_DIR}")
+    set(_env "${SLUICE_TEST_ENV}")
+    if(SLUICE_REDIS_SERVER)
+      list(APPEND _env "SLUICE_REDIS_SERVER=${SLUICE_REDIS_SERVER}")
+    endif()
+    # 77: redis-server is not installed (the test says so and is skipped).
+    set_tests_properties(${_name} PROPERTIES LABELS "fleet" TIMEOUT 180 SKIP_RETURN_CODE 77
+                         ENVIRONMENT "${_env}")
+  endforeach()
+endif()

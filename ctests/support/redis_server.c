@@ -1,0 +1,197 @@
+/* redis_server.c — see redis_server.h. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE
+#endif
+
+#include "redis_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+static const char *server_path(void) {
+    const char *p = getenv("SLUICE_REDIS_SERVER");
+    return p && *p ? p : "redis-server";
+}
+
+bool test_redis_available(void) {
+    const char *p = server_path();
+    if (strchr(p, '/')) return access(p, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    char buf[4096];
+    while (*path) {
+        const char *end = strchr(path, ':');
+        size_t n = end ? (size_t)(end - path) : strlen(path);
+        if (n && n + strlen(p) + 2 < sizeof buf) {
+            memcpy(buf, path, n);
+            buf[n] = '/';
+            strcpy(buf + n + 1, p);
+            if (access(buf, X_OK) == 0) return true;
+        }
+        path += n;
+        if (*path == ':') path++;
+    }
+    return false;
+}
+
+int test_free_port(void) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(s, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(s, (struct sockaddr *)&a, &len) != 0) {
+        close(s);
+        return -1;
+    }
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+int test_redis_command(int port, const char *cmd, char *out, size_t out_len) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return -1;
+    struct timeval tv = { 1, 0 };
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(s);
+        return -1;
+    }
+    char line[512];
+    snprintf(line, sizeof line, "%s\r\n", cmd);
+    if (write(s, line, strlen(line)) != (ssize_t)strlen(line)) {
+        close(s);
+        return -1;
+    }
+    char buf[512];
+    size_t n = 0;
+    while (n < sizeof buf - 1) {
+        ssize_t k = read(s, buf + n, 1);
+        if (k <= 0) break;
+        n++;
+        if (buf[n - 1] == '\n') break;
+    }
+    buf[n] = '\0';
+    close(s);
+    if (n == 0) return -1;
+    if (out && out_len) snprintf(out, out_len, "%s", buf);
+    return 0;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+int test_redis_start(test_redis_t *r, int port) {
+    if (!test_redis_available()) {
+        fprintf(stderr, "redis-server not found (set SLUICE_REDIS_SERVER or install redis-server)\n");
+        return -1;
+    }
+    if (port == 0) port = test_free_port();
+    if (port <= 0) {
+        fprintf(stderr, "no free port\n");
+        return -1;
+    }
+    if (r->dir[0] == '\0') {
+        snprintf(r->dir, sizeof r->dir, "/tmp/sluice-redis-XXXXXX");
+        if (!mkdtemp(r->dir)) {
+            fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+            r->dir[0] = '\0';
+            return -1;
+        }
+    }
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+#ifdef __linux__
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+#endif
+        (void)parent;
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        if (chdir(r->dir) != 0) _exit(127);
+        execlp(server_path(), server_path(), "--port", port_s, "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--daemonize", "no", "--dir", r->dir, "--loglevel", "warning",
+               (char *)NULL);
+        _exit(127);
+    }
+    r->pid = pid;
+    r->port = port;
+    for (int i = 0; i < 500; i++) { /* up to 5 s */
+        char out[64];
+        if (test_redis_command(port, "PING", out, sizeof out) == 0 && strncmp(out, "+PONG", 5) == 0) return 0;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "redis-server exited at start (port %d)\n", port);
+            r->pid = 0;
+            return -1;
+        }
+        sleep_ms(10);
+    }
+    fprintf(stderr, "redis-server did not answer PING on port %d\n", port);
+    test_redis_stop(r);
+    return -1;
+}
+
+void test_redis_signal(test_redis_t *r, int sig) {
+    if (r->pid > 0) kill(r->pid, sig);
+}
+
+void test_redis_stop(test_redis_t *r) {
+    if (r->pid > 0) {
+        kill(r->pid, SIGCONT);
+        kill(r->pid, SIGTERM);
+        int st;
+        bool done = false;
+        for (int i = 0; i < 300 && !done; i++) { /* up to 3 s, then SIGKILL */
+            if (waitpid(r->pid, &st, WNOHANG) == r->pid) done = true;
+            else sleep_ms(10);
+        }
+        if (!done) {
+            kill(r->pid, SIGKILL);
+            waitpid(r->pid, &st, 0);
+        }
+        r->pid = 0;
+    }
+    if (r->dir[0]) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/dump.rdb", r->dir);
+        unlink(path);
+        rmdir(r->dir);
+        r->dir[0] = '\0';
+    }
+}

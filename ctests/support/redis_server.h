@@ -1,0 +1,40 @@
+/* redis_server.h — a private redis-server for the fleet tests.
+ *
+ * test_redis_start() runs `redis-server` (the binary named by
+ * $SLUICE_REDIS_SERVER, else the one on PATH) on a free 127.0.0.1 port with no
+ * persistence (--save "" --appendonly no) in a fresh temporary folder, and
+ * waits until it answers PING. test_redis_stop() ends it (SIGTERM, then
+ * SIGKILL) and removes the folder. The server dies with the test process. */
+#ifndef SLUICE_TEST_REDIS_SERVER_H
+#define SLUICE_TEST_REDIS_SERVER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+typedef struct test_redis {
+    pid_t pid;    /* 0 when not running */
+    int port;
+    char dir[64]; /* its working folder */
+} test_redis_t;
+
+/** Whether a redis-server binary can be found. */
+bool test_redis_available(void);
+
+/** Starts a server on a free port (port 0) or on `r->port` when it is not 0.
+ *  @return 0, or -1 with a message on stderr. */
+int test_redis_start(test_redis_t *r, int port);
+
+/** Stops the server (SIGCONT first, in case it was stopped), waits for it. */
+void test_redis_stop(test_redis_t *r);
+
+/** Sends a signal to the server (SIGSTOP, SIGCONT, ...). */
+void test_redis_signal(test_redis_t *r, int sig);
+
+/** A free 127.0.0.1 TCP port (bound then released), or -1. */
+int test_free_port(void);
+
+/** Sends one inline command (for example "FLUSHALL") and reads one line back
+ *  into `out` (may be NULL). @return 0 or -1. */
+int test_redis_command(int port, const char *cmd, char *out, size_t out_len);
+
+#endif

@@ -1,0 +1,172 @@
+/* test_fleet_cache.c — the local answer without a round trip: a drop is
+ * answered from the TAT cache only when it is certain; cancel invalidates the
+ * entry at once, and replies to requests sent before the cancel do not bring
+ * the old TAT back; an entry is trusted only for cache_ttl (a cancel made by
+ * another process is seen after it); a small cache stays correct under many
+ * keys; in server-time mode the cache uses a bound of the server's clock. */
+#define TEST_NAME "test_fleet_cache"
+#include "test_fleet_util.h"
+
+#define SEC 1000000000ull
+#define MS 1000000ull
+
+static struct event_base *base;
+static int port;
+
+static sluice_fleet_t *fleet(const char *prefix, bool manual, size_t slots, uint64_t ttl) {
+    sluice_fleet_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_rate(1, (int64_t)SEC, 1); /* one call per second, burst 1 */
+    c.port = port;
+    c.prefix = prefix;
+    c.prefix_len = strlen(prefix);
+    c.manual_time = manual;
+    c.timeout_ns = 5 * SEC;
+    c.cache_slots = slots;
+    c.cache_ttl_ns = ttl;
+    sluice_fleet_t *f = NULL;
+    CHECK(sluice_fleet_new(&f, base, &c) == 0, "sluice_fleet_new");
+    return f;
+}
+
+static sluice_fleet_result_t call(sluice_fleet_t *f, sluice_key_t k, uint64_t t) {
+    tf_box_t b = { 0 };
+    CHECK(sluice_fleet_call(f, k, 1, t, tf_on_result, &b) == 0, "call");
+    tf_wait(base, &b);
+    return b.res;
+}
+
+static void expect(const sluice_fleet_result_t *r, sluice_decision_kind_t kind, sluice_fleet_source_t src,
+                   const char *what) {
+    CHECK(r->status == 0 && r->decision.kind == kind && r->source == src,
+          "%s: got kind %d source %d (cause %d), want kind %d source %d", what, r->decision.kind, r->source,
+          r->cause, kind, src);
+}
+
+int main(void) {
+    test_redis_t redis;
+    tf_start_redis(&redis);
+    port = redis.port;
+    base = event_base_new();
+    CHECK(base, "event_base_new");
+    sluice_key_t A = sluice_key_bytes("A", 1), B = sluice_key_bytes("B", 1);
+
+    /* 1. a certain drop is answered locally; its times come from the cached TAT */
+    sluice_fleet_t *f = fleet("cache1", true, 0, 60 * SEC);
+    sluice_fleet_result_t r = call(f, A, 0);
+    expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "first call");
+    r = call(f, A, 1 * MS);
+    expect(&r, SLUICE_DROPPED, SLUICE_FLEET_SOURCE_CACHE, "second call, 1 ms later");
+    CHECK(r.decision.at == SEC && r.decision.full == SEC && r.now == MS, "cache drop times");
+    /* at 1 s the drop is no longer certain: Redis decides (and admits) */
+    r = call(f, A, SEC);
+    expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "call at 1 s");
+
+    /* 2. cancel invalidates the entry before anything else */
+    tf_box_t cb = { 0 };
+    CHECK(sluice_fleet_cancel(f, A, SEC + 1, tf_on_result, &cb) == 0, "cancel");
+    r = call(f, A, SEC + 2); /* submitted after the cancel: must not be a cache drop */
+    expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "call after cancel");
+    CHECK(cb.done == 1 && cb.res.status == 0, "cancel answered");
+
+    /* 3. a reply to a call sent before a cancel does not teach the cache: call B
+     * (in flight), cancel B, both submitted in one batch; after both answers the
+     * key is fresh, so a call must reach Redis and be admitted */
+    tf_box_t b1 = { 0 }, b2 = { 0 };
+    CHECK(sluice_fleet_call(f, B, 1, 10 * SEC, tf_on_result, &b1) == 0, "call B");
+    CHECK(sluice_fleet_cancel(f, B, 10 * SEC, tf_on_result, &b2) == 0, "cancel B");
+    tf_wait(base, &b1);
+    tf_wait(base, &b2);
+    expect(&b1.res, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "call B before cancel");
+    r = call(f, B, 10 * SEC + 1);
+    expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "call B after the cancel's batch");
+    sluice_fleet_stats_t st;
+    sluice_fleet_stats(f, &st);
+    CHECK(st.cache_dropped == 1, "cache drops: %llu", (unsigned long long)st.cache_dropped);
+    sluice_fleet_free(f);
+
+    /* 4. another process's cancel is seen once the entry expires (cache_ttl) */
+    sluice_fleet_t *f1 = fleet("cache4", true, 0, 300 * MS);
+    sluice_fleet_t *f2 = fleet("cache4", true, 0, 300 * MS);
+    r = call(f1, A, 0);
+    expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "node 1 call");
+    tf_box_t c2 = { 0 };
+    CHECK(sluice_fleet_cancel(f2, A, 0, tf_on_result, &c2) == 0, "node 2 cancel");
+    tf_wait(base, &c2);
+    r = call(f1, A, 1);
+    expect(&r, SLUICE_DROPPED, SLUICE_FLEET_SOURCE_CACHE, "node 1 within cache_ttl (stale by design)");
+    tf_run_for(base, 350);
+    r = call(f1, A, 2);
+    expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "node 1 after cache_ttl");
+    sluice_fleet_free(f1);
+    sluice_fleet_free(f2);
+
+    /* 5. a 4-slot cache over 64 keys: never a wrong drop (model comparison) */
+    f = fleet("cache5", true, 4, 60 * SEC);
+    tf_model_t m;
+    memset(&m, 0, sizeof m);
+    m.limit = 3;
+    m.per = SEC;
+    m.burst = 2;
+    static uint64_t tats_unused;
+    (void)tats_unused;
+    enum { KEYS = 16, OPS = 600 };
+    /* the model holds 16 keys; use 16 keys with a 4-slot cache (collisions) */
+    sluice_fleet_t *g = NULL;
+    {
+        sluice_fleet_config_t c;
+        memset(&c, 0, sizeof c);
+        c.policy = sluice_rate(3, (int64_t)SEC, 2);
+        c.port = port;
+        c.prefix = "cache5b";
+        c.prefix_len = 7;
+        c.manual_time = true;
+        c.timeout_ns = 5 * SEC;
+        c.cache_slots = 4;
+        c.cache_ttl_ns = 60 * SEC;
+        CHECK(sluice_fleet_new(&g, base, &c) == 0, "fleet g");
+    }
+    uint64_t t = 0, hits = 0;
+    for (int i = 0; i < OPS; i++) {
+        t += tf_range(0, 200 * MS);
+        int k = (int)(tf_next() % KEYS);
+        uint64_t key = (uint64_t)k * 1000003u;
+        if (tf_next() % 15 == 0) {
+            tf_box_t x = { 0 };
+            CHECK(sluice_fleet_cancel(g, sluice_key_u64(key), t, tf_on_result, &x) == 0, "cancel");
+            tf_wait(base, &x);
+            m.tat[k] = 0;
+            continue;
+        }
+        tf_box_t x = { 0 };
+        CHECK(sluice_fleet_call(g, sluice_key_u64(key), 1, t, tf_on_result, &x) == 0, "call");
+        tf_wait(base, &x);
+        sluice_decision_t want = tf_model_call(&m, k, t, 1);
+        CHECK(x.res.decision.kind == want.kind, "op %d key %d: fleet %d model %d (source %d)", i, k,
+              x.res.decision.kind, want.kind, x.res.source);
+        if (x.res.source == SLUICE_FLEET_SOURCE_CACHE) hits++;
+        else CHECK(x.res.decision.at == want.at && x.res.decision.full == want.full, "op %d: times", i);
+    }
+    CHECK(hits > 0, "the small cache never answered");
+    sluice_fleet_free(g);
+    sluice_fleet_free(f);
+
+    /* 6. server time: the drop right after an admission is certain and local,
+     * with a retry about one second after Redis's clock */
+    f = fleet("cache6", false, 0, 60 * SEC);
+    r = call(f, A, 0);
+    expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "server time: first call");
+    uint64_t t0 = r.now;
+    CHECK(t0 > 1600000000ull * SEC, "server time looks like Unix time in ns: %llu", (unsigned long long)t0);
+    r = call(f, A, 0);
+    expect(&r, SLUICE_DROPPED, SLUICE_FLEET_SOURCE_CACHE, "server time: second call");
+    CHECK(r.decision.at == r.decision.full && r.decision.at > r.now && r.decision.at - r.now <= SEC &&
+              r.now >= t0,
+          "server time: retry %llu ns after now", (unsigned long long)(r.decision.at - r.now));
+    sluice_fleet_free(f);
+
+    event_base_free(base);
+    test_redis_stop(&redis);
+    printf(TEST_NAME ": ok\n");
+    return 0;
+}

@@ -1,0 +1,138 @@
+/* test_fleet_util.h — helpers shared by the fleet tests (ctests/test_fleet_*.c):
+ * a private redis-server, waiting for answers on a loop, a random generator and
+ * an independent model of the rate semantics (spec formulas in 128-bit
+ * integers, times scaled by the limit). Define TEST_NAME first. */
+#ifndef SLUICE_TEST_FLEET_UTIL_H
+#define SLUICE_TEST_FLEET_UTIL_H
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sluice.h"
+#include "sluice_fleet.h"
+#include "support/check.h"
+#include "support/redis_server.h"
+
+typedef unsigned __int128 tf_u128;
+
+static uint64_t tf_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Starts the private server or exits 77 (skipped) when there is no redis-server. */
+static void tf_start_redis(test_redis_t *r) {
+    memset(r, 0, sizeof *r);
+    if (!test_redis_available()) {
+        fprintf(stderr, TEST_NAME ": SKIPPED: redis-server not found\n");
+        exit(77);
+    }
+    CHECK(test_redis_start(r, 0) == 0, "cannot start redis-server");
+}
+
+/* ---- answers */
+
+typedef struct tf_box {
+    int done;
+    sluice_fleet_result_t res;
+    uint64_t answered_at; /* CLOCK_MONOTONIC */
+} tf_box_t;
+
+static void tf_on_result(void *user, const sluice_fleet_result_t *res) {
+    tf_box_t *b = user;
+    b->done++;
+    b->res = *res;
+    b->answered_at = tf_mono();
+}
+
+/* Runs the loop until `*count` reaches `want` (at most `limit_ms`). */
+static void tf_run_until(struct event_base *base, const int *count, int want, int limit_ms) {
+    uint64_t end = tf_mono() + (uint64_t)limit_ms * 1000000ull;
+    while (*count < want) {
+        CHECK(tf_mono() < end, "no answer within %d ms (%d of %d)", limit_ms, *count, want);
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        struct timespec ts = { 0, 100000 };
+        if (*count < want) nanosleep(&ts, NULL);
+    }
+}
+
+static void tf_wait(struct event_base *base, tf_box_t *b) { tf_run_until(base, &b->done, 1, 10000); }
+
+/* Runs the loop for `ms` milliseconds. */
+__attribute__((unused)) static void tf_run_for(struct event_base *base, int ms) {
+    uint64_t end = tf_mono() + (uint64_t)ms * 1000000ull;
+    while (tf_mono() < end) {
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ---- random */
+
+static uint64_t tf_rng = 0x9E3779B97F4A7C15ull;
+static uint64_t tf_next(void) {
+    tf_rng ^= tf_rng << 13;
+    tf_rng ^= tf_rng >> 7;
+    tf_rng ^= tf_rng << 17;
+    return tf_rng;
+}
+/* uniform in [lo, hi] (hi - lo < 2^64 - 1) */
+static uint64_t tf_range(uint64_t lo, uint64_t hi) { return lo + tf_next() % (hi - lo + 1); }
+
+/* ---- model of one rate key (semantics: Rate, Weighted calls, Quota of a key) */
+
+typedef struct tf_model {
+    uint64_t limit, per, burst;
+    int nkeys;
+    tf_u128 tat[16]; /* scaled by limit; 0 = fresh */
+} tf_model_t;
+
+static uint64_t tf_ceil(const tf_model_t *m, tf_u128 v) {
+    tf_u128 q = v / m->limit + (v % m->limit != 0);
+    return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
+}
+
+static sluice_decision_t tf_model_call(tf_model_t *m, int k, uint64_t t, uint64_t n) {
+    tf_u128 ts = (tf_u128)t * m->limit, T = m->per, B = (tf_u128)m->burst * m->per;
+    tf_u128 tat = m->tat[k] > ts ? m->tat[k] : ts;
+    tf_u128 nw = tat + (tf_u128)n * T;
+    sluice_decision_t d;
+    memset(&d, 0, sizeof d);
+    if (nw - ts <= B) {
+        m->tat[k] = nw;
+        d.kind = SLUICE_EMITTED;
+        d.at = t;
+        d.remaining = (uint64_t)((ts + B - nw) / T);
+        d.full = tf_ceil(m, nw);
+    } else {
+        d.kind = SLUICE_DROPPED;
+        d.at = n > m->burst ? SLUICE_NEVER : tf_ceil(m, nw - B);
+        d.full = tf_ceil(m, tat);
+    }
+    return d;
+}
+
+__attribute__((unused)) static sluice_quota_t tf_model_quota(const tf_model_t *m, int k, uint64_t t, uint64_t n) {
+    tf_u128 ts = (tf_u128)t * m->limit, T = m->per, B = (tf_u128)m->burst * m->per;
+    tf_u128 tat = m->tat[k] > ts ? m->tat[k] : ts;
+    sluice_quota_t q;
+    q.burst = m->burst;
+    q.remaining = (uint64_t)((ts + B - tat) / T);
+    q.full = tf_ceil(m, tat);
+    if (n > m->burst) {
+        q.retry = SLUICE_NEVER;
+    } else {
+        tf_u128 at = tat + (tf_u128)n * T;
+        q.retry = at > ts + B ? tf_ceil(m, at - B) : t;
+    }
+    return q;
+}
+
+#endif
