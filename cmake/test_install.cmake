@@ -1,10 +1,19 @@
 # ctest `install-consumer`: installs the build into a temporary prefix and
-# builds ctests/consumer/consumer.c against the installed files, the way a
-# user would:
-#   1. cc consumer.c $(pkg-config --cflags --libs sluice)            (shared, LD_LIBRARY_PATH)
-#   2. cc consumer.c $(pkg-config --static --cflags --libs sluice)   (libsluice.a)
+# builds the programs of ctests/consumer against the installed files, the way
+# a user would (the README's C API lines):
+#   1. the core alone, consumer.c:
+#        cc consumer.c $(pkg-config --cflags --libs sluice-core) -Wl,-rpath,LIBDIR   (libsluice-core.so)
+#        cc consumer.c $(pkg-config --static --cflags --libs sluice-core)            (libsluice-core.a)
+#      neither link line may name libevent or pthreads;
+#   2. the loop layer, loop_consumer.c (which also calls libevent itself):
+#        cc loop_consumer.c $(pkg-config --cflags --libs sluice) -Wl,-rpath,LIBDIR   (libsluice.so)
+#        cc loop_consumer.c $(pkg-config --static --cflags --libs sluice)            (libsluice.a)
+#      and consumer.c through `pkg-config sluice` too;
 #   3. a CMake project with find_package(sluice): sluice::sluice_shared,
-#      sluice::sluice_static and sluice::sluice
+#      sluice::sluice_static, sluice::sluice, sluice::sluice_core_shared,
+#      sluice::sluice_core_static.
+# Shared programs run with LD_LIBRARY_PATH unset (the rpath finds the
+# library); static ones must not need any libsluice*.so.
 #
 #   cmake -DBUILD_DIR=build -DSOURCE_DIR=. -DWORK_DIR=build/install-consumer
 #         -DC_COMPILER=cc -DPKG_CONFIG=pkg-config -DGENERATOR="Unix Makefiles"
@@ -44,26 +53,75 @@ function(run_consumer exe)
   step("  ${exe}: ${_out}")
 endfunction()
 
-# Checks whether an executable needs libsluice.so at run time.
+# Checks whether an executable needs a Sluice shared library at run time:
+# `want` is the library's name (libsluice or libsluice-core), or FALSE for
+# a program linked statically (no libsluice*.so at all).
 function(check_needs_shared exe want libdir)
   file(GET_RUNTIME_DEPENDENCIES EXECUTABLES "${exe}" DIRECTORIES "${libdir}"
        RESOLVED_DEPENDENCIES_VAR _resolved UNRESOLVED_DEPENDENCIES_VAR _unresolved)
   set(_found "")
   foreach(_dep IN LISTS _resolved _unresolved)
-    if(_dep MATCHES "libsluice\\.so")
+    if(_dep MATCHES "libsluice(-core)?\\.so")
       list(APPEND _found "${_dep}")
     endif()
   endforeach()
   if(want AND NOT _found)
-    message(FATAL_ERROR "${exe} does not link libsluice.so (deps: ${_resolved};${_unresolved})")
+    message(FATAL_ERROR "${exe} does not link ${want}.so (deps: ${_resolved};${_unresolved})")
   endif()
-  string(FIND "${_found}" "${libdir}/libsluice.so" _at)
-  if(want AND NOT _at EQUAL 0)
-    message(FATAL_ERROR "${exe} loads ${_found}, not the one installed in ${libdir}")
+  if(want)
+    string(FIND "${_found}" "${libdir}/${want}.so" _at)
+    if(NOT _at EQUAL 0)
+      message(FATAL_ERROR "${exe} loads '${_found}', not ${want}.so installed in ${libdir}")
+    endif()
   endif()
   if(NOT want AND _found)
     message(FATAL_ERROR "${exe} should be linked statically but needs ${_found}")
   endif()
+endfunction()
+
+# Builds a program with the flags of `pkg-config [--static] --cflags --libs
+# <module>` (as the README shows), checks it, runs it.
+#   pkg_consumer(NAME exe SOURCE file.c MODULE sluice|sluice-core [STATIC] [NO_LIBEVENT])
+function(pkg_consumer)
+  cmake_parse_arguments(P "STATIC;NO_LIBEVENT" "NAME;SOURCE;MODULE" "" ${ARGN})
+  if(P_STATIC)
+    run(COMMAND ${_pkg} --static --cflags --libs ${P_MODULE} OUTPUT _flags)
+  else()
+    run(COMMAND ${_pkg} --cflags --libs ${P_MODULE} OUTPUT _flags)
+  endif()
+  string(STRIP "${_flags}" _flags)
+  if(P_NO_LIBEVENT AND _flags MATCHES "event|pthread")
+    message(FATAL_ERROR "pkg-config ${P_MODULE} gives '${_flags}': the core needs libc alone")
+  endif()
+  if(NOT P_NO_LIBEVENT AND NOT _flags MATCHES "-levent_core" )
+    message(FATAL_ERROR "pkg-config ${P_MODULE} gives '${_flags}': no -levent_core for a loop program")
+  endif()
+  separate_arguments(_flag_list UNIX_COMMAND "${_flags}")
+  if(P_MODULE STREQUAL "sluice")
+    set(_lib libsluice)
+  else()
+    set(_lib libsluice-core)
+  endif()
+  if(P_STATIC)
+    # -lsluice would pick libsluice.so next to libsluice.a: name the archive.
+    list(TRANSFORM _flag_list REPLACE "^-l(sluice|sluice-core)$" "-l:lib\\1.a")
+  else()
+    # A custom prefix is not on the loader's path: record it in the program.
+    run(COMMAND ${_pkg} --variable=libdir ${P_MODULE} OUTPUT _pc_libdir)
+    string(STRIP "${_pc_libdir}" _pc_libdir)
+    list(APPEND _flag_list "-Wl,-rpath,${_pc_libdir}")
+  endif()
+  list(JOIN _flag_list " " _shown)
+  get_filename_component(_src_name "${P_SOURCE}" NAME)
+  step("${P_NAME}: ${C_COMPILER} ${_src_name} ${_shown}")
+  set(_exe "${WORK_DIR}/${P_NAME}")
+  run(COMMAND "${C_COMPILER}" ${_extra} -o "${_exe}" "${P_SOURCE}" ${_flag_list})
+  if(P_STATIC)
+    check_needs_shared("${_exe}" FALSE "${_libdir}")
+  else()
+    check_needs_shared("${_exe}" "${_lib}" "${_libdir}")
+  endif()
+  run_consumer("${_exe}" "${CMAKE_COMMAND}" -E env --unset=LD_LIBRARY_PATH)
 endfunction()
 
 set(_prefix "${WORK_DIR}/prefix")
@@ -84,8 +142,10 @@ get_filename_component(_pcdir "${_pcs}" DIRECTORY)
 get_filename_component(_libdir "${_pcdir}" DIRECTORY)
 step("libdir: ${_libdir}")
 
-foreach(_f "${_prefix}/include/sluice.h"
+foreach(_f "${_prefix}/include/sluice.h" "${_prefix}/include/sluice_loop.h"
            "${_libdir}/libsluice.a" "${_libdir}/libsluice.so" "${_libdir}/libsluice.so.0"
+           "${_libdir}/libsluice-core.a" "${_libdir}/libsluice-core.so" "${_libdir}/libsluice-core.so.0"
+           "${_pcdir}/sluice-core.pc"
            "${_libdir}/cmake/sluice/sluiceConfig.cmake"
            "${_libdir}/cmake/sluice/sluiceConfigVersion.cmake"
            "${_libdir}/cmake/sluice/sluiceTargets.cmake")
@@ -121,28 +181,21 @@ if(NOT _pc_version STREQUAL VERSION)
   message(FATAL_ERROR "pkg-config --modversion sluice gives '${_pc_version}', want '${VERSION}'")
 endif()
 
+run(COMMAND ${_pkg} --modversion sluice-core OUTPUT _pc_version)
+string(STRIP "${_pc_version}" _pc_version)
+if(NOT _pc_version STREQUAL VERSION)
+  message(FATAL_ERROR "pkg-config --modversion sluice-core gives '${_pc_version}', want '${VERSION}'")
+endif()
+
 set(_consumer_c "${SOURCE_DIR}/ctests/consumer/consumer.c")
+set(_loop_consumer_c "${SOURCE_DIR}/ctests/consumer/loop_consumer.c")
 
-run(COMMAND ${_pkg} --cflags --libs sluice OUTPUT _flags)
-string(STRIP "${_flags}" _flags)
-step("shared: ${C_COMPILER} consumer.c ${_flags}")
-separate_arguments(_flag_list UNIX_COMMAND "${_flags}")
-set(_exe "${WORK_DIR}/consumer-pkgconfig-shared")
-run(COMMAND "${C_COMPILER}" ${_extra} -o "${_exe}" "${_consumer_c}" ${_flag_list})
-check_needs_shared("${_exe}" TRUE "${_libdir}")
-run_consumer("${_exe}" "${CMAKE_COMMAND}" -E env "LD_LIBRARY_PATH=${_libdir}")
-
-run(COMMAND ${_pkg} --static --cflags --libs sluice OUTPUT _flags)
-string(STRIP "${_flags}" _flags)
-# -lsluice would pick libsluice.so next to libsluice.a: name the archive.
-separate_arguments(_flag_list UNIX_COMMAND "${_flags}")
-list(TRANSFORM _flag_list REPLACE "^-lsluice$" "-l:libsluice.a")
-list(JOIN _flag_list " " _shown)
-step("static: ${C_COMPILER} consumer.c ${_shown}")
-set(_exe "${WORK_DIR}/consumer-pkgconfig-static")
-run(COMMAND "${C_COMPILER}" ${_extra} -o "${_exe}" "${_consumer_c}" ${_flag_list})
-check_needs_shared("${_exe}" FALSE "${_libdir}")
-run_consumer("${_exe}" "${CMAKE_COMMAND}" -E env --unset=LD_LIBRARY_PATH)
+pkg_consumer(NAME core-pkgconfig-shared SOURCE "${_consumer_c}" MODULE sluice-core NO_LIBEVENT)
+pkg_consumer(NAME core-pkgconfig-static SOURCE "${_consumer_c}" MODULE sluice-core NO_LIBEVENT STATIC)
+pkg_consumer(NAME loop-pkgconfig-shared SOURCE "${_loop_consumer_c}" MODULE sluice)
+pkg_consumer(NAME loop-pkgconfig-static SOURCE "${_loop_consumer_c}" MODULE sluice STATIC)
+pkg_consumer(NAME consumer-pkgconfig-shared SOURCE "${_consumer_c}" MODULE sluice)
+pkg_consumer(NAME consumer-pkgconfig-static SOURCE "${_consumer_c}" MODULE sluice STATIC)
 
 # --- find_package(sluice) -----------------------------------------------------
 set(_cbuild "${WORK_DIR}/cmake-consumer")
@@ -158,10 +211,15 @@ if(NOT _sluice_dir STREQUAL "sluice_DIR:PATH=${_libdir}/cmake/sluice")
   message(FATAL_ERROR "find_package(sluice) found '${_sluice_dir}', not the one in ${_libdir}")
 endif()
 run(COMMAND "${CMAKE_COMMAND}" --build "${_cbuild}")
-foreach(_name consumer_shared consumer_static consumer_default)
+foreach(_name consumer_shared consumer_static consumer_default consumer_core_shared consumer_core_static
+              loop_consumer_shared loop_consumer_static)
   run_consumer("${_cbuild}/${_name}" "${CMAKE_COMMAND}" -E env --unset=LD_LIBRARY_PATH)
 endforeach()
-check_needs_shared("${_cbuild}/consumer_shared" TRUE "${_libdir}")
+check_needs_shared("${_cbuild}/consumer_shared" libsluice "${_libdir}")
 check_needs_shared("${_cbuild}/consumer_static" FALSE "${_libdir}")
+check_needs_shared("${_cbuild}/consumer_core_shared" libsluice-core "${_libdir}")
+check_needs_shared("${_cbuild}/consumer_core_static" FALSE "${_libdir}")
+check_needs_shared("${_cbuild}/loop_consumer_shared" libsluice "${_libdir}")
+check_needs_shared("${_cbuild}/loop_consumer_static" FALSE "${_libdir}")
 
 step("all consumers built and ran against the installed sluice ${VERSION}")

@@ -119,7 +119,7 @@ static void *scen_worker(void *arg) {
         R->rc[2] = sluice_mt_submit_at(m, k, 2, t0 + 1 * LT_MS, &R->d[2]);
         act_on_decision(R->L, R->flags, 2, &R->d[2]);
         R->rc[0] = sluice_mt_flush(m, k);
-        R->rc[3] = sluice_mt_submit_at(m, k, 3, sluice_clock_now() + 2 * LT_MS, &R->d[3]);
+        R->rc[3] = sluice_mt_submit_at(m, k, 3, t0 + 2 * LT_MS, &R->d[3]);
         act_on_decision(R->L, R->flags, 3, &R->d[3]);
         break;
     case SC_DEBOUNCE:
@@ -171,6 +171,9 @@ static void run_scenario(enum scenario sc, unsigned flags) {
     R.flags = flags;
     R.sc = sc;
     R.t0 = sluice_clock_now();
+    /* The worker's times (up to t0 + 50 ms) must not be ahead of the clock
+     * (sluice_mt_submit_at refuses those): let them pass first. */
+    lt_sleep_ms(60);
     pthread_t th;
     pthread_create(&th, NULL, scen_worker, &R);
     pthread_join(th, NULL);
@@ -544,7 +547,8 @@ static void count_event(void *user, const sluice_event_t *ev) {
 struct lost_wake {
     sluice_mt_t *m;
     unsigned flags;
-    uint64_t t0;
+    uint64_t t0;       /* before the limiter was created */
+    uint64_t key0_at;  /* key 0's first call: its deadline is 60 s later */
     int rearmed; /* the key that re-armed the timer earlier, or -1 */
 };
 
@@ -553,19 +557,23 @@ static void *lost_wake_worker(void *arg) {
     sluice_decision_t d;
     w->rearmed = -1;
     if (w->flags) {
-        /* key 0, 10 s ahead: its shard's deadline is t0 + 70 s, where the
-         * timer is armed, and its emission (REPORT_ALL) is queued: wake-up */
-        LT_OK(sluice_mt_submit_at(w->m, sluice_key_u64(0), 0, w->t0 + 10000 * LT_MS, &d));
+        /* key 0, now (20 ms after t0): its shard's deadline is key0_at +
+         * 60 s, where the timer is armed, and its emission (REPORT_ALL) is
+         * queued: wake-up */
+        w->key0_at = sluice_clock_now();
+        LT_OK(sluice_mt_submit_at(w->m, sluice_key_u64(0), 0, w->key0_at, &d));
         LT_CHECK(d.kind == SLUICE_EMITTED, "key 0 leads");
     } else {
         /* key 0 holds a value (set up on the loop thread, timer armed at
-         * t0 + 70 s): the flush's emission is queued: wake-up */
+         * key0_at + 60 s): the flush's emission is queued: wake-up */
         LT_CHECK(sluice_mt_flush(w->m, sluice_key_u64(0)) == 1, "flush");
     }
-    /* keys of other shards, now: deadline now + 60 s, earlier: re-armed */
+    /* keys of other shards, at t0 + 1 ms (the past: their shards' clocks are
+     * at the limiter's creation): deadline about t0 + 60 s, earlier than key
+     * 0's: re-armed */
     for (int k = 1; k < 64 && w->rearmed < 0; k++) {
-        LT_OK(sluice_mt_submit(w->m, sluice_key_u64((uint64_t)k), (uint64_t)k, &d));
-        if (d.kind == SLUICE_EMITTED && d.at < w->t0 + 10000 * LT_MS) w->rearmed = k;
+        LT_OK(sluice_mt_submit_at(w->m, sluice_key_u64((uint64_t)k), (uint64_t)k, w->t0 + 1 * LT_MS, &d));
+        if (d.kind == SLUICE_EMITTED && sluice_mt_next_deadline(w->m) < w->key0_at + 60000 * LT_MS) w->rearmed = k;
     }
     return NULL;
 }
@@ -581,12 +589,14 @@ static void test_lost_wake(unsigned flags) {
     sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST),
                                   count_event, cnt);
     sluice_mt_options_t o = { 16, flags };
-    struct lost_wake w = { NULL, flags, sluice_clock_now(), -1 };
+    struct lost_wake w = { NULL, flags, sluice_clock_now(), 0, -1 };
     LT_OK(sluice_mt_new_with_options(&w.m, loop, &c, &o));
+    lt_sleep_ms(20); /* key 0's calls come 20 ms after the other keys' time */
     if (!flags) {
         sluice_decision_t d;
-        LT_OK(sluice_mt_submit_at(w.m, sluice_key_u64(0), 62, w.t0 + 10000 * LT_MS, &d));
-        LT_OK(sluice_mt_submit_at(w.m, sluice_key_u64(0), 63, w.t0 + 10001 * LT_MS, &d));
+        w.key0_at = sluice_clock_now();
+        LT_OK(sluice_mt_submit_at(w.m, sluice_key_u64(0), 62, w.key0_at, &d));
+        LT_OK(sluice_mt_submit_at(w.m, sluice_key_u64(0), 63, w.key0_at, &d));
         LT_CHECK(d.kind == SLUICE_SCHEDULED, "pending");
     }
     pthread_t th;

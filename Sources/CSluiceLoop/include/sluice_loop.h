@@ -95,6 +95,25 @@
  * sluice_mt_free() from another thread is unsafe. sluice_threads_init()
  * does it once. sluice_loop_start() calls it itself.
  *
+ * Live-key cap: sluice_config_t.max_keys caps the keys that have state in
+ * the limiter, over all shards together; 0 means no cap. The limiter never
+ * holds more than max_keys live keys, and a new key is refused with
+ * SLUICE_EFULL only when max_keys keys are live or being created by calls
+ * running at that moment (a call on a key without state holds one unit of
+ * the cap while it runs, and gives it back if the key did not become live).
+ * Before refusing, a call runs the due deadlines of its own shard, as the
+ * core does; a key of another shard whose deadline has passed counts as
+ * live until the loop (or a call on that shard) has run its timer. Calls on
+ * live keys do not touch the cap's shared counter.
+ *
+ * Caller-given times: sluice_mt_submit_at() and sluice_mt_submit_cost_at()
+ * take `now` from the caller (tests, replays). A shard has one clock for
+ * all its keys, so a time ahead of the real clock would move it for every
+ * key of the shard (other keys' rate state, debounce timers). Such a time
+ * is refused: a `now` later than sluice_clock_now() read by the call plus
+ * SLUICE_MT_SUBMIT_AT_SLACK_NS fails with SLUICE_ERANGE and changes
+ * nothing. A time earlier than the shard's clock counts as that clock.
+ *
  * Token accounting is the core's (sluice.h): a token whose decision is
  * SLUICE_SCHEDULED is reported later by exactly one event (emit, drop or
  * discard), including when the limiter is closed, freed, or its owned loop
@@ -105,8 +124,10 @@
  * Errors: negative SLUICE_E* codes as in sluice.h; misuse (NULL pointers,
  * calls after close) returns an error and never crashes.
  *
- * Link with libevent_core and libevent_pthreads (-levent_core
- * -levent_pthreads -lpthread). This header does not include libevent's:
+ * Link with libsluice (the core and this layer) and libevent_core,
+ * libevent_pthreads and pthreads: `pkg-config --libs sluice` gives all of
+ * them (libsluice-core, `pkg-config sluice-core`, is the core alone, without
+ * this header's functions). This header does not include libevent's:
  * `struct event_base` is only declared.
  */
 #ifndef SLUICE_LOOP_H
@@ -116,6 +137,11 @@
 
 /** The wheel tick of a loop limiter whose sluice_config_t.tick_ns is 0: 100 us. */
 #define SLUICE_LOOP_TICK_DEFAULT_NS UINT64_C(100000)
+
+/** How far a time given to sluice_mt_submit_at() may be ahead of
+ *  sluice_clock_now() read by the call: 1 us (rounding of a coarser unit).
+ *  A later time is refused with SLUICE_ERANGE. */
+#define SLUICE_MT_SUBMIT_AT_SLACK_NS UINT64_C(1000)
 
 #ifdef __cplusplus
 extern "C" {
@@ -287,9 +313,8 @@ typedef struct sluice_mt_options {
  * The configuration is the core's (sluice.h) with these differences:
  * `on_event` and `user` receive every event, on the loop thread (see the
  * top of this header); `start_ns` is ignored (the wheel starts at
- * sluice_clock_now()); `max_keys` is shared out among the shards, each
- * taking max_keys / nshards rounded up, so a skewed key set may be refused
- * with SLUICE_EFULL a little before max_keys live keys in all; `allocator`
+ * sluice_clock_now()); `max_keys` is an exact cap on the keys live in all
+ * shards together (0 = no cap; see "Live-key cap" below); `allocator`
  * also serves the limiter's own memory (shards and outboxes). All shards
  * share one random hash key (or `seed` when `fixed_seed`).
  *
@@ -362,18 +387,76 @@ SLUICE_EXTERN int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t to
 /**
  * As sluice_mt_submit(), at a time given by the caller instead of the
  * clock: for tests and replays. `now` must be on sluice_clock_now()'s clock
- * (the loop's timer runs on it); an earlier time than the shard has already
- * seen is treated as that later time.
+ * (the loop's timer runs on it) and not ahead of it: a time later than the
+ * clock read by this call plus SLUICE_MT_SUBMIT_AT_SLACK_NS is refused (see
+ * "Caller-given times" above), so other keys of the shard are never moved
+ * into the future. An earlier time than the shard has already seen is
+ * treated as that later time.
  *
  * @param m the limiter.
  * @param key the key.
  * @param token the caller's value handle.
- * @param now the time of the call, in ns on sluice_clock_now()'s clock.
+ * @param now the time of the call, in ns on sluice_clock_now()'s clock, at
+ *        most sluice_clock_now() + SLUICE_MT_SUBMIT_AT_SLACK_NS.
  * @param decision receives the decision (may be NULL).
- * @return as sluice_mt_submit().
+ * @return as sluice_mt_submit(), and SLUICE_ERANGE for a `now` ahead of the
+ *         clock (the token was not taken).
  */
 SLUICE_EXTERN int sluice_mt_submit_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t now,
                                       sluice_decision_t *decision);
+
+/**
+ * Hands a weighted call to a rate limiter, now: sluice_limiter_submit_cost()
+ * (sluice.h) on the key's shard, with the threading and delivery of
+ * sluice_mt_submit(). The call counts `cost` units of the key's quota and is
+ * admitted whole or not at all; a cost above the burst is dropped with
+ * `decision->at` == SLUICE_NEVER. An admitted call's decision carries
+ * `remaining` and `full`.
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @param token the caller's value handle.
+ * @param cost the units the call weighs, 1 to SLUICE_RATE_MAX (only 1 for
+ *        policies other than rate).
+ * @param decision receives the decision (may be NULL).
+ * @return as sluice_mt_submit(); SLUICE_ERANGE for a cost of 0 or above
+ *         SLUICE_RATE_MAX; SLUICE_EINVAL for a cost other than 1 on a policy
+ *         that is not rate.
+ */
+SLUICE_EXTERN int sluice_mt_submit_cost(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
+                                        sluice_decision_t *decision);
+
+/**
+ * sluice_mt_submit_cost() at a time given by the caller, under the rule of
+ * sluice_mt_submit_at() (not ahead of the clock).
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @param token the caller's value handle.
+ * @param cost the units the call weighs (as sluice_mt_submit_cost()).
+ * @param now the time of the call, at most sluice_clock_now() +
+ *        SLUICE_MT_SUBMIT_AT_SLACK_NS.
+ * @param decision receives the decision (may be NULL).
+ * @return as sluice_mt_submit_cost(), and SLUICE_ERANGE for a `now` ahead of
+ *         the clock.
+ */
+SLUICE_EXTERN int sluice_mt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
+                                           uint64_t now, sluice_decision_t *decision);
+
+/**
+ * Reads a rate key's quota now without changing anything:
+ * sluice_limiter_quota() (sluice.h) on the key's shard, under its lock. For
+ * a `RateLimit` header or a Retry-After before the call is made.
+ *
+ * @param m a loop limiter with a rate policy.
+ * @param key the key.
+ * @param cost the cost to compute `retry` for (1 for a plain call), 1 to
+ *        SLUICE_RATE_MAX.
+ * @param out receives the quota; times are on sluice_clock_now()'s clock.
+ * @return 0; SLUICE_EINVAL (NULL pointer, bad key, not a rate policy);
+ *         SLUICE_ERANGE (cost); SLUICE_EKEYLEN; SLUICE_ECLOSED.
+ */
+SLUICE_EXTERN int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quota_t *out);
 
 /**
  * Emits the key's pending value now (an SLUICE_EVENT_EMIT, delivered as
@@ -447,7 +530,12 @@ SLUICE_EXTERN void sluice_mt_free(sluice_mt_t *m);
 
 /** Counters of a loop limiter. */
 typedef struct sluice_mt_stats {
-    sluice_stats_t core;       /**< the shards' counters, summed (max_probe: the largest) */
+    /** The shards' counters, each summed over the shards when read
+     *  (max_probe: the largest): live_keys, pending, the totals admitted,
+     *  scheduled, emitted_later, dropped and discarded, and full_refusals
+     *  (new keys refused because of max_keys, over all shards). Each shard
+     *  counts under its own lock: no shared counter on the hot path. */
+    sluice_stats_t core;
     uint64_t shards;           /**< number of shards */
     uint64_t timer_armed_at;   /**< the time (ns) the loop timer is armed for; UINT64_MAX: not armed */
     uint64_t wakeups;          /**< passes of the loop callback (timer fired or woken) */
@@ -458,9 +546,11 @@ typedef struct sluice_mt_stats {
 } sluice_mt_stats_t;
 
 /**
- * Reads the limiter's counters. Takes each shard's lock in turn: the sums
- * are not one instant's snapshot while other threads are calling.
- * O(index size) because of max_probe.
+ * Reads the limiter's counters. `core.live_keys` is one instant's count
+ * (every shard's lock is taken at once, briefly), never above max_keys; the
+ * other sums take each shard's lock in turn, so they are not one instant's
+ * snapshot while other threads are calling. O(index size) because of
+ * max_probe.
  *
  * @param m the limiter.
  * @param out receives the counters.

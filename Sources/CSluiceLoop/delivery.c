@@ -1,0 +1,277 @@
+/* delivery.c — a loop limiter's libevent timer, the delivery of its events
+ * to the user's callback, and its teardown (sluice_mt_free()).
+ *
+ * Delivery: one thread at a time is the "deliverer" of a limiter (flag
+ * `delivering` under `dmu`). It takes each shard's outbox whole (swapping it
+ * with a spare, under the shard lock) and calls the user's callback outside
+ * every lock, and goes round until a full pass finds nothing. Someone who
+ * wants to deliver while another thread (or an outer frame of its own
+ * thread, from inside a callback) is delivering sets `again` instead, and
+ * the deliverer makes one more pass. The loop thread delivers in its event
+ * callback; a call made on the loop thread delivers itself; a call from
+ * another thread wakes the loop (event_active, once per batch thanks to the
+ * `wake` flag). A shard's outbox is FIFO and a key always maps to one shard,
+ * so the events of a key are delivered in order.
+ *
+ * Timer: one libevent event per limiter, used both as the timer and as the
+ * wake-up. `armed` is the time it is armed for (UINT64_MAX: not armed); it
+ * only ever moves earlier, under `arm_mu`, together with event_add(), except
+ * in the callback, which resets it to UINT64_MAX (libevent has just disarmed
+ * the non-persistent event), does the work and arms again for the earliest
+ * `next` over the shards. Every shard publishes its core's next deadline in
+ * `next` (sequentially consistent) after each call; a caller whose `next`
+ * is earlier than `armed` re-arms. The store to `next` before the load of
+ * `armed` (caller) and the reset of `armed` before the loads of `next`
+ * (callback) are both sequentially consistent, so either the caller sees the
+ * reset and arms, or the callback sees the caller's deadline: no deadline is
+ * missed. Extending or cancelling never lowers `next`, so it never re-arms.
+ *
+ * Teardown: the free marks the limiter FREEING (every call then fails with
+ * SLUICE_ECLOSED before taking a lock), frees the libevent event (which
+ * waits for a callback running on the loop thread), delivers what is left,
+ * then frees the shard limiters in "direct" mode: their discards go straight
+ * to the user's callback, no lock held. A free asked from inside the
+ * limiter's own callback only sets `free_deferred`; the outermost deliverer
+ * carries it out when it has delivered everything. */
+#include "loop-internal.h"
+
+#include <event2/event.h>
+#include <sys/time.h>
+#include <time.h>
+
+/* Limiters this thread is delivering for (innermost first). */
+struct dframe {
+    const struct sluice_mt *m;
+    struct dframe *up;
+};
+static _Thread_local struct dframe *tl_frames;
+
+static bool in_callback(const struct sluice_mt *m) {
+    for (const struct dframe *f = tl_frames; f; f = f->up)
+        if (f->m == m) return true;
+    return false;
+}
+
+/* ------------------------------------------------------------------ timer */
+
+static struct timeval delay_tv(uint64_t deadline, uint64_t now) {
+    uint64_t d = deadline > now ? deadline - now : 0;
+    uint64_t us = d / 1000 + (d % 1000 != 0); /* round up: never early */
+    const uint64_t max_us = UINT64_C(1000000) * UINT64_C(2000000000);
+    if (us > max_us) us = max_us;
+    struct timeval tv;
+    tv.tv_sec = (time_t)(us / 1000000);
+    tv.tv_usec = (suseconds_t)(us % 1000000);
+    return tv;
+}
+
+void sluice__mt_arm_at(struct sluice_mt *m, uint64_t at) {
+    if (at == UINT64_MAX || at >= atomic_load(&m->armed)) return;
+    pthread_mutex_lock(&m->arm_mu);
+    if (at < atomic_load(&m->armed) && m->ev && atomic_load(&m->state) != MT_FREEING) {
+        atomic_store(&m->armed, at);
+        /* libevent adds the delay to its cached time, which is stale inside
+         * callbacks: refresh it so the timer does not fire early. */
+        event_base_update_cache_time(m->loop->base);
+        struct timeval tv = delay_tv(at, sluice_clock_now());
+        event_add(m->ev, &tv);
+        atomic_fetch_add_explicit(&m->arms, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&m->arm_mu);
+}
+
+uint64_t sluice__mt_min_next(const struct sluice_mt *m) {
+    uint64_t best = UINT64_MAX;
+    for (unsigned i = 0; i < m->nshards; i++) {
+        uint64_t n = atomic_load(&sluice__shard_at(m, i)->next);
+        if (n < best) best = n;
+    }
+    return best;
+}
+
+/* ------------------------------------------------------------------ delivery */
+
+static void teardown(struct sluice_mt *m);
+
+/* Takes a shard's queued events, or returns false when it has none. */
+static bool take_outbox(struct sluice_mt *m, struct shard *s, struct outbox *batch) {
+    pthread_mutex_lock(&s->mu);
+    if (s->out.n == 0) {
+        pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    *batch = s->out;
+    s->out = m->spare;
+    pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
+/* One pass over the shards, delivering what each has queued (the caller is
+ * the deliverer). Returns true when something was delivered. */
+static bool deliver_pass(struct sluice_mt *m) {
+    bool any = false;
+    for (unsigned i = 0; i < m->nshards; i++) {
+        struct outbox batch;
+        if (!take_outbox(m, sluice__shard_at(m, i), &batch)) continue;
+        any = true;
+        atomic_fetch_sub_explicit(&m->queued, batch.n, memory_order_relaxed);
+        sluice__outbox_deliver(m, &batch);
+        if (batch.cap > SLM_SPARE_KEEP) sluice__outbox_release(m, &batch);
+        m->spare = batch;
+    }
+    return any;
+}
+
+/* Delivers every queued event. Returns true when the limiter was freed (by a
+ * deferred free): the caller must not touch it again. */
+static bool deliver(struct sluice_mt *m) {
+    pthread_mutex_lock(&m->dmu);
+    if (m->delivering) {
+        m->again = true;
+        pthread_mutex_unlock(&m->dmu);
+        return false;
+    }
+    m->delivering = true;
+    pthread_mutex_unlock(&m->dmu);
+    struct dframe frame = { m, tl_frames };
+    tl_frames = &frame;
+    for (;;) {
+        bool any = deliver_pass(m);
+        pthread_mutex_lock(&m->dmu);
+        if (!any && !m->again) break; /* dmu stays locked */
+        m->again = false;
+        pthread_mutex_unlock(&m->dmu);
+    }
+    bool do_free = m->free_deferred;
+    if (!do_free) {
+        m->delivering = false;
+        pthread_cond_broadcast(&m->dcond);
+    }
+    pthread_mutex_unlock(&m->dmu);
+    if (do_free) teardown(m); /* still the deliverer, frame still pushed */
+    tl_frames = frame.up;
+    return do_free;
+}
+
+/* Asks the loop thread to deliver (and to look at the timer).
+ *
+ * The activation's cause is EV_READ, not EV_TIMEOUT, although the event has
+ * no fd (the callback ignores it): libevent's event_add() with a timeout
+ * removes an event from the active list when it is active *because of
+ * EV_TIMEOUT*, so a re-arm by a later call (a deadline earlier than `armed`,
+ * from any thread, or the callback's own re-arm) would cancel a pending
+ * wake-up whose `wake` flag is still set: the queued events would wait for
+ * the next timer. With another cause the activation survives event_add(),
+ * and the callback's run disarms the timer as before (a non-persistent
+ * event is deleted, timeout included, before its callback runs). */
+static void wake(struct sluice_mt *m) {
+    if (!atomic_exchange(&m->wake, true) && m->ev) event_active(m->ev, EV_READ, 0);
+}
+
+static bool loop_inline(const struct sluice_loop *loop) {
+    return sluice_loop_in_thread(loop) || atomic_load(&loop->stopped);
+}
+
+bool sluice__mt_deliver_or_wake(struct sluice_mt *m) {
+    if (loop_inline(m->loop)) return deliver(m);
+    wake(m);
+    return false;
+}
+
+/* The limiter's libevent callback: its timer fired, or it was woken. */
+static void on_loop_event(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    struct sluice_mt *m = arg;
+    atomic_store(&m->wake, false);
+    pthread_mutex_lock(&m->arm_mu);
+    atomic_store(&m->armed, UINT64_MAX); /* libevent disarmed it to run us */
+    pthread_mutex_unlock(&m->arm_mu);
+    atomic_fetch_add_explicit(&m->wakeups, 1, memory_order_relaxed);
+
+    uint64_t now = sluice_clock_now(); /* once for the whole batch */
+    size_t budget = m->budget;
+    bool more = false, stalled = false;
+    unsigned first = m->rr++;
+    for (unsigned k = 0; k < m->nshards; k++) {
+        struct shard *s = sluice__shard_at(m, (first + k) & m->mask);
+        if (atomic_load(&s->next) > now) continue;
+        if (budget == 0) {
+            more = true;
+            break;
+        }
+        pthread_mutex_lock(&s->mu);
+        budget -= sluice__shard_advance(m, s, now, budget, &stalled);
+        if (budget == 0 && atomic_load_explicit(&s->next, memory_order_relaxed) <= now) more = true;
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (more) atomic_fetch_add_explicit(&m->budget_passes, 1, memory_order_relaxed);
+    if (deliver(m)) return;
+    uint64_t next = sluice__mt_min_next(m);
+    if (stalled && next < now + SLM_RETRY_NS)
+        next = now + SLM_RETRY_NS;
+    else if (more)
+        next = now; /* at once, after the loop has polled I/O */
+    sluice__mt_arm_at(m, next);
+}
+
+int sluice__mt_event_new(struct sluice_mt *m) {
+    m->ev = event_new(m->loop->base, -1, 0, on_loop_event, m);
+    return m->ev ? 0 : SLUICE_ENOMEM;
+}
+
+/* ------------------------------------------------------------------ teardown */
+
+/* Carried out by the deliverer (flag held, frame pushed), state FREEING. */
+static void teardown(struct sluice_mt *m) {
+    pthread_mutex_lock(&m->arm_mu);
+    struct event *ev = m->ev;
+    m->ev = NULL;
+    pthread_mutex_unlock(&m->arm_mu);
+    if (ev) event_free(ev); /* from the loop thread (a deferred free) this does not wait */
+    /* Deliver what is queued: the deliver loop is ours, run it inline. */
+    while (deliver_pass(m)) {
+    }
+    /* Discard what is pending, straight to the user, as the core's free
+     * does (calls into the limiter fail from now on, so no lock is needed
+     * or held while the callback runs). */
+    for (unsigned i = 0; i < m->nshards; i++) {
+        struct shard *s = sluice__shard_at(m, i);
+        pthread_mutex_lock(&s->mu); /* orders us after every earlier holder */
+        s->direct = true;
+        sluice_limiter_t *core = s->core;
+        s->core = NULL;
+        pthread_mutex_unlock(&s->mu);
+        sluice_limiter_free(core);
+    }
+    sluice_loop_t *loop = m->loop;
+    sluice__mt_destroy(m, m->nshards);
+    atomic_fetch_sub(&loop->nmt, 1);
+}
+
+void sluice_mt_free(sluice_mt_t *m) {
+    if (!m) return;
+    if (in_callback(m)) {
+        /* Deferred: the outermost deliverer finishes and releases. */
+        atomic_store(&m->state, MT_FREEING);
+        pthread_mutex_lock(&m->dmu);
+        m->free_deferred = true;
+        pthread_mutex_unlock(&m->dmu);
+        return;
+    }
+    if (atomic_exchange(&m->state, MT_FREEING) == MT_FREEING) return; /* freed twice: misuse */
+    /* No more callbacks from the loop: event_free waits for a running one. */
+    pthread_mutex_lock(&m->arm_mu);
+    struct event *ev = m->ev;
+    m->ev = NULL;
+    pthread_mutex_unlock(&m->arm_mu);
+    if (ev) event_free(ev);
+    pthread_mutex_lock(&m->dmu);
+    while (m->delivering) pthread_cond_wait(&m->dcond, &m->dmu);
+    m->delivering = true;
+    pthread_mutex_unlock(&m->dmu);
+    struct dframe frame = { m, tl_frames };
+    tl_frames = &frame;
+    teardown(m);
+    tl_frames = frame.up;
+}

@@ -1,0 +1,217 @@
+/*
+ * loop-internal.h — the loop layer's structures and its files' shared
+ * functions (internal).
+ *
+ * The loop layer is the core on a libevent loop (sluice_loop.h). Its files:
+ *
+ *   clock.c     sluice_clock_now(), sluice_threads_init()
+ *   binding.c   loop bindings: attach to a caller's event_base, or an owned
+ *               base run on a thread of its own
+ *   outbox.c    the per-shard queue of events waiting to be delivered
+ *   mt.c        the sharded thread-safe limiter (sluice_mt_*): creation,
+ *               key calls, the live-key budget, close, stats
+ *   delivery.c  the limiter's libevent timer, delivery of events to the
+ *               user's callback, teardown and free
+ *
+ * It uses the core only through its public API (sluice.h) and the accessors
+ * of ../CSluice/core-internal.h: no field of a core structure is read here.
+ *
+ * A loop limiter (struct sluice_mt) is `nshards` shards, each a mutex, a core
+ * limiter and an outbox. All shard limiters share one hash seed (shard 0's,
+ * copied into the limiter), so a key is hashed once (sluice__key_prepare())
+ * and the low bits of the hash pick the shard; the key index uses the top
+ * bits. The core's event callback runs under the shard lock and only appends
+ * the event, key copied, to the shard's outbox; room for the events a call
+ * can produce is reserved before the call, so an append never fails and no
+ * token is ever lost to an allocation failure.
+ */
+#ifndef SLUICE_LOOP_INTERNAL_H
+#define SLUICE_LOOP_INTERNAL_H
+
+#include "include/sluice_loop.h"
+#include "../CSluice/core-internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(hidden)
+#endif
+
+struct event;
+
+#define SLM_CACHE_LINE 64
+/* Timer transitions handled between two outbox reservations. */
+#define SLM_ADVANCE_CHUNK 256
+/* A delivered batch larger than this gives its buffers back. */
+#define SLM_SPARE_KEEP 4096
+/* After an allocation failure in the timer pass, retry this much later. */
+#define SLM_RETRY_NS UINT64_C(1000000)
+
+/* ------------------------------------------------------------------ bindings (binding.c) */
+
+struct sluice_loop {
+    struct event_base *base;
+    bool owned;
+    bool thread_started;
+    pthread_t thread;        /* owned: the loop thread; attached: the thread that attached */
+    struct event *stop_ev;   /* owned: breaks the loop, on the loop thread */
+    atomic_bool stopped;     /* owned: the thread has been joined */
+    atomic_ulong nmt;        /* limiters on this binding */
+    size_t budget;           /* max timer transitions per pass */
+    pthread_mutex_t stop_mu; /* makes stop idempotent */
+};
+
+/* ------------------------------------------------------------------ outbox (outbox.c) */
+
+/* One event waiting in an outbox. Key bytes live in the outbox's byte buffer. */
+struct ob_rec {
+    uint64_t token;
+    uint64_t at;
+    uint64_t u64;
+    uint64_t successor;
+    uint32_t key_off;
+    uint16_t key_len;
+    uint8_t kind; /* sluice_event_kind_t */
+    uint8_t is_u64 : 1;
+    uint8_t has_successor : 1;
+};
+
+struct outbox {
+    struct ob_rec *rec;
+    size_t n, cap;
+    unsigned char *bytes;
+    size_t nb, capb;
+};
+
+struct sluice_mt;
+
+/* Room for `events` more records and `bytes` more key bytes. */
+bool sluice__outbox_reserve(const struct sluice_mt *m, struct outbox *o, size_t events, size_t bytes);
+
+/* Reserves room for up to `want` events of keys of at most `keylen` bytes;
+ * returns how many fit (0 when not even one). */
+size_t sluice__outbox_room(const struct sluice_mt *m, struct outbox *o, size_t want, size_t keylen);
+
+/* Appends an event, key copied (room reserved; running out aborts loudly:
+ * a token must never be lost silently). */
+void sluice__outbox_push(const struct sluice_mt *m, struct outbox *o, const sluice_event_t *ev);
+
+/* Hands every event of `o`, in order, to the limiter's callback (no lock
+ * held) and empties `o`, keeping its buffers. Returns the number delivered. */
+size_t sluice__outbox_deliver(struct sluice_mt *m, struct outbox *o);
+
+/* Frees an outbox's buffers. */
+void sluice__outbox_release(const struct sluice_mt *m, struct outbox *o);
+
+/* The limiter's allocator (the user's, or malloc/free). */
+void *sluice__mt_alloc(const struct sluice_mt *m, size_t size);
+void sluice__mt_release(const struct sluice_mt *m, void *p, size_t size);
+
+/* ------------------------------------------------------------------ limiter (mt.c) */
+
+struct shard {
+    pthread_mutex_t mu;
+    sluice_limiter_t *core;
+    struct sluice_mt *m;
+    struct outbox out;
+    size_t max_keylen;     /* longest byte key submitted to this shard: bounds an event's bytes */
+    uint64_t charged;      /* live keys of this shard counted in m->live_keys (max_keys only) */
+    uint64_t full_refusals; /* new keys refused because of max_keys */
+    bool direct;           /* teardown: events go straight to the user */
+    _Atomic uint64_t next; /* the core's next deadline, written under mu */
+};
+
+/* A shard padded to whole cache lines, so two shards never share one. */
+union shard_slot {
+    struct shard s;
+    unsigned char pad[(sizeof(struct shard) + SLM_CACHE_LINE - 1) / SLM_CACHE_LINE * SLM_CACHE_LINE];
+};
+
+enum mt_state { MT_OPEN = 0, MT_CLOSED = 1, MT_FREEING = 2 };
+
+struct sluice_mt {
+    /* read-mostly, shared by every caller */
+    sluice_loop_t *loop;
+    sluice_event_fn on_event;
+    void *user;
+    sluice_allocator_t alloc;
+    bool has_alloc;
+    unsigned nshards, mask;
+    union shard_slot *shards;
+    void *shards_raw;
+    size_t shards_raw_size;
+    uint64_t seed[2]; /* the hash key every shard uses (a copy, off the shards' written lines) */
+    uint64_t max_keys; /* the cap on live keys over all shards; 0 = none */
+    sluice_allocator_t line_alloc; /* the shard limiters' allocator: whole cache lines */
+    struct event *ev;
+    size_t budget;
+    unsigned report; /* SLUICE_MT_REPORT_* flags */
+    _Atomic int state;
+
+    /* the live-key budget (padding keeps it off the read-mostly line): keys
+     * counted by the shards (their `charged`), plus keys being created */
+    unsigned char pad_keys[SLM_CACHE_LINE];
+    _Atomic uint64_t live_keys;
+
+    /* the timer (no _Alignas: the allocator only promises malloc's alignment) */
+    unsigned char pad_timer[SLM_CACHE_LINE];
+    _Atomic uint64_t armed;
+    pthread_mutex_t arm_mu;
+    atomic_bool wake;
+
+    /* delivery */
+    unsigned char pad_deliver[SLM_CACHE_LINE];
+    pthread_mutex_t dmu;
+    pthread_cond_t dcond;
+    bool delivering, again, free_deferred; /* under dmu */
+    struct outbox spare;                   /* the deliverer's */
+    unsigned rr;                           /* loop thread: first shard of the next pass */
+
+    /* counters */
+    atomic_ullong wakeups, arms, budget_passes, delivered, queued;
+};
+
+static inline struct shard *sluice__shard_at(const struct sluice_mt *m, unsigned i) { return &m->shards[i].s; }
+
+/* Publishes the shard core's next deadline in `next` (shard locked). */
+void sluice__shard_publish_next(struct shard *s);
+
+/* Brings the live-key budget in line with the shard core after a call that
+ * may have let keys go idle (shard locked). Touches the shared counter only
+ * when the shard's count went down. */
+void sluice__shard_settle_keys(struct shard *s);
+
+/* Fires due deadlines of one shard (locked) within `budget`, reserving
+ * outbox room as it goes. Sets *stalled when no room could be found.
+ * Returns the transitions handled. */
+size_t sluice__shard_advance(struct sluice_mt *m, struct shard *s, uint64_t now, size_t budget, bool *stalled);
+
+/* Frees what sluice_mt_new built (shards [0, built) have their mutex and core). */
+void sluice__mt_destroy(struct sluice_mt *m, unsigned built);
+
+/* ------------------------------------------------------------------ delivery (delivery.c) */
+
+/* Creates the limiter's libevent event (m->ev) on its loop's base: its
+ * timer and its wake-up. Returns 0 or SLUICE_ENOMEM. */
+int sluice__mt_event_new(struct sluice_mt *m);
+
+/* Arms the timer at `at` if that is earlier than where it is armed. */
+void sluice__mt_arm_at(struct sluice_mt *m, uint64_t at);
+
+/* After a call that queued events: delivers them here (on the loop thread,
+ * or when no loop thread runs) or wakes the loop. Returns true when the
+ * limiter was freed meanwhile (a free from a callback): do not touch it. */
+bool sluice__mt_deliver_or_wake(struct sluice_mt *m);
+
+/* The earliest `next` over the shards. */
+uint64_t sluice__mt_min_next(const struct sluice_mt *m);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
+
+#endif /* SLUICE_LOOP_INTERNAL_H */

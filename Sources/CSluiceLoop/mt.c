@@ -1,0 +1,525 @@
+/* mt.c — the sharded thread-safe limiter (sluice_mt_*, sluice_loop.h):
+ * creation, the calls on a key, the live-key budget, close and counters.
+ * Its timer, delivery and teardown are in delivery.c, its event queues in
+ * outbox.c (see loop-internal.h for the layout).
+ *
+ * A call on a key hashes it once with the seed every shard shares, takes
+ * the shard's lock, reserves outbox room for the events the call can
+ * produce, calls the shard's core limiter through core-internal.h, publishes
+ * the core's next deadline, unlocks, re-arms the loop's timer if that
+ * deadline is the earliest, and delivers (or wakes the loop for) the events
+ * it queued.
+ *
+ * Reporting flags (SLUICE_MT_REPORT_*): a submit whose token is emitted or
+ * dropped at once appends that token's own event to the outbox, under the
+ * same shard lock, right after the events the core call produced (room for
+ * it is reserved with theirs). It then goes through the same FIFO as every
+ * other event of its key, so the callback sees each key's tokens in order,
+ * whichever thread called.
+ *
+ * Live-key cap: `max_keys` caps the keys live over all shards together. The
+ * limiter counts them in `live_keys`, one atomic counter: a call on a key
+ * that has no state in its shard reserves one unit there before the core may
+ * create the key (refused with SLUICE_EFULL when all are taken), and after
+ * every core call the shard settles its count with the core's (a key that
+ * went idle gives its unit back; a reservation the call did not use is given
+ * back too). Calls on live keys, the hot path, never touch the counter. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* PTHREAD_MUTEX_ADAPTIVE_NP (glibc); without it, plain mutexes */
+#endif
+#include "loop-internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ shard helpers */
+
+/* The shard limiters allocate through this: every block starts on a cache
+ * line and owns its last line whole, so the hot fields of two shards (each
+ * written under its own lock, by any thread) never share a line. The
+ * caller's block address is kept in the line before the block. */
+static void *line_alloc(void *ctx, size_t size) {
+    const struct sluice_mt *m = ctx;
+    size_t body = (size + SLM_CACHE_LINE - 1) / SLM_CACHE_LINE * SLM_CACHE_LINE;
+    if (body < size || body > SIZE_MAX - 2 * SLM_CACHE_LINE) return NULL;
+    unsigned char *raw = sluice__mt_alloc(m, body + 2 * SLM_CACHE_LINE);
+    if (!raw) return NULL;
+    uintptr_t p = ((uintptr_t)raw + 2 * SLM_CACHE_LINE - 1) & ~(uintptr_t)(SLM_CACHE_LINE - 1);
+    ((void **)p)[-1] = raw;
+    return (void *)p;
+}
+
+static void line_release(void *ctx, void *p, size_t size) {
+    const struct sluice_mt *m = ctx;
+    if (!p) return;
+    size_t body = (size + SLM_CACHE_LINE - 1) / SLM_CACHE_LINE * SLM_CACHE_LINE;
+    sluice__mt_release(m, ((void **)p)[-1], body + 2 * SLM_CACHE_LINE);
+}
+
+/* The core's callback: runs under the shard lock (or, in teardown, with the
+ * shard to ourselves). */
+static void shard_on_event(void *user, const sluice_event_t *ev) {
+    struct shard *s = user;
+    struct sluice_mt *m = s->m;
+    if (s->direct) {
+        atomic_fetch_add_explicit(&m->delivered, 1, memory_order_relaxed);
+        if (m->on_event) m->on_event(m->user, ev);
+        return;
+    }
+    sluice__outbox_push(m, &s->out, ev);
+    atomic_fetch_add_explicit(&m->queued, 1, memory_order_relaxed);
+}
+
+void sluice__shard_publish_next(struct shard *s) {
+    uint64_t next = sluice_limiter_next_deadline(s->core);
+    if (next != atomic_load_explicit(&s->next, memory_order_relaxed)) atomic_store(&s->next, next);
+}
+
+void sluice__shard_settle_keys(struct shard *s) {
+    struct sluice_mt *m = s->m;
+    if (!m->max_keys || !s->core) return;
+    uint64_t live = sluice__limiter_live(s->core);
+    if (live < s->charged)
+        atomic_fetch_sub_explicit(&m->live_keys, s->charged - live, memory_order_relaxed);
+    else if (live > s->charged) /* never happens (a call creates only its reserved key); stay exact anyway */
+        atomic_fetch_add_explicit(&m->live_keys, live - s->charged, memory_order_relaxed);
+    s->charged = live;
+}
+
+/* Takes one unit of the live-key budget, or returns false when every unit
+ * is taken. */
+static bool budget_take(struct sluice_mt *m) {
+    uint64_t cur = atomic_load_explicit(&m->live_keys, memory_order_relaxed);
+    do {
+        if (cur >= m->max_keys) return false;
+    } while (!atomic_compare_exchange_weak_explicit(&m->live_keys, &cur, cur + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
+}
+
+size_t sluice__shard_advance(struct sluice_mt *m, struct shard *s, uint64_t now, size_t budget, bool *stalled) {
+    size_t done = 0;
+    while (done < budget) {
+        size_t want = budget - done;
+        if (want > SLM_ADVANCE_CHUNK) want = SLM_ADVANCE_CHUNK;
+        size_t fit = sluice__outbox_room(m, &s->out, want, s->max_keylen);
+        if (fit == 0) {
+            *stalled = true;
+            break;
+        }
+        int64_t n = sluice_limiter_advance(s->core, now, fit);
+        if (n <= 0) break;
+        done += (size_t)n;
+        if ((size_t)n < fit) break;
+    }
+    sluice__shard_settle_keys(s);
+    sluice__shard_publish_next(s);
+    return done;
+}
+
+/* ------------------------------------------------------------------ creation */
+
+/* A shard's critical section is short (tens of ns): where glibc offers it,
+ * an adaptive mutex spins a little before sleeping, instead of a futex
+ * round trip through the kernel each time two threads meet on one shard. */
+static int shard_mutex_init(pthread_mutex_t *mu) {
+#if defined(PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP)
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a) != 0) return -1;
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
+    int rc = pthread_mutex_init(mu, &a);
+    pthread_mutexattr_destroy(&a);
+    return rc;
+#else
+    return pthread_mutex_init(mu, NULL);
+#endif
+}
+
+static unsigned round_pow2(unsigned n) {
+    unsigned p = 1;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+void sluice__mt_destroy(struct sluice_mt *m, unsigned built) {
+    for (unsigned i = 0; i < built; i++) {
+        struct shard *s = sluice__shard_at(m, i);
+        if (s->core) sluice_limiter_free(s->core);
+        sluice__outbox_release(m, &s->out);
+        pthread_mutex_destroy(&s->mu);
+    }
+    sluice__outbox_release(m, &m->spare);
+    if (m->shards_raw) sluice__mt_release(m, m->shards_raw, m->shards_raw_size);
+    pthread_cond_destroy(&m->dcond);
+    pthread_mutex_destroy(&m->dmu);
+    pthread_mutex_destroy(&m->arm_mu);
+    sluice_allocator_t a = m->alloc;
+    bool has = m->has_alloc;
+    if (has)
+        a.release(a.ctx, m, sizeof *m);
+    else
+        free(m);
+}
+
+int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t *config, unsigned nshards) {
+    sluice_mt_options_t opt = { nshards, 0 };
+    return sluice_mt_new_with_options(out, loop, config, &opt);
+}
+
+int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t *config,
+                               const sluice_mt_options_t *options) {
+    if (!out || !loop || !config) return SLUICE_EINVAL;
+    unsigned nshards = options ? options->nshards : 0;
+    unsigned report = options ? options->flags : 0;
+    if (nshards > SLUICE_MT_SHARDS_MAX) return SLUICE_EINVAL;
+    if (report & ~(unsigned)SLUICE_MT_REPORT_ALL) return SLUICE_EINVAL;
+    if (report && !config->on_event) return SLUICE_EINVAL;
+    if (config->allocator && (!config->allocator->alloc || !config->allocator->release)) return SLUICE_EINVAL;
+    int rc = sluice_policy_validate(&config->policy);
+    if (rc) return rc;
+    unsigned n = nshards ? round_pow2(nshards) : SLUICE_MT_SHARDS_DEFAULT;
+
+    struct sluice_mt *m = config->allocator ? config->allocator->alloc(config->allocator->ctx, sizeof *m)
+                                            : malloc(sizeof *m);
+    if (!m) return SLUICE_ENOMEM;
+    memset(m, 0, sizeof *m);
+    if (config->allocator) {
+        m->alloc = *config->allocator;
+        m->has_alloc = true;
+    }
+    if (pthread_mutex_init(&m->arm_mu, NULL) != 0) goto fail_m;
+    if (pthread_mutex_init(&m->dmu, NULL) != 0) goto fail_arm;
+    if (pthread_cond_init(&m->dcond, NULL) != 0) goto fail_dmu;
+    m->loop = loop;
+    m->on_event = config->on_event;
+    m->user = config->user;
+    m->nshards = n;
+    m->mask = n - 1;
+    m->budget = loop->budget;
+    m->report = report;
+    m->max_keys = config->max_keys;
+    atomic_init(&m->state, MT_OPEN);
+    atomic_init(&m->live_keys, 0);
+    atomic_init(&m->armed, UINT64_MAX);
+    atomic_init(&m->wake, false);
+
+    m->shards_raw_size = (size_t)n * sizeof(union shard_slot) + SLM_CACHE_LINE;
+    m->shards_raw = sluice__mt_alloc(m, m->shards_raw_size);
+    if (!m->shards_raw) {
+        sluice__mt_destroy(m, 0);
+        return SLUICE_ENOMEM;
+    }
+    memset(m->shards_raw, 0, m->shards_raw_size);
+    uintptr_t base = ((uintptr_t)m->shards_raw + SLM_CACHE_LINE - 1) & ~(uintptr_t)(SLM_CACHE_LINE - 1);
+    m->shards = (union shard_slot *)base;
+
+    /* Every shard gets the whole configuration, max_keys included: the core
+     * validates it, and its own cap never bites before the limiter's (a
+     * shard never holds more keys than all shards together). */
+    sluice_config_t cc = *config;
+    m->line_alloc.alloc = line_alloc;
+    m->line_alloc.release = line_release;
+    m->line_alloc.ctx = m;
+    cc.allocator = &m->line_alloc;
+    cc.on_event = shard_on_event;
+    cc.start_ns = sluice_clock_now();
+    if (cc.tick_ns == 0) cc.tick_ns = SLUICE_LOOP_TICK_DEFAULT_NS;
+    for (unsigned i = 0; i < n; i++) {
+        struct shard *s = sluice__shard_at(m, i);
+        s->m = m;
+        atomic_init(&s->next, UINT64_MAX);
+        if (shard_mutex_init(&s->mu) != 0) {
+            sluice__mt_destroy(m, i);
+            return SLUICE_ENOMEM;
+        }
+        cc.user = s;
+        rc = sluice_limiter_new(&s->core, &cc);
+        if (rc) {
+            sluice__mt_destroy(m, i + 1);
+            return rc;
+        }
+        if (i == 0) { /* every shard hashes with the first one's key */
+            sluice__limiter_seed(s->core, m->seed);
+            cc.fixed_seed = true;
+            cc.seed[0] = m->seed[0];
+            cc.seed[1] = m->seed[1];
+        }
+    }
+    if (sluice__mt_event_new(m) != 0) {
+        sluice__mt_destroy(m, n);
+        return SLUICE_ENOMEM;
+    }
+    atomic_fetch_add(&loop->nmt, 1);
+    *out = m;
+    return 0;
+
+fail_dmu:
+    pthread_mutex_destroy(&m->dmu);
+fail_arm:
+    pthread_mutex_destroy(&m->arm_mu);
+fail_m:
+    if (config->allocator)
+        config->allocator->release(config->allocator->ctx, m, sizeof *m);
+    else
+        free(m);
+    return SLUICE_ENOMEM;
+}
+
+/* ------------------------------------------------------------------ calls on a key */
+
+/* What a call on a key does. */
+enum call_kind { CALL_SUBMIT, CALL_FLUSH, CALL_CANCEL, CALL_PENDING };
+
+struct call {
+    enum call_kind kind;
+    uint64_t token;
+    uint64_t cost;   /* CALL_SUBMIT */
+    bool have_now;   /* the caller gave the time (sluice_mt_submit_at and _cost_at) */
+    uint64_t now;
+    sluice_decision_t *decision;
+};
+
+/* With reporting flags, the event that also reports a token emitted or
+ * dropped at once, if the flags ask for it. */
+static bool reported_event(unsigned report, const sluice_decision_t *d, sluice_event_kind_t *kind) {
+    if (d->kind == SLUICE_EMITTED && (report & SLUICE_MT_REPORT_EMITTED)) {
+        *kind = SLUICE_EVENT_EMIT;
+        return true;
+    }
+    if (d->kind == SLUICE_DROPPED && (report & SLUICE_MT_REPORT_DROPPED)) {
+        *kind = SLUICE_EVENT_DROP;
+        return true;
+    }
+    return false;
+}
+
+/* Before a submit that may create its key: takes a unit of the live-key
+ * budget unless the key is live already. At the cap, the shard's due
+ * deadlines run first (as the core does at its own cap), so the answer does
+ * not depend on whether the loop happened to pass. Returns 0 or
+ * SLUICE_EFULL (shard locked throughout). */
+static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, uint64_t now) {
+    if (sluice__key_is_live(s->core, k)) return 0;
+    if (!budget_take(m)) {
+        bool stalled = false;
+        sluice__shard_advance(m, s, now, SIZE_MAX, &stalled);
+        if (sluice__key_is_live(s->core, k)) return 0;
+        if (!budget_take(m)) {
+            s->full_refusals++;
+            return SLUICE_EFULL;
+        }
+    }
+    s->charged++;
+    return 0;
+}
+
+static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c) {
+    if (!m) return SLUICE_EINVAL;
+    if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
+    sluice__pkey_t k;
+    int rc = sluice__key_prepare(m->seed, key, &k);
+    if (rc) return rc;
+    struct shard *s = sluice__shard_at(m, (unsigned)k.hash & m->mask);
+    /* The clock is read before the lock, to keep the critical section short;
+     * a time older than one the shard has seen counts as that later one. A
+     * time given by the caller may not run ahead of the clock: the shard's
+     * clock would move for every key of the shard. */
+    uint64_t now = sluice_clock_now();
+    if (c->have_now) {
+        if (c->now > now && c->now - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
+        now = c->now;
+    }
+    /* A call produces at most two events, both of its own key: a due
+     * emission (timers first) and a superseded value; with reporting flags a
+     * submit adds a third, its own token emitted or dropped at once. */
+    const size_t want = c->kind == CALL_SUBMIT && m->report ? 3 : 2;
+    pthread_mutex_lock(&s->mu);
+    struct outbox *o = &s->out;
+    size_t before = o->n;
+    if ((o->cap - o->n < want || o->capb - o->nb < want * k.len) &&
+        !sluice__outbox_reserve(m, o, want, want * k.len)) {
+        pthread_mutex_unlock(&s->mu);
+        return SLUICE_ENOMEM;
+    }
+    if (k.len > s->max_keylen) s->max_keylen = k.len;
+    switch (c->kind) {
+    case CALL_SUBMIT: {
+        sluice_decision_t dec;
+        rc = m->max_keys ? reserve_key(m, s, &k, now) : 0;
+        if (rc == 0) rc = sluice__submit_prepared(s->core, &k, c->token, c->cost, now, &dec);
+        sluice_event_kind_t kind;
+        if (rc == 0 && m->report && reported_event(m->report, &dec, &kind)) {
+            /* Reported in the outbox too, after the events of this call, so
+             * that the callback sees the key's tokens in order. */
+            sluice_event_t ev;
+            memset(&ev, 0, sizeof ev);
+            ev.kind = kind;
+            ev.key = key;
+            ev.token = c->token;
+            ev.at = sluice__limiter_now(s->core); /* the call's time, as the core clamped it */
+            sluice__outbox_push(m, o, &ev);
+            atomic_fetch_add_explicit(&m->queued, 1, memory_order_relaxed);
+        }
+        if (rc == 0 && c->decision) *c->decision = dec;
+        break;
+    }
+    case CALL_FLUSH: rc = sluice__key_op(s->core, &k, SLUICE__OP_FLUSH, now); break;
+    case CALL_CANCEL: rc = sluice__key_op(s->core, &k, SLUICE__OP_CANCEL, now); break;
+    case CALL_PENDING: rc = sluice__key_op(s->core, &k, SLUICE__OP_PENDING, now); break;
+    }
+    if (m->max_keys) sluice__shard_settle_keys(s);
+    sluice__shard_publish_next(s);
+    uint64_t next = atomic_load_explicit(&s->next, memory_order_relaxed);
+    bool produced = o->n != before;
+    pthread_mutex_unlock(&s->mu);
+    if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
+    if (produced) sluice__mt_deliver_or_wake(m); /* m may be gone afterwards (a free from a callback) */
+    return rc;
+}
+
+int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token, sluice_decision_t *d) {
+    struct call c = { CALL_SUBMIT, token, 1, false, 0, d };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_submit_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t now, sluice_decision_t *d) {
+    struct call c = { CALL_SUBMIT, token, 1, true, now, d };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_submit_cost(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost, sluice_decision_t *d) {
+    struct call c = { CALL_SUBMIT, token, cost, false, 0, d };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost, uint64_t now,
+                             sluice_decision_t *d) {
+    struct call c = { CALL_SUBMIT, token, cost, true, now, d };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_flush(sluice_mt_t *m, sluice_key_t key) {
+    struct call c = { CALL_FLUSH, 0, 0, false, 0, NULL };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_cancel(sluice_mt_t *m, sluice_key_t key) {
+    struct call c = { CALL_CANCEL, 0, 0, false, 0, NULL };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_pending(sluice_mt_t *m, sluice_key_t key) {
+    struct call c = { CALL_PENDING, 0, 0, false, 0, NULL };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quota_t *out) {
+    if (!m || !out) return SLUICE_EINVAL;
+    if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
+    sluice__pkey_t k;
+    int rc = sluice__key_prepare(m->seed, key, &k);
+    if (rc) return rc;
+    struct shard *s = sluice__shard_at(m, (unsigned)k.hash & m->mask);
+    uint64_t now = sluice_clock_now();
+    pthread_mutex_lock(&s->mu);
+    /* A read: the shard's core hashes the key again (same seed) and changes
+     * nothing, so no event, deadline or key count moves. */
+    rc = sluice_limiter_quota(s->core, key, cost, now, out);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ close, counters */
+
+int sluice_mt_close(sluice_mt_t *m, sluice_close_mode_t mode) {
+    if (!m || (mode != SLUICE_CLOSE_DRAIN && mode != SLUICE_CLOSE_DISCARD)) return SLUICE_EINVAL;
+    if (atomic_load(&m->state) != MT_OPEN) return SLUICE_ECLOSED;
+    for (unsigned i = 0; i < m->nshards; i++) pthread_mutex_lock(&sluice__shard_at(m, i)->mu);
+    int rc = 0;
+    bool produced = false;
+    if (atomic_load(&m->state) != MT_OPEN) {
+        rc = SLUICE_ECLOSED;
+    } else {
+        uint64_t now = sluice_clock_now();
+        /* Timers first, in bounded steps with room reserved, then room for
+         * one event per pending value: the close itself cannot fail. */
+        for (unsigned i = 0; i < m->nshards && rc == 0; i++) {
+            struct shard *s = sluice__shard_at(m, i);
+            size_t before = s->out.n;
+            bool stalled = false;
+            while (sluice__shard_advance(m, s, now, SLM_ADVANCE_CHUNK, &stalled) == SLM_ADVANCE_CHUNK && !stalled) {
+            }
+            if (s->out.n != before) produced = true;
+            uint64_t pend = sluice__limiter_pending(s->core);
+            if (stalled || !sluice__outbox_reserve(m, &s->out, (size_t)pend, (size_t)pend * s->max_keylen))
+                rc = SLUICE_ENOMEM;
+        }
+        if (rc == 0) {
+            atomic_store(&m->state, MT_CLOSED);
+            for (unsigned i = 0; i < m->nshards; i++) {
+                struct shard *s = sluice__shard_at(m, i);
+                size_t before = s->out.n;
+                sluice_limiter_close(s->core, now, mode);
+                if (s->out.n != before) produced = true;
+                sluice__shard_settle_keys(s);
+                sluice__shard_publish_next(s);
+            }
+        }
+    }
+    for (unsigned i = m->nshards; i-- > 0;) pthread_mutex_unlock(&sluice__shard_at(m, i)->mu);
+    if (produced) sluice__mt_deliver_or_wake(m);
+    return rc;
+}
+
+/* Adds a shard's counters into the limiter's (live_keys apart). */
+static void add_stats(sluice_stats_t *sum, const sluice_stats_t *st) {
+    sum->pending += st->pending;
+    sum->armed_timers += st->armed_timers;
+    sum->memory_bytes += st->memory_bytes;
+    if (st->max_probe > sum->max_probe) sum->max_probe = st->max_probe;
+    sum->table_slots += st->table_slots;
+    sum->full_refusals += st->full_refusals;
+    sum->admitted += st->admitted;
+    sum->scheduled += st->scheduled;
+    sum->emitted_later += st->emitted_later;
+    sum->dropped += st->dropped;
+    sum->discarded += st->discarded;
+}
+
+int sluice_mt_stats(sluice_mt_t *m, sluice_mt_stats_t *out) {
+    if (!m || !out) return SLUICE_EINVAL;
+    memset(out, 0, sizeof *out);
+    /* The live keys at one instant: every shard locked at once (in order,
+     * as close does), for a count that can be compared with max_keys (a sum
+     * taken shard by shard could count a key that moved twice). */
+    for (unsigned i = 0; i < m->nshards; i++) pthread_mutex_lock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = 0; i < m->nshards; i++) {
+        const struct shard *s = sluice__shard_at(m, i);
+        if (s->core) out->core.live_keys += sluice__limiter_live(s->core);
+    }
+    for (unsigned i = m->nshards; i-- > 0;) pthread_mutex_unlock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = 0; i < m->nshards; i++) {
+        struct shard *s = sluice__shard_at(m, i);
+        sluice_stats_t st;
+        pthread_mutex_lock(&s->mu);
+        int rc = s->core ? sluice_limiter_stats(s->core, &st) : SLUICE_ECLOSED;
+        out->core.memory_bytes += s->out.cap * sizeof(struct ob_rec) + s->out.capb;
+        out->core.full_refusals += s->full_refusals;
+        pthread_mutex_unlock(&s->mu);
+        if (rc == 0) add_stats(&out->core, &st);
+    }
+    out->core.memory_bytes += sizeof *m + m->shards_raw_size;
+    out->shards = m->nshards;
+    out->timer_armed_at = atomic_load(&m->armed);
+    out->wakeups = atomic_load_explicit(&m->wakeups, memory_order_relaxed);
+    out->timer_arms = atomic_load_explicit(&m->arms, memory_order_relaxed);
+    out->budget_passes = atomic_load_explicit(&m->budget_passes, memory_order_relaxed);
+    out->events_delivered = atomic_load_explicit(&m->delivered, memory_order_relaxed);
+    out->events_queued = atomic_load_explicit(&m->queued, memory_order_relaxed);
+    return 0;
+}
+
+uint64_t sluice_mt_next_deadline(sluice_mt_t *m) {
+    if (!m || atomic_load(&m->state) != MT_OPEN) return UINT64_MAX;
+    return sluice__mt_min_next(m);
+}
