@@ -20,14 +20,14 @@
 
 typedef unsigned __int128 tf_u128;
 
-static uint64_t tf_mono(void) {
+__attribute__((unused)) static uint64_t tf_mono(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Starts the private server or exits 77 (skipped) when there is no redis-server. */
-static void tf_start_redis(test_redis_t *r) {
+__attribute__((unused)) static void tf_start_redis(test_redis_t *r) {
     memset(r, 0, sizeof *r);
     if (!test_redis_available()) {
         fprintf(stderr, TEST_NAME ": SKIPPED: redis-server not found\n");
@@ -44,7 +44,7 @@ typedef struct tf_box {
     uint64_t answered_at; /* CLOCK_MONOTONIC */
 } tf_box_t;
 
-static void tf_on_result(void *user, const sluice_fleet_result_t *res) {
+__attribute__((unused)) static void tf_on_result(void *user, const sluice_fleet_result_t *res) {
     tf_box_t *b = user;
     b->done++;
     b->res = *res;
@@ -52,7 +52,7 @@ static void tf_on_result(void *user, const sluice_fleet_result_t *res) {
 }
 
 /* Runs the loop until `*count` reaches `want` (at most `limit_ms`). */
-static void tf_run_until(struct event_base *base, const int *count, int want, int limit_ms) {
+__attribute__((unused)) static void tf_run_until(struct event_base *base, const int *count, int want, int limit_ms) {
     uint64_t end = tf_mono() + (uint64_t)limit_ms * 1000000ull;
     while (*count < want) {
         CHECK(tf_mono() < end, "no answer within %d ms (%d of %d)", limit_ms, *count, want);
@@ -62,7 +62,7 @@ static void tf_run_until(struct event_base *base, const int *count, int want, in
     }
 }
 
-static void tf_wait(struct event_base *base, tf_box_t *b) { tf_run_until(base, &b->done, 1, 10000); }
+__attribute__((unused)) static void tf_wait(struct event_base *base, tf_box_t *b) { tf_run_until(base, &b->done, 1, 10000); }
 
 /* Runs the loop for `ms` milliseconds. */
 __attribute__((unused)) static void tf_run_for(struct event_base *base, int ms) {
@@ -77,14 +77,14 @@ __attribute__((unused)) static void tf_run_for(struct event_base *base, int ms) 
 /* ---- random */
 
 static uint64_t tf_rng = 0x9E3779B97F4A7C15ull;
-static uint64_t tf_next(void) {
+__attribute__((unused)) static uint64_t tf_next(void) {
     tf_rng ^= tf_rng << 13;
     tf_rng ^= tf_rng >> 7;
     tf_rng ^= tf_rng << 17;
     return tf_rng;
 }
 /* uniform in [lo, hi] (hi - lo < 2^64 - 1) */
-static uint64_t tf_range(uint64_t lo, uint64_t hi) { return lo + tf_next() % (hi - lo + 1); }
+__attribute__((unused)) static uint64_t tf_range(uint64_t lo, uint64_t hi) { return lo + tf_next() % (hi - lo + 1); }
 
 /* ---- model of one rate key (semantics: Rate, Weighted calls, Quota of a key) */
 
@@ -94,12 +94,12 @@ typedef struct tf_model {
     tf_u128 tat[16]; /* scaled by limit; 0 = fresh */
 } tf_model_t;
 
-static uint64_t tf_ceil(const tf_model_t *m, tf_u128 v) {
+__attribute__((unused)) static uint64_t tf_ceil(const tf_model_t *m, tf_u128 v) {
     tf_u128 q = v / m->limit + (v % m->limit != 0);
     return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
 }
 
-static sluice_decision_t tf_model_call(tf_model_t *m, int k, uint64_t t, uint64_t n) {
+__attribute__((unused)) static sluice_decision_t tf_model_call(tf_model_t *m, int k, uint64_t t, uint64_t n) {
     tf_u128 ts = (tf_u128)t * m->limit, T = m->per, B = (tf_u128)m->burst * m->per;
     tf_u128 tat = m->tat[k] > ts ? m->tat[k] : ts;
     tf_u128 nw = tat + (tf_u128)n * T;

@@ -1,0 +1,289 @@
+/* test_fleet_faults.c — every request is answered exactly once and within its
+ * timeout whatever Redis does: nothing listening, SIGSTOPped then resumed,
+ * killed then restarted empty, a fake server answering garbage, a fake server
+ * answering well-formed nonsense, the script cache flushed (NOSCRIPT), and the
+ * limiter freed with requests in flight. Each failure policy answers as
+ * documented: fail closed (drop, retry after closed_retry), fail open (admit),
+ * fail local (the core limiter, counted). */
+#define TEST_NAME "test_fleet_faults"
+#include "test_fleet_util.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SEC 1000000000ull
+#define MS 1000000ull
+#define TIMEOUT (50 * MS)
+#define SLACK (150 * MS) /* scheduling on a loaded 2-core machine */
+
+static struct event_base *base;
+
+static sluice_fleet_t *fleet(int port, const char *prefix, sluice_fleet_failure_t fail, bool manual,
+                             uint64_t timeout) {
+    sluice_fleet_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_rate(2, (int64_t)SEC, 2);
+    c.port = port;
+    c.prefix = prefix;
+    c.prefix_len = strlen(prefix);
+    c.manual_time = manual;
+    c.timeout_ns = timeout;
+    c.on_failure = fail;
+    c.backoff_min_ns = 10 * MS;
+    c.backoff_max_ns = 200 * MS;
+    c.stall_ns = 300 * MS;
+    c.cache_slots = SIZE_MAX; /* these tests are about Redis's answers */
+    sluice_fleet_t *f = NULL;
+    CHECK(sluice_fleet_new(&f, base, &c) == 0, "sluice_fleet_new");
+    return f;
+}
+
+typedef struct shot {
+    tf_box_t box;
+    uint64_t submitted;
+} shot_t;
+
+/* Submits n calls `spacing_ms` apart (the loop runs meanwhile), waits for
+ * every answer, checks each came once and within timeout + slack. Returns how
+ * many came from each source in counts[source]. */
+static void volley(sluice_fleet_t *f, int n, int spacing_ms, uint64_t timeout, int counts[4], int causes_out[],
+                   const char *what) {
+    shot_t *s = calloc((size_t)n, sizeof *s);
+    int done = 0;
+    for (int i = 0; i < n; i++) {
+        s[i].submitted = tf_mono();
+        CHECK(sluice_fleet_call(f, sluice_key_u64((uint64_t)i % 3), 1, (uint64_t)i * MS, tf_on_result, &s[i].box) ==
+                  0,
+              "%s: call", what);
+        if (spacing_ms) tf_run_for(base, spacing_ms);
+    }
+    uint64_t end = tf_mono() + timeout + 2 * SEC;
+    for (;;) {
+        done = 0;
+        for (int i = 0; i < n; i++) done += s[i].box.done ? 1 : 0;
+        if (done == n || tf_mono() > end) break;
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+    tf_run_for(base, 20); /* a second answer would show here */
+    memset(counts, 0, 4 * sizeof(int));
+    for (int i = 0; i < n; i++) {
+        CHECK(s[i].box.done == 1, "%s: call %d answered %d times", what, i, s[i].box.done);
+        uint64_t lat = s[i].box.answered_at - s[i].submitted;
+        CHECK(lat <= timeout + SLACK, "%s: call %d answered after %llu ms (timeout %llu ms)", what, i,
+              (unsigned long long)(lat / MS), (unsigned long long)(timeout / MS));
+        CHECK(s[i].box.res.status == 0, "%s: status", what);
+        counts[s[i].box.res.source]++;
+        if (causes_out) causes_out[i] = s[i].box.res.cause;
+    }
+    free(s);
+}
+
+/* A fake server on a free port, in a child process: `mode` 0 answers garbage
+ * bytes, 1 answers "+OK" to everything. */
+static pid_t fake_server(int mode, int *port_out) {
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    CHECK(bind(ls, (struct sockaddr *)&a, sizeof a) == 0 && listen(ls, 16) == 0, "fake server listen");
+    getsockname(ls, (struct sockaddr *)&a, &len);
+    *port_out = ntohs(a.sin_port);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (;;) {
+            int c = accept(ls, NULL, NULL);
+            if (c < 0) continue;
+            if (fork() == 0) {
+                char buf[4096];
+                for (;;) {
+                    ssize_t n = read(c, buf, sizeof buf);
+                    if (n <= 0) _exit(0);
+                    const char *reply = mode == 0 ? "@#garbage!\r\n" : "+OK\r\n";
+                    if (write(c, reply, strlen(reply)) < 0) _exit(0);
+                }
+            }
+            close(c);
+        }
+    }
+    close(ls);
+    return pid;
+}
+
+static void stop_child(pid_t pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    int counts[4], causes[64];
+    /* fake servers first: fork before any event_base exists */
+    int garbage_port = 0, ok_port = 0;
+    pid_t garbage = fake_server(0, &garbage_port);
+    pid_t okserver = fake_server(1, &ok_port);
+    test_redis_t redis;
+    tf_start_redis(&redis);
+    base = event_base_new();
+    CHECK(base, "event_base_new");
+
+    /* 1. nothing listening: each policy answers at once */
+    int dead_port = test_free_port();
+    sluice_fleet_t *f = fleet(dead_port, "nl", SLUICE_FLEET_FAIL_CLOSED, false, TIMEOUT);
+    volley(f, 10, 5, TIMEOUT, counts, causes, "nothing listening, fail closed");
+    CHECK(counts[SLUICE_FLEET_SOURCE_FAILURE] == 10, "fail closed: all by the failure policy");
+    for (int i = 0; i < 10; i++)
+        CHECK(causes[i] == SLUICE_FLEET_ENOTCONN || causes[i] == SLUICE_FLEET_ETIMEDOUT, "cause %d", causes[i]);
+    {
+        tf_box_t b = { 0 };
+        sluice_fleet_call(f, sluice_key_u64(1), 1, 0, tf_on_result, &b);
+        tf_wait(base, &b);
+        CHECK(b.res.decision.kind == SLUICE_DROPPED && b.res.decision.at == b.res.now + SEC,
+              "fail closed: drop with retry = now + 1 s");
+        tf_box_t q = { 0 };
+        sluice_fleet_quota(f, sluice_key_u64(1), 1, 0, tf_on_result, &q);
+        tf_wait(base, &q);
+        CHECK(q.res.source == SLUICE_FLEET_SOURCE_FAILURE && q.res.quota.remaining == 0, "fail closed quota");
+    }
+    sluice_fleet_stats_t st;
+    sluice_fleet_stats(f, &st);
+    CHECK(st.failure_dropped == 11 && st.failure_admitted == 0, "fail closed counters");
+    sluice_fleet_free(f);
+
+    f = fleet(dead_port, "nl", SLUICE_FLEET_FAIL_OPEN, false, TIMEOUT);
+    volley(f, 5, 5, TIMEOUT, counts, NULL, "nothing listening, fail open");
+    sluice_fleet_stats(f, &st);
+    CHECK(counts[SLUICE_FLEET_SOURCE_FAILURE] == 5 && st.failure_admitted == 5, "fail open admits");
+    sluice_fleet_free(f);
+
+    f = fleet(dead_port, "nl", SLUICE_FLEET_FAIL_LOCAL, true, TIMEOUT);
+    {
+        tf_box_t b[3] = { { 0 }, { 0 }, { 0 } };
+        for (int i = 0; i < 3; i++) sluice_fleet_call(f, sluice_key_u64(9), 1, 5 * SEC, tf_on_result, &b[i]);
+        for (int i = 0; i < 3; i++) tf_wait(base, &b[i]);
+        CHECK(b[0].res.decision.kind == SLUICE_EMITTED && b[1].res.decision.kind == SLUICE_EMITTED &&
+                  b[2].res.decision.kind == SLUICE_DROPPED && b[2].res.decision.at == 5 * SEC + SEC / 2,
+              "fail local follows the local rate (burst 2, then retry at +0.5 s)");
+        sluice_fleet_stats(f, &st);
+        CHECK(st.fallback_admitted == 2 && st.fallback_dropped == 1 && st.failure_admitted == 2, "fallback counters");
+    }
+    sluice_fleet_free(f);
+
+    /* 2. SIGSTOP: calls time out (answered by the policy within the timeout),
+     * then the limiter recovers after SIGCONT */
+    f = fleet(redis.port, "stop", SLUICE_FLEET_FAIL_CLOSED, false, TIMEOUT);
+    volley(f, 3, 0, TIMEOUT, counts, NULL, "healthy");
+    CHECK(counts[SLUICE_FLEET_SOURCE_REDIS] == 3, "healthy calls from Redis");
+    test_redis_signal(&redis, SIGSTOP);
+    volley(f, 20, 10, TIMEOUT, counts, causes, "SIGSTOPped");
+    CHECK(counts[SLUICE_FLEET_SOURCE_FAILURE] == 20, "stopped: all by the failure policy");
+    sluice_fleet_stats(f, &st);
+    CHECK(st.timeouts >= 1, "stopped: timeouts counted");
+    test_redis_signal(&redis, SIGCONT);
+    {
+        uint64_t end = tf_mono() + 5 * SEC;
+        bool back = false;
+        while (!back && tf_mono() < end) {
+            volley(f, 1, 0, TIMEOUT, counts, NULL, "after SIGCONT");
+            back = counts[SLUICE_FLEET_SOURCE_REDIS] == 1;
+            tf_run_for(base, 20);
+        }
+        CHECK(back, "no Redis answer within 5 s of SIGCONT");
+    }
+    sluice_fleet_free(f);
+
+    /* 3. killed, then restarted empty on the same port */
+    f = fleet(redis.port, "kill", SLUICE_FLEET_FAIL_CLOSED, true, TIMEOUT);
+    {
+        tf_box_t b = { 0 };
+        sluice_fleet_call(f, sluice_key_u64(42), 2, 0, tf_on_result, &b);
+        tf_wait(base, &b);
+        CHECK(b.res.source == SLUICE_FLEET_SOURCE_REDIS && b.res.decision.kind == SLUICE_EMITTED, "before kill");
+    }
+    int port = redis.port;
+    test_redis_stop(&redis);
+    volley(f, 10, 5, TIMEOUT, counts, NULL, "killed");
+    CHECK(counts[SLUICE_FLEET_SOURCE_FAILURE] == 10, "killed: all by the failure policy");
+    CHECK(test_redis_start(&redis, port) == 0, "restart redis on port %d", port);
+    {
+        uint64_t end = tf_mono() + 5 * SEC;
+        bool back = false;
+        while (!back && tf_mono() < end) {
+            volley(f, 1, 0, TIMEOUT, counts, NULL, "after restart");
+            back = counts[SLUICE_FLEET_SOURCE_REDIS] == 1;
+            tf_run_for(base, 20);
+        }
+        CHECK(back, "no Redis answer within 5 s of the restart");
+        /* the data is gone: key 42 has its whole burst again (documented loss) */
+        tf_box_t q = { 0 };
+        sluice_fleet_quota(f, sluice_key_u64(42), 1, 0, tf_on_result, &q);
+        tf_wait(base, &q);
+        CHECK(q.res.source == SLUICE_FLEET_SOURCE_REDIS && q.res.quota.remaining == 2, "restarted empty");
+    }
+    sluice_fleet_stats(f, &st);
+    CHECK(st.disconnects >= 1 && st.connects >= 2, "reconnect counted");
+    sluice_fleet_free(f);
+
+    /* 4. garbage bytes */
+    f = fleet(garbage_port, "g", SLUICE_FLEET_FAIL_CLOSED, false, TIMEOUT);
+    volley(f, 20, 5, TIMEOUT, counts, causes, "garbage server");
+    CHECK(counts[SLUICE_FLEET_SOURCE_FAILURE] == 20, "garbage: all by the failure policy");
+    {
+        bool proto = false;
+        for (int i = 0; i < 20; i++) proto |= causes[i] == SLUICE_FLEET_EPROTO;
+        CHECK(proto, "garbage: some answer names the protocol error");
+    }
+    sluice_fleet_free(f);
+
+    /* 5. well-formed nonsense ("+OK" to everything) */
+    f = fleet(ok_port, "ok", SLUICE_FLEET_FAIL_OPEN, false, TIMEOUT);
+    volley(f, 20, 5, TIMEOUT, counts, NULL, "+OK server");
+    CHECK(counts[SLUICE_FLEET_SOURCE_FAILURE] == 20, "+OK: all by the failure policy");
+    sluice_fleet_stats(f, &st);
+    CHECK(st.bad_replies >= 1 && st.failure_admitted == 20, "+OK: bad replies counted, fail open admitted");
+    sluice_fleet_free(f);
+
+    /* 6. SCRIPT FLUSH: NOSCRIPT, the script is re-sent with EVAL */
+    f = fleet(redis.port, "ns", SLUICE_FLEET_FAIL_CLOSED, false, TIMEOUT);
+    volley(f, 1, 0, TIMEOUT, counts, NULL, "before flush");
+    CHECK(counts[SLUICE_FLEET_SOURCE_REDIS] == 1, "before flush");
+    CHECK(test_redis_command(redis.port, "SCRIPT FLUSH", NULL, 0) == 0, "SCRIPT FLUSH");
+    volley(f, 3, 0, TIMEOUT, counts, NULL, "after flush");
+    CHECK(counts[SLUICE_FLEET_SOURCE_REDIS] == 3, "after flush: Redis answers");
+    sluice_fleet_stats(f, &st);
+    CHECK(st.noscript >= 1, "NOSCRIPT counted");
+    sluice_fleet_free(f);
+
+    /* 7. free with requests in flight: each answered once with SLUICE_ECLOSED */
+    f = fleet(redis.port, "free", SLUICE_FLEET_FAIL_CLOSED, false, 10 * SEC);
+    volley(f, 1, 0, 10 * SEC, counts, NULL, "before stop");
+    test_redis_signal(&redis, SIGSTOP);
+    {
+        tf_box_t b[5];
+        memset(b, 0, sizeof b);
+        for (int i = 0; i < 5; i++) sluice_fleet_call(f, sluice_key_u64(7), 1, 0, tf_on_result, &b[i]);
+        tf_run_for(base, 50);
+        for (int i = 0; i < 5; i++) CHECK(b[i].done == 0, "answered before free");
+        sluice_fleet_free(f);
+        for (int i = 0; i < 5; i++)
+            CHECK(b[i].done == 1 && b[i].res.status == SLUICE_ECLOSED, "free: call %d done %d status %d", i,
+                  b[i].done, b[i].res.status);
+    }
+    test_redis_signal(&redis, SIGCONT);
+
+    event_base_free(base);
+    test_redis_stop(&redis);
+    stop_child(garbage);
+    stop_child(okserver);
+    printf(TEST_NAME ": ok\n");
+    return 0;
+}
