@@ -3,16 +3,27 @@
 // Sluice — keyed throttle / audit / debounce / rate limiter.
 //
 // Targets:
-//  - CLibevent: the system's libevent_core (+ libevent_pthreads) seen through a module map.
-//  - CSluice:   the C11 core (Sources/CSluice, public headers under include/).
-//  - Sluice:    the Swift layer over the core (Limiter, Throttler, Debouncer).
-//  - SluiceCLI: the `sluice` command (simulate, timelines), on ArgumentParser.
+//  - CLibevent:    the system's libevent_core (+ libevent_pthreads) seen through a module map.
+//  - CSluice:      the C11 core (Sources/CSluice, public header include/sluice.h). No
+//                  dependencies: it builds and links against libc alone.
+//  - CSluiceLoop:  the libevent loop layer (Sources/CSluiceLoop, include/sluice_loop.h):
+//                  loop bindings and thread-safe sharded limiters over the core.
+//  - CSluiceTrace: the trace parser and the manual and real-time trace runners
+//                  (Sources/CSluiceTrace, include/sluice_trace.h).
+//  - Sluice:       the Swift layer over the core and the loop layer (Limiter, Throttler, Debouncer).
+//  - SluiceCLI:    the `sluice` command (simulate, timelines), on ArgumentParser.
 //
-// Build facts this file relies on (docs/build-recipes.md):
-//  - pkgConfig must be "libevent_core": "libevent" is wrong, and Debian's
-//    "libevent_pthreads" .pc also pulls in libevent.so (two copies of the core).
-//  - The C target links event_core and event_pthreads itself: module-map `link`
-//    lines only reach Swift importers, not a C target.
+// Build facts this file relies on:
+//  - CLibevent's pkgConfig must be "libevent_core": "libevent" names the
+//    library that also carries evhttp/evdns, and Debian's "libevent_pthreads"
+//    .pc pulls in libevent.so besides libevent_core.so (two copies of the
+//    event loop in one process).
+//  - A C target that calls libevent links event_core and event_pthreads
+//    itself (linkerSettings): a module map's `link` lines reach Swift
+//    importers only, not a C target.
+//  - The loop layer includes the core's internal accessor header by a
+//    relative path ("../CSluice/core-internal.h"), so no header search path
+//    (and no unsafeFlags) is needed.
 //  - No unsafeFlags: a package that depends on Sluice by version would refuse them.
 import PackageDescription
 
@@ -37,11 +48,19 @@ let package = Package(
         ),
         .target(
             name: "CSluice",
-            dependencies: ["CLibevent"],
             path: "Sources/CSluice",
             publicHeadersPath: "include",
             cSettings: [
                 // CLOCK_MONOTONIC, nanosleep, … without GNU extensions.
+                .define("_POSIX_C_SOURCE", to: "200809L"),
+            ]
+        ),
+        .target(
+            name: "CSluiceLoop",
+            dependencies: ["CSluice", "CLibevent"],
+            path: "Sources/CSluiceLoop",
+            publicHeadersPath: "include",
+            cSettings: [
                 .define("_POSIX_C_SOURCE", to: "200809L"),
             ],
             linkerSettings: [
@@ -50,8 +69,18 @@ let package = Package(
             ]
         ),
         .target(
+            name: "CSluiceTrace",
+            dependencies: ["CSluice", "CSluiceLoop"],
+            path: "Sources/CSluiceTrace",
+            publicHeadersPath: "include",
+            cSettings: [
+                .define("_POSIX_C_SOURCE", to: "200809L"),
+            ]
+        ),
+        // ---- Swift targets ----
+        .target(
             name: "Sluice",
-            dependencies: ["CSluice"],
+            dependencies: ["CSluice", "CSluiceLoop"],
             path: "Sources/Sluice"
         ),
         .executableTarget(

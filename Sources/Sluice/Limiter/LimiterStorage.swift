@@ -1,4 +1,5 @@
 import CSluice
+import CSluiceLoop
 import Dispatch
 
 #if canImport(Glibc)
