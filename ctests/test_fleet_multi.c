@@ -25,7 +25,7 @@ static sluice_fleet_t *fleet;
 static unsigned char answered[MAX_CALLS];
 static int next_id; /* atomic */
 static int outstanding; /* atomic */
-static volatile int stop_flag;
+static int stop_flag; /* atomic */
 static uint64_t admitted[KEYS], first_t[KEYS], last_t[KEYS], failures, cache_drops, calls_answered;
 
 static void on_result(void *user, const sluice_fleet_result_t *r) {
@@ -48,7 +48,7 @@ static void on_result(void *user, const sluice_fleet_result_t *r) {
 
 static void *submitter(void *arg) {
     (void)arg;
-    while (!stop_flag) {
+    while (!__atomic_load_n(&stop_flag, __ATOMIC_RELAXED)) {
         if (__atomic_load_n(&outstanding, __ATOMIC_RELAXED) >= 64) {
             struct timespec ts = { 0, 200000 };
             nanosleep(&ts, NULL);
@@ -71,7 +71,7 @@ static void *submitter(void *arg) {
 static void stop_cb(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
-    stop_flag = 1;
+    __atomic_store_n(&stop_flag, 1, __ATOMIC_RELAXED);
     (void)arg;
 }
 
@@ -91,7 +91,7 @@ static int child(int port, int wfd) {
     struct event *stop = evtimer_new(base, stop_cb, NULL);
     struct timeval tv = { RUN_MS / 1000, (RUN_MS % 1000) * 1000 };
     evtimer_add(stop, &tv);
-    while (!stop_flag) event_base_loop(base, EVLOOP_ONCE);
+    while (!__atomic_load_n(&stop_flag, __ATOMIC_RELAXED)) event_base_loop(base, EVLOOP_ONCE);
     for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
     uint64_t end = tf_mono() + 5 * SEC;
     while (__atomic_load_n(&outstanding, __ATOMIC_RELAXED) > 0 && tf_mono() < end)
