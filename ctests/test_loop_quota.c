@@ -1,0 +1,152 @@
+/* test_loop_quota.c — the rate quota API on a loop limiter
+ * (sluice_mt_submit_cost, sluice_mt_quota), the per-limiter totals of
+ * sluice_mt_stats (summed over shards), and the successor of a superseded
+ * token carried through the outbox to the callback. */
+#include "loop_test_util.h"
+
+/* 10 per 100 s: a unit comes back every 10 s, so nothing refills while the
+ * test runs, however slow the machine. */
+#define PER_NS (100000 * (int64_t)LT_MS)
+
+static void test_cost_and_quota(void) {
+    printf("submit_cost and quota\n");
+    sluice_loop_t *loop;
+    LT_OK(sluice_loop_start(&loop, NULL));
+    sluice_config_t c = lt_config(sluice_rate(10, PER_NS, 0), NULL, NULL);
+    sluice_mt_t *m;
+    LT_OK(sluice_mt_new(&m, loop, &c, 4));
+    sluice_key_t k = sluice_key_bytes("client:1", 8);
+    sluice_decision_t d;
+    sluice_quota_t q;
+
+    /* a key without state: the whole burst */
+    uint64_t before = sluice_clock_now();
+    LT_OK(sluice_mt_quota(m, k, 1, &q));
+    LT_CHECK(q.burst == 10 && q.remaining == 10, "fresh: burst %llu remaining %llu", (unsigned long long)q.burst,
+             (unsigned long long)q.remaining);
+    LT_CHECK(q.full >= before && q.full <= sluice_clock_now(), "fresh: full is now");
+    LT_CHECK(q.retry >= before && q.retry <= sluice_clock_now(), "fresh: retry is now");
+
+    /* cost 4: admitted whole */
+    LT_OK(sluice_mt_submit_cost(m, k, 1, 4, &d));
+    uint64_t t1 = sluice_clock_now();
+    LT_CHECK(d.kind == SLUICE_EMITTED && d.remaining == 6, "cost 4: kind %d remaining %llu", (int)d.kind,
+             (unsigned long long)d.remaining);
+    LT_CHECK(d.full > t1 && d.full <= t1 + 4 * (uint64_t)PER_NS / 10, "cost 4: full within 40 s");
+    /* cost 7 > 6 left: dropped whole, nothing counted */
+    LT_OK(sluice_mt_submit_cost(m, k, 2, 7, &d));
+    LT_CHECK(d.kind == SLUICE_DROPPED && d.at > sluice_clock_now(), "cost 7 dropped with a retry time");
+    LT_OK(sluice_mt_quota(m, k, 7, &q));
+    LT_CHECK(q.remaining == 6 && q.retry > sluice_clock_now() && q.retry != SLUICE_NEVER,
+             "quota after the drop: remaining %llu", (unsigned long long)q.remaining);
+    /* above the burst: never */
+    LT_OK(sluice_mt_submit_cost(m, k, 3, 11, &d));
+    LT_CHECK(d.kind == SLUICE_DROPPED && d.at == SLUICE_NEVER, "cost 11 > burst: never");
+    LT_OK(sluice_mt_quota(m, k, 11, &q));
+    LT_CHECK(q.retry == SLUICE_NEVER, "quota cost 11: never");
+    /* bad costs */
+    LT_CHECK(sluice_mt_submit_cost(m, k, 4, 0, &d) == SLUICE_ERANGE, "cost 0");
+    LT_CHECK(sluice_mt_submit_cost(m, k, 4, SLUICE_RATE_MAX + 1, &d) == SLUICE_ERANGE, "cost too big");
+    LT_CHECK(sluice_mt_quota(m, k, 0, &q) == SLUICE_ERANGE, "quota cost 0");
+    LT_CHECK(sluice_mt_quota(m, k, 1, NULL) == SLUICE_EINVAL, "quota NULL out");
+    LT_CHECK(sluice_mt_quota(NULL, k, 1, &q) == SLUICE_EINVAL, "quota NULL limiter");
+    /* the rest, one unit at a time, at the caller's time */
+    for (int i = 0; i < 6; i++) {
+        LT_OK(sluice_mt_submit_cost_at(m, k, 10 + (uint64_t)i, 1, sluice_clock_now(), &d));
+        LT_CHECK(d.kind == SLUICE_EMITTED && d.remaining == (uint64_t)(5 - i), "unit %d: remaining %llu", i,
+                 (unsigned long long)d.remaining);
+    }
+    LT_OK(sluice_mt_submit(m, k, 20, &d));
+    LT_CHECK(d.kind == SLUICE_DROPPED, "empty");
+    /* keys over several shards: the totals are summed */
+    for (uint64_t i = 0; i < 16; i++) LT_OK(sluice_mt_submit_cost(m, sluice_key_u64(i), i, 2, &d));
+    sluice_mt_stats_t st;
+    LT_OK(sluice_mt_stats(m, &st));
+    LT_CHECK(st.core.admitted == 1 + 6 + 16, "admitted %llu", (unsigned long long)st.core.admitted);
+    LT_CHECK(st.core.dropped == 3, "dropped %llu", (unsigned long long)st.core.dropped);
+    LT_CHECK(st.core.scheduled == 0 && st.core.live_keys == 17, "scheduled %llu live %llu",
+             (unsigned long long)st.core.scheduled, (unsigned long long)st.core.live_keys);
+    LT_OK(sluice_mt_close(m, SLUICE_CLOSE_DRAIN));
+    LT_CHECK(sluice_mt_quota(m, k, 1, &q) == SLUICE_ECLOSED, "quota after close");
+    LT_CHECK(sluice_mt_submit_cost(m, k, 1, 1, &d) == SLUICE_ECLOSED, "cost after close");
+    sluice_mt_free(m);
+
+    /* not a rate policy */
+    c = lt_config(sluice_throttle(1000 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST), NULL, NULL);
+    LT_OK(sluice_mt_new(&m, loop, &c, 2));
+    LT_CHECK(sluice_mt_submit_cost(m, k, 1, 2, &d) == SLUICE_EINVAL, "cost 2 on a throttle");
+    LT_OK(sluice_mt_submit_cost(m, k, 1, 1, &d));
+    LT_CHECK(d.kind == SLUICE_EMITTED, "cost 1 on a throttle is a call");
+    LT_CHECK(sluice_mt_quota(m, k, 1, &q) == SLUICE_EINVAL, "quota on a throttle");
+    sluice_mt_free(m);
+    LT_OK(sluice_loop_free(loop));
+}
+
+/* ------------------------------------------------------------------ totals and successors */
+
+struct seen {
+    struct lt_sync sync;
+    uint64_t n;
+    uint64_t drop_token, successor;
+    bool has_successor;
+    uint64_t emits, discards;
+};
+
+static void on_seen(void *user, const sluice_event_t *ev) {
+    struct seen *s = user;
+    pthread_mutex_lock(&s->sync.mu);
+    if (ev->kind == SLUICE_EVENT_DROP) {
+        s->drop_token = ev->token;
+        s->has_successor = ev->has_successor;
+        s->successor = ev->successor;
+    } else if (ev->kind == SLUICE_EVENT_EMIT) {
+        s->emits++;
+    } else {
+        s->discards++;
+    }
+    s->n++;
+    pthread_cond_broadcast(&s->sync.cv);
+    pthread_mutex_unlock(&s->sync.mu);
+}
+
+static void test_totals(void) {
+    printf("totals and the successor of a superseded token\n");
+    sluice_loop_t *loop;
+    LT_OK(sluice_loop_start(&loop, NULL));
+    struct seen s;
+    memset(&s, 0, sizeof s);
+    lt_sync_init(&s.sync);
+    sluice_config_t c = lt_config(sluice_debounce(60000 * (int64_t)LT_MS, false, true, -1), on_seen, &s);
+    sluice_mt_t *m;
+    LT_OK(sluice_mt_new(&m, loop, &c, 8));
+    sluice_decision_t d;
+    for (uint64_t i = 1; i <= 5; i++) LT_OK(sluice_mt_submit(m, sluice_key_u64(i), i, &d));
+    LT_OK(sluice_mt_submit(m, sluice_key_u64(1), 100, &d)); /* supersedes 1 */
+    LT_CHECK(sluice_mt_flush(m, sluice_key_u64(2)) == 1, "flush");
+    LT_OK(sluice_mt_close(m, SLUICE_CLOSE_DISCARD));
+    pthread_mutex_lock(&s.sync.mu);
+    LT_CHECK(lt_wait_locked(&s.sync, &s.n, 6), "6 events, got %llu", (unsigned long long)s.n);
+    LT_CHECK(s.drop_token == 1 && s.has_successor && s.successor == 100, "drop of 1: successor %d %llu",
+             (int)s.has_successor, (unsigned long long)s.successor);
+    LT_CHECK(s.emits == 1 && s.discards == 4, "emits %llu discards %llu", (unsigned long long)s.emits,
+             (unsigned long long)s.discards);
+    pthread_mutex_unlock(&s.sync.mu);
+    sluice_mt_stats_t st;
+    LT_OK(sluice_mt_stats(m, &st));
+    LT_CHECK(st.core.admitted == 0 && st.core.scheduled == 6 && st.core.dropped == 1 &&
+                 st.core.emitted_later == 1 && st.core.discarded == 4,
+             "admitted %llu scheduled %llu dropped %llu emitted_later %llu discarded %llu",
+             (unsigned long long)st.core.admitted, (unsigned long long)st.core.scheduled,
+             (unsigned long long)st.core.dropped, (unsigned long long)st.core.emitted_later,
+             (unsigned long long)st.core.discarded);
+    sluice_mt_free(m);
+    LT_OK(sluice_loop_free(loop));
+    lt_sync_destroy(&s.sync);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    test_cost_and_quota();
+    test_totals();
+    LT_MAIN_END();
+}
