@@ -199,7 +199,8 @@ static int vectors_in(const char *dir) {
         char *text = slurp(path);
         if (text) {
             /* long traces would take minutes of real time: keep the short ones */
-            /* (real-time runs do not take cost= or quota lines yet: v2 traces are skipped) */
+            /* (v2 traces are skipped: a real-time quota line reads the real
+             * clock, a little after its instant, and may differ by design) */
             sluice_trace_t *t;
             sluice_trace_error_t err;
             bool short_enough = false;

@@ -99,10 +99,14 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
     switch (s->verb) {
     case SLUICE_TRACE_CALL:
         /* stamped with the step's own instant: the decision is the spec's */
-        rc = sluice_mt_submit_at(r->m, key, (uint64_t)i, at, &d);
+        if (s->flags & SLUICE__STEP_HAS_COST)
+            rc = sluice_mt_submit_cost_at(r->m, key, (uint64_t)i, s->cost, at, &d);
+        else
+            rc = sluice_mt_submit_at(r->m, key, (uint64_t)i, at, &d);
         if (rc != 0) {
             rt_fail(r, rc == SLUICE_ENOMEM ? SLUICE_TRACE_ENOMEM : SLUICE_TRACE_EINTERNAL,
-                    "line %zu: sluice_mt_submit failed: %s", s->line, sluice_strerror(rc));
+                    "line %zu: sluice_mt_submit%s failed: %s", s->line,
+                    (s->flags & SLUICE__STEP_HAS_COST) ? "_cost" : "", sluice_strerror(rc));
             return;
         }
         if (d.kind == SLUICE_SCHEDULED) {
@@ -114,6 +118,21 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
                                     elapsed_ms(r), i, SIZE_MAX);
         }
         break;
+    case SLUICE_TRACE_QUOTA: {
+        /* read at the real clock, a little after the step's instant; its
+         * times become ms since start, rounded up */
+        sluice_quota_t q;
+        rc = sluice_mt_quota(r->m, key, s->cost, &q);
+        if (rc != 0) {
+            rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: quota failed: %s", s->line, sluice_strerror(rc));
+            break;
+        }
+        q.full = q.full > r->start ? q.full - r->start : 0;
+        if (q.retry != SLUICE_NEVER)
+            q.retry = q.retry > r->start ? q.retry - r->start : 0;
+        sluice__trace_put_quota(&r->sink, elapsed_ms(r), i, &q);
+        break;
+    }
     case SLUICE_TRACE_FLUSH:
     case SLUICE_TRACE_CANCEL:
         rc = s->verb == SLUICE_TRACE_FLUSH ? sluice_mt_flush(r->m, key) : sluice_mt_cancel(r->m, key);
@@ -206,12 +225,6 @@ int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_ru
     if (options && options->batch_size > 1) {
         snprintf(result->message, sizeof result->message, "batch_size %" PRIu32 " is not supported (0 or 1)",
                  options->batch_size);
-        return SLUICE_TRACE_EINVAL;
-    }
-    if (trace->v2) {
-        /* The loop layer has no weighted submit and no quota read yet. */
-        snprintf(result->message, sizeof result->message,
-                 "a real-time run does not support cost= or quota lines (trace format v2) yet");
         return SLUICE_TRACE_EINVAL;
     }
     if (sluice__trace_sink_init(&r.sink, trace, options, result) != SLUICE_TRACE_OK) {

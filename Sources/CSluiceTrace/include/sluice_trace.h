@@ -374,9 +374,12 @@ SLUICE_EXTERN int sluice_trace_run(const sluice_trace_t *trace, const sluice_tra
  * deadline. Deadlines then fire on the loop by themselves. Every line carries
  * the actual time in whole ms since start, rounded down (never early);
  * emissions are late by the loop's timer lateness plus at most one tick.
- * Events a step causes are delivered before the step's own decision. After
- * the last step (when it is not close) the run goes on until nothing is
- * pending.
+ * Events a step causes are delivered before the step's own decision. A
+ * quota line is read on the real clock when the step runs (a little after
+ * its instant), so its remaining may be larger and its full and retry times
+ * (ms since start, rounded up) may be 1 ms later than the manual run's.
+ * After the last step (when it is not close) the run goes on until nothing
+ * is pending.
  *
  * @param trace a trace from sluice_trace_parse().
  * @param options as for sluice_trace_run(): on_output, user and batch_size are
