@@ -44,3 +44,11 @@ if(SLUICE_BUILD_TESTS)
                          ENVIRONMENT "${_env}")
   endforeach()
 endif()
+
+# sluice-trace --redis HOST:PORT (tools/sluice-trace/redis_run.c): the hook is
+# compiled in only here, where the fleet limiter exists.
+if(TARGET sluice-trace)
+  target_sources(sluice-trace PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/tools/sluice-trace/redis_run.c")
+  target_compile_definitions(sluice-trace PRIVATE SLUICE_TRACE_WITH_REDIS=1)
+  target_link_libraries(sluice-trace PRIVATE sluice_fleet)
+endif()

@@ -13,6 +13,9 @@
 
 #include "sluice.h"
 #include "sluice_trace.h"
+#ifdef SLUICE_TRACE_WITH_REDIS
+#include "redis_run.h" /* --redis HOST:PORT (fleet limiter) */
+#endif
 
 #define EXIT_USAGE 64
 
@@ -31,6 +34,8 @@ static void usage(FILE *f) {
           "  --realtime  replay the trace on a real libevent loop and the real monotonic\n"
           "              clock, each line at its time after start; prints the actual\n"
           "              times in ms since start (never early; --check is ignored)\n"
+          "  --redis HOST:PORT  run a rate trace through the fleet limiter in Redis (manual\n"
+          "              time) and print what the local run prints (builds with hiredis)\n"
           "  --check     check the core's invariants (sluice_limiter_check) after every\n"
           "              step and every timer advance: slow, for tests\n"
           "  --help      print this help\n"
@@ -41,6 +46,8 @@ static void usage(FILE *f) {
           "  1   out of memory, or standard output could not be written\n"
           "  2   malformed trace ('error: line N: REASON' on standard error),\n"
           "      or the input could not be read ('error: cannot read FILE: ...')\n"
+          "  4   --redis: Redis could not be reached, was too slow or did not answer\n"
+          "      like Redis (nothing is printed)\n"
           "  3   internal error: the core broke a rule of its API (a bug in Sluice)\n"
           "  64  bad command line\n",
           f);
@@ -94,6 +101,7 @@ static int read_all(FILE *f, char **out, size_t *out_len) {
 int main(int argc, char **argv) {
     const char *path = NULL;
     bool realtime = false, check = false, no_more_options = false;
+    const char *redis = NULL;
     FILE *in;
     char *buf = NULL;
     size_t len = 0;
@@ -117,6 +125,10 @@ int main(int argc, char **argv) {
             check = true;
         } else if (!no_more_options && strcmp(a, "--realtime") == 0) {
             realtime = true;
+#ifdef SLUICE_TRACE_WITH_REDIS
+        } else if (!no_more_options && strcmp(a, "--redis") == 0 && i + 1 < argc) {
+            redis = argv[++i];
+#endif
         } else if (!no_more_options && a[0] == '-' && a[1] != '\0') {
             fprintf(stderr, "error: unknown option '%s' (see sluice-trace --help)\n", a);
             return EXIT_USAGE;
@@ -159,6 +171,17 @@ int main(int argc, char **argv) {
     }
 
     setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+    if (redis) {
+#ifdef SLUICE_TRACE_WITH_REDIS
+        status = sluice_trace_redis_main(trace, redis, print_line, stdout);
+#endif
+        sluice_trace_free(trace);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "error: cannot write the output: %s\n", strerror(errno));
+            return 1;
+        }
+        return status;
+    }
     memset(&opt, 0, sizeof opt);
     opt.on_output = print_line;
     opt.user = stdout;

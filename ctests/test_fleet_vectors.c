@@ -1,0 +1,99 @@
+/* test_fleet_vectors.c — every rate vector of Tests/Vectors gives the same
+ * output through `sluice-trace --redis HOST:PORT` (the fleet limiter, manual
+ * time, a private redis-server) as through the local run, byte for byte; and
+ * with nothing listening, --redis fails within a few seconds with exit status
+ * 4, a message on stderr and nothing on stdout. */
+#define TEST_NAME "test_fleet_vectors"
+#include "test_fleet_util.h"
+
+#include <dirent.h>
+#include <sys/wait.h>
+
+static char *run(const char *cmd, int *status) {
+    FILE *p = popen(cmd, "r");
+    CHECK(p, "popen %s", cmd);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    *status = pclose(p);
+    return buf;
+}
+
+static bool is_rate(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char line[512];
+    bool rate = false;
+    while (fgets(line, sizeof line, f)) {
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == '#' || *s == '\n' || *s == '\0') continue;
+        rate = strncmp(s, "policy", 6) == 0 && strstr(s, " rate") != NULL;
+        break;
+    }
+    fclose(f);
+    return rate;
+}
+
+int main(void) {
+    const char *exe = getenv("SLUICE_TRACE");
+    const char *src = getenv("SLUICE_SOURCE_DIR");
+    if (!exe || !src) {
+        fprintf(stderr, TEST_NAME ": SKIPPED: SLUICE_TRACE or SLUICE_SOURCE_DIR not set\n");
+        return 77;
+    }
+    test_redis_t redis;
+    tf_start_redis(&redis);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/Tests/Vectors", src);
+    DIR *d = opendir(dir);
+    CHECK(d, "cannot open %s", dir);
+    struct dirent *e;
+    int compared = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
+        char path[2048], cmd[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!is_rate(path)) continue;
+        int st1, st2;
+        snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
+        char *local = run(cmd, &st1);
+        snprintf(cmd, sizeof cmd, "'%s' --redis 127.0.0.1:%d '%s'", exe, redis.port, path);
+        char *fleet = run(cmd, &st2);
+        CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (--redis)", e->d_name, st1, st2);
+        CHECK(strcmp(local, fleet) == 0, "%s: outputs differ\n--- local\n%s--- redis\n%s", e->d_name, local, fleet);
+        free(local);
+        free(fleet);
+        compared++;
+    }
+    closedir(d);
+    CHECK(compared >= 5, "only %d rate vectors found in %s", compared, dir);
+    fprintf(stderr, TEST_NAME ": %d rate vectors identical through Redis\n", compared);
+    test_redis_stop(&redis);
+
+    /* nothing listening */
+    int port = test_free_port();
+    char cmd[4096], path[2048];
+    snprintf(path, sizeof path, "%s/rate-basic.trace", dir);
+    snprintf(cmd, sizeof cmd, "'%s' --redis 127.0.0.1:%d '%s' 2>/dev/null", exe, port, path);
+    uint64_t t0 = tf_mono();
+    int st;
+    char *out = run(cmd, &st);
+    uint64_t took = tf_mono() - t0;
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 4, "nothing listening: status %d", st);
+    CHECK(out[0] == '\0', "nothing listening: printed %s", out);
+    CHECK(took < 5000000000ull, "nothing listening: took %llu ms", (unsigned long long)(took / 1000000));
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' --redis 127.0.0.1:%d '%s' 2>&1 >/dev/null", exe, port, path);
+    out = run(cmd, &st);
+    CHECK(strstr(out, "cannot reach Redis") != NULL, "nothing listening: message '%s'", out);
+    free(out);
+    printf(TEST_NAME ": ok\n");
+    return 0;
+}
