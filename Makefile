@@ -8,7 +8,8 @@
 #   make sanitize   C core under ASan+UBSan and under TSan, Swift tests under TSan
 #   make fuzz       libFuzzer harnesses, SECONDS each (default 60)
 #   make install-test   install into a temporary prefix and build a consumer against it
-#   make deps       install libevent-dev, cmake, pkg-config, curl with apt-get when missing
+#   make deps       install libevent-dev, libhiredis-dev, redis-server, cmake, pkg-config, curl
+#                   with apt-get when missing
 #   make clean
 #
 # Build folders stay at the root (build/, build-*/): SwiftPM compiles every
@@ -47,8 +48,12 @@ deps:
 	if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists libevent_core; then \
 	  missing="$$missing libevent-dev"; \
 	fi; \
+	if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists hiredis; then \
+	  missing="$$missing libhiredis-dev"; \
+	fi; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	if [ -z "$$missing" ]; then \
-	  echo "deps: libevent-dev, cmake, pkg-config, curl are present"; \
+	  echo "deps: libevent-dev, libhiredis-dev, redis-server, cmake, pkg-config, curl are present"; \
 	  exit 0; \
 	fi; \
 	echo "deps: installing$$missing"; \
