@@ -13,10 +13,10 @@
  * Scenarios (tick 1 ms, records of 32 bytes with the node first):
  *   add / cancel / move earlier / extend   1024 armed nodes, all in cache,
  *                                          deadlines spread over 1 ms..10 s
- *   next                                   sw_next() on a populated wheel
+ *   next                                   sluice__wheel_next() on a populated wheel
  *   fire 1M / 100k                         timers over 3 s of deadlines, armed
  *                                          in random record order (32 MB / 3.2 MB
- *                                          of records): wake at every sw_next(),
+ *                                          of records): wake at every sluice__wheel_next(),
  *                                          advance, pop all; and the same with
  *                                          one big advance
  *   floor                                  a dependent walk over as many records
@@ -44,7 +44,7 @@ void bench_wheel_run(FILE *out, int quick);
 static volatile uint64_t bw_sink;
 
 struct bw_rec {
-    struct sw_node node;
+    struct sluice__wheel_node node;
     uint64_t key;
     uint64_t state;
 };
@@ -64,7 +64,7 @@ static uint64_t bw_rand(void) { /* xorshift64* */
 }
 
 struct bw_arena {
-    struct sw_arena a;
+    struct sluice__wheel_arena a;
     unsigned char *chunk[1];
     struct bw_rec *recs;
 };
@@ -73,7 +73,7 @@ static int bw_arena_init(struct bw_arena *ba, uint32_t n) {
     ba->recs = malloc((size_t)n * sizeof *ba->recs);
     if (!ba->recs) return -1;
     for (uint32_t i = 0; i < n; i++) {
-        sw_node_init(&ba->recs[i].node);
+        sluice__wheel_node_init(&ba->recs[i].node);
         ba->recs[i].key = i;
         ba->recs[i].state = 0;
     }
@@ -101,10 +101,10 @@ static void bw_hot(FILE *out, int quick) {
     const unsigned batches = quick ? 3 : 15, rounds = quick ? 40 : 200;
     const uint64_t t0 = 1000 * BW_S;
     struct bw_arena ba;
-    struct sw_wheel w;
+    struct sluice__wheel w;
     static uint64_t off[N];
     if (bw_arena_init(&ba, N)) return;
-    sw_init(&w, &ba.a, BW_MS, t0);
+    sluice__wheel_init(&w, &ba.a, BW_MS, t0);
     for (uint32_t i = 0; i < N; i++) off[i] = BW_MS + bw_rand() % (10 * BW_S);
     const uint64_t ops = (uint64_t)rounds * N;
     uint64_t best_add = UINT64_MAX, best_del = UINT64_MAX, best_early = UINT64_MAX, best_ext = UINT64_MAX,
@@ -115,10 +115,10 @@ static void bw_hot(FILE *out, int quick) {
         uint64_t t_add = 0, t_del = 0;
         for (unsigned r = 0; r < rounds; r++) {
             uint64_t a = bw_now();
-            for (uint32_t i = 0; i < N; i++) sw_add(&w, i, t0 + off[i]);
+            for (uint32_t i = 0; i < N; i++) sluice__wheel_add(&w, i, t0 + off[i]);
             BW_CLOBBER(&w);
             uint64_t b = bw_now();
-            for (uint32_t i = 0; i < N; i++) sw_del(&w, i);
+            for (uint32_t i = 0; i < N; i++) sluice__wheel_del(&w, i);
             BW_CLOBBER(&w);
             t_add += b - a;
             t_del += bw_now() - b;
@@ -128,11 +128,11 @@ static void bw_hot(FILE *out, int quick) {
 
         /* move earlier: each round sets every node 1 tick (+1 ns) earlier,
          * so every call unlinks and places again; deadlines stay ahead. */
-        for (uint32_t i = 0; i < N; i++) sw_add(&w, i, mbase + off[i] - back);
+        for (uint32_t i = 0; i < N; i++) sluice__wheel_add(&w, i, mbase + off[i] - back);
         uint64_t a = bw_now();
         for (unsigned r = 0; r < rounds; r++) {
             back += BW_MS + 1;
-            for (uint32_t i = 0; i < N; i++) sw_set(&w, i, mbase + off[i] - back);
+            for (uint32_t i = 0; i < N; i++) sluice__wheel_set(&w, i, mbase + off[i] - back);
             BW_CLOBBER(&w);
         }
         uint64_t b = bw_now();
@@ -142,7 +142,7 @@ static void bw_hot(FILE *out, int quick) {
         a = bw_now();
         for (unsigned r = 0; r < rounds; r++) {
             fwd += BW_MS;
-            for (uint32_t i = 0; i < N; i++) sw_set(&w, i, mbase + off[i] + fwd);
+            for (uint32_t i = 0; i < N; i++) sluice__wheel_set(&w, i, mbase + off[i] + fwd);
             BW_CLOBBER(&w);
         }
         b = bw_now();
@@ -153,29 +153,29 @@ static void bw_hot(FILE *out, int quick) {
         a = bw_now();
         for (uint64_t k = 0; k < ops; k++) {
             BW_CLOBBER(&w);
-            acc += sw_next(&w);
+            acc += sluice__wheel_next(&w);
         }
         b = bw_now();
         bw_sink = acc;
         if (b - a < best_next) best_next = b - a;
-        for (uint32_t i = 0; i < N; i++) sw_del(&w, i);
+        for (uint32_t i = 0; i < N; i++) sluice__wheel_del(&w, i);
     }
     bw_line(out, "add 1k:", best_add, ops, "<= 10 ns");
     bw_line(out, "cancel 1k:", best_del, ops, "<= 10 ns");
     bw_line(out, "move earlier 1k:", best_early, ops, "<= 10 ns");
     bw_line(out, "extend 1k:", best_ext, ops, "<= 3 ns");
     bw_line(out, "next:", best_next, ops, "<= 2 ns");
-    if (sw_check(&w) != 0) fprintf(out, "wheel bench: sw_check FAILED after the hot benchmarks\n");
+    if (sluice__wheel_check(&w) != 0) fprintf(out, "wheel bench: sluice__wheel_check FAILED after the hot benchmarks\n");
     free(ba.recs);
 }
 
 /* Arms n timers over `spread` ns, then fires them all. step_mode: wake at
- * every sw_next() like an event loop; otherwise one advance past the end. */
+ * every sluice__wheel_next() like an event loop; otherwise one advance past the end. */
 static int bw_fire_once(uint32_t n, uint64_t spread, int step_mode, uint64_t *t_add, uint64_t *t_fire,
                         uint64_t *fired_out, uint64_t *wakeups_out) {
     const uint64_t t0 = 1000 * BW_S;
     struct bw_arena ba;
-    struct sw_wheel w;
+    struct sluice__wheel w;
     if (bw_arena_init(&ba, n)) return -1;
     uint64_t *dl = malloc((size_t)n * sizeof *dl);
     uint32_t *order = malloc((size_t)n * sizeof *order);
@@ -195,26 +195,26 @@ static int bw_fire_once(uint32_t n, uint64_t spread, int step_mode, uint64_t *t_
         order[j] = tmp;
     }
     for (uint32_t i = 0; i < n; i++) dl[i] = t0 + 1 + bw_rand() % spread;
-    sw_init(&w, &ba.a, BW_MS, t0);
+    sluice__wheel_init(&w, &ba.a, BW_MS, t0);
     uint64_t a = bw_now();
-    for (uint32_t k = 0; k < n; k++) sw_add(&w, order[k], dl[order[k]]);
+    for (uint32_t k = 0; k < n; k++) sluice__wheel_add(&w, order[k], dl[order[k]]);
     uint64_t b = bw_now();
     uint64_t fired = 0, wakeups = 0, acc = 0;
     if (step_mode) {
         while (w.count) {
-            uint64_t t = sw_next(&w);
+            uint64_t t = sluice__wheel_next(&w);
             if (t == UINT64_MAX) break;
-            sw_advance(&w, t);
+            sluice__wheel_advance(&w, t);
             wakeups++;
-            for (uint32_t i; (i = sw_pop(&w)) != SW_NONE;) {
+            for (uint32_t i; (i = sluice__wheel_pop(&w)) != SLUICE__WHEEL_NONE;) {
                 acc += ba.recs[i].key; /* the limiter reads the entry next */
                 fired++;
             }
         }
     } else {
-        sw_advance(&w, t0 + spread + BW_MS);
+        sluice__wheel_advance(&w, t0 + spread + BW_MS);
         wakeups = 1;
-        for (uint32_t i; (i = sw_pop(&w)) != SW_NONE;) {
+        for (uint32_t i; (i = sluice__wheel_pop(&w)) != SLUICE__WHEEL_NONE;) {
             acc += ba.recs[i].key;
             fired++;
         }

@@ -302,7 +302,7 @@ static void after_op(run_t *r, bool failed) {
     r->attempts_before = r->fa.attempts;
     /* big runs: the first 24 operations that allocated or failed, then every 2048th */
     /* sanitizer builds, small runs: after every operation that allocated or
-     * failed, and every 8th (sw_check walks all 514 wheel lists each time) */
+     * failed, and every 8th (the wheel check walks all 514 wheel lists each time) */
     bool small_check = !SANITIZED || failed || attempted || r->ops % 8 == 0;
     uint64_t big_first = SANITIZED ? 6 : 24;
     if (r->big ? (((failed || attempted) && r->checks_done < big_first) || r->ops % 2048 == 0) : small_check)
@@ -723,12 +723,19 @@ static void budget_test(const polcase_t *pc) {
     free(r);
 }
 
+/* For configurations whose events are not looked at. */
+static void ignore_event(void *user, const sluice_event_t *e) {
+    (void)user;
+    (void)e;
+}
+
 /* Misuse of the allocator hook itself. */
 static void config_tests(void) {
     snprintf(g_where, sizeof g_where, "allocator configuration");
     sluice_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = sluice_throttle(10 * (int64_t)MS, true, true, SLUICE_PICK_LATEST);
+    c.on_event = ignore_event;
     sluice_allocator_t half = { NULL, NULL, NULL };
     fault_alloc_t fa;
     fault_alloc_init(&fa);

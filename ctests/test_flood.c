@@ -112,6 +112,12 @@ static gen_fn g_gen;
 static int64_t g_expect_idx = -1; /* the key whose event is expected */
 static uint64_t g_expect_tok, g_events;
 
+/* For configurations whose events are not looked at. */
+static void ignore_event(void *user, const sluice_event_t *e) {
+    (void)user;
+    (void)e;
+}
+
 static void on_event(void *user, const sluice_event_t *e) {
     (void)user;
     g_events++;
@@ -326,6 +332,8 @@ static void api_misuse(void) {
     c.policy.kind = (sluice_policy_kind_t)99;
     CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "unknown policy kind");
     c.policy = sluice_throttle(1000, true, true, SLUICE_PICK_LATEST);
+    CHECK(sluice_limiter_new(&l, &c) == SLUICE_EINVAL && !l, "a throttle that can schedule, without a callback");
+    c.on_event = ignore_event;
     CHECK(sluice_limiter_new(&l, &c) == 0, "new");
     CHECK(sluice_limiter_stats(l, NULL) == SLUICE_EINVAL, "stats NULL out");
     CHECK(sluice_limiter_close(l, 0, (sluice_close_mode_t)0) == SLUICE_EINVAL, "close mode 0");
@@ -333,13 +341,18 @@ static void api_misuse(void) {
     CHECK(sluice_limiter_submit(l, k, 1, 0, NULL) == 0, "submit with a NULL decision");
     CHECK(sluice_limiter_submit(l, k, 2, 0, NULL) == 0, "submit with a NULL decision");
     CHECK(sluice_limiter_check(l) == 0, "check");
-    sluice_limiter_free(l); /* no callback: the pending token is discarded silently by the caller's choice */
+    sluice_limiter_free(l); /* the pending token is discarded to a callback that ignores it */
     CHECK(strcmp(sluice_strerror(12345), "unknown error") == 0, "strerror of an unknown code");
     const int codes[] = { SLUICE_OK, SLUICE_ENOMEM, SLUICE_EBUSY, SLUICE_EINVAL, SLUICE_EFULL, SLUICE_ERANGE,
                           SLUICE_EKEYLEN, SLUICE_ECLOSED, SLUICE_ECORRUPT };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         CHECK(sluice_strerror(codes[i]) && strcmp(sluice_strerror(codes[i]), "unknown error") != 0, "strerror %d",
               codes[i]);
+    /* the enumeration of sluice_errors.h gives the same codes, in order */
+    CHECK(sluice_error_count() == sizeof codes / sizeof codes[0], "error count %zu", sluice_error_count());
+    for (size_t i = 0; i < sluice_error_count(); i++)
+        CHECK(sluice_error_code(i) == codes[i], "error code %zu is %d", i, sluice_error_code(i));
+    CHECK(sluice_error_code(sluice_error_count()) == 1, "an index past the end gives 1");
 }
 
 /* ------------------------------------------------------------------ the seed */
@@ -359,8 +372,8 @@ static void seed_matters(void) {
     for (uint64_t i = 0; n < 600; i++) {
         char s[24];
         int len = snprintf(s, sizeof s, "flood-%" PRIu64, i);
-        struct sl_keyref k;
-        CHECK(sl_key_prepare(a, sluice_key_bytes(s, (size_t)len), &k) == 0, "prepare");
+        struct sluice__keyref k;
+        CHECK(sluice__limiter_key(a, sluice_key_bytes(s, (size_t)len), &k) == 0, "prepare");
         tries++;
         if ((k.hash >> 52) == 0x5A5) {
             memcpy(g_crafted[n], s, (size_t)len);
@@ -398,8 +411,8 @@ static void seed_matters(void) {
     size_t same_home = 0;
     for (uint64_t i = 0; i < n; i++) {
         gen_crafted(i, &h);
-        struct sl_keyref ka, kb;
-        CHECK(sl_key_prepare(a, h.key, &ka) == 0 && sl_key_prepare(b, h.key, &kb) == 0, "prepare");
+        struct sluice__keyref ka, kb;
+        CHECK(sluice__limiter_key(a, h.key, &ka) == 0 && sluice__limiter_key(b, h.key, &kb) == 0, "prepare");
         same_home += (ka.hash >> 54) == (kb.hash >> 54); /* 1024 buckets */
     }
     CHECK(same_home <= 8, "%zu of %zu keys share their home bucket under two seeds", same_home, n);

@@ -187,6 +187,7 @@ static int cap_with_due_timers(void) {
     sluice_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.policy = sluice_throttle((int64_t)(100 * MS), true, true, SLUICE_PICK_LATEST);
+    cfg.on_event = on_event;
     cfg.max_keys = 2;
     sluice_limiter_t *a, *b;
     CHECK(sluice_limiter_new(&a, &cfg) == 0 && sluice_limiter_new(&b, &cfg) == 0, "new");

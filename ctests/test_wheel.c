@@ -9,10 +9,10 @@
  * printed with the seed, the scenario and the step, and the status is 1.
  *
  * The reference model keeps, for every record, whether it is armed and its
- * deadline. After any sw_advance(now) the wheel's time is
+ * deadline. After any sluice__wheel_advance(now) the wheel's time is
  * floor(max now / tick) * tick, or UINT64_MAX once now is UINT64_MAX
  * (ref_cur_ns): a popped node must have a deadline
- * <= ref_cur_ns (else it fired early), and once sw_pop returns SW_NONE no armed
+ * <= ref_cur_ns (else it fired early), and once sluice__wheel_pop returns SLUICE__WHEEL_NONE no armed
  * node may have a deadline <= ref_cur_ns (else it is late or lost).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -83,8 +83,8 @@ static uint64_t fire_time(uint64_t d, uint64_t t) { return mul_sat(ceil_div(d, t
 /* ---- arena + reference model ------------------------------------------- */
 
 struct model {
-    struct sw_wheel w;
-    struct sw_arena a;
+    struct sluice__wheel w;
+    struct sluice__wheel_arena a;
     uint32_t n, shift, nchunks, stride, node_off, tag_off;
     uint64_t tick, now;
     uint8_t *armed;
@@ -99,7 +99,7 @@ struct model {
     unsigned long long pops, drains, relocs, extends;
 };
 
-static struct sw_node *m_node(struct model *m, uint32_t i) { return sw_node_at(&m->a, i); }
+static struct sluice__wheel_node *m_node(struct model *m, uint32_t i) { return sluice__wheel_node_at(&m->a, i); }
 static uint64_t *m_tagp(struct model *m, uint32_t i) {
     return (uint64_t *)(void *)(m->a.chunks[i >> m->shift] + (size_t)(i & ((UINT32_C(1) << m->shift) - 1)) * m->stride +
                                 m->tag_off);
@@ -142,7 +142,7 @@ static void model_init(struct model *m, uint32_t n, uint32_t shift, unsigned lay
     m->set_drain = calloc(n, sizeof *m->set_drain);
     CHECK(m->armed && m->dl && m->tag && m->set_cur && m->set_drain, "out of memory");
     for (uint32_t i = 0; i < n; i++) {
-        sw_node_init(m_node(m, i));
+        sluice__wheel_node_init(m_node(m, i));
         m->tag[i] = ++m->next_tag;
         *m_tagp(m, i) = m->tag[i];
     }
@@ -150,9 +150,9 @@ static void model_init(struct model *m, uint32_t n, uint32_t shift, unsigned lay
     m->now = now0;
     m->check_every = 1;
     m->scan_every = 1;
-    sw_init(&m->w, &m->a, tick, now0);
+    sluice__wheel_init(&m->w, &m->a, tick, now0);
     CHECK(m->w.cur_ns == ref_cur_ns(m), "init cur_ns %llu, expected %llu", U(m->w.cur_ns), U(ref_cur_ns(m)));
-    CHECK(sw_next(&m->w) == UINT64_MAX, "empty wheel next %llu", U(sw_next(&m->w)));
+    CHECK(sluice__wheel_next(&m->w) == UINT64_MAX, "empty wheel next %llu", U(sluice__wheel_next(&m->w)));
 }
 
 static void model_free(struct model *m) {
@@ -176,14 +176,14 @@ static void m_move_chunk_table(struct model *m) {
 
 /* Everything the model knows, compared with the wheel. */
 static void m_verify(struct model *m) {
-    int rc = sw_check(&m->w);
-    CHECK(rc == 0, "sw_check returned %d", rc);
+    int rc = sluice__wheel_check(&m->w);
+    CHECK(rc == 0, "sluice__wheel_check returned %d", rc);
     CHECK(m->w.count == m->count, "wheel count %llu, model %llu", U(m->w.count), U(m->count));
     CHECK(m->w.cur_ns == ref_cur_ns(m), "cur_ns %llu, expected %llu", U(m->w.cur_ns), U(ref_cur_ns(m)));
     uint64_t mindl = UINT64_MAX;
     for (uint32_t i = 0; i < m->n; i++) {
-        struct sw_node *nd = m_node(m, i);
-        CHECK(sw_node_armed(nd) == (m->armed[i] != 0), "node %u armed %d, model %d", i, (int)sw_node_armed(nd),
+        struct sluice__wheel_node *nd = m_node(m, i);
+        CHECK(sluice__wheel_node_armed(nd) == (m->armed[i] != 0), "node %u armed %d, model %d", i, (int)sluice__wheel_node_armed(nd),
               m->armed[i]);
         CHECK(*m_tagp(m, i) == m->tag[i], "node %u record tag %llu, expected %llu", i, U(*m_tagp(m, i)),
               U(m->tag[i]));
@@ -191,17 +191,17 @@ static void m_verify(struct model *m) {
             CHECK(nd->deadline == m->dl[i], "node %u deadline %llu, model %llu", i, U(nd->deadline), U(m->dl[i]));
             if (m->dl[i] < mindl) mindl = m->dl[i];
         } else {
-            CHECK(nd->link.next == SW_NONE, "unarmed node %u has next %#x", i, nd->link.next);
+            CHECK(nd->link.next == SLUICE__WHEEL_NONE, "unarmed node %u has next %#x", i, nd->link.next);
         }
     }
-    /* sw_next is a lower bound of when work appears. */
-    uint64_t nx = sw_next(&m->w);
+    /* sluice__wheel_next is a lower bound of when work appears. */
+    uint64_t nx = sluice__wheel_next(&m->w);
     if (m->count) {
         uint64_t bound = fire_time(mindl, m->tick);
         if (bound < m->w.cur_ns) bound = m->w.cur_ns;
-        CHECK(nx <= bound, "sw_next %llu above the first fire time %llu", U(nx), U(bound));
+        CHECK(nx <= bound, "sluice__wheel_next %llu above the first fire time %llu", U(nx), U(bound));
     } else {
-        CHECK(nx == UINT64_MAX, "sw_next %llu with nothing armed", U(nx));
+        CHECK(nx == UINT64_MAX, "sluice__wheel_next %llu with nothing armed", U(nx));
     }
 }
 
@@ -212,7 +212,7 @@ static void m_step(struct model *m) {
 
 static void m_add(struct model *m, uint32_t i, uint64_t d) {
     CHECK(!m->armed[i], "model bug: add on armed %u", i);
-    sw_add(&m->w, i, d);
+    sluice__wheel_add(&m->w, i, d);
     m->armed[i] = 1;
     m->dl[i] = d;
     m->count++;
@@ -221,20 +221,20 @@ static void m_add(struct model *m, uint32_t i, uint64_t d) {
 }
 
 static void m_del(struct model *m, uint32_t i) {
-    sw_del(&m->w, i);
+    sluice__wheel_del(&m->w, i);
     if (m->armed[i]) m->count--;
     m->armed[i] = 0;
-    CHECK(!sw_node_armed(m_node(m, i)), "node %u still armed after del", i);
+    CHECK(!sluice__wheel_node_armed(m_node(m, i)), "node %u still armed after del", i);
 }
 
 static void m_set(struct model *m, uint32_t i, uint64_t d) {
-    struct sw_node *nd = m_node(m, i);
-    struct sw_link before = nd->link;
-    uint64_t occ[SW_LEVELS];
+    struct sluice__wheel_node *nd = m_node(m, i);
+    struct sluice__wheel_link before = nd->link;
+    uint64_t occ[SLUICE__WHEEL_LEVELS];
     memcpy(occ, m->w.occ, sizeof occ);
     uint64_t next_before = m->w.next_tick;
     int later = m->armed[i] && d >= m->dl[i];
-    sw_set(&m->w, i, d);
+    sluice__wheel_set(&m->w, i, d);
     if (later) {
         /* Extending must not move the node nor touch the wheel. */
         m->extends++;
@@ -253,21 +253,21 @@ static void m_set(struct model *m, uint32_t i, uint64_t d) {
 
 static uint64_t list_len(struct model *m, uint32_t h) {
     uint64_t l = 0;
-    for (uint32_t i = m->w.heads[h].next; i != SW_HEAD_BASE + h; i = m_node(m, i)->link.next) l++;
+    for (uint32_t i = m->w.heads[h].next; i != SLUICE__WHEEL_HEAD_BASE + h; i = m_node(m, i)->link.next) l++;
     return l;
 }
 
 /* How many nodes advancing to tick nt must move to the expired list: those
  * of every slot whose start tick is <= nt, and overflow on a new epoch. */
 static uint64_t expected_expired_after(struct model *m, uint64_t nt) {
-    uint64_t c = m->w.curtick, l = list_len(m, SW_HEAD_EXPIRED);
+    uint64_t c = m->w.curtick, l = list_len(m, SLUICE__WHEEL_HEAD_EXPIRED);
     if (nt <= c) return l;
-    for (uint32_t h = 0; h < SW_LEVELS * SW_SLOTS; h++) {
-        unsigned lv = h / SW_SLOTS, up = (lv + 1) * SW_SLOT_BITS;
-        uint64_t start = ((c >> up) << up) | ((uint64_t)(h % SW_SLOTS) << (lv * SW_SLOT_BITS));
+    for (uint32_t h = 0; h < SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS; h++) {
+        unsigned lv = h / SLUICE__WHEEL_SLOTS, up = (lv + 1) * SLUICE__WHEEL_SLOT_BITS;
+        uint64_t start = ((c >> up) << up) | ((uint64_t)(h % SLUICE__WHEEL_SLOTS) << (lv * SLUICE__WHEEL_SLOT_BITS));
         if (start <= nt) l += list_len(m, h);
     }
-    if ((nt >> (SW_LEVELS * SW_SLOT_BITS)) != (c >> (SW_LEVELS * SW_SLOT_BITS))) l += list_len(m, SW_HEAD_OVERFLOW);
+    if ((nt >> (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOT_BITS)) != (c >> (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOT_BITS))) l += list_len(m, SLUICE__WHEEL_HEAD_OVERFLOW);
     return l;
 }
 
@@ -276,49 +276,49 @@ static void m_advance(struct model *m, uint64_t t) {
     uint64_t nt = t / m->tick;
     if (t == UINT64_MAX && mul_sat(nt, m->tick) != UINT64_MAX) nt++; /* the end of time */
     uint64_t want = m->check_every == 1 ? expected_expired_after(m, nt) : 0;
-    sw_advance(&m->w, t);
+    sluice__wheel_advance(&m->w, t);
     if (t > m->now) m->now = t;
     CHECK(m->w.cur_ns == ref_cur_ns(m), "after advance(%llu): cur_ns %llu, expected %llu", U(t), U(m->w.cur_ns),
           U(ref_cur_ns(m)));
     CHECK(m->w.cur_ns >= before, "time went back");
     if (m->check_every == 1) {
-        uint64_t got = list_len(m, SW_HEAD_EXPIRED);
+        uint64_t got = list_len(m, SLUICE__WHEEL_HEAD_EXPIRED);
         CHECK(got == want, "advance(%llu) left %llu nodes on the expired list, expected %llu (slots reached early "
               "or late)", U(t), U(got), U(want));
     }
 }
 
-/* After sw_pop returned SW_NONE: nothing due may remain. */
+/* After sluice__wheel_pop returned SLUICE__WHEEL_NONE: nothing due may remain. */
 static void m_check_drained(struct model *m) {
     uint64_t cur = ref_cur_ns(m), mindl = UINT64_MAX;
     int scan = m->scan_every && m->drains % m->scan_every == 0;
     for (uint32_t i = 0; scan && i < m->n; i++) {
         if (!m->armed[i]) continue;
-        CHECK(m->dl[i] > cur, "LATE/LOST: node %u deadline %llu <= now %llu but sw_pop returned none", i, U(m->dl[i]),
+        CHECK(m->dl[i] > cur, "LATE/LOST: node %u deadline %llu <= now %llu but sluice__wheel_pop returned none", i, U(m->dl[i]),
               U(cur));
         if (m->dl[i] < mindl) mindl = m->dl[i];
     }
-    uint64_t nx = sw_next(&m->w);
+    uint64_t nx = sluice__wheel_next(&m->w);
     if (m->count && !scan) {
-        CHECK(nx > cur, "sw_next %llu <= cur_ns %llu after a full drain (would busy-loop)", U(nx), U(cur));
+        CHECK(nx > cur, "sluice__wheel_next %llu <= cur_ns %llu after a full drain (would busy-loop)", U(nx), U(cur));
     } else if (m->count) {
-        CHECK(nx > cur, "sw_next %llu <= cur_ns %llu after a full drain (would busy-loop)", U(nx), U(cur));
-        CHECK(nx <= fire_time(mindl, m->tick), "sw_next %llu above the first fire time %llu", U(nx),
+        CHECK(nx > cur, "sluice__wheel_next %llu <= cur_ns %llu after a full drain (would busy-loop)", U(nx), U(cur));
+        CHECK(nx <= fire_time(mindl, m->tick), "sluice__wheel_next %llu above the first fire time %llu", U(nx),
               U(fire_time(mindl, m->tick)));
     } else {
-        CHECK(nx == UINT64_MAX, "sw_next %llu on an empty wheel", U(nx));
+        CHECK(nx == UINT64_MAX, "sluice__wheel_next %llu on an empty wheel", U(nx));
     }
-    CHECK(sw_pop(&m->w) == SW_NONE, "second pop after a drain returned a node");
+    CHECK(sluice__wheel_pop(&m->w) == SLUICE__WHEEL_NONE, "second pop after a drain returned a node");
     m->drains++;
     m->last_drain_cur = cur;
 }
 
-/* One sw_pop, checked: returns the index or SW_NONE (after checking that
+/* One sluice__wheel_pop, checked: returns the index or SLUICE__WHEEL_NONE (after checking that
  * nothing due is left). */
 static uint32_t m_pop_one(struct model *m) {
     uint64_t cur = ref_cur_ns(m);
-    uint32_t i = sw_pop(&m->w);
-    if (i == SW_NONE) {
+    uint32_t i = sluice__wheel_pop(&m->w);
+    if (i == SLUICE__WHEEL_NONE) {
         m_check_drained(m);
         return i;
     }
@@ -328,13 +328,13 @@ static uint32_t m_pop_one(struct model *m) {
     CHECK(!(m->set_drain[i] < m->drains && m->dl[i] <= m->last_drain_cur),
           "LATE fire: node %u deadline %llu was already due at an earlier full drain (at %llu)", i, U(m->dl[i]),
           U(m->last_drain_cur));
-    CHECK(!sw_node_armed(m_node(m, i)), "popped node %u still armed", i);
+    CHECK(!sluice__wheel_node_armed(m_node(m, i)), "popped node %u still armed", i);
     CHECK(*m_tagp(m, i) == m->tag[i], "popped node %u has the wrong record", i);
     m->armed[i] = 0;
     m->count--;
     m->pops++;
-    if (m->count && m->w.heads[SW_HEAD_EXPIRED].next == SW_HEAD_BASE + SW_HEAD_EXPIRED)
-        CHECK(sw_next(&m->w) > cur, "sw_next %llu <= cur_ns %llu after the last due node was popped", U(sw_next(&m->w)),
+    if (m->count && m->w.heads[SLUICE__WHEEL_HEAD_EXPIRED].next == SLUICE__WHEEL_HEAD_BASE + SLUICE__WHEEL_HEAD_EXPIRED)
+        CHECK(sluice__wheel_next(&m->w) > cur, "sluice__wheel_next %llu <= cur_ns %llu after the last due node was popped", U(sluice__wheel_next(&m->w)),
               U(cur));
     return i;
 }
@@ -343,7 +343,7 @@ static uint32_t m_pop_one(struct model *m) {
 static uint64_t m_pop(struct model *m, uint64_t limit) {
     uint64_t got = 0;
     while (!limit || got < limit) {
-        if (m_pop_one(m) == SW_NONE) break;
+        if (m_pop_one(m) == SLUICE__WHEEL_NONE) break;
         got++;
     }
     return got;
@@ -355,9 +355,9 @@ static void m_relocate(struct model *m, uint32_t i, uint32_t j) {
     unsigned char *src = (unsigned char *)m_tagp(m, i) - m->tag_off;
     unsigned char *dst = (unsigned char *)m_tagp(m, j) - m->tag_off;
     memcpy(dst, src, m->stride);
-    sw_relocate(&m->w, i, j);
+    sluice__wheel_relocate(&m->w, j);
     memset(src, 0x5A, m->stride); /* the old record is garbage now */
-    sw_node_init(m_node(m, i));
+    sluice__wheel_node_init(m_node(m, i));
     m->tag[j] = m->tag[i];
     m->tag[i] = ++m->next_tag;
     *m_tagp(m, i) = m->tag[i];
@@ -410,7 +410,7 @@ static uint64_t gen_advance(struct model *m) {
     case 9: return chance(3) ? add_sat(now, rndn(2 * NS_YEAR)) : add_sat(now, rndn(mul_sat(1u << 20, t)));
     case 10: return rndn(20000) == 0 ? UINT64_MAX - rndn(4 * t) : add_sat(now, rndn(mul_sat(t, 10)));
     case 11: { /* exactly where the wheel says the next work is */
-        uint64_t nx = sw_next(&m->w);
+        uint64_t nx = sluice__wheel_next(&m->w);
         return nx == UINT64_MAX ? add_sat(now, t) : nx - (chance(20) && nx > 0);
     }
     default: { /* to an armed node's deadline, or just around its tick */
@@ -449,7 +449,7 @@ static void run_random(const char *name, uint64_t tick, uint32_t n, uint32_t shi
             else if (chance(50))
                 m_add(&m, i, gen_deadline(&m));
             else
-                m_set(&m, i, gen_deadline(&m)); /* sw_set arms an unarmed node */
+                m_set(&m, i, gen_deadline(&m)); /* sluice__wheel_set arms an unarmed node */
         } else if (op < 32) {
             m_del(&m, i); /* also on unarmed nodes: no-op */
         } else if (op < 42) { /* move earlier */
@@ -492,7 +492,7 @@ static void run_random(const char *name, uint64_t tick, uint32_t n, uint32_t shi
     model_free(&m);
 }
 
-/* ---- driver test: advance only to sw_next(), fire exactly on time --------- */
+/* ---- driver test: advance only to sluice__wheel_next(), fire exactly on time --------- */
 
 static void run_driver(const char *name, uint64_t tick, uint32_t n, uint64_t now0, uint64_t horizon, unsigned mod_pct,
                        unsigned check_every) {
@@ -505,15 +505,15 @@ static void run_driver(const char *name, uint64_t tick, uint32_t n, uint64_t now
     for (uint32_t i = 0; i < n; i++) m_add(&m, i, now0 + 1 + rndn(horizon));
     uint64_t wakeups = 0, mods = n;
     for (;;) {
-        uint64_t t = sw_next(&m.w);
+        uint64_t t = sluice__wheel_next(&m.w);
         if (t == UINT64_MAX) {
-            CHECK(m.count == 0, "sw_next says never with %llu armed", U(m.count));
+            CHECK(m.count == 0, "sluice__wheel_next says never with %llu armed", U(m.count));
             break;
         }
-        CHECK(t >= m.w.cur_ns, "sw_next %llu in the past (cur %llu)", U(t), U(m.w.cur_ns));
+        CHECK(t >= m.w.cur_ns, "sluice__wheel_next %llu in the past (cur %llu)", U(t), U(m.w.cur_ns));
         m_advance(&m, t);
         uint64_t cur = m.w.cur_ns;
-        for (uint32_t i; (i = m_pop_one(&m)) != SW_NONE;) {
+        for (uint32_t i; (i = m_pop_one(&m)) != SLUICE__WHEEL_NONE;) {
             uint64_t want = m.set_cur[i] != UINT64_MAX ? m.set_cur[i] : fire_time(m.dl[i], tick);
             CHECK(cur == want, "node %u deadline %llu fired at %llu, expected %llu", i, U(m.dl[i]), U(cur), U(want));
         }
@@ -539,18 +539,18 @@ static void run_driver(const char *name, uint64_t tick, uint32_t n, uint64_t now
         m_step(&m);
     }
     /* Each arm/move can cost one wake-up per level it cascades through. */
-    CHECK(wakeups <= mods * (SW_LEVELS + 1) + 2, "%llu wake-ups for %llu timer operations", U(wakeups), U(mods));
+    CHECK(wakeups <= mods * (SLUICE__WHEEL_LEVELS + 1) + 2, "%llu wake-ups for %llu timer operations", U(wakeups), U(mods));
     model_free(&m);
 }
 
 /* ---- work bound for huge jumps -------------------------------------------- */
 
 /* Walks the expired list: how many nodes it holds and how many are not due
- * (each of those will be placed again by sw_pop). */
+ * (each of those will be placed again by sluice__wheel_pop). */
 static void scan_expired(struct model *m, uint64_t *len, uint64_t *notdue) {
-    const uint32_t head = SW_HEAD_BASE + SW_HEAD_EXPIRED;
+    const uint32_t head = SLUICE__WHEEL_HEAD_BASE + SLUICE__WHEEL_HEAD_EXPIRED;
     uint64_t l = 0, nd = 0;
-    for (uint32_t i = m->w.heads[SW_HEAD_EXPIRED].next; i != head; i = m_node(m, i)->link.next) {
+    for (uint32_t i = m->w.heads[SLUICE__WHEEL_HEAD_EXPIRED].next; i != head; i = m_node(m, i)->link.next) {
         l++;
         if (m_node(m, i)->deadline > m->w.cur_ns) nd++;
     }
@@ -584,9 +584,9 @@ static void run_jumps(const char *name, uint64_t tick, uint32_t n, uint64_t span
     CHECK(m.count == 0, "%llu timers left after the last jump", U(m.count));
     CHECK(m.pops == n, "popped %llu of %u", U(m.pops), n);
     /* A node is placed once, then once more per level it cascades through
-     * (at most SW_LEVELS, plus one for overflow); it is touched by advance
+     * (at most SLUICE__WHEEL_LEVELS, plus one for overflow); it is touched by advance
      * (spliced) once per placement. Nothing per tick. */
-    CHECK(placements <= (uint64_t)n * (SW_LEVELS + 2), "%llu placements for %u timers", U(placements), n);
+    CHECK(placements <= (uint64_t)n * (SLUICE__WHEEL_LEVELS + 2), "%llu placements for %u timers", U(placements), n);
     CHECK(touched <= placements, "%llu nodes spliced for %llu placements", U(touched), U(placements));
     printf("  %-34s %u timers, %u jumps: %.2f placements/timer\n", name, n, njumps, (double)placements / n);
     model_free(&m);
@@ -615,13 +615,13 @@ static void test_rounding(void) {
         } else if (f == UINT64_MAX && d > (UINT64_MAX / t) * t) {
             /* beyond the last tick boundary: due only at the end of time */
             m_advance(&m, UINT64_MAX - 1);
-            CHECK(m_pop_one(&m) == SW_NONE, "deadline %llu fired before the end of time", U(d));
+            CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "deadline %llu fired before the end of time", U(d));
             m_advance(&m, UINT64_MAX);
             CHECK(m_pop_one(&m) == 0, "deadline %llu not fired at the end of time (tick %llu)", U(d), U(t));
         } else {
             m_advance(&m, f - 1);
             m_verify(&m);
-            CHECK(m_pop_one(&m) == SW_NONE, "deadline %llu fired at %llu (tick %llu): early", U(d), U(f - 1), U(t));
+            CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "deadline %llu fired at %llu (tick %llu): early", U(d), U(f - 1), U(t));
             m_advance(&m, f);
             CHECK(m_pop_one(&m) == 0, "deadline %llu not fired at %llu (tick %llu)", U(d), U(f), U(t));
         }
@@ -630,7 +630,7 @@ static void test_rounding(void) {
     }
 }
 
-static void snapshot_links(struct model *m, struct sw_link *out) {
+static void snapshot_links(struct model *m, struct sluice__wheel_link *out) {
     for (uint32_t i = 0; i < m->n; i++) out[i] = m_node(m, i)->link;
 }
 
@@ -647,9 +647,9 @@ static void test_extend_in_place(void) {
             m_add(&m, i, d);
         }
         m_verify(&m);
-        static struct sw_link before[48], after[48];
+        static struct sluice__wheel_link before[48], after[48];
         for (uint32_t i = 0; i < 48; i++) {
-            struct sw_wheel wb = m.w;
+            struct sluice__wheel wb = m.w;
             snapshot_links(&m, before);
             uint64_t d = add_sat(m.dl[i], chance(50) ? 1 : rnd_shr(0, 64));
             m_set(&m, i, d);
@@ -716,37 +716,37 @@ static void test_basics(void) {
     g_scenario = "basics";
     struct model m;
     model_init(&m, 16, 2, 0, 10, 1000);
-    CHECK(m_pop_one(&m) == SW_NONE, "pop on empty");
+    CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "pop on empty");
     m_del(&m, 3); /* unarmed: no-op */
     CHECK(m.w.count == 0, "count after no-op del");
     m_add(&m, 1, 1055); /* E = 106 */
-    CHECK(sw_next(&m.w) <= 1060 && sw_next(&m.w) > 1000, "next %llu", U(sw_next(&m.w)));
+    CHECK(sluice__wheel_next(&m.w) <= 1060 && sluice__wheel_next(&m.w) > 1000, "next %llu", U(sluice__wheel_next(&m.w)));
     m_advance(&m, 1059);
-    CHECK(m_pop_one(&m) == SW_NONE, "fired early");
+    CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "fired early");
     m_advance(&m, 1060);
     CHECK(m_pop_one(&m) == 1, "not fired");
-    CHECK(m_pop_one(&m) == SW_NONE, "fired twice");
+    CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "fired twice");
     m_add(&m, 2, 5); /* in the past: due at once */
-    CHECK(sw_next(&m.w) == m.w.cur_ns, "due node: next %llu", U(sw_next(&m.w)));
+    CHECK(sluice__wheel_next(&m.w) == m.w.cur_ns, "due node: next %llu", U(sluice__wheel_next(&m.w)));
     m_del(&m, 2);
     m_verify(&m);
-    CHECK(m_pop_one(&m) == SW_NONE, "deleted node fired");
-    CHECK(sw_next(&m.w) == UINT64_MAX, "next after all deleted");
+    CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "deleted node fired");
+    CHECK(sluice__wheel_next(&m.w) == UINT64_MAX, "next after all deleted");
     /* A delete emptying the expired list must not leave the wheel busy. */
     m_add(&m, 4, 2000);
     m_add(&m, 5, 1);
-    CHECK(sw_next(&m.w) == m.w.cur_ns, "a due node: work now");
+    CHECK(sluice__wheel_next(&m.w) == m.w.cur_ns, "a due node: work now");
     m_del(&m, 5);
-    CHECK(sw_next(&m.w) > m.w.cur_ns && sw_next(&m.w) <= 2000, "next %llu after deleting the due node",
-          U(sw_next(&m.w)));
+    CHECK(sluice__wheel_next(&m.w) > m.w.cur_ns && sluice__wheel_next(&m.w) <= 2000, "next %llu after deleting the due node",
+          U(sluice__wheel_next(&m.w)));
     m_verify(&m);
     m_add(&m, 5, 1);
     m_set(&m, 5, 1500); /* moved later, stays on the expired list */
     m_set(&m, 5, 1400); /* earlier: moved off it, into a slot */
-    CHECK(sw_next(&m.w) > m.w.cur_ns, "next %llu after moving the due node out", U(sw_next(&m.w)));
+    CHECK(sluice__wheel_next(&m.w) > m.w.cur_ns, "next %llu after moving the due node out", U(sluice__wheel_next(&m.w)));
     m_del(&m, 5);
     m_advance(&m, 1061); /* same tick */
-    CHECK(sw_next(&m.w) > m.w.cur_ns && sw_next(&m.w) <= 2000, "stale next not refreshed: %llu", U(sw_next(&m.w)));
+    CHECK(sluice__wheel_next(&m.w) > m.w.cur_ns && sluice__wheel_next(&m.w) <= 2000, "stale next not refreshed: %llu", U(sluice__wheel_next(&m.w)));
     /* Time going back is ignored. */
     m_advance(&m, 3);
     CHECK(m.w.cur_ns == 1060, "time went back");
@@ -757,29 +757,29 @@ static void test_basics(void) {
     m_set(&m, 4, 1065);
     m_verify(&m);
     m_advance(&m, 1069);
-    CHECK(m_pop_one(&m) == SW_NONE, "fired before its new deadline");
+    CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "fired before its new deadline");
     m_advance(&m, 1070);
     CHECK(m_pop_one(&m) == 4, "not fired at its new deadline");
     m_verify(&m);
-    /* sw_add on an armed node (a misuse) moves it; the lists stay sound. */
+    /* sluice__wheel_add on an armed node (a misuse) moves it; the lists stay sound. */
     m_add(&m, 7, 5000);
-    sw_add(&m.w, 7, 1200);
+    sluice__wheel_add(&m.w, 7, 1200);
     m.dl[7] = 1200;
     m_verify(&m);
-    sw_add(&m.w, 7, 90000);
+    sluice__wheel_add(&m.w, 7, 90000);
     m.dl[7] = 90000;
     m_verify(&m);
     m_advance(&m, 89999);
-    CHECK(m_pop_one(&m) == SW_NONE, "re-added node fired early");
+    CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "re-added node fired early");
     m_advance(&m, 90000);
     CHECK(m_pop_one(&m) == 7, "re-added node did not fire");
     m_verify(&m);
     model_free(&m);
 }
 
-/* sw_check must notice a broken wheel (its messages are hidden). */
+/* sluice__wheel_check must notice a broken wheel (its messages are hidden). */
 static void test_check_detects(void) {
-    g_scenario = "sw_check detects corruption";
+    g_scenario = "sluice__wheel_check detects corruption";
     struct model m;
     model_init(&m, 32, 31, 0, NS_MS, NS_S);
     for (uint32_t i = 0; i < 20; i++) m_add(&m, i, m.now + (i == 0 ? 0 : NS_MS << (i % 14)) + i);
@@ -788,36 +788,36 @@ static void test_check_detects(void) {
     fflush(stderr);
     int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
     if (saved >= 0 && devnull >= 0) dup2(devnull, 2);
-    struct sw_wheel keep = m.w;
+    struct sluice__wheel keep = m.w;
     uint32_t s = 0;
-    while (s < SW_LEVELS * SW_SLOTS && !(m.w.occ[s / 64] >> (s % 64) & 1)) s++;
+    while (s < SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS && !(m.w.occ[s / 64] >> (s % 64) & 1)) s++;
     int bad[8];
     m.w.occ[s / 64] ^= UINT64_C(1) << (s % 64); /* occupancy bit lost */
-    bad[0] = sw_check(&m.w);
+    bad[0] = sluice__wheel_check(&m.w);
     m.w = keep;
     m.w.occ[7] |= UINT64_C(1) << 63; /* bit without a list */
-    bad[1] = sw_check(&m.w);
+    bad[1] = sluice__wheel_check(&m.w);
     m.w = keep;
     m.w.count++;
-    bad[2] = sw_check(&m.w);
+    bad[2] = sluice__wheel_check(&m.w);
     m.w = keep;
     m.w.next_tick = UINT64_MAX; /* not a lower bound any more */
-    bad[3] = sw_check(&m.w);
+    bad[3] = sluice__wheel_check(&m.w);
     m.w = keep;
     uint32_t victim = m.w.heads[s].next;
     uint64_t d = m_node(&m, victim)->deadline;
     m_node(&m, victim)->deadline = 0; /* earlier without a move: would be late */
-    bad[4] = sw_check(&m.w);
+    bad[4] = sluice__wheel_check(&m.w);
     m_node(&m, victim)->deadline = d;
     uint32_t p = m_node(&m, victim)->link.prev;
     m_node(&m, victim)->link.prev = victim; /* asymmetric link */
-    bad[5] = sw_check(&m.w);
+    bad[5] = sluice__wheel_check(&m.w);
     m_node(&m, victim)->link.prev = p;
     m.w.curtick += 1; /* cur_ns no longer matches */
-    bad[6] = sw_check(&m.w);
+    bad[6] = sluice__wheel_check(&m.w);
     m.w = keep;
-    m.w.heads[SW_HEAD_OVERFLOW].next = 0; /* list through a foreign head */
-    bad[7] = sw_check(&m.w);
+    m.w.heads[SLUICE__WHEEL_HEAD_OVERFLOW].next = 0; /* list through a foreign head */
+    bad[7] = sluice__wheel_check(&m.w);
     m.w = keep;
     fflush(stderr);
     if (saved >= 0) {
@@ -852,7 +852,7 @@ int main(int argc, char **argv) {
     char name[96];
     for (unsigned k = 0; k < sizeof ticks / sizeof ticks[0]; k++) {
         uint64_t t = ticks[k];
-        /* Small populations, sw_check after every step, both arena kinds. */
+        /* Small populations, sluice__wheel_check after every step, both arena kinds. */
         snprintf(name, sizeof name, "random tick %s n=8 one chunk", tick_names[k]);
         run_random(name, t, 8, 31, k % 4, rnd() >> 8, 6000 * scale, 1);
         snprintf(name, sizeof name, "random tick %s n=40 chunks of 8", tick_names[k]);
@@ -864,7 +864,7 @@ int main(int argc, char **argv) {
         /* Larger populations, checked now and then. */
         snprintf(name, sizeof name, "random tick %s n=2000", tick_names[k]);
         run_random(name, t, 2000, 10, k % 4, rnd() >> 4, 250000 * scale, 997);
-        /* Event-loop style: wake only at sw_next(), fire exactly on time. */
+        /* Event-loop style: wake only at sluice__wheel_next(), fire exactly on time. */
         snprintf(name, sizeof name, "driver tick %s", tick_names[k]);
         run_driver(name, t, 300, rnd() >> 8, mul_sat(t, 300000), 40, 1);
         snprintf(name, sizeof name, "driver tick %s long horizon", tick_names[k]);

@@ -8,7 +8,7 @@
  *
  * The input drives a 16-record arena through wheel operations and a
  * brute-force reference (armed flag + deadline per record). After every
- * operation sw_check must pass and the wheel must agree with the reference;
+ * operation sluice__wheel_check must pass and the wheel must agree with the reference;
  * any early, late, missing, double or phantom fire abort()s.
  *
  * Input format (missing bytes read as 0):
@@ -72,8 +72,8 @@ static uint64_t mul_sat(uint64_t a, uint64_t b) { return (b && a > UINT64_MAX / 
 static uint64_t fire_time(uint64_t d, uint64_t t) { return mul_sat(d / t + (d % t != 0), t); }
 
 struct fz {
-    struct sw_wheel w;
-    struct sw_arena a;
+    struct sluice__wheel w;
+    struct sluice__wheel_arena a;
     unsigned char *chunk[NREC];
     uint32_t nchunks, shift, stride, node_off, tag_off;
     uint64_t tick, now, count, drains, last_drain_cur, next_tag;
@@ -90,7 +90,7 @@ struct fz {
     } while (0)
 #define U(x) ((unsigned long long)(x))
 
-static struct sw_node *node(struct fz *f, uint32_t i) { return sw_node_at(&f->a, i); }
+static struct sluice__wheel_node *node(struct fz *f, uint32_t i) { return sluice__wheel_node_at(&f->a, i); }
 static uint64_t *tagp(struct fz *f, uint32_t i) {
     return (uint64_t *)(void *)(f->a.chunks[i >> f->shift] + (size_t)(i & ((UINT32_C(1) << f->shift) - 1)) * f->stride +
                                 f->tag_off);
@@ -103,26 +103,26 @@ static uint64_t cur_ns(const struct fz *f) {
 }
 
 static void verify(struct fz *f) {
-    if (sw_check(&f->w) != 0) FAIL("sw_check failed");
+    if (sluice__wheel_check(&f->w) != 0) FAIL("sluice__wheel_check failed");
     if (f->w.count != f->count) FAIL("count %llu, model %llu", U(f->w.count), U(f->count));
     if (f->w.cur_ns != cur_ns(f)) FAIL("cur_ns %llu, model %llu", U(f->w.cur_ns), U(cur_ns(f)));
     uint64_t mindl = UINT64_MAX;
     for (uint32_t i = 0; i < NREC; i++) {
-        const struct sw_node *n = node(f, i);
-        if (sw_node_armed(n) != (f->armed[i] != 0)) FAIL("node %u armed %d, model %d", i, sw_node_armed(n), f->armed[i]);
+        const struct sluice__wheel_node *n = node(f, i);
+        if (sluice__wheel_node_armed(n) != (f->armed[i] != 0)) FAIL("node %u armed %d, model %d", i, sluice__wheel_node_armed(n), f->armed[i]);
         if (*tagp(f, i) != f->tag[i]) FAIL("node %u record clobbered", i);
         if (f->armed[i]) {
             if (n->deadline != f->dl[i]) FAIL("node %u deadline %llu, model %llu", i, U(n->deadline), U(f->dl[i]));
             if (f->dl[i] < mindl) mindl = f->dl[i];
         }
     }
-    uint64_t nx = sw_next(&f->w);
+    uint64_t nx = sluice__wheel_next(&f->w);
     if (f->count) {
         uint64_t bound = fire_time(mindl, f->tick);
         if (bound < f->w.cur_ns) bound = f->w.cur_ns;
-        if (nx > bound) FAIL("sw_next %llu above first fire time %llu", U(nx), U(bound));
+        if (nx > bound) FAIL("sluice__wheel_next %llu above first fire time %llu", U(nx), U(bound));
     } else if (nx != UINT64_MAX) {
-        FAIL("sw_next %llu on an empty wheel", U(nx));
+        FAIL("sluice__wheel_next %llu on an empty wheel", U(nx));
     }
 }
 
@@ -130,8 +130,8 @@ static void drained(struct fz *f) {
     uint64_t cur = cur_ns(f);
     for (uint32_t i = 0; i < NREC; i++)
         if (f->armed[i] && f->dl[i] <= cur) FAIL("LATE/LOST: node %u deadline %llu <= %llu left", i, U(f->dl[i]), U(cur));
-    if (f->count && sw_next(&f->w) <= cur) FAIL("sw_next %llu <= cur %llu after a drain", U(sw_next(&f->w)), U(cur));
-    if (sw_pop(&f->w) != SW_NONE) FAIL("second pop after a drain");
+    if (f->count && sluice__wheel_next(&f->w) <= cur) FAIL("sluice__wheel_next %llu <= cur %llu after a drain", U(sluice__wheel_next(&f->w)), U(cur));
+    if (sluice__wheel_pop(&f->w) != SLUICE__WHEEL_NONE) FAIL("second pop after a drain");
     f->drains++;
     f->last_drain_cur = cur;
 }
@@ -140,8 +140,8 @@ static void drained(struct fz *f) {
 static void pop(struct fz *f, unsigned limit) {
     uint64_t cur = cur_ns(f);
     for (unsigned got = 0; !limit || got < limit; got++) {
-        uint32_t i = sw_pop(&f->w);
-        if (i == SW_NONE) {
+        uint32_t i = sluice__wheel_pop(&f->w);
+        if (i == SLUICE__WHEEL_NONE) {
             drained(f);
             return;
         }
@@ -150,11 +150,11 @@ static void pop(struct fz *f, unsigned limit) {
         if (f->dl[i] > cur) FAIL("EARLY fire: node %u deadline %llu > %llu", i, U(f->dl[i]), U(cur));
         if (f->set_drain[i] < f->drains && f->dl[i] <= f->last_drain_cur)
             FAIL("LATE fire: node %u deadline %llu was due at an earlier drain", i, U(f->dl[i]));
-        if (sw_node_armed(node(f, i))) FAIL("popped node %u still armed", i);
+        if (sluice__wheel_node_armed(node(f, i))) FAIL("popped node %u still armed", i);
         f->armed[i] = 0;
         f->count--;
-        if (f->count && f->w.heads[SW_HEAD_EXPIRED].next == SW_HEAD_BASE + SW_HEAD_EXPIRED && sw_next(&f->w) <= cur)
-            FAIL("sw_next not refreshed after the last due pop");
+        if (f->count && f->w.heads[SLUICE__WHEEL_HEAD_EXPIRED].next == SLUICE__WHEEL_HEAD_BASE + SLUICE__WHEEL_HEAD_EXPIRED && sluice__wheel_next(&f->w) <= cur)
+            FAIL("sluice__wheel_next not refreshed after the last due pop");
     }
 }
 
@@ -192,9 +192,9 @@ static void set_model(struct fz *f, uint32_t i, uint64_t d) {
 }
 
 static void do_set(struct fz *f, uint32_t i, uint64_t d) {
-    struct sw_link before = node(f, i)->link;
+    struct sluice__wheel_link before = node(f, i)->link;
     int later = f->armed[i] && d >= f->dl[i];
-    sw_set(&f->w, i, d);
+    sluice__wheel_set(&f->w, i, d);
     if (later && (node(f, i)->link.prev != before.prev || node(f, i)->link.next != before.next))
         FAIL("extending node %u moved it", i);
     set_model(f, i, d);
@@ -209,13 +209,13 @@ static void run_op(struct fz *f, struct in *in) {
         if (f->armed[i]) {
             do_set(f, i, d);
         } else {
-            sw_add(&f->w, i, d);
+            sluice__wheel_add(&f->w, i, d);
             set_model(f, i, d);
         }
         break;
     }
     case 1:
-        sw_del(&f->w, i);
+        sluice__wheel_del(&f->w, i);
         if (f->armed[i]) f->count--;
         f->armed[i] = 0;
         break;
@@ -232,7 +232,7 @@ static void run_op(struct fz *f, struct in *in) {
     }
     case 5: { /* advance (maybe backwards), then pop */
         uint64_t t = read_time(f, in, f->now);
-        sw_advance(&f->w, t);
+        sluice__wheel_advance(&f->w, t);
         if (t > f->now) f->now = t;
         pop(f, u8(in) % 4);
         break;
@@ -243,9 +243,9 @@ static void run_op(struct fz *f, struct in *in) {
         if (j == i || f->armed[j]) break;
         unsigned char *src = (unsigned char *)tagp(f, i) - f->tag_off, *dst = (unsigned char *)tagp(f, j) - f->tag_off;
         memcpy(dst, src, f->stride);
-        sw_relocate(&f->w, i, j);
+        sluice__wheel_relocate(&f->w, j);
         memset(src, 0x5A, f->stride);
-        sw_node_init(node(f, i));
+        sluice__wheel_node_init(node(f, i));
         f->tag[j] = f->tag[i];
         f->tag[i] = ++f->next_tag;
         *tagp(f, i) = f->tag[i];
@@ -256,10 +256,10 @@ static void run_op(struct fz *f, struct in *in) {
         break;
     }
     case 8: { /* event-loop style: wake where the wheel says */
-        uint64_t nx = sw_next(&f->w);
+        uint64_t nx = sluice__wheel_next(&f->w);
         if (nx == UINT64_MAX) break;
         if (i & 1) nx -= nx > 0;
-        sw_advance(&f->w, nx);
+        sluice__wheel_advance(&f->w, nx);
         if (nx > f->now) f->now = nx;
         pop(f, 0);
         break;
@@ -301,18 +301,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     f->a.stride = f->stride;
     f->a.node_off = f->node_off;
     for (uint32_t i = 0; i < NREC; i++) {
-        sw_node_init(node(f, i));
+        sluice__wheel_node_init(node(f, i));
         f->tag[i] = ++f->next_tag;
         *tagp(f, i) = f->tag[i];
     }
-    sw_init(&f->w, &f->a, f->tick, f->now);
+    sluice__wheel_init(&f->w, &f->a, f->tick, f->now);
     verify(f);
     while (in.n) {
         run_op(f, &in);
         verify(f);
     }
     /* Run to the end of time: everything that any tick reaches must fire. */
-    sw_advance(&f->w, UINT64_MAX);
+    sluice__wheel_advance(&f->w, UINT64_MAX);
     f->now = UINT64_MAX;
     pop(f, 0);
     verify(f);

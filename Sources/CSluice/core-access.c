@@ -4,7 +4,7 @@
 #include "core-internal.h"
 #include "limiter-internal.h"
 
-static inline void to_keyref(const sluice__pkey_t *in, struct sl_keyref *out) {
+static inline void to_keyref(const sluice__pkey_t *in, struct sluice__keyref *out) {
     out->bytes = in->bytes;
     out->len = in->len;
     out->u64 = in->u64;
@@ -13,8 +13,8 @@ static inline void to_keyref(const sluice__pkey_t *in, struct sl_keyref *out) {
 }
 
 int sluice__key_prepare(const uint64_t seed[2], sluice_key_t key, sluice__pkey_t *out) {
-    struct sl_keyref k;
-    int rc = sl_key_prepare_seeded(seed, key, &k);
+    struct sluice__keyref k;
+    int rc = sluice__key_prepare_seeded(seed, key, &k);
     if (rc) return rc;
     out->bytes = k.bytes;
     out->len = k.len;
@@ -31,34 +31,30 @@ void sluice__limiter_seed(const sluice_limiter_t *l, uint64_t seed[2]) {
 
 int sluice__submit_prepared(sluice_limiter_t *l, const sluice__pkey_t *key, uint64_t token, uint64_t cost,
                             uint64_t now, sluice_decision_t *d) {
-    struct sl_keyref k;
+    struct sluice__keyref k;
     to_keyref(key, &k);
-    if (cost == 1) return sl_submit_prepared(l, &k, token, now, d);
-    /* Weighted calls: the core's cost-aware entry point for a prepared key
-     * is not there yet (sluice_limiter_submit_cost() is declared in sluice.h
-     * but not implemented); until it is, refuse rather than guess. */
-    return cost == 0 || cost > SLUICE_RATE_MAX ? SLUICE_ERANGE : SLUICE_EINVAL;
+    return sluice__limiter_submit_keyref(l, &k, token, cost, now, d);
 }
 
 int sluice__key_op(sluice_limiter_t *l, const sluice__pkey_t *key, sluice__key_op_t op, uint64_t now) {
-    struct sl_keyref k;
+    struct sluice__keyref k;
     to_keyref(key, &k);
     switch (op) {
-    case SLUICE__OP_FLUSH: return sl_key_op_prepared(l, &k, now, SLUICE_EVENT_EMIT);
-    case SLUICE__OP_CANCEL: return sl_key_op_prepared(l, &k, now, SLUICE_EVENT_DROP);
-    case SLUICE__OP_PENDING: return sl_key_op_prepared(l, &k, now, 0);
+    case SLUICE__OP_FLUSH: return sluice__limiter_key_op_keyref(l, &k, now, SLUICE_EVENT_EMIT);
+    case SLUICE__OP_CANCEL: return sluice__limiter_key_op_keyref(l, &k, now, SLUICE_EVENT_DROP);
+    case SLUICE__OP_PENDING: return sluice__limiter_key_op_keyref(l, &k, now, 0);
     }
     return SLUICE_EINVAL;
 }
 
 bool sluice__key_is_live(const sluice_limiter_t *l, const sluice__pkey_t *key) {
-    struct sl_keyref k;
+    struct sluice__keyref k;
     to_keyref(key, &k);
-    return l->live != 0 && sl_table_find(l, &k) != SW_NONE;
+    return l->table.live != 0 && sluice__table_find(&l->table, &k) != SLUICE__NONE;
 }
 
 uint64_t sluice__limiter_now(const sluice_limiter_t *l) { return l->now_seen; }
 
 uint64_t sluice__limiter_pending(const sluice_limiter_t *l) { return l->pending; }
 
-uint64_t sluice__limiter_live(const sluice_limiter_t *l) { return l->live; }
+uint64_t sluice__limiter_live(const sluice_limiter_t *l) { return l->table.live; }

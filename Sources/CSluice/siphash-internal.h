@@ -19,32 +19,32 @@
 
 
 /* Hash `len` bytes with the 128-bit key k[0], k[1]. */
-uint64_t sl_siphash13(const uint64_t k[2], const void *data, size_t len);
+uint64_t sluice__siphash13(const uint64_t k[2], const void *data, size_t len);
 
-#define SL_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SLUICE__ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 
-struct sl_sip {
+struct sluice__sip {
     uint64_t v0, v1, v2, v3;
 };
 
-static inline void sl_sip_round(struct sl_sip *s) {
+static inline void sluice__sip_round(struct sluice__sip *s) {
     s->v0 += s->v1;
-    s->v1 = SL_ROTL(s->v1, 13);
+    s->v1 = SLUICE__ROTL(s->v1, 13);
     s->v1 ^= s->v0;
-    s->v0 = SL_ROTL(s->v0, 32);
+    s->v0 = SLUICE__ROTL(s->v0, 32);
     s->v2 += s->v3;
-    s->v3 = SL_ROTL(s->v3, 16);
+    s->v3 = SLUICE__ROTL(s->v3, 16);
     s->v3 ^= s->v2;
     s->v0 += s->v3;
-    s->v3 = SL_ROTL(s->v3, 21);
+    s->v3 = SLUICE__ROTL(s->v3, 21);
     s->v3 ^= s->v0;
     s->v2 += s->v1;
-    s->v1 = SL_ROTL(s->v1, 17);
+    s->v1 = SLUICE__ROTL(s->v1, 17);
     s->v1 ^= s->v2;
-    s->v2 = SL_ROTL(s->v2, 32);
+    s->v2 = SLUICE__ROTL(s->v2, 32);
 }
 
-static inline void sl_sip_init(struct sl_sip *s, const uint64_t k[2]) {
+static inline void sluice__sip_init(struct sluice__sip *s, const uint64_t k[2]) {
     /* The initialisation constants spell "somepseudorandomlygeneratedbytes". */
     s->v0 = k[0] ^ UINT64_C(0x736f6d6570736575);
     s->v1 = k[1] ^ UINT64_C(0x646f72616e646f6d);
@@ -52,28 +52,28 @@ static inline void sl_sip_init(struct sl_sip *s, const uint64_t k[2]) {
     s->v3 = k[1] ^ UINT64_C(0x7465646279746573);
 }
 
-static inline void sl_sip_absorb(struct sl_sip *s, uint64_t m) {
+static inline void sluice__sip_absorb(struct sluice__sip *s, uint64_t m) {
     s->v3 ^= m;
-    sl_sip_round(s);
+    sluice__sip_round(s);
     s->v0 ^= m;
 }
 
-static inline uint64_t sl_sip_finish(struct sl_sip *s) {
+static inline uint64_t sluice__sip_finish(struct sluice__sip *s) {
     s->v2 ^= 0xff;
-    sl_sip_round(s);
-    sl_sip_round(s);
-    sl_sip_round(s);
+    sluice__sip_round(s);
+    sluice__sip_round(s);
+    sluice__sip_round(s);
     return s->v0 ^ s->v1 ^ s->v2 ^ s->v3;
 }
 
 /* Hash one 64-bit integer (as 8 little-endian bytes); same result as
- * sl_siphash13 on those bytes, inlined for the integer-key fast path. */
-static inline uint64_t sl_siphash13_u64(const uint64_t k[2], uint64_t x) {
-    struct sl_sip s;
-    sl_sip_init(&s, k);
-    sl_sip_absorb(&s, x);
-    sl_sip_absorb(&s, (uint64_t)8 << 56);
-    return sl_sip_finish(&s);
+ * sluice__siphash13 on those bytes, inlined for the integer-key fast path. */
+static inline uint64_t sluice__siphash13_u64(const uint64_t k[2], uint64_t x) {
+    struct sluice__sip s;
+    sluice__sip_init(&s, k);
+    sluice__sip_absorb(&s, x);
+    sluice__sip_absorb(&s, (uint64_t)8 << 56);
+    return sluice__sip_finish(&s);
 }
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -8,14 +8,14 @@ static inline uint64_t load_le64(const unsigned char *p) {
            (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
 }
 
-uint64_t sl_siphash13(const uint64_t k[2], const void *data, size_t len) {
+uint64_t sluice__siphash13(const uint64_t k[2], const void *data, size_t len) {
     const unsigned char *p = data;
-    struct sl_sip s;
-    sl_sip_init(&s, k);
+    struct sluice__sip s;
+    sluice__sip_init(&s, k);
     size_t whole = len & ~(size_t)7;
-    for (size_t i = 0; i < whole; i += 8) sl_sip_absorb(&s, load_le64(p + i));
+    for (size_t i = 0; i < whole; i += 8) sluice__sip_absorb(&s, load_le64(p + i));
     uint64_t last = (uint64_t)(len & 0xff) << 56;
     for (size_t i = 0; i < (len & 7); i++) last |= (uint64_t)p[whole + i] << (8 * i);
-    sl_sip_absorb(&s, last);
-    return sl_sip_finish(&s);
+    sluice__sip_absorb(&s, last);
+    return sluice__sip_finish(&s);
 }

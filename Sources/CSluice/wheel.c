@@ -8,15 +8,15 @@
  *   digit L    bits [6L, 6L+6) of a tick; "upper L" is everything above them.
  *   head h     list head number: slot s of level L is h = L*64 + s; then the
  *              expired list and the overflow list. Its sentinel has index
- *              SW_HEAD_BASE + h, so one 32-bit index names a node or a head.
+ *              SLUICE__WHEEL_HEAD_BASE + h, so one 32-bit index names a node or a head.
  *
  * Placement of a node with expiry tick E at curtick c:
- *   E <= c                      -> expired list (sw_pop looks at it next);
+ *   E <= c                      -> expired list (sluice__wheel_pop looks at it next);
  *   highest differing digit L   -> level L, slot digit_L(E) (> digit_L(c));
- *   L >= SW_LEVELS              -> overflow (E is in a later 2^48-tick epoch).
+ *   L >= SLUICE__WHEEL_LEVELS              -> overflow (E is in a later 2^48-tick epoch).
  * The slot's start tick is E with its low 6L bits cleared; every tick in
  * [c+1, start) leaves the node alone, and reaching `start` moves the whole
- * slot to the expired list, where sw_pop either returns a node (due) or
+ * slot to the expired list, where sluice__wheel_pop either returns a node (due) or
  * places it again relative to the new curtick (a finer level, or a later
  * slot if its deadline was pushed back in the meantime).
  *
@@ -29,21 +29,21 @@
 /* ---- portability helpers ------------------------------------------------ */
 
 #if defined(__GNUC__) || defined(__clang__)
-#define SW_LIKELY(x) __builtin_expect(!!(x), 1)
-#define SW_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define SW_PREFETCH_W(p) __builtin_prefetch((p), 1)
-static inline unsigned sw_clz64(uint64_t x) { return (unsigned)__builtin_clzll(x); } /* x != 0 */
-static inline unsigned sw_ctz64(uint64_t x) { return (unsigned)__builtin_ctzll(x); } /* x != 0 */
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define PREFETCH_W(p) __builtin_prefetch((p), 1)
+static inline unsigned clz64(uint64_t x) { return (unsigned)__builtin_clzll(x); } /* x != 0 */
+static inline unsigned ctz64(uint64_t x) { return (unsigned)__builtin_ctzll(x); } /* x != 0 */
 #else
-#define SW_LIKELY(x) (x)
-#define SW_UNLIKELY(x) (x)
-#define SW_PREFETCH_W(p) ((void)(p))
-static inline unsigned sw_clz64(uint64_t x) {
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
+#define PREFETCH_W(p) ((void)(p))
+static inline unsigned clz64(uint64_t x) {
     unsigned n = 0;
     while (!(x & (UINT64_C(1) << 63))) { x <<= 1; n++; }
     return n;
 }
-static inline unsigned sw_ctz64(uint64_t x) {
+static inline unsigned ctz64(uint64_t x) {
     unsigned n = 0;
     while (!(x & 1)) { x >>= 1; n++; }
     return n;
@@ -51,10 +51,10 @@ static inline unsigned sw_ctz64(uint64_t x) {
 #endif
 
 #if defined(__SIZEOF_INT128__)
-__extension__ typedef unsigned __int128 sw_u128;
-static inline uint64_t sw_mulhi(uint64_t a, uint64_t b) { return (uint64_t)(((sw_u128)a * b) >> 64); }
+__extension__ typedef unsigned __int128 u128;
+static inline uint64_t mulhi(uint64_t a, uint64_t b) { return (uint64_t)(((u128)a * b) >> 64); }
 #else
-static inline uint64_t sw_mulhi(uint64_t a, uint64_t b) {
+static inline uint64_t mulhi(uint64_t a, uint64_t b) {
     uint64_t al = (uint32_t)a, ah = a >> 32, bl = (uint32_t)b, bh = b >> 32;
     uint64_t ll = al * bl, lh = al * bh, hl = ah * bl, hh = ah * bh;
     uint64_t mid = (ll >> 32) + (uint32_t)lh + (uint32_t)hl;
@@ -64,19 +64,19 @@ static inline uint64_t sw_mulhi(uint64_t a, uint64_t b) {
 
 /* ---- tick arithmetic ---------------------------------------------------- */
 
-#define SW_EXPIRED_IDX (SW_HEAD_BASE + SW_HEAD_EXPIRED)
-#define SW_OVERFLOW_IDX (SW_HEAD_BASE + SW_HEAD_OVERFLOW)
-#define SW_WHEEL_HEADS (SW_LEVELS * SW_SLOTS)
-/* Bits covered by the levels: a tick's "epoch" is tick >> SW_TOP_SHIFT. */
-#define SW_TOP_SHIFT (SW_SLOT_BITS * SW_LEVELS)
+#define EXPIRED_IDX (SLUICE__WHEEL_HEAD_BASE + SLUICE__WHEEL_HEAD_EXPIRED)
+#define OVERFLOW_IDX (SLUICE__WHEEL_HEAD_BASE + SLUICE__WHEEL_HEAD_OVERFLOW)
+#define WHEEL_HEADS (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS)
+/* Bits covered by the levels: a tick's "epoch" is tick >> TOP_SHIFT. */
+#define TOP_SHIFT (SLUICE__WHEEL_SLOT_BITS * SLUICE__WHEEL_LEVELS)
 
-/* Shift of digit L, and of everything above digit L (L < SW_LEVELS, so both
+/* Shift of digit L, and of everything above digit L (L < SLUICE__WHEEL_LEVELS, so both
  * stay <= 48: no shift by 64 anywhere). */
-#define SW_DIGIT_SHIFT(L) ((unsigned)(L) * SW_SLOT_BITS)
-#define SW_UPPER_SHIFT(L) (((unsigned)(L) + 1) * SW_SLOT_BITS)
+#define DIGIT_SHIFT(L) ((unsigned)(L) * SLUICE__WHEEL_SLOT_BITS)
+#define UPPER_SHIFT(L) (((unsigned)(L) + 1) * SLUICE__WHEEL_SLOT_BITS)
 
 /* floor(2^64 / t) for t >= 2. */
-static uint64_t sw_recip_of(uint64_t t) {
+static uint64_t recip_of(uint64_t t) {
     uint64_t q = UINT64_MAX / t;
     /* 2^64 = UINT64_MAX + 1: one more when t divides 2^64 exactly. */
     if (UINT64_MAX % t == t - 1) q++;
@@ -86,19 +86,19 @@ static uint64_t sw_recip_of(uint64_t t) {
 /* floor(x / tick_ns). recip = floor(2^64/t) makes mulhi(x, recip) either the
  * quotient or one less (the error of x*recip/2^64 against x/t is below 1), so
  * a single correction step is exact. */
-static inline uint64_t sw_floor_div(const struct sw_wheel *w, uint64_t x) {
+static inline uint64_t floor_div(const struct sluice__wheel *w, uint64_t x) {
     uint64_t t = w->tick_ns;
     if (t == 1) return x;
-    uint64_t q = sw_mulhi(x, w->recip);
+    uint64_t q = mulhi(x, w->recip);
     if (x - q * t >= t) q++;
     return q;
 }
 
 /* E(d) = ceil(d / tick_ns); never overflows (ceil((2^64-1)/t) < 2^64). */
-static inline uint64_t sw_expiry(const struct sw_wheel *w, uint64_t d) {
+static inline uint64_t expiry_tick(const struct sluice__wheel *w, uint64_t d) {
     uint64_t t = w->tick_ns;
     if (t == 1) return d;
-    uint64_t q = sw_mulhi(d, w->recip);
+    uint64_t q = mulhi(d, w->recip);
     uint64_t r = d - q * t;
     if (r >= t) {
         q++;
@@ -108,9 +108,9 @@ static inline uint64_t sw_expiry(const struct sw_wheel *w, uint64_t d) {
 }
 
 /* a * b, saturated at UINT64_MAX. */
-static inline uint64_t sw_mul_sat(uint64_t a, uint64_t b) {
+static inline uint64_t mul_sat(uint64_t a, uint64_t b) {
 #if defined(__SIZEOF_INT128__)
-    sw_u128 p = (sw_u128)a * b;
+    u128 p = (u128)a * b;
     return (p >> 64) ? UINT64_MAX : (uint64_t)p;
 #else
     if (b != 0 && a > UINT64_MAX / b) return UINT64_MAX;
@@ -121,113 +121,113 @@ static inline uint64_t sw_mul_sat(uint64_t a, uint64_t b) {
 /* First tick of the epoch after c's (where overflow nodes may start to be
  * due). In the last epoch nothing can be in overflow (no later tick differs
  * from c above bit 48), so the saturated value is never used as a bound. */
-static inline uint64_t sw_next_epoch(uint64_t c) {
-    uint64_t m = c | ((UINT64_C(1) << SW_TOP_SHIFT) - 1);
+static inline uint64_t next_epoch(uint64_t c) {
+    uint64_t m = c | ((UINT64_C(1) << TOP_SHIFT) - 1);
     return m == UINT64_MAX ? UINT64_MAX : m + 1;
 }
 
 /* ---- links -------------------------------------------------------------- */
 
-static inline struct sw_link *sw_lk(struct sw_wheel *w, uint32_t i) {
-    if (i >= SW_HEAD_BASE) return &w->heads[i - SW_HEAD_BASE];
-    return &sw_node_at(w->arena, i)->link;
+static inline struct sluice__wheel_link *link_of(struct sluice__wheel *w, uint32_t i) {
+    if (i >= SLUICE__WHEEL_HEAD_BASE) return &w->heads[i - SLUICE__WHEEL_HEAD_BASE];
+    return &sluice__wheel_node_at(w->arena, i)->link;
 }
 
-static inline bool sw_list_empty(const struct sw_wheel *w, uint32_t h) {
-    return w->heads[h].next == SW_HEAD_BASE + h;
+static inline bool list_empty(const struct sluice__wheel *w, uint32_t h) {
+    return w->heads[h].next == SLUICE__WHEEL_HEAD_BASE + h;
 }
 
 /* Appends node i (links nl) to list h. */
-static inline void sw_push_tail(struct sw_wheel *w, uint32_t h, uint32_t i, struct sw_link *nl) {
-    struct sw_link *hd = &w->heads[h];
+static inline void push_tail(struct sluice__wheel *w, uint32_t h, uint32_t i, struct sluice__wheel_link *nl) {
+    struct sluice__wheel_link *hd = &w->heads[h];
     uint32_t tail = hd->prev;
     nl->prev = tail;
-    nl->next = SW_HEAD_BASE + h;
-    sw_lk(w, tail)->next = i;
+    nl->next = SLUICE__WHEEL_HEAD_BASE + h;
+    link_of(w, tail)->next = i;
     hd->prev = i;
 }
 
-static void sw_refresh_next(struct sw_wheel *w);
+static void refresh_next(struct sluice__wheel *w);
 
 /* Removes a node from whatever list holds it; an emptied wheel slot loses
  * its occupancy bit. next_tick stays as it is (still a lower bound), except
  * when the expired list empties: then it is recomputed (O(levels)), so that
- * sw_next() does not keep reporting work due now. The node's own links are
+ * sluice__wheel_next() does not keep reporting work due now. The node's own links are
  * left stale. */
-static inline void sw_unlink(struct sw_wheel *w, struct sw_link *nl) {
+static inline void unlink_node(struct sluice__wheel *w, struct sluice__wheel_link *nl) {
     uint32_t p = nl->prev, x = nl->next;
-    sw_lk(w, p)->next = x;
-    sw_lk(w, x)->prev = p;
+    link_of(w, p)->next = x;
+    link_of(w, x)->prev = p;
     /* The list always holds its sentinel, so p == x means only the sentinel
      * is left: p is a head. */
     if (p == x) {
-        uint32_t h = p - SW_HEAD_BASE;
-        if (h < SW_WHEEL_HEADS)
-            w->occ[h / SW_SLOTS] &= ~(UINT64_C(1) << (h % SW_SLOTS));
-        else if (h == SW_HEAD_EXPIRED)
-            sw_refresh_next(w);
+        uint32_t h = p - SLUICE__WHEEL_HEAD_BASE;
+        if (h < WHEEL_HEADS)
+            w->occ[h / SLUICE__WHEEL_SLOTS] &= ~(UINT64_C(1) << (h % SLUICE__WHEEL_SLOTS));
+        else if (h == SLUICE__WHEEL_HEAD_EXPIRED)
+            refresh_next(w);
     }
 }
 
 /* Moves the whole of list h (a wheel slot or overflow) to the end of the
  * expired list in O(1). */
-static inline void sw_splice_expired(struct sw_wheel *w, uint32_t h) {
-    struct sw_link *src = &w->heads[h];
+static inline void splice_expired(struct sluice__wheel *w, uint32_t h) {
+    struct sluice__wheel_link *src = &w->heads[h];
     uint32_t first = src->next, last = src->prev;
-    if (first == SW_HEAD_BASE + h) return;
-    struct sw_link *ex = &w->heads[SW_HEAD_EXPIRED];
+    if (first == SLUICE__WHEEL_HEAD_BASE + h) return;
+    struct sluice__wheel_link *ex = &w->heads[SLUICE__WHEEL_HEAD_EXPIRED];
     uint32_t tail = ex->prev;
-    sw_lk(w, tail)->next = first;
-    sw_lk(w, first)->prev = tail;
-    sw_lk(w, last)->next = SW_EXPIRED_IDX;
+    link_of(w, tail)->next = first;
+    link_of(w, first)->prev = tail;
+    link_of(w, last)->next = EXPIRED_IDX;
     ex->prev = last;
-    src->next = src->prev = SW_HEAD_BASE + h;
+    src->next = src->prev = SLUICE__WHEEL_HEAD_BASE + h;
 }
 
 /* Links node i, whose expiry tick is e, where the placement rule says. */
-static inline void sw_place(struct sw_wheel *w, uint32_t i, struct sw_node *n, uint64_t e) {
+static inline void place(struct sluice__wheel *w, uint32_t i, struct sluice__wheel_node *n, uint64_t e) {
     uint64_t c = w->curtick;
     uint64_t start;
     uint32_t h;
     if (e <= c) {
-        h = SW_HEAD_EXPIRED;
+        h = SLUICE__WHEEL_HEAD_EXPIRED;
         start = c;
     } else {
-        unsigned level = (63u - sw_clz64(e ^ c)) / SW_SLOT_BITS;
-        if (SW_LIKELY(level < SW_LEVELS)) {
-            unsigned sh = SW_DIGIT_SHIFT(level);
-            unsigned s = (unsigned)(e >> sh) & (SW_SLOTS - 1);
-            h = level * SW_SLOTS + s;
+        unsigned level = (63u - clz64(e ^ c)) / SLUICE__WHEEL_SLOT_BITS;
+        if (LIKELY(level < SLUICE__WHEEL_LEVELS)) {
+            unsigned sh = DIGIT_SHIFT(level);
+            unsigned s = (unsigned)(e >> sh) & (SLUICE__WHEEL_SLOTS - 1);
+            h = level * SLUICE__WHEEL_SLOTS + s;
             w->occ[level] |= UINT64_C(1) << s;
             start = e & ~((UINT64_C(1) << sh) - 1);
         } else {
-            h = SW_HEAD_OVERFLOW;
-            start = sw_next_epoch(c);
+            h = SLUICE__WHEEL_HEAD_OVERFLOW;
+            start = next_epoch(c);
         }
     }
     if (start < w->next_tick) w->next_tick = start;
-    sw_push_tail(w, h, i, &n->link);
+    push_tail(w, h, i, &n->link);
 }
 
 /* Exact next_tick from the lists: curtick if anything waits on the expired
  * list, else the start of the first slot to be reached. Levels are tried in
  * order: every occupied slot of level L starts before any of level L+1 (its
  * ticks share c's upper-L bits, level L+1 slots come after them). */
-static void sw_refresh_next(struct sw_wheel *w) {
+static void refresh_next(struct sluice__wheel *w) {
     uint64_t c = w->curtick;
-    if (!sw_list_empty(w, SW_HEAD_EXPIRED)) {
+    if (!list_empty(w, SLUICE__WHEEL_HEAD_EXPIRED)) {
         w->next_tick = c;
         return;
     }
-    for (unsigned level = 0; level < SW_LEVELS; level++) {
+    for (unsigned level = 0; level < SLUICE__WHEEL_LEVELS; level++) {
         uint64_t o = w->occ[level];
         if (o) {
-            unsigned up = SW_UPPER_SHIFT(level);
-            w->next_tick = ((c >> up) << up) | ((uint64_t)sw_ctz64(o) << SW_DIGIT_SHIFT(level));
+            unsigned up = UPPER_SHIFT(level);
+            w->next_tick = ((c >> up) << up) | ((uint64_t)ctz64(o) << DIGIT_SHIFT(level));
             return;
         }
     }
-    w->next_tick = sw_list_empty(w, SW_HEAD_OVERFLOW) ? UINT64_MAX : sw_next_epoch(c);
+    w->next_tick = list_empty(w, SLUICE__WHEEL_HEAD_OVERFLOW) ? UINT64_MAX : next_epoch(c);
 }
 
 /* ---- API ---------------------------------------------------------------- */
@@ -237,230 +237,229 @@ static void sw_refresh_next(struct sw_wheel *w) {
  * deadlines after it (saturated ones) would never be reached; at now ==
  * UINT64_MAX every deadline is due, so take the tick holding UINT64_MAX
  * (cur_ns then saturates to UINT64_MAX: nothing fires early). */
-static uint64_t sw_tick_at(const struct sw_wheel *w, uint64_t now_ns) {
-    uint64_t t = sw_floor_div(w, now_ns);
-    if (now_ns == UINT64_MAX && sw_mul_sat(t, w->tick_ns) != UINT64_MAX) t++;
+static uint64_t tick_at(const struct sluice__wheel *w, uint64_t now_ns) {
+    uint64_t t = floor_div(w, now_ns);
+    if (now_ns == UINT64_MAX && mul_sat(t, w->tick_ns) != UINT64_MAX) t++;
     return t;
 }
 
-void sw_init(struct sw_wheel *w, const struct sw_arena *arena, uint64_t tick_ns, uint64_t now_ns) {
+void sluice__wheel_init(struct sluice__wheel *w, const struct sluice__wheel_arena *arena, uint64_t tick_ns, uint64_t now_ns) {
     if (tick_ns == 0) tick_ns = 1;
     w->arena = arena;
     w->tick_ns = tick_ns;
-    w->recip = tick_ns == 1 ? 0 : sw_recip_of(tick_ns);
-    w->curtick = sw_tick_at(w, now_ns);
-    w->cur_ns = sw_mul_sat(w->curtick, tick_ns);
+    w->recip = tick_ns == 1 ? 0 : recip_of(tick_ns);
+    w->curtick = tick_at(w, now_ns);
+    w->cur_ns = mul_sat(w->curtick, tick_ns);
     w->next_tick = UINT64_MAX;
     w->count = 0;
-    for (unsigned l = 0; l < SW_LEVELS; l++) w->occ[l] = 0;
-    for (uint32_t h = 0; h < SW_HEADS; h++) w->heads[h].prev = w->heads[h].next = SW_HEAD_BASE + h;
+    for (unsigned l = 0; l < SLUICE__WHEEL_LEVELS; l++) w->occ[l] = 0;
+    for (uint32_t h = 0; h < SLUICE__WHEEL_HEADS; h++) w->heads[h].prev = w->heads[h].next = SLUICE__WHEEL_HEAD_BASE + h;
 }
 
-void sw_add(struct sw_wheel *w, uint32_t idx, uint64_t deadline_ns) {
-    struct sw_node *n = sw_node_at(w->arena, idx);
-    if (SW_UNLIKELY(sw_node_armed(n))) /* misuse: treat as a move */
-        sw_unlink(w, &n->link);
+void sluice__wheel_add(struct sluice__wheel *w, uint32_t idx, uint64_t deadline_ns) {
+    struct sluice__wheel_node *n = sluice__wheel_node_at(w->arena, idx);
+    if (UNLIKELY(sluice__wheel_node_armed(n))) /* misuse: treat as a move */
+        unlink_node(w, &n->link);
     else
         w->count++;
     n->deadline = deadline_ns;
-    sw_place(w, idx, n, sw_expiry(w, deadline_ns));
+    place(w, idx, n, expiry_tick(w, deadline_ns));
 }
 
-void sw_del(struct sw_wheel *w, uint32_t idx) {
-    struct sw_node *n = sw_node_at(w->arena, idx);
-    if (!sw_node_armed(n)) return;
-    sw_unlink(w, &n->link);
-    n->link.prev = n->link.next = SW_NONE;
+void sluice__wheel_del(struct sluice__wheel *w, uint32_t idx) {
+    struct sluice__wheel_node *n = sluice__wheel_node_at(w->arena, idx);
+    if (!sluice__wheel_node_armed(n)) return;
+    unlink_node(w, &n->link);
+    n->link.prev = n->link.next = SLUICE__WHEEL_NONE;
     w->count--;
 }
 
-void sw_set(struct sw_wheel *w, uint32_t idx, uint64_t deadline_ns) {
-    struct sw_node *n = sw_node_at(w->arena, idx);
-    if (SW_LIKELY(sw_node_armed(n))) {
+void sluice__wheel_set(struct sluice__wheel *w, uint32_t idx, uint64_t deadline_ns) {
+    struct sluice__wheel_node *n = sluice__wheel_node_at(w->arena, idx);
+    if (LIKELY(sluice__wheel_node_armed(n))) {
         if (deadline_ns >= n->deadline) {
             /* Later: the node's slot is still reached no later than the new
-             * deadline; sw_pop will see the true deadline and move it on. */
+             * deadline; sluice__wheel_pop will see the true deadline and move it on. */
             n->deadline = deadline_ns;
             return;
         }
-        sw_unlink(w, &n->link);
+        unlink_node(w, &n->link);
     } else {
         w->count++;
     }
     n->deadline = deadline_ns;
-    sw_place(w, idx, n, sw_expiry(w, deadline_ns));
+    place(w, idx, n, expiry_tick(w, deadline_ns));
 }
 
-void sw_advance(struct sw_wheel *w, uint64_t now_ns) {
-    uint64_t nt = sw_tick_at(w, now_ns);
+void sluice__wheel_advance(struct sluice__wheel *w, uint64_t now_ns) {
+    uint64_t nt = tick_at(w, now_ns);
     uint64_t c = w->curtick;
     if (nt <= c) {
         /* Same tick (or time went back): nothing moves. Defensive only: an
          * empty expired list already implies next_tick > curtick. */
-        if (w->next_tick <= c && sw_list_empty(w, SW_HEAD_EXPIRED)) sw_refresh_next(w);
+        if (w->next_tick <= c && list_empty(w, SLUICE__WHEEL_HEAD_EXPIRED)) refresh_next(w);
         return;
     }
     if (nt < w->next_tick) {
         /* Nothing starts in (c, nt]: every occupied slot keeps its digit
          * ahead of nt's at the same upper bits, and overflow its epoch. */
         w->curtick = nt;
-        w->cur_ns = sw_mul_sat(nt, w->tick_ns);
+        w->cur_ns = mul_sat(nt, w->tick_ns);
         return;
     }
-    for (unsigned level = 0; level < SW_LEVELS; level++) {
+    for (unsigned level = 0; level < SLUICE__WHEEL_LEVELS; level++) {
         uint64_t o = w->occ[level];
         if (!o) continue;
-        unsigned up = SW_UPPER_SHIFT(level);
+        unsigned up = UPPER_SHIFT(level);
         uint64_t reached;
         if ((nt >> up) != (c >> up)) {
             reached = o; /* nt is past this level's whole span */
         } else {
-            unsigned d = (unsigned)(nt >> SW_DIGIT_SHIFT(level)) & (SW_SLOTS - 1);
+            unsigned d = (unsigned)(nt >> DIGIT_SHIFT(level)) & (SLUICE__WHEEL_SLOTS - 1);
             reached = o & (UINT64_MAX >> (63 - d)); /* slots 0..d */
         }
         if (!reached) continue;
         w->occ[level] = o & ~reached;
         do {
-            unsigned s = sw_ctz64(reached);
+            unsigned s = ctz64(reached);
             reached &= reached - 1;
-            sw_splice_expired(w, level * SW_SLOTS + s);
+            splice_expired(w, level * SLUICE__WHEEL_SLOTS + s);
         } while (reached);
     }
-    if ((nt >> SW_TOP_SHIFT) != (c >> SW_TOP_SHIFT)) sw_splice_expired(w, SW_HEAD_OVERFLOW);
+    if ((nt >> TOP_SHIFT) != (c >> TOP_SHIFT)) splice_expired(w, SLUICE__WHEEL_HEAD_OVERFLOW);
     w->curtick = nt;
-    w->cur_ns = sw_mul_sat(nt, w->tick_ns);
-    sw_refresh_next(w);
+    w->cur_ns = mul_sat(nt, w->tick_ns);
+    refresh_next(w);
 }
 
-uint32_t sw_pop(struct sw_wheel *w) {
-    struct sw_link *ex = &w->heads[SW_HEAD_EXPIRED];
+uint32_t sluice__wheel_pop(struct sluice__wheel *w) {
+    struct sluice__wheel_link *ex = &w->heads[SLUICE__WHEEL_HEAD_EXPIRED];
     const uint64_t now = w->cur_ns;
-    while (ex->next != SW_EXPIRED_IDX) {
+    while (ex->next != EXPIRED_IDX) {
         uint32_t i = ex->next;
-        struct sw_node *n = sw_node_at(w->arena, i);
+        struct sluice__wheel_node *n = sluice__wheel_node_at(w->arena, i);
         uint32_t x = n->link.next;
-        struct sw_link *xl = sw_lk(w, x);
+        struct sluice__wheel_link *xl = link_of(w, x);
         /* Ask for the next node's line now: its miss then overlaps with the
          * caller's handling of this node (the walk is a dependent chain, so
          * nothing further ahead is known). */
-        SW_PREFETCH_W(xl);
+        PREFETCH_W(xl);
         ex->next = x;
-        xl->prev = SW_EXPIRED_IDX;
+        xl->prev = EXPIRED_IDX;
         if (n->deadline <= now) {
-            n->link.prev = n->link.next = SW_NONE;
+            n->link.prev = n->link.next = SLUICE__WHEEL_NONE;
             w->count--;
-            if (x == SW_EXPIRED_IDX) sw_refresh_next(w);
+            if (x == EXPIRED_IDX) refresh_next(w);
             return i;
         }
         /* Moved later since it was placed: E > curtick, so this never lands
          * on the expired list again. */
-        sw_place(w, i, n, sw_expiry(w, n->deadline));
+        place(w, i, n, expiry_tick(w, n->deadline));
     }
-    if (w->next_tick <= w->curtick) sw_refresh_next(w);
-    return SW_NONE;
+    if (w->next_tick <= w->curtick) refresh_next(w);
+    return SLUICE__WHEEL_NONE;
 }
 
-void sw_relocate(struct sw_wheel *w, uint32_t from, uint32_t to) {
-    (void)from;
-    struct sw_node *n = sw_node_at(w->arena, to);
-    if (!sw_node_armed(n)) return;
-    sw_lk(w, n->link.prev)->next = to;
-    sw_lk(w, n->link.next)->prev = to;
+void sluice__wheel_relocate(struct sluice__wheel *w, uint32_t to) {
+    struct sluice__wheel_node *n = sluice__wheel_node_at(w->arena, to);
+    if (!sluice__wheel_node_armed(n)) return;
+    link_of(w, n->link.prev)->next = to;
+    link_of(w, n->link.next)->prev = to;
 }
 
 /* ---- invariant checker -------------------------------------------------- */
 
-#define SW_FAIL(...)                                                                                           \
+#define FAIL(...)                                                                                           \
     do {                                                                                                       \
-        fprintf(stderr, "sw_check failed (wheel.c:%d): ", __LINE__);                                           \
+        fprintf(stderr, "sluice__wheel_check failed (wheel.c:%d): ", __LINE__);                                           \
         fprintf(stderr, __VA_ARGS__);                                                                          \
         fputc('\n', stderr);                                                                                   \
         return -__LINE__;                                                                                      \
     } while (0)
 
-int sw_check(const struct sw_wheel *w) {
+int sluice__wheel_check(const struct sluice__wheel *w) {
     const uint64_t t = w->tick_ns;
     const uint64_t c = w->curtick;
-    if (t == 0) SW_FAIL("tick_ns is 0");
-    if (w->recip != (t == 1 ? 0 : sw_recip_of(t)))
-        SW_FAIL("recip %llu wrong for tick %llu", (unsigned long long)w->recip, (unsigned long long)t);
-    if (w->cur_ns != sw_mul_sat(c, t))
-        SW_FAIL("cur_ns %llu != curtick %llu * tick %llu", (unsigned long long)w->cur_ns, (unsigned long long)c,
+    if (t == 0) FAIL("tick_ns is 0");
+    if (w->recip != (t == 1 ? 0 : recip_of(t)))
+        FAIL("recip %llu wrong for tick %llu", (unsigned long long)w->recip, (unsigned long long)t);
+    if (w->cur_ns != mul_sat(c, t))
+        FAIL("cur_ns %llu != curtick %llu * tick %llu", (unsigned long long)w->cur_ns, (unsigned long long)c,
                 (unsigned long long)t);
 
     uint64_t seen = 0;
     uint64_t earliest = UINT64_MAX; /* first slot start (or epoch start) holding a node */
-    for (uint32_t h = 0; h < SW_HEADS; h++) {
-        const uint32_t hidx = SW_HEAD_BASE + h;
-        const struct sw_link *hd = &w->heads[h];
-        if ((hd->next >= SW_HEAD_BASE && hd->next != hidx) || (hd->prev >= SW_HEAD_BASE && hd->prev != hidx))
-            SW_FAIL("head %u links to a foreign head (next %#x prev %#x)", h, hd->next, hd->prev);
+    for (uint32_t h = 0; h < SLUICE__WHEEL_HEADS; h++) {
+        const uint32_t hidx = SLUICE__WHEEL_HEAD_BASE + h;
+        const struct sluice__wheel_link *hd = &w->heads[h];
+        if ((hd->next >= SLUICE__WHEEL_HEAD_BASE && hd->next != hidx) || (hd->prev >= SLUICE__WHEEL_HEAD_BASE && hd->prev != hidx))
+            FAIL("head %u links to a foreign head (next %#x prev %#x)", h, hd->next, hd->prev);
         if ((hd->next == hidx) != (hd->prev == hidx))
-            SW_FAIL("head %u half empty (next %#x prev %#x)", h, hd->next, hd->prev);
+            FAIL("head %u half empty (next %#x prev %#x)", h, hd->next, hd->prev);
         const bool empty = hd->next == hidx;
-        unsigned level = h / SW_SLOTS, slot = h % SW_SLOTS;
+        unsigned level = h / SLUICE__WHEEL_SLOTS, slot = h % SLUICE__WHEEL_SLOTS;
         uint64_t slot_start = 0;
-        if (h < SW_WHEEL_HEADS) {
+        if (h < WHEEL_HEADS) {
             bool bit = (w->occ[level] >> slot) & 1;
             if (bit == empty)
-                SW_FAIL("level %u slot %u: occupancy bit %d but list %s", level, slot, (int)bit,
+                FAIL("level %u slot %u: occupancy bit %d but list %s", level, slot, (int)bit,
                         empty ? "empty" : "non-empty");
             if (empty) continue;
-            unsigned digit = (unsigned)(c >> SW_DIGIT_SHIFT(level)) & (SW_SLOTS - 1);
+            unsigned digit = (unsigned)(c >> DIGIT_SHIFT(level)) & (SLUICE__WHEEL_SLOTS - 1);
             if (slot <= digit)
-                SW_FAIL("level %u slot %u occupied but curtick %llu is at digit %u (slot behind)", level, slot,
+                FAIL("level %u slot %u occupied but curtick %llu is at digit %u (slot behind)", level, slot,
                         (unsigned long long)c, digit);
-            unsigned up = SW_UPPER_SHIFT(level);
-            slot_start = ((c >> up) << up) | ((uint64_t)slot << SW_DIGIT_SHIFT(level));
+            unsigned up = UPPER_SHIFT(level);
+            slot_start = ((c >> up) << up) | ((uint64_t)slot << DIGIT_SHIFT(level));
             if (slot_start < earliest) earliest = slot_start;
-        } else if (h == SW_HEAD_OVERFLOW && !empty) {
-            if ((c >> SW_TOP_SHIFT) == (UINT64_MAX >> SW_TOP_SHIFT))
-                SW_FAIL("overflow list non-empty in the last epoch");
-            uint64_t ep = sw_next_epoch(c);
+        } else if (h == SLUICE__WHEEL_HEAD_OVERFLOW && !empty) {
+            if ((c >> TOP_SHIFT) == (UINT64_MAX >> TOP_SHIFT))
+                FAIL("overflow list non-empty in the last epoch");
+            uint64_t ep = next_epoch(c);
             if (ep < earliest) earliest = ep;
         }
         if (empty) continue;
 
         uint32_t prev = hidx, cur = hd->next;
         while (cur != hidx) {
-            if (cur >= SW_HEAD_BASE) SW_FAIL("list %u reaches foreign head or bad index %#x", h, cur);
+            if (cur >= SLUICE__WHEEL_HEAD_BASE) FAIL("list %u reaches foreign head or bad index %#x", h, cur);
             if (++seen > w->count)
-                SW_FAIL("more nodes in lists than count %llu (cycle or lost count) in list %u",
+                FAIL("more nodes in lists than count %llu (cycle or lost count) in list %u",
                         (unsigned long long)w->count, h);
-            const struct sw_node *n = sw_node_at(w->arena, cur);
+            const struct sluice__wheel_node *n = sluice__wheel_node_at(w->arena, cur);
             if (n->link.prev != prev)
-                SW_FAIL("list %u: node %u prev %#x, expected %#x", h, cur, n->link.prev, prev);
+                FAIL("list %u: node %u prev %#x, expected %#x", h, cur, n->link.prev, prev);
             uint64_t e = n->deadline / t + (n->deadline % t != 0); /* independent of recip */
-            if (h < SW_WHEEL_HEADS) {
+            if (h < WHEEL_HEADS) {
                 if (slot_start > e)
-                    SW_FAIL("node %u (deadline %llu, E %llu) sits in level %u slot %u starting at tick %llu: "
+                    FAIL("node %u (deadline %llu, E %llu) sits in level %u slot %u starting at tick %llu: "
                             "reached late",
                             cur, (unsigned long long)n->deadline, (unsigned long long)e, level, slot,
                             (unsigned long long)slot_start);
-            } else if (h == SW_HEAD_OVERFLOW) {
-                if ((e >> SW_TOP_SHIFT) <= (c >> SW_TOP_SHIFT))
-                    SW_FAIL("overflow node %u (E %llu) is within the current epoch of curtick %llu", cur,
+            } else if (h == SLUICE__WHEEL_HEAD_OVERFLOW) {
+                if ((e >> TOP_SHIFT) <= (c >> TOP_SHIFT))
+                    FAIL("overflow node %u (E %llu) is within the current epoch of curtick %llu", cur,
                             (unsigned long long)e, (unsigned long long)c);
             }
             prev = cur;
             cur = n->link.next;
         }
-        if (hd->prev != prev) SW_FAIL("list %u: head prev %#x but last node %#x", h, hd->prev, prev);
+        if (hd->prev != prev) FAIL("list %u: head prev %#x but last node %#x", h, hd->prev, prev);
     }
     if (seen != w->count)
-        SW_FAIL("count %llu but %llu nodes in lists", (unsigned long long)w->count, (unsigned long long)seen);
-    if (!sw_list_empty(w, SW_HEAD_EXPIRED)) {
+        FAIL("count %llu but %llu nodes in lists", (unsigned long long)w->count, (unsigned long long)seen);
+    if (!list_empty(w, SLUICE__WHEEL_HEAD_EXPIRED)) {
         if (w->next_tick > c)
-            SW_FAIL("expired list non-empty but next_tick %llu > curtick %llu", (unsigned long long)w->next_tick,
+            FAIL("expired list non-empty but next_tick %llu > curtick %llu", (unsigned long long)w->next_tick,
                     (unsigned long long)c);
     } else {
         if (w->next_tick > earliest)
-            SW_FAIL("next_tick %llu above the first occupied slot start %llu", (unsigned long long)w->next_tick,
+            FAIL("next_tick %llu above the first occupied slot start %llu", (unsigned long long)w->next_tick,
                     (unsigned long long)earliest);
         /* Nothing waits to be popped, so no work is due now: a next_tick at
          * or before curtick would make an event loop spin. */
         if (w->next_tick <= c && w->next_tick != UINT64_MAX)
-            SW_FAIL("expired list empty but next_tick %llu <= curtick %llu (stale)",
+            FAIL("expired list empty but next_tick %llu <= curtick %llu (stale)",
                     (unsigned long long)w->next_tick, (unsigned long long)c);
     }
     return 0;

@@ -1,9 +1,8 @@
 /*
  * sluice.h — keyed throttle / audit / debounce / rate limiter core.
  *
- * A limiter keeps one small state machine per key (see
- * shared/spec/semantics.md, reproduced in docs/semantics.md) and does its
- * timing on a hierarchical hashed timer wheel. The core never reads a clock:
+ * A limiter keeps one small state machine per key (docs/semantics.md
+ * describes them) and does its timing on a hierarchical hashed timer wheel. The core never reads a clock:
  * every entry point takes `now`, a count of nanoseconds on a monotonic clock
  * chosen by the caller. Values never enter the core: the caller hands in an
  * opaque 64-bit token and learns the fate of every token exactly once.
@@ -40,6 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sluice_errors.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -62,18 +63,20 @@ extern "C" {
 /* Errors                                                              */
 /* ------------------------------------------------------------------ */
 
-/** Error codes. Values follow Linux errno numbers, negated, so they read
- *  familiarly, but they are Sluice's own constants on every platform. */
+/** Error codes, built from the one list in sluice_errors.h (name, value,
+ *  message). Values follow Linux errno numbers, negated, so they read
+ *  familiarly, but they are Sluice's own constants on every platform:
+ *  SLUICE_OK 0, SLUICE_ENOMEM (an allocation failed; nothing changed),
+ *  SLUICE_EBUSY (not allowed while a callback runs), SLUICE_EINVAL (invalid
+ *  argument or configuration), SLUICE_EFULL (the live-key cap is reached; the
+ *  new key was refused), SLUICE_ERANGE (a number is out of its documented
+ *  range), SLUICE_EKEYLEN (key longer than SLUICE_KEY_MAX bytes),
+ *  SLUICE_ECLOSED (the limiter is closed), SLUICE_ECORRUPT
+ *  (sluice_limiter_check() found a broken invariant). */
 enum sluice_error {
-    SLUICE_OK        = 0,
-    SLUICE_ENOMEM    = -12,  /**< an allocation failed; nothing changed */
-    SLUICE_EBUSY     = -16,  /**< not allowed while a callback runs */
-    SLUICE_EINVAL    = -22,  /**< invalid argument or configuration */
-    SLUICE_EFULL     = -28,  /**< the live-key cap is reached; the new key was refused */
-    SLUICE_ERANGE    = -34,  /**< a number is out of its documented range */
-    SLUICE_EKEYLEN   = -36,  /**< key longer than SLUICE_KEY_MAX bytes */
-    SLUICE_ECLOSED   = -108, /**< the limiter is closed */
-    SLUICE_ECORRUPT  = -117  /**< sluice_limiter_check() found a broken invariant */
+#define SLUICE_X(name, value, message) SLUICE_##name = value,
+    SLUICE_ERROR_LIST(SLUICE_X)
+#undef SLUICE_X
 };
 
 /**
@@ -91,6 +94,24 @@ SLUICE_EXTERN const char *sluice_version(void);
  *         "unknown error". Never NULL.
  */
 SLUICE_EXTERN const char *sluice_strerror(int err);
+
+/**
+ * Counts the error codes (SLUICE_OK included), for bindings that check their
+ * own list of codes against the library's.
+ *
+ * @return the number of codes in sluice_errors.h.
+ */
+SLUICE_EXTERN size_t sluice_error_count(void);
+
+/**
+ * Returns the i-th error code of sluice_errors.h, in the order listed there
+ * (SLUICE_OK first).
+ *
+ * @param i an index below sluice_error_count().
+ * @return the code (0 or a negative SLUICE_E* value), or 1 (not a code) for
+ *         an index out of range.
+ */
+SLUICE_EXTERN int sluice_error_code(size_t i);
 
 /* ------------------------------------------------------------------ */
 /* Keys                                                                */
@@ -302,16 +323,22 @@ typedef struct sluice_limiter sluice_limiter_t;
 
 /** Default wheel tick: 1 ms. */
 #define SLUICE_TICK_DEFAULT_NS UINT64_C(1000000)
+/** Largest wheel tick accepted: 1 s. */
+#define SLUICE_TICK_MAX_NS UINT64_C(1000000000)
 
 /** Limiter configuration. Zero-initialise, then set `policy` and what you need. */
 typedef struct sluice_config {
     sluice_policy_t policy;     /**< required */
-    uint64_t tick_ns;           /**< wheel resolution; 0 = SLUICE_TICK_DEFAULT_NS. Timer emissions
-                                     happen at most one tick after their deadline, never before. */
+    uint64_t tick_ns;           /**< wheel resolution; 0 = SLUICE_TICK_DEFAULT_NS, at most
+                                     SLUICE_TICK_MAX_NS (1 s). Timer emissions happen at most one
+                                     tick after their deadline, never before. */
     uint64_t max_keys;          /**< cap on live keys; 0 = no cap. A new key past the cap fails
                                      with SLUICE_EFULL; live keys are never evicted. */
     uint64_t start_ns;          /**< the clock's value at creation (the wheel's origin) */
-    sluice_event_fn on_event;   /**< may be NULL when the policy never schedules (rate) */
+    sluice_event_fn on_event;   /**< required when the policy can keep a token for later; may be
+                                     NULL only for rate, a pass-through (interval 0), or a throttle
+                                     or debounce without trailing edge, whose calls are all decided
+                                     at once */
     void *user;                 /**< passed to on_event */
     const sluice_allocator_t *allocator; /**< NULL = malloc/free; copied */
     bool fixed_seed;            /**< tests only: use `seed` instead of a random hash key */
@@ -327,10 +354,25 @@ typedef struct sluice_config {
  * @param out receives the limiter; untouched on error.
  * @param config the configuration; read only during the call.
  * @return 0, SLUICE_EINVAL or SLUICE_ERANGE for a bad configuration (see
- *         sluice_policy_validate(); also a NULL pointer, or a tick of more
- *         than one second), or SLUICE_ENOMEM.
+ *         sluice_policy_validate(); also a NULL pointer, a tick above
+ *         SLUICE_TICK_MAX_NS, an allocator with a NULL function, or a NULL
+ *         on_event for a policy that can keep tokens; sluice_config_explain()
+ *         says which rule), or SLUICE_ENOMEM.
  */
 SLUICE_EXTERN int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *config);
+
+/**
+ * Explains why sluice_limiter_new() would refuse a configuration, naming the
+ * field and the rule, for example "policy.max_wait_ns is below
+ * policy.interval_ns: a debounce maxWait must be at least its interval".
+ * Every rule of sluice_policy_validate() and sluice_limiter_new() has its
+ * sentence.
+ *
+ * @param config the configuration (may be NULL: that is a broken rule too).
+ * @return NULL when the configuration is valid, otherwise a static
+ *         NUL-terminated English sentence.
+ */
+SLUICE_EXTERN const char *sluice_config_explain(const sluice_config_t *config);
 
 /**
  * Frees a limiter and everything it holds. A limiter that was not closed is
@@ -496,7 +538,8 @@ typedef struct sluice_stats {
     uint64_t pending;        /**< keys holding a pending token */
     uint64_t armed_timers;   /**< timers on the wheel */
     uint64_t memory_bytes;   /**< bytes allocated by this limiter */
-    uint64_t max_probe;      /**< longest probe sequence in the key index right now */
+    uint64_t max_probe;      /**< longest probe sequence in the key index right now (kept as a
+                                  histogram of probe lengths, so reading it is O(1)) */
     uint64_t table_slots;    /**< size of the key index */
     uint64_t full_refusals;  /**< new keys refused because of max_keys */
     /* Totals since creation, for servers to graph. Every token handed in is
@@ -511,7 +554,9 @@ typedef struct sluice_stats {
 } sluice_stats_t;
 
 /**
- * Reads the limiter's counters. O(index size) because of max_probe.
+ * Reads the limiter's counters. O(1) (a bounded histogram scan for
+ * max_probe; O(index size) only while some key sits 255 or more slots from
+ * its home, which the random hash key makes practically impossible).
  *
  * @param limiter the limiter.
  * @param out receives the counters.

@@ -1,0 +1,28 @@
+/*
+ * sluice_errors.h — the one list of Sluice's error codes.
+ *
+ * Each line is X(NAME, VALUE, MESSAGE): the C constant SLUICE_<NAME>, its
+ * value, and the sentence sluice_strerror() returns for it. sluice.h builds
+ * `enum sluice_error` from this list and error.c builds sluice_strerror(),
+ * sluice_error_count() and sluice_error_code() from it, so a code added here
+ * is added everywhere (the Swift layer checks its own list against
+ * sluice_error_code()). Values follow Linux errno numbers, negated, so they
+ * read familiarly, but they are Sluice's own constants on every platform.
+ *
+ * Include sluice.h rather than this file.
+ */
+#ifndef SLUICE_ERRORS_H
+#define SLUICE_ERRORS_H
+
+#define SLUICE_ERROR_LIST(X)                                                                              \
+    X(OK, 0, "success")                                                                                   \
+    X(ENOMEM, -12, "out of memory: nothing was changed")                                                  \
+    X(EBUSY, -16, "not allowed while a callback of this limiter runs")                                    \
+    X(EINVAL, -22, "invalid argument or configuration")                                                   \
+    X(EFULL, -28, "limiter full: the live-key cap is reached, the new key was refused")                   \
+    X(ERANGE, -34, "number out of range")                                                                 \
+    X(EKEYLEN, -36, "key too long (more than SLUICE_KEY_MAX bytes)")                                      \
+    X(ECLOSED, -108, "limiter closed")                                                                    \
+    X(ECORRUPT, -117, "internal invariant broken (see stderr)")
+
+#endif /* SLUICE_ERRORS_H */

@@ -1,0 +1,100 @@
+/* policy-throttle.c — throttle(W, leading, trailing, pick) of
+ * docs/semantics.md. State IDLE (no entry) or OPEN: the entry's timer is
+ * `end`, its pending flag and token the pending value. */
+#include "limiter-internal.h"
+
+static const char *explain(const sluice_policy_t *p, int *code) {
+    const char *why = sluice__explain_interval(p, code);
+    if (why) return why;
+    *code = SLUICE_EINVAL;
+    if (!p->leading && !p->trailing)
+        return "policy.leading and policy.trailing are both false: a throttle needs at least one edge";
+    if (p->pick != SLUICE_PICK_LATEST && p->pick != SLUICE_PICK_FIRST)
+        return "policy.pick is neither SLUICE_PICK_LATEST nor SLUICE_PICK_FIRST";
+    return NULL;
+}
+
+static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
+    l->interval = (uint64_t)p->interval_ns;
+    l->leading = p->leading;
+    l->trailing = p->trailing;
+    l->pick_first = p->pick == SLUICE_PICK_FIRST;
+    l->pass_through = p->interval_ns == 0;
+    return 0;
+}
+
+/* Without trailing nothing is ever kept: calls are emitted or dropped at once. */
+static bool never_schedules(const sluice_policy_t *p) { return p->interval_ns == 0 || !p->trailing; }
+
+int sluice__throttle_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
+                          uint64_t cost, uint64_t t, sluice_decision_t *d) {
+    (void)cost;
+    if (idx == SLUICE__NONE) {
+        /* IDLE | call(t, v) | end = t + W; leading ? emit v : pending = v; -> OPEN */
+        int rc = sluice__limiter_add_key(l, k, &idx);
+        if (rc) return rc;
+        struct sluice__entry *e = sluice__entry_of(l, idx);
+        uint64_t end = sluice__sat_add(t, l->interval);
+        if (l->leading) {
+            d->kind = SLUICE_EMITTED;
+            d->at = t;
+        } else {
+            sluice__set_pending(l, e, token);
+            d->kind = SLUICE_SCHEDULED;
+            d->at = end;
+        }
+        sluice__wheel_add(&l->wheel, idx, end);
+        return 0;
+    }
+    /* OPEN | call(t, v) | trailing off: drop v. No pending: pending = v.
+     * pick latest: drop pending, pending = v. pick first: drop v */
+    struct sluice__entry *e = sluice__entry_of(l, idx);
+    d->at = e->node.deadline;
+    if (!l->trailing || ((e->flags & SLUICE__F_PENDING) && l->pick_first)) {
+        d->kind = SLUICE_DROPPED;
+    } else if (!(e->flags & SLUICE__F_PENDING)) {
+        sluice__set_pending(l, e, token);
+        d->kind = SLUICE_SCHEDULED;
+    } else {
+        struct sluice__event pe;
+        sluice__capture_superseded(&pe, e, e->token, token, t);
+        e->token = token;
+        d->kind = SLUICE_SCHEDULED;
+        sluice__report(l, &pe);
+    }
+    return 0;
+}
+
+void sluice__throttle_fire(struct sluice_limiter *l, uint32_t idx) {
+    /* OPEN | timer(end) | trailing and pending: emit pending at `end`,
+     * `end += W`, stay OPEN. Otherwise -> IDLE */
+    struct sluice__entry *e = sluice__entry_of(l, idx);
+    if (!(l->trailing && (e->flags & SLUICE__F_PENDING))) {
+        sluice__limiter_remove_key(l, idx);
+        return;
+    }
+    uint64_t D = e->node.deadline;
+    struct sluice__event pe;
+    sluice__capture(&pe, e, SLUICE_EVENT_EMIT, sluice__take_pending(l, e), D);
+    sluice__wheel_add(&l->wheel, idx, sluice__sat_add(D, l->interval));
+    sluice__report(l, &pe);
+}
+
+static const char *check(const struct sluice_limiter *l, const struct sluice__entry *e) {
+    if ((e->flags & SLUICE__F_PENDING) && !l->trailing) return "throttle without trailing holds a pending value";
+    if (e->flags & SLUICE__F_POLICY) return "throttle entry with a debounce flag";
+    return NULL;
+}
+
+const struct sluice__policy_ops sluice__throttle_ops = {
+    .kind = SLUICE_THROTTLE,
+    .name = "throttle",
+    .explain = explain,
+    .setup = setup,
+    .never_schedules = never_schedules,
+    .call = sluice__throttle_call,
+    .fire = sluice__throttle_fire,
+    .flush = NULL,
+    .quota = NULL,
+    .check = check,
+};

@@ -1,0 +1,49 @@
+/* policy.c — the registry of policies, and configuration checks.
+ *
+ * Adding a policy: a policy-NAME.c file defining its sluice__NAME_ops
+ * (limiter-internal.h), a kind in sluice.h, and one line below. */
+#include "limiter-internal.h"
+
+const struct sluice__policy_ops *const sluice__policies[SLUICE__POLICY_KINDS] = {
+    [SLUICE_THROTTLE] = &sluice__throttle_ops,
+    [SLUICE_AUDIT] = &sluice__audit_ops,
+    [SLUICE_DEBOUNCE] = &sluice__debounce_ops,
+    [SLUICE_RATE] = &sluice__rate_ops,
+};
+
+static const char *policy_check(const sluice_policy_t *p, int *code) {
+    const struct sluice__policy_ops *ops = sluice__policy_ops_of((int)p->kind);
+    if (!ops) {
+        *code = SLUICE_EINVAL;
+        return "policy.kind is not a known policy (SLUICE_THROTTLE, SLUICE_AUDIT, SLUICE_DEBOUNCE or SLUICE_RATE)";
+    }
+    return ops->explain(p, code);
+}
+
+int sluice_policy_validate(const sluice_policy_t *p) {
+    if (!p) return SLUICE_EINVAL;
+    int code = 0;
+    return policy_check(p, &code) ? code : 0;
+}
+
+const char *sluice__config_check(const sluice_config_t *c, int *code) {
+    *code = SLUICE_EINVAL;
+    if (!c) return "the configuration pointer is NULL";
+    const char *why = policy_check(&c->policy, code);
+    if (why) return why;
+    *code = SLUICE_EINVAL;
+    if (c->tick_ns > SLUICE_TICK_MAX_NS)
+        return "tick_ns is above SLUICE_TICK_MAX_NS: the wheel's tick must be at most one second (0 for the default)";
+    if (!sluice__allocator_valid(c->allocator))
+        return "allocator has a NULL alloc or release: set both, or pass a NULL allocator for malloc/free";
+    if (!c->on_event && !sluice__policy_ops_of((int)c->policy.kind)->never_schedules(&c->policy))
+        return "on_event is NULL but the policy can keep tokens for later: its emissions and drops would be lost "
+               "(only rate, pass-through and policies without a trailing edge may go without a callback)";
+    *code = 0;
+    return NULL;
+}
+
+const char *sluice_config_explain(const sluice_config_t *config) {
+    int code;
+    return sluice__config_check(config, &code);
+}

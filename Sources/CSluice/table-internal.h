@@ -1,0 +1,219 @@
+/*
+ * table-internal.h — the keyed table: one entry per live key (internal).
+ *
+ * Two structures, both owned by table.c:
+ *
+ *  - a slab of fixed-stride entries, one per live key, in chunks of
+ *    SLUICE__CHUNK entries addressed by a 32-bit index. Free entries form a
+ *    list. When most entries are free the slab is compacted (live entries
+ *    moved down, their index slots re-pointed, the owner told through the
+ *    `moved` hook) and the chunks above are released;
+ *  - an index: open addressing with linear probing over 64-bit slots holding
+ *    (hash tag << 32 | entry index + 1), 0 for empty. The home bucket is the
+ *    top bits of the tag, so growing or shrinking never touches entries.
+ *    Deletion shifts the following run back (no tombstones). Keys are
+ *    compared exactly, so two keys never share state.
+ *
+ * The table knows keys and entries, nothing else: the timer node at the
+ * start of an entry, the `token` word, the policy bits of `flags` and the
+ * bytes after the entry (stride - sizeof(struct sluice__entry)) belong to
+ * the limiter and are only zeroed when an entry is created.
+ */
+#ifndef SLUICE_TABLE_INTERNAL_H
+#define SLUICE_TABLE_INTERNAL_H
+
+#include "alloc-internal.h"
+#include "siphash-internal.h"
+#include "sluice.h"
+#include "wheel-internal.h"
+
+#include <string.h>
+
+/* Internal symbols stay out of the shared library's interface. */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(hidden)
+#endif
+
+#define SLUICE__CHUNK_SHIFT 12
+#define SLUICE__CHUNK ((uint32_t)1 << SLUICE__CHUNK_SHIFT)
+#define SLUICE__INDEX_MIN_BITS 4
+#define SLUICE__INLINE_KEY 8
+/* No entry: the result of a failed find. */
+#define SLUICE__NONE UINT32_C(0xFFFFFFFF)
+/* Largest entry index (the timer wheel reserves the indices above it). */
+#define SLUICE__ENTRY_MAX SLUICE__WHEEL_INDEX_MAX
+/* Probe lengths are counted exactly up to this many; beyond, the longest
+ * one is found by scanning the index. */
+#define SLUICE__PROBE_HIST 256
+
+enum sluice__entry_state { SLUICE__FREE = 0, SLUICE__LIVE = 1 };
+
+/* Bits of sluice__entry.flags owned by the table; the limiter uses the
+ * others (limiter-internal.h). */
+enum sluice__key_flag {
+    SLUICE__KEY_U64 = 1 << 6, /* the key is an integer */
+    SLUICE__KEY_HEAP = 1 << 7 /* the key bytes live in a heap blob pointed to by `key` */
+};
+
+/* One live key. 40 bytes, then stride - 40 bytes of the limiter's. */
+struct sluice__entry {
+    struct sluice__wheel_node node; /* the limiter's timer; must stay first (node_off 0) */
+    uint64_t key;   /* integer key, inline bytes (len <= 8), blob pointer; free: next free index */
+    uint64_t token; /* the limiter's (the pending token; rate: TAT's remainder) */
+    uint32_t tag;   /* top 32 bits of the key's hash */
+    uint8_t state;
+    uint8_t flags;
+    uint16_t keylen;
+};
+
+struct sluice__table {
+    struct sluice__mem *mem;
+    /* index */
+    uint64_t *slots;
+    uint32_t slot_bits;
+    /* slab */
+    unsigned char **chunks;
+    uint32_t nchunks, chunks_cap;
+    uint32_t top;       /* entries carved so far: indices [0, top) are LIVE or FREE */
+    uint32_t free_head; /* free list through `key` */
+    uint32_t stride;
+    uint64_t live;
+    uint64_t shrink_below; /* sluice__table_maybe_shrink has work when live < shrink_below */
+    /* probe_hist[d]: keys sitting d slots past their home (the last bucket: d or more) */
+    uint32_t probe_hist[SLUICE__PROBE_HIST];
+    /* Called after compaction copied an entry to index `to`. */
+    void (*moved)(void *ctx, uint32_t to);
+    void *moved_ctx;
+};
+
+/* A key checked and hashed, ready for the table. */
+struct sluice__keyref {
+    const unsigned char *bytes;
+    size_t len;
+    uint64_t u64;
+    bool is_u64;
+    uint64_t hash;
+};
+
+static inline struct sluice__entry *sluice__entry_at(const struct sluice__table *t, uint32_t idx) {
+    return (struct sluice__entry *)(void *)(t->chunks[idx >> SLUICE__CHUNK_SHIFT] +
+                                            (size_t)(idx & (SLUICE__CHUNK - 1)) * t->stride);
+}
+
+/* A distinct hash key for integer keys, so an integer and its 8 bytes do
+ * not hash alike (they are never equal anyway: the comparison checks the
+ * kind). */
+#define SLUICE__U64_DOMAIN UINT64_C(0x9e3779b97f4a7c15)
+
+/* Validates and hashes a key with a 128-bit seed. Returns 0, SLUICE_EINVAL
+ * or SLUICE_EKEYLEN. (The loop layer calls it with the seed its shards share.) */
+static inline int sluice__key_prepare_seeded(const uint64_t seed[2], sluice_key_t key, struct sluice__keyref *out) {
+    if (key.kind == SLUICE_KEY_U64) {
+        uint64_t k[2] = { seed[0] ^ SLUICE__U64_DOMAIN, seed[1] };
+        out->is_u64 = true;
+        out->u64 = key.u64;
+        out->bytes = NULL;
+        out->len = 0;
+        out->hash = sluice__siphash13_u64(k, key.u64);
+        return 0;
+    }
+    if (key.kind != SLUICE_KEY_BYTES) return SLUICE_EINVAL;
+    if (key.len > SLUICE_KEY_MAX) return SLUICE_EKEYLEN;
+    if (key.len > 0 && key.bytes == NULL) return SLUICE_EINVAL;
+    out->is_u64 = false;
+    out->u64 = 0;
+    out->bytes = (const unsigned char *)key.bytes;
+    out->len = key.len;
+    out->hash = sluice__siphash13(seed, key.bytes, key.len);
+    return 0;
+}
+
+static inline const unsigned char *sluice__entry_key_bytes(const struct sluice__entry *e) {
+    if (e->flags & SLUICE__KEY_HEAP) return (const unsigned char *)(uintptr_t)e->key;
+    return (const unsigned char *)&e->key;
+}
+
+static inline bool sluice__entry_matches(const struct sluice__entry *e, const struct sluice__keyref *k) {
+    if (k->is_u64) return (e->flags & SLUICE__KEY_U64) && e->key == k->u64;
+    if (e->flags & SLUICE__KEY_U64) return false;
+    if (e->keylen != k->len) return false;
+    return k->len == 0 || memcmp(sluice__entry_key_bytes(e), k->bytes, k->len) == 0;
+}
+
+/* Index slots: tag << 32 | (entry index + 1); 0 is empty. The home bucket is
+ * the top bits of the tag. */
+static inline uint32_t sluice__slot_tag(uint64_t s) { return (uint32_t)(s >> 32); }
+static inline uint32_t sluice__slot_idx(uint64_t s) { return (uint32_t)s - 1; }
+static inline size_t sluice__home(uint32_t tag, uint32_t bits) { return (size_t)(tag >> (32 - bits)); }
+
+/* Index of the live entry for the key, or SLUICE__NONE. */
+static inline uint32_t sluice__table_find(const struct sluice__table *t, const struct sluice__keyref *k) {
+    uint32_t tag = (uint32_t)(k->hash >> 32);
+    size_t mask = ((size_t)1 << t->slot_bits) - 1;
+    size_t i = sluice__home(tag, t->slot_bits);
+    for (;;) {
+        uint64_t s = t->slots[i];
+        if (s == 0) return SLUICE__NONE;
+        if (sluice__slot_tag(s) == tag) {
+            uint32_t idx = sluice__slot_idx(s);
+            if (sluice__entry_matches(sluice__entry_at(t, idx), k)) return idx;
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/* Asks for the index slot a live entry's key starts its probe at (a hint
+ * for a caller about to remove that key). */
+static inline void sluice__table_prefetch_home(const struct sluice__table *t, const struct sluice__entry *e) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(&t->slots[sluice__home(e->tag, t->slot_bits)]);
+#else
+    (void)t;
+    (void)e;
+#endif
+}
+
+/* Copies an entry's key into a caller buffer of SLUICE_KEY_MAX bytes (byte
+ * keys only) and returns it as a sluice_key_t. */
+static inline sluice_key_t sluice__entry_key(const struct sluice__entry *e, unsigned char *buf) {
+    if (e->flags & SLUICE__KEY_U64) return sluice_key_u64(e->key);
+    if (e->keylen) memcpy(buf, sluice__entry_key_bytes(e), e->keylen);
+    return sluice_key_bytes(buf, e->keylen);
+}
+
+/* Makes an empty table whose entries are `stride` bytes (at least
+ * sizeof(struct sluice__entry)). Returns 0 or SLUICE_ENOMEM. */
+int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_t stride);
+
+/* Releases everything the table holds. */
+void sluice__table_destroy(struct sluice__table *t);
+
+/* Creates a live entry for a key known to be absent: zeroed but for the key
+ * and its table flags. Returns 0 and the index, or SLUICE_ENOMEM with
+ * nothing changed. The chunk table may move: re-read t->chunks. */
+int sluice__table_insert(struct sluice__table *t, const struct sluice__keyref *k, uint32_t *idx_out);
+
+/* Removes a live entry: unlinks it from the index, frees its key blob and
+ * returns it to the free list. Whatever the limiter keeps in the entry must
+ * be let go first. */
+void sluice__table_remove(struct sluice__table *t, uint32_t idx);
+
+/* Releases slab chunks and index space when most is unused (live <
+ * shrink_below). Moves entries: only when no entry index is held. */
+void sluice__table_maybe_shrink(struct sluice__table *t);
+
+/* The longest probe sequence in the index right now (displacement + 1; 0
+ * when empty). O(SLUICE__PROBE_HIST), or O(index size) while some key sits
+ * SLUICE__PROBE_HIST - 1 or more slots past its home. */
+uint64_t sluice__table_max_probe(const struct sluice__table *t);
+
+/* Checks the table's invariants (index, slab, free list, counts, probe
+ * histogram) with the seed its keys were hashed with. Returns 0 or
+ * SLUICE_ECORRUPT after writing the broken rule to stderr. */
+int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]);
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
+#endif
+
+#endif /* SLUICE_TABLE_INTERNAL_H */
