@@ -721,6 +721,82 @@ static void test_v2_runs(void) {
                "7 quota K remaining=2 full=7 retry=7\n7 emit K a\n7 quota K remaining=0 full=107 retry=57\n");
 }
 
+/* Records the drop lines' successor fields. */
+struct drops {
+    size_t n;
+    bool has[8];
+    size_t step[8];
+    char value[8][8];
+    char succ[8][8];
+};
+
+static void record_drops(void *user, const sluice_trace_output_t *o) {
+    struct drops *d = user;
+    if (o->kind != SLUICE_TRACE_OUT_DROP || d->n == 8)
+        return;
+    d->has[d->n] = o->has_successor;
+    d->step[d->n] = o->has_successor ? o->successor_step : SIZE_MAX;
+    snprintf(d->value[d->n], sizeof d->value[0], "%.*s", (int)o->value_len, o->value);
+    snprintf(d->succ[d->n], sizeof d->succ[0], "%.*s", o->has_successor ? (int)o->successor_value_len : 0,
+             o->has_successor ? o->successor_value : "");
+    d->n++;
+}
+
+static void test_api(void) {
+    sluice_trace_t *t = (sluice_trace_t *)&t;
+    sluice_trace_error_t err;
+    sluice_trace_run_options_t opt;
+    sluice_trace_run_result_t res;
+    struct drops d;
+    sluice_policy_t pol;
+
+    /* Bad arguments. */
+    CHECK(sluice_trace_parse("policy audit interval=1", 23, NULL, &err) == SLUICE_TRACE_EINVAL, "out NULL");
+    CHECK(sluice_trace_parse(NULL, 3, &t, &err) == SLUICE_TRACE_EINVAL && t == NULL, "text NULL");
+    CHECK(sluice_trace_parse(NULL, 0, &t, NULL) == SLUICE_TRACE_ESYNTAX && t == NULL, "empty, no err");
+    CHECK(sluice_trace_run(NULL, NULL, &res) == SLUICE_TRACE_EINVAL && res.message[0] != '\0', "run NULL");
+    CHECK(sluice_trace_run_realtime(NULL, NULL, NULL) == SLUICE_TRACE_EINVAL, "realtime NULL");
+    CHECK(sluice_trace_step_count(NULL) == 0 && !sluice_trace_is_v2(NULL), "NULL accessors");
+    sluice_trace_free(NULL);
+    CHECK(strcmp(sluice_trace_strerror(SLUICE_TRACE_ESYNTAX), "malformed trace") == 0 &&
+              sluice_trace_strerror(12345) != NULL,
+          "strerror");
+
+    /* The policy as the core's policy, in ns, defaults applied. */
+    t = expect_ok("policy debounce interval=100 maxwait=250 leading=true\n");
+    pol = sluice_trace_policy(t);
+    CHECK(pol.kind == SLUICE_DEBOUNCE && pol.interval_ns == 100 * (int64_t)MS && pol.has_max_wait &&
+              pol.max_wait_ns == 250 * (int64_t)MS && pol.leading && pol.trailing,
+          "debounce policy in ns");
+    sluice_trace_free(t);
+    t = expect_ok("policy rate limit=3 per=1000\n");
+    pol = sluice_trace_policy(t);
+    CHECK(pol.kind == SLUICE_RATE && pol.limit == 3 && pol.per_ns == 1000 * (int64_t)MS && pol.burst == 3,
+          "rate policy in ns, burst = limit");
+    /* batch_size is reserved: 0 and 1 only. */
+    memset(&opt, 0, sizeof opt);
+    opt.batch_size = 1;
+    CHECK(sluice_trace_run(t, &opt, &res) == SLUICE_TRACE_OK, "batch_size 1");
+    opt.batch_size = 2;
+    CHECK(sluice_trace_run(t, &opt, &res) == SLUICE_TRACE_EINVAL && res.message[0] != '\0', "batch_size 2");
+    CHECK(sluice_trace_run_realtime(t, &opt, &res) == SLUICE_TRACE_EINVAL, "realtime batch_size 2");
+    sluice_trace_free(t);
+
+    /* A superseded value names its successor; a suppressed or cancelled one does not. */
+    t = expect_ok("policy throttle interval=100\n0 call A a\n10 call A b\n20 call A c\n30 cancel A\n"
+                  "40 call A d\n");
+    memset(&d, 0, sizeof d);
+    memset(&opt, 0, sizeof opt);
+    opt.on_output = record_drops;
+    opt.user = &d;
+    CHECK(sluice_trace_run(t, &opt, &res) == SLUICE_TRACE_OK, "run: %s", res.message);
+    CHECK(d.n == 2, "two drops, got %zu", d.n);
+    CHECK(strcmp(d.value[0], "b") == 0 && d.has[0] && d.step[0] == 2 && strcmp(d.succ[0], "c") == 0,
+          "b replaced by c (step 2), got has %d step %zu succ '%s'", d.has[0], d.step[0], d.succ[0]);
+    CHECK(strcmp(d.value[1], "c") == 0 && !d.has[1], "c cancelled: no successor");
+    sluice_trace_free(t);
+}
+
 int main(void) {
     test_missing_policy();
     test_policy_errors();
@@ -733,6 +809,7 @@ int main(void) {
     test_runs();
     test_v2_parse();
     test_v2_runs();
+    test_api();
     if (failures) {
         fprintf(stderr, "test_trace_parser: %d of %d checks failed\n", failures, checks);
         return 1;
