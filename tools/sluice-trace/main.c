@@ -46,9 +46,9 @@ static void usage(FILE *f) {
           "  1   out of memory, or standard output could not be written\n"
           "  2   malformed trace ('error: line N: REASON' on standard error),\n"
           "      or the input could not be read ('error: cannot read FILE: ...')\n"
+          "  3   internal error: the core broke a rule of its API (a bug in Sluice)\n"
           "  4   --redis: Redis could not be reached, was too slow or did not answer\n"
           "      like Redis (nothing is printed)\n"
-          "  3   internal error: the core broke a rule of its API (a bug in Sluice)\n"
           "  64  bad command line\n",
           f);
 }
