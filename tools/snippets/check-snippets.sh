@@ -18,15 +18,17 @@
 #    it declares an extension or a protocol, which cannot be local. `import`
 #    lines move to the top of the file; `import Sluice` is implied, any other
 #    module (Foundation for UUID, …) must be imported by the snippet. An
-#    ellipsis (…) stands for the reader's own code and is removed. Names the snippets assume (Document, store, …)
-#    are declared in template/Sources/App/Scaffolding.swift.
+#    ellipsis (…) stands for the reader's own code and is removed. Names the
+#    snippets assume (Document, store, …) are declared in
+#    template/Sources/App/Scaffolding.swift.
 #  - The package is built with `swift build` (Swift 6 language mode: tools
 #    version 6.x); compiler messages point at the Markdown file and line.
 # C: every ```c block of README.md is compiled with -std=c11 -Wall -Wextra
-#    -Werror against the headers and the CMake-built build/libsluice.a (run
-#    `make build` first, or set SLUICE_BUILD_DIR); a block with main() is
-#    linked and run, and when the text before the next plain block says
-#    "prints", its standard output must equal that block.
+#    -Werror against the headers (Sources/*/include) and the CMake-built
+#    build/libsluice-core.a (build/libsluice.a and libevent when the block
+#    includes sluice_loop.h; run `make build` first, or set SLUICE_BUILD_DIR); a
+#    block with main() is linked and run, and when the text before the next
+#    plain block says "prints", its standard output must equal that block.
 #
 # No block may be skipped: code in a ```swift or ```c fence must build. Text that
 # is not code (a shell session, an output) goes in a fence without that language.
@@ -174,10 +176,13 @@ check_swift() {
 
 # --- C ----------------------------------------------------------------------------------
 check_c() {
-  local lib=$cbuild/libsluice.a include=$root/Sources/CSluice/include n=0 status=0
-  [[ -f $lib ]] || fail "$lib not found: run \`make build\` first (or set SLUICE_BUILD_DIR)"
-  local libs
-  libs=$(pkg-config --libs libevent_core 2>/dev/null || echo -levent_core)
+  local n=0 status=0 includes=() d
+  for d in "$root"/Sources/*/include; do includes+=(-I "$d"); done
+  [[ -f $cbuild/libsluice.a ]] || fail "$cbuild/libsluice.a not found: run \`make build\` first (or set SLUICE_BUILD_DIR)"
+  # The core alone (libc only) when the block does not use the loop layer.
+  local core=() full=()
+  full=("$cbuild/libsluice.a" $(pkg-config --libs libevent_core 2>/dev/null || echo -levent_core) -levent_pthreads -lpthread)
+  if [[ -f $cbuild/libsluice-core.a ]]; then core=("$cbuild/libsluice-core.a"); else core=("${full[@]}"); fi
   mkdir -p "$work/c"
   local ids=() langs=() files=() lines=() proses=()
   while read -r id lang file line prose; do
@@ -192,14 +197,16 @@ check_c() {
     local src=$work/c/snippet$id.c exe=$work/c/snippet$id
     { echo "#line $((lines[i] + 1)) \"${files[i]}\""; cat "$blocks/$id.block"; } >"$src"
     if ! grep -q 'main[[:space:]]*(' "$blocks/$id.block"; then
-      if "$CC" -std=c11 -Wall -Wextra -Werror -Wno-unused-function -I "$include" -c -o "$exe.o" "$src"; then
+      if "$CC" -std=c11 -Wall -Wextra -Werror -Wno-unused-function "${includes[@]}" -c -o "$exe.o" "$src"; then
         echo "c: $where compiles"
       else
         echo "check-snippets: $where does not compile" >&2; status=1
       fi
       continue
     fi
-    if ! "$CC" -std=c11 -Wall -Wextra -Werror -I "$include" -o "$exe" "$src" "$lib" $libs -levent_pthreads -lpthread; then
+    local link=("${core[@]}")
+    if grep -q 'sluice_loop\.h' "$blocks/$id.block"; then link=("${full[@]}"); fi
+    if ! "$CC" -std=c11 -Wall -Wextra -Werror "${includes[@]}" -o "$exe" "$src" "${link[@]}"; then
       echo "check-snippets: $where does not compile and link" >&2; status=1; continue
     fi
     local rc=0
