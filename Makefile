@@ -173,3 +173,13 @@ clean:
 .PHONY: snippets
 snippets: build
 	tools/snippets/check-snippets.sh
+
+# --- soak (not part of make test) -------------------------------------------------------------
+# The example server (Examples/http-server) under two wrk runs at once for SOAK_SECONDS
+# (default 180): the quota endpoint and the debounced changes endpoint; then a checker
+# (soak_check.py): every client's admissions within its quota, every notification line's
+# count exact. Figures in docs/reliability.md.
+SOAK_SECONDS ?= 180
+.PHONY: soak
+soak: build
+	sh Examples/http-server/soak.sh build/sluice-http-example build/soak $(SOAK_SECONDS)
