@@ -11,7 +11,12 @@
 //  - CSluiceTrace: the trace parser and the manual and real-time trace runners
 //                  (Sources/CSluiceTrace, include/sluice_trace.h).
 //  - Sluice:       the Swift layer over the core and the loop layer (Limiter, Throttler, Debouncer).
-//  - SluiceCLI:    the `sluice` command (simulate, timelines), on ArgumentParser.
+//  - SluiceCLI:    the `sluice` command (simulate, timelines) over CSluiceTrace, with a
+//                  hand-written argument parser: no dependency for consumers to fetch.
+//
+// Documentation: `SLUICE_DOCS=1 swift package generate-documentation --target Sluice`.
+// The swift-docc-plugin dependency is declared only when SLUICE_DOCS is set, so a
+// package that depends on Sluice never fetches it.
 //
 // Build facts this file relies on:
 //  - CLibevent's pkgConfig must be "libevent_core": "libevent" names the
@@ -32,12 +37,6 @@ let package = Package(
     products: [
         .library(name: "Sluice", targets: ["Sluice"]),
         .executable(name: "sluice", targets: ["SluiceCLI"]),
-    ],
-    dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        // Only for `swift package generate-documentation --target Sluice`;
-        // a plugin adds nothing to `swift build` or to packages depending on Sluice.
-        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .systemLibrary(
@@ -85,10 +84,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "SluiceCLI",
-            dependencies: [
-                "Sluice",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
+            dependencies: ["Sluice", "CSluiceTrace"],
             path: "Sources/SluiceCLI"
         ),
         .testTarget(
@@ -99,3 +95,8 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The DocC plugin, only for building the documentation (see the top of this file).
+if Context.environment["SLUICE_DOCS"] != nil {
+    package.dependencies.append(.package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"))
+}

@@ -7,7 +7,8 @@ struct Timeline {
     /// What became of a call's value.
     enum Fate: Equatable {
         case emitted(at: UInt64)
-        case dropped(at: UInt64)
+        /// Dropped at `at`; `by` is the time of the call that took its place, if any.
+        case dropped(at: UInt64, by: UInt64?)
         case discarded(at: UInt64)
         case unknown
     }
@@ -30,37 +31,45 @@ struct Timeline {
     /// The last instant of the run, in ms.
     private(set) var end: UInt64 = 0
 
-    /// Matches each output line to its call: for each key, the earliest call
-    /// of that value not yet accounted for.
-    init(trace: Trace, output: [TraceOutput]) {
+    /// Matches each output line to its call by the call's step (the trace
+    /// library names it), so two calls with the same value never mix up.
+    init(trace: Trace, output: [TraceLine]) {
         title = "\(trace.policy)"
         var index: [String: Int] = [:]
+        /// Step index of a call -> (lane, call index in the lane).
+        var callAt: [Int: (lane: Int, call: Int)] = [:]
         func lane(_ key: String) -> Int {
             if let i = index[key] { return i }
             lanes.append(Lane(key: key))
             index[key] = lanes.count - 1
             return lanes.count - 1
         }
-        for step in trace.steps {
+        for (stepIndex, step) in trace.steps.enumerated() {
             end = max(end, step.time)
-            if case let .call(key, value) = step.action {
-                lanes[lane(key)].calls.append(Call(time: step.time, value: value, fate: .unknown))
+            if case let .call(value, _) = step.verb {
+                let l = lane(step.key)
+                lanes[l].calls.append(Call(time: step.time, value: value, fate: .unknown))
+                callAt[stepIndex] = (l, lanes[l].calls.count - 1)
             }
         }
         for line in output {
             end = max(end, line.time)
-            let l = lane(line.key)
-            let (value, fate): (String, Fate)
             switch line.kind {
-            case let .emit(v): (value, fate) = (v, .emitted(at: line.time))
-            case let .drop(v): (value, fate) = (v, .dropped(at: line.time))
-            case let .discard(v): (value, fate) = (v, .discarded(at: line.time))
             case let .pending(yes):
-                lanes[l].pendingAnswers.append((line.time, yes))
+                lanes[lane(line.key)].pendingAnswers.append((line.time, yes))
                 continue
+            case .quota:
+                continue
+            default:
+                break
             }
-            if let c = lanes[l].calls.firstIndex(where: { $0.value == value && $0.fate == .unknown }) {
-                lanes[l].calls[c].fate = fate
+            guard let (l, c) = callAt[line.step] else { continue }
+            switch line.kind {
+            case .emit: lanes[l].calls[c].fate = .emitted(at: line.time)
+            case .drop:
+                let by = line.successorStep.flatMap { trace.steps.indices.contains($0) ? trace.steps[$0].time : nil }
+                lanes[l].calls[c].fate = .dropped(at: line.time, by: by)
+            default: lanes[l].calls[c].fate = .discarded(at: line.time)
             }
         }
     }
@@ -83,8 +92,8 @@ struct Timeline {
 
     /// The picture for a terminal: a time axis, then per key the calls
     /// (`in`), the emissions (`out`) and the values dropped or discarded
-    /// (`drop`), each value drawn as its first character at its time (`*`
-    /// where several meet in one column).
+    /// (`drop`, under the call of the value), each value drawn as its
+    /// first character at its time (`*` where several meet in one column).
     func text(width: Int) -> String {
         let labelWidth = max(8, (lanes.map(\.key.count).max() ?? 0) + 6)
         let columns = max(10, width - labelWidth - 1)
@@ -123,11 +132,13 @@ struct Timeline {
                 put(&calls, call.time, mark)
                 switch call.fate {
                 case let .emitted(at): put(&outs, at, mark)
-                case let .dropped(at):
-                    put(&drops, at, mark)
+                case .dropped:
+                    // Under the value that was dropped (its call), not under
+                    // the call that superseded it.
+                    put(&drops, call.time, mark)
                     anyDrop = true
-                case let .discarded(at):
-                    put(&drops, at, "!")
+                case .discarded:
+                    put(&drops, call.time, "!")
                     anyDrop = true
                 case .unknown: break
                 }
@@ -164,8 +175,9 @@ struct Timeline {
 
     /// The same picture as SVG: per key, calls as circles on the upper line
     /// and emissions on the lower one, joined by a line from each call to its
-    /// emission; a dropped value ends in a red cross at the time it was
-    /// dropped, a discarded one in an orange one.
+    /// emission; a dropped value gets a red cross under its call (with a
+    /// dashed line to the call that superseded it, if any), a discarded one
+    /// an orange one.
     func svg() -> String {
         let left = 90.0, right = 40.0, top = 80.0, laneHeight = 110.0
         let plotWidth = 900.0
@@ -211,11 +223,16 @@ struct Timeline {
                     s.append("<line x1=\"\(fmt(cx))\" y1=\"\(fmt(yIn))\" x2=\"\(fmt(ex))\" y2=\"\(fmt(yOut))\" stroke=\"#2a7\" stroke-width=\"1.5\"/>")
                     s.append("<circle cx=\"\(fmt(ex))\" cy=\"\(fmt(yOut))\" r=\"6\" fill=\"#2a7\"><title>emit \(escape(call.value)) at \(at) ms</title></circle>")
                     s.append("<text x=\"\(fmt(ex))\" y=\"\(fmt(yOut + 20))\" text-anchor=\"middle\" fill=\"#2a7\">\(label)</text>")
-                case let .dropped(at), let .discarded(at):
-                    let color = if case .dropped = call.fate { "#d33" } else { "#e90" }
-                    let dx = x(at)
-                    s.append("<line x1=\"\(fmt(cx))\" y1=\"\(fmt(yIn))\" x2=\"\(fmt(dx))\" y2=\"\(fmt(yIn))\" stroke=\"\(color)\" stroke-dasharray=\"3 3\"/>")
-                    s.append("<path d=\"M\(fmt(dx - 5)) \(fmt(yIn + 10))l10 10m0 -10l-10 10\" stroke=\"\(color)\" stroke-width=\"2\"><title>\(call.fate == .dropped(at: at) ? "drop" : "discard") \(escape(call.value)) at \(at) ms</title></path>")
+                case let .dropped(at, by):
+                    // The cross sits under the value that was dropped; a
+                    // dashed line leads to the call that took its place.
+                    if let by {
+                        let bx = x(by)
+                        s.append("<line x1=\"\(fmt(cx))\" y1=\"\(fmt(yIn + 15))\" x2=\"\(fmt(bx))\" y2=\"\(fmt(yIn + 15))\" stroke=\"#d33\" stroke-dasharray=\"3 3\"/>")
+                    }
+                    s.append("<path d=\"M\(fmt(cx - 5)) \(fmt(yIn + 10))l10 10m0 -10l-10 10\" stroke=\"#d33\" stroke-width=\"2\"><title>drop \(escape(call.value)) at \(at) ms</title></path>")
+                case let .discarded(at):
+                    s.append("<path d=\"M\(fmt(cx - 5)) \(fmt(yIn + 10))l10 10m0 -10l-10 10\" stroke=\"#e90\" stroke-width=\"2\"><title>discard \(escape(call.value)) at \(at) ms</title></path>")
                 case .unknown:
                     break
                 }

@@ -17,8 +17,9 @@ struct CLITests {
     func simulate(_ file: String, realtime: Bool = false, timeline: Bool = false, svg: String? = nil) async -> RunResult {
         let out = Locked<[String]>([])
         let err = Locked<[String]>([])
-        let status = await SimulateRun(file: file, realtime: realtime, timeline: timeline, svgPath: svg)
-            .execute(out: { line in out.withLock { $0.append(line) } }, err: { line in err.withLock { $0.append(line) } })
+        let status = await SimulateRun(
+            options: SimulateOptions(file: file, realtime: realtime, timeline: timeline, svgPath: svg)
+        ).execute(out: { line in out.withLock { $0.append(line) } }, err: { line in err.withLock { $0.append(line) } })
         return RunResult(status: status, out: out.withLock { $0 }, err: err.withLock { $0 })
     }
 
@@ -73,7 +74,8 @@ struct CLITests {
         // Columns of 5 ms after an 8-column label: a at 0, b at 50, c at 120; b out at 100, c at 220.
         #expect(lines.contains("A in    a         b             c"))
         #expect(lines.contains("A out                       b                       c"))
-        #expect(lines.contains("A drop            a"))
+        // The dropped value is marked under its own call (at 0), not under b's.
+        #expect(lines.contains("A drop  a"))
     }
 
     @Test("--svg writes the picture")
@@ -89,15 +91,73 @@ struct CLITests {
         #expect(svg.hasSuffix("</svg>\n"))
         #expect(svg.components(separatedBy: "<circle").count - 1 == 7 + 6, "7 calls, 6 emissions")
         #expect(svg.contains("<title>drop b2 at 90 ms</title>"))
+        // The cross of a dropped value sits under that value's call.
+        let dropped = try #require(svg.components(separatedBy: "\n").first { $0.contains("<title>drop b2 at 90 ms</title>") })
+        let call = try #require(svg.components(separatedBy: "\n").first { $0.contains("<title>call b2 at ") })
+        let crossX = Double(dropped.split(separator: "M")[1].split(separator: " ")[0])! + 5
+        let callX = Double(call.split(separator: "cx=\"")[1].split(separator: "\"")[0])!
+        #expect(abs(crossX - callX) < 0.2, "cross at \(crossX), call at \(callX)")
     }
 
     @Test("the command line parses")
     func parsing() throws {
-        let command = try SluiceCommand.parseAsRoot(["simulate", "--timeline", "--svg", "x.svg", "t.trace"])
-        let simulate = try #require(command as? Simulate)
-        #expect(simulate.file == "t.trace" && simulate.timeline && simulate.svgPath == "x.svg" && !simulate.realtime)
-        #expect(throws: (any Error).self) { try SluiceCommand.parseAsRoot(["simulate"]) }
-        #expect(throws: (any Error).self) { try SluiceCommand.parseAsRoot(["simulate", "--width", "3", "t"]) }
+        #expect(
+            try Arguments.parse(["simulate", "--timeline", "--svg", "x.svg", "t.trace"])
+                == .simulate(SimulateOptions(file: "t.trace", timeline: true, svgPath: "x.svg")))
+        #expect(
+            try Arguments.parse(["simulate", "--realtime", "--width=120", "-"])
+                == .simulate(SimulateOptions(file: "-", realtime: true, width: 120)))
+        #expect(try Arguments.parse(["simulate", "--", "--odd-name"]) == .simulate(SimulateOptions(file: "--odd-name")))
+        guard case .help = try Arguments.parse(["--help"]) else { Issue.record("--help"); return }
+        guard case .help = try Arguments.parse(["simulate", "-h"]) else { Issue.record("simulate -h"); return }
+        #expect(try Arguments.parse(["--version"]) == .version)
+    }
+
+    @Test("a bad command line names the problem and shows the usage", arguments: [
+        ([], "missing subcommand"),
+        (["frobnicate"], "unknown subcommand 'frobnicate'"),
+        (["simulate"], "missing FILE (a trace file, or - for standard input)"),
+        (["simulate", "a", "b"], "unexpected argument 'b' (one FILE only)"),
+        (["simulate", "--width", "3", "t"], "'--width' must be at least 40"),
+        (["simulate", "--width", "wide", "t"], "'--width' needs a whole number, not 'wide'"),
+        (["simulate", "t", "--svg"], "missing value for '--svg'"),
+        (["simulate", "--timeline", "--timeline", "t"], "'--timeline' given twice"),
+        (["simulate", "--timeline=yes", "t"], "'--timeline' takes no value"),
+        (["simulate", "--color", "t"], "unknown option '--color'"),
+    ])
+    func usageErrors(arguments: [String], message: String) async {
+        #expect(throws: UsageError.self) { try Arguments.parse(arguments) }
+        do {
+            _ = try Arguments.parse(arguments)
+        } catch {
+            #expect(error.message == message)
+            #expect(error.description.hasPrefix("error: \(message)\nUSAGE: sluice"))
+        }
+        let err = Locked<[String]>([])
+        let status = await SluiceCommand.run(arguments, out: { _ in }, err: { line in err.withLock { $0.append(line) } })
+        #expect(status == 64)
+        #expect(err.withLock { $0 }.first?.hasPrefix("error: \(message)") == true)
+    }
+
+    @Test("--help prints the usage on standard output, status 0")
+    func help() async {
+        let out = Locked<[String]>([])
+        let status = await SluiceCommand.run(["simulate", "--help"], out: { line in out.withLock { $0.append(line) } }, err: { _ in })
+        #expect(status == 0)
+        #expect(out.withLock { $0 }.first?.hasPrefix("USAGE: sluice simulate") == true)
+    }
+
+    @Test("a v2 trace (cost= and quota) prints its exact lines")
+    func costAndQuota() async throws {
+        let v2 = VectorPaths.traces().filter { path in
+            FileManager.default.fileExists(atPath: String(path.dropLast(6)) + ".expected")
+                && ((try? String(contentsOfFile: path, encoding: .utf8))?.contains(" quota ") ?? false)
+        }
+        let path = try #require(v2.first, "no v2 vector with a quota line")
+        let expected = try String(contentsOfFile: String(path.dropLast(6)) + ".expected", encoding: .utf8)
+            .split(separator: "\n").map(String.init)
+        let result = await simulate(path)
+        #expect(result.status == 0 && result.out.sorted() == expected.sorted())
     }
 
     @Test("--realtime prints the same lines per key, never early", .enabled(if: !isThreadSanitized))

@@ -16,34 +16,25 @@ struct SplitMix64: RandomNumberGenerator {
     }
 }
 
-/// Where the conformance vectors live, found from this file's path.
+/// Where the conformance vectors live: Tests/Vectors, found from this
+/// file's path.
 enum VectorPaths {
     /// Tests/ (this file is Tests/SluiceTests/Support.swift).
     static let testsDirectory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// Tests/Vectors: the project's own vectors.
+    /// Tests/Vectors: the project's vectors.
     static let projectVectors = testsDirectory.appendingPathComponent("Vectors")
 
-    /// ../shared/vectors next to the repository root, when present.
-    static let sharedVectors = testsDirectory
-        .deletingLastPathComponent()
-        .deletingLastPathComponent()
-        .appendingPathComponent("shared/vectors")
-
-    /// Every `*.trace` file of both directories, as paths, sorted.
+    /// Every `*.trace` file of Tests/Vectors, as paths, sorted.
     static func traces() -> [String] {
-        var result: [String] = []
-        for directory in [projectVectors, sharedVectors] {
-            guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else {
-                continue
-            }
-            for name in names.sorted() where name.hasSuffix(".trace") {
-                result.append(directory.appendingPathComponent(name).path)
-            }
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: projectVectors.path) else {
+            return []
         }
-        return result
+        return names.sorted().filter { $0.hasSuffix(".trace") }.map {
+            projectVectors.appendingPathComponent($0).path
+        }
     }
 }
 

@@ -2,9 +2,11 @@ import Foundation
 import Testing
 
 @testable import Sluice
+@testable import SluiceCLI
 
-/// Runs every conformance vector (Tests/Vectors and, when present,
-/// ../shared/vectors) through the Swift parser and runner.
+/// Runs every conformance vector of Tests/Vectors through the trace library
+/// (the one parser and runner, in C), and replays it through the Swift
+/// `Limiter<String, String>` on a manual clock.
 ///
 /// - `NAME.trace` + `NAME.expected`: the output must match. Lines of one key
 ///   must be equal and in the same order; between different keys at the same
@@ -16,7 +18,7 @@ import Testing
 struct VectorTests {
     @Test("there are vectors to run")
     func vectorsExist() {
-        #expect(!VectorPaths.traces().isEmpty, "no *.trace under \(VectorPaths.projectVectors.path)")
+        #expect(VectorPaths.traces().count >= 100, "no *.trace under \(VectorPaths.projectVectors.path)")
     }
 
     @Test("vector", arguments: VectorPaths.traces())
@@ -46,36 +48,38 @@ struct VectorTests {
             .map(String.init)
 
         let trace = try Trace(parsing: input)
-        let actual = try trace.run(options: .init(checkInvariants: true)).map(\.description)
+        let actual = try trace.run(options: .init(checkInvariants: true)).map(\.text)
         compare(actual: actual, expected: expected, name: path)
 
         // The hash seed must not matter beyond the order of different keys.
-        let randomSeeded = try trace.run(options: .init(randomSeed: true)).map(\.description)
+        let randomSeeded = try trace.run(options: .init(randomSeed: true)).map(\.text)
         compare(actual: randomSeeded, expected: expected, name: path + " (random seed)")
 
         // The Swift layer end to end: Limiter<String, String> on a manual clock.
-        let simulated = try trace.simulate().map(\.description)
-        compare(actual: simulated, expected: expected, name: path + " (Limiter, manual clock)")
-        #expect(simulated == actual, "Limiter and core runs of \(path) differ")
+        let replayed = try LimiterReplay(trace).run()
+        compare(actual: replayed, expected: expected, name: path + " (Limiter, manual clock)")
     }
 
-    /// The same vectors on the real loop and clock: each key's lines in the
-    /// same order, each delivered never early and at most 15 ms late.
-    @Test("vector in real time", .enabled(if: !isThreadSanitized), .timeLimit(.minutes(1)), arguments: VectorPaths.traces().filter {
-        FileManager.default.fileExists(atPath: String($0.dropLast(".trace".count)) + ".expected")
-    })
+    /// The same vectors on the real loop and clock, through the trace
+    /// library's real-time runner: each key's lines in the same order, each
+    /// delivered never early and at most 15 ms late.
+    @Test(
+        "vector in real time", .enabled(if: !isThreadSanitized), .timeLimit(.minutes(1)),
+        arguments: VectorPaths.traces().filter {
+            FileManager.default.fileExists(atPath: String($0.dropLast(".trace".count)) + ".expected")
+        })
     func realtimeVector(path: String) async throws {
         let trace = try Trace(parsing: [UInt8](Data(contentsOf: URL(fileURLWithPath: path))))
         // Long traces would make the suite slow: real time is for short ones.
         guard let last = trace.steps.last, last.time <= 2_000 else { return }
-        let expected = try trace.simulate()
+        let expected = try trace.run()
         // Only traces whose outcome does not hang on exact timing (a call
         // exactly at a deadline, a rate boundary hit exactly).
         guard try Self.isRobustInRealTime(trace, expected: expected) else { return }
         // A busy machine can make a run late (never early): try up to 3 times.
         var problems: [String] = []
         for _ in 0..<3 {
-            let actual = try await RealtimeGate.shared.run { try await trace.simulateRealtime() }
+            let actual = try await RealtimeGate.shared.run { try await trace.runRealtimeDetached() }
             let (early, late) = checkRealtime(actual: actual, expected: expected)
             for problem in early { Issue.record("\(path): \(problem)") }
             problems = late
@@ -85,17 +89,28 @@ struct VectorTests {
     }
 
     /// Whether delays of up to 15 ms per step leave every key's lines as
-    /// they are: only then can a real-time run be compared with the exact one.
-    static func isRobustInRealTime(_ trace: Trace, expected: [TraceOutput]) throws -> Bool {
+    /// they are: only then can a real-time run be compared with the exact
+    /// one. (Replayed through the Swift Limiter, which can delay steps.)
+    static func isRobustInRealTime(_ trace: Trace, expected: [TraceLine]) throws -> Bool {
+        let want = Dictionary(grouping: expected.map(\.text), by: { Self.field($0, 2) })
+            .mapValues { $0.map { Self.dropTime($0) } }
         for seed: UInt64 in 1...4 {
             var rng = SplitMix64(seed: seed)
             let delays = trace.steps.map { _ in UInt64.random(in: 0..<15_000_000, using: &rng) }
-            let delayed = try trace.simulate(observe: nil) { delays[$0] }
-            guard Dictionary(grouping: delayed, by: \.key).mapValues({ $0.map(\.kind) })
-                == Dictionary(grouping: expected, by: \.key).mapValues({ $0.map(\.kind) })
-            else { return false }
+            let delayed = try LimiterReplay(trace, stepDelay: { delays[$0] }).run()
+            let got = Dictionary(grouping: delayed, by: { Self.field($0, 2) }).mapValues { $0.map { Self.dropTime($0) } }
+            guard got == want else { return false }
         }
         return true
+    }
+
+    static func field(_ line: String, _ index: Int) -> String {
+        let fields = line.split(separator: " ")
+        return fields.count > index ? String(fields[index]) : ""
+    }
+
+    static func dropTime(_ line: String) -> String {
+        line.split(separator: " ").dropFirst().joined(separator: " ")
     }
 
     @Test("enough vectors are checked in real time")
@@ -106,7 +121,7 @@ struct VectorTests {
         {
             let trace = try Trace(parsing: [UInt8](Data(contentsOf: URL(fileURLWithPath: path))))
             guard let last = trace.steps.last, last.time <= 2_000 else { continue }
-            if try Self.isRobustInRealTime(trace, expected: trace.simulate()) { robust.append(path) }
+            if try Self.isRobustInRealTime(trace, expected: trace.run()) { robust.append(path) }
         }
         #expect(robust.count >= 10, "only \(robust.count) vectors can be checked in real time")
     }
@@ -115,7 +130,7 @@ struct VectorTests {
     /// in the same order, each at its time or up to 15 ms later. Returns the
     /// lines delivered early (always a bug) and the other differences (which
     /// a busy machine can cause).
-    func checkRealtime(actual: [TraceOutput], expected: [TraceOutput]) -> (early: [String], other: [String]) {
+    func checkRealtime(actual: [TraceLine], expected: [TraceLine]) -> (early: [String], other: [String]) {
         var early: [String] = []
         var other: [String] = []
         let actualByKey = Dictionary(grouping: actual, by: \.key)
@@ -123,8 +138,8 @@ struct VectorTests {
         if Set(actualByKey.keys) != Set(expectedByKey.keys) { other.append("keys differ") }
         for (key, lines) in expectedByKey {
             let got = actualByKey[key] ?? []
-            if got.map(\.kind) != lines.map(\.kind) {
-                other.append("key \(key): \(got.map(\.description)) instead of \(lines.map(\.description))")
+            if got.map({ Self.dropTime($0.text) }) != lines.map({ Self.dropTime($0.text) }) {
+                other.append("key \(key): \(got.map(\.text)) instead of \(lines.map(\.text))")
                 continue
             }
             for (a, e) in zip(got, lines) {
@@ -138,15 +153,75 @@ struct VectorTests {
     /// Compares output lines per key in order, and as a multiset.
     func compare(actual: [String], expected: [String], name: String) {
         func byKey(_ lines: [String]) -> [String: [String]] {
-            Dictionary(grouping: lines) { line in
-                let fields = line.split(separator: " ")
-                return fields.count > 2 ? String(fields[2]) : ""
-            }
+            Dictionary(grouping: lines) { Self.field($0, 2) }
         }
         #expect(byKey(actual) == byKey(expected), "per-key output of \(name)")
         #expect(actual.sorted() == expected.sorted(), "output of \(name) as a multiset")
         // Time order overall.
         let times = actual.compactMap { UInt64($0.split(separator: " ").first ?? "") }
         #expect(times == times.sorted(), "output of \(name) is not in time order")
+    }
+}
+
+/// Replays a parsed trace through the Swift `Limiter<String, String>` on a
+/// manual clock (1 ms tick) and prints the lines the format specifies: a
+/// test of the Swift layer against the vectors (the trace tool itself runs
+/// the C runner).
+struct LimiterReplay {
+    let trace: Trace
+    var stepDelay: ((Int) -> UInt64)?
+
+    init(_ trace: Trace, stepDelay: ((Int) -> UInt64)? = nil) {
+        self.trace = trace
+        self.stepDelay = stepDelay
+    }
+
+    func run() throws -> [String] {
+        let clock = ManualLimiterClock()
+        let log = Locked<[String]>([])
+        let record: @Sendable (String) -> Void = { line in log.withLock { $0.append(line) } }
+        let limiter = try Limiter<String, String>(
+            trace.policy, scheduler: .manual(clock), maxKeys: nil, tick: .milliseconds(1), combine: nil,
+            delivery: .events { event in
+                let verb = switch event.kind {
+                case .emitted: "emit"
+                case .dropped: "drop"
+                case .discarded: "discard"
+                }
+                record("\(event.at.nanoseconds / 1_000_000) \(verb) \(event.key) \(event.value)")
+            },
+            seed: (0x736C_7569_6365_2D74, 0x7472_6163_652D_7632), makeSink: { LimiterStorage.makeSink($0) })
+        func ms(_ instant: LimiterInstant?) -> String {
+            guard let instant else { return "never" }
+            let ns = instant.nanoseconds
+            return String(ns / 1_000_000 + (ns % 1_000_000 == 0 ? 0 : 1))
+        }
+        var closed = false
+        for (index, step) in trace.steps.enumerated() {
+            clock.advance(to: LimiterInstant(nanoseconds: step.time * 1_000_000 + (stepDelay?(index) ?? 0)))
+            switch step.verb {
+            case let .call(value, cost):
+                if cost == 1 && !step.hasCost {
+                    try limiter.submit(value, for: step.key)
+                } else {
+                    try limiter.submit(value, for: step.key, cost: Int(cost))
+                }
+            case let .quota(cost):
+                let quota = try limiter.quota(for: step.key, cost: Int(cost))
+                record("\(step.time) quota \(step.key) remaining=\(quota.remaining) full=\(ms(quota.fullAt)) retry=\(ms(quota.retryAt))")
+            case .cancel:
+                try limiter.cancel(step.key)
+            case .flush:
+                try limiter.flush(step.key)
+            case .pending:
+                let yes = try limiter.pending(step.key)
+                record("\(step.time) pending \(step.key) \(yes ? "yes" : "no")")
+            case let .close(drain):
+                try limiter.close(drain: drain)
+                closed = true
+            }
+        }
+        if !closed { clock.runUntilIdle() }
+        return log.withLock { $0 }
     }
 }

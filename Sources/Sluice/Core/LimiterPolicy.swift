@@ -1,4 +1,3 @@
-import CSluice
 
 /// How a limiter treats the calls of each key.
 ///
@@ -101,13 +100,26 @@ public struct LimiterPolicy: Hashable, Sendable, CustomStringConvertible {
         LimiterPolicy(.rate(limit: limit, per: per, burst: burst))
     }
 
+    /// Whether this is a ``rate(limit:per:burst:)`` policy.
+    var isRate: Bool {
+        if case .rate = kind { return true }
+        return false
+    }
+
+    /// A rate policy's numbers — at most `limit` calls per `per`, and up to
+    /// `burst` at once (the limit when not given) — or `nil` for the other
+    /// policies.
+    public var rateLimit: (limit: Int, per: Duration, burst: Int)? {
+        if case let .rate(limit, per, burst) = kind { return (limit, per, burst ?? limit) }
+        return nil
+    }
+
     /// Checks the configuration without creating a limiter.
     ///
     /// - Throws: ``LimiterError/invalidArgument`` or ``LimiterError/outOfRange``
     ///   (see ``LimiterPolicy``).
     public func validate() throws(LimiterError) {
-        var policy = try cPolicy()
-        try LimiterError.check(sluice_policy_validate(&policy))
+        try LimiterError.check(CPolicy.validate(try cPolicy()))
     }
 
     /// The policy and its options, for example
@@ -124,37 +136,6 @@ public struct LimiterPolicy: Hashable, Sendable, CustomStringConvertible {
         case let .rate(limit, per, burst):
             let b = burst.map { "\($0)" } ?? "nil"
             return "rate(limit: \(limit), per: \(per), burst: \(b))"
-        }
-    }
-
-    /// The C core's description of this policy, not yet validated by the
-    /// core (that happens in `sluice_limiter_new()`), but with every number
-    /// converted exactly.
-    ///
-    /// - Throws: ``LimiterError/invalidArgument`` for a negative duration, a
-    ///   limit below 1 or an explicit burst below 1;
-    ///   ``LimiterError/outOfRange`` for a duration that does not fit.
-    func cPolicy() throws(LimiterError) -> sluice_policy_t {
-        switch kind {
-        case let .throttle(interval, leading, trailing, pick):
-            return sluice_throttle(
-                try Self.nanoseconds(interval), leading, trailing,
-                pick == .latest ? SLUICE_PICK_LATEST : SLUICE_PICK_FIRST)
-        case let .audit(interval):
-            return sluice_audit(try Self.nanoseconds(interval))
-        case let .debounce(interval, leading, trailing, maxWait):
-            // sluice_debounce() reads a negative max_wait as "none"; a negative
-            // Duration is rejected by nanoseconds(_:) before it can get there.
-            let wait: Int64 = if let maxWait { try Self.nanoseconds(maxWait) } else { -1 }
-            return sluice_debounce(try Self.nanoseconds(interval), leading, trailing, wait)
-        case let .rate(limit, per, burst):
-            guard limit >= 1 else { throw .invalidArgument }
-            var cBurst: UInt64 = 0  // 0 asks the core for `limit`
-            if let burst {
-                guard burst >= 1 else { throw .invalidArgument }
-                cBurst = UInt64(burst)
-            }
-            return sluice_rate(UInt64(limit), try Self.nanoseconds(per), cBurst)
         }
     }
 

@@ -1,48 +1,5 @@
 import CSluice
 
-/// Where a limiter's time comes from and who runs its timers.
-///
-/// - ``default``: the library's own event loop (``LimiterLoop/shared``), on
-///   the system's monotonic clock: no setup.
-/// - ``loop(_:)``: a ``LimiterLoop`` — one of your own, or attached to a
-///   libevent `event_base` your program runs.
-/// - ``manual(_:)``: a ``ManualLimiterClock``: time moves only when the
-///   clock is advanced, and timers fire inside `advance` — exact and
-///   repeatable, for tests and simulations.
-///
-/// The same code runs on all of them; only who moves time differs.
-public struct LimiterScheduler: Sendable {
-    enum Kind: Sendable {
-        case manual(ManualLimiterClock)
-        case loop(LimiterLoop)
-    }
-
-    let kind: Kind
-
-    /// The library's default loop (``LimiterLoop/shared``), started on first use.
-    public static var `default`: LimiterScheduler {
-        LimiterScheduler(kind: .loop(.shared))
-    }
-
-    /// Runs the limiter on an event loop: calls from any thread, deadlines
-    /// fired and timer emissions delivered on the loop thread.
-    ///
-    /// - Parameter loop: the loop.
-    /// - Returns: the scheduler.
-    public static func loop(_ loop: LimiterLoop) -> LimiterScheduler {
-        LimiterScheduler(kind: .loop(loop))
-    }
-
-    /// Runs the limiter on a manual clock: time moves only when `clock` is
-    /// advanced, and timers fire inside its `advance` calls.
-    ///
-    /// - Parameter clock: the clock; any number of limiters may share it.
-    /// - Returns: the scheduler.
-    public static func manual(_ clock: ManualLimiterClock) -> LimiterScheduler {
-        LimiterScheduler(kind: .manual(clock))
-    }
-}
-
 /// A keyed throttle, audit, debounce or rate limiter for Swift values.
 ///
 /// Every key has its own state machine, following one ``LimiterPolicy``
@@ -140,26 +97,21 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
         // @inlinable, so that the handlers are specialized in the caller.
         try self.init(
             policy, scheduler: scheduler, maxKeys: maxKeys, tick: tick, combine: combine, delivery: delivery,
-            seed: nil, handlers: LimiterStorage<Key, Value>.makeHandlers())
+            seed: nil, makeSink: { LimiterStorage.makeSink($0) })
     }
 
     /// The designated initializer; `seed` fixes the core's hash key (tests
-    /// and trace runs only, for a repeatable order between keys); `handlers`
-    /// are the storage's entry points specialized for Key and Value.
+    /// only, for a repeatable order between keys); `makeSink` makes the
+    /// engine's sink in code specialized for Key and Value.
     @usableFromInline
     init(
         _ policy: LimiterPolicy, scheduler: LimiterScheduler, maxKeys: Int?, tick: Duration?,
         combine: (@Sendable (Value, Value) -> Value)?, delivery: LimiterDelivery<Key, Value>,
-        seed: (UInt64, UInt64)?, handlers: SpecializedHandlers? = nil
+        seed: (UInt64, UInt64)?, makeSink: (LimiterStorage<Key, Value>) -> EngineSink
     ) throws(LimiterError) {
-        let engine: LimiterStorage<Key, Value>.Engine =
-            switch scheduler.kind {
-            case let .manual(clock): .manual(clock)
-            case let .loop(loop): .loop(loop)
-            }
         storage = try LimiterStorage(
-            policy: policy, engine: engine, maxKeys: maxKeys, tick: tick, shards: nil, combine: combine,
-            delivery: delivery, seed: seed, handlers: handlers)
+            policy: policy, scheduler: scheduler, maxKeys: maxKeys, tick: tick, shards: nil, combine: combine,
+            delivery: delivery, seed: seed, makeSink: makeSink)
     }
 
     /// Creates a limiter that calls `handler` for every emission, on the
@@ -257,7 +209,55 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     @inlinable
     @discardableResult
     public func submit(_ value: Value, for key: Key) throws(LimiterError) -> Decision {
-        try storage.submit(value, for: key)
+        let decision = try storage.submit(value, for: key, cost: 1)
+        switch decision.kind {
+        case SLUICE_EMITTED: return .emitted
+        case SLUICE_SCHEDULED: return .scheduled(at: LimiterInstant(nanoseconds: decision.at))
+        default: return .dropped(retryAt: LimiterInstant(nanoseconds: decision.at))
+        }
+    }
+
+    /// Submits a value that weighs `cost` units of a rate key's quota (bytes,
+    /// rows, a batch of n) and returns the rate decision at once: admitted
+    /// whole (emitted now, with what is left of the quota) or dropped whole
+    /// (released before this call returns, with when to retry).
+    ///
+    /// A cost above the policy's burst is not an error: it can never be
+    /// admitted, so it is dropped with ``RateDecision/retryAt`` `nil`.
+    ///
+    /// - Parameters:
+    ///   - value: the value.
+    ///   - key: the key.
+    ///   - cost: the units the call weighs, at least 1.
+    /// - Returns: the decision, with `remaining`, `fullAt` and `retryAt`.
+    /// - Throws: ``LimiterError/invalidArgument`` when the policy is not
+    ///   ``LimiterPolicy/rate(limit:per:burst:)``, ``LimiterError/outOfRange``
+    ///   for a cost below 1 or above 10^12, and the errors of
+    ///   ``submit(_:for:)``. The value was not taken (it is released).
+    @discardableResult
+    public func submit(_ value: Value, for key: Key, cost: Int) throws(LimiterError) -> RateDecision {
+        guard storage.policy.isRate else { throw .invalidArgument }
+        guard cost >= 1, cost <= CPolicy.rateMax else { throw .outOfRange }
+        let now = storage.now
+        let decision = try storage.submit(value, for: key, cost: UInt64(cost))
+        return RateDecision(decision, now: now)
+    }
+
+    /// Reads a rate key's quota now, without changing it (a key with no
+    /// history has its whole burst).
+    ///
+    /// - Parameters:
+    ///   - key: the key.
+    ///   - cost: the cost ``RateQuota/retryAt`` is computed for (1 for a plain call).
+    /// - Returns: the quota.
+    /// - Throws: ``LimiterError/invalidArgument`` when the policy is not
+    ///   rate, ``LimiterError/outOfRange`` for a bad cost,
+    ///   ``LimiterError/closed``, ``LimiterError/keyTooLong``.
+    public func quota(for key: Key, cost: Int = 1) throws(LimiterError) -> RateQuota {
+        guard storage.policy.isRate else { throw .invalidArgument }
+        guard cost >= 1, cost <= CPolicy.rateMax else { throw .outOfRange }
+        let now = storage.now
+        return RateQuota(try storage.quota(key, cost: UInt64(cost)), now: now)
     }
 
     /// Emits the key's pending value now and returns the key to idle, with
@@ -326,23 +326,8 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     /// Whether ``close(drain:)-580w1`` was called.
     public var isClosed: Bool { storage.isClosed }
 
-    /// Counters of the limiter.
+    /// Counters of the limiter (see ``LimiterStatistics``).
     public var statistics: LimiterStatistics {
-        let stats = storage.stats()
-        return LimiterStatistics(
-            keys: Int(stats.live_keys), pendingValues: Int(stats.pending), memoryBytes: Int(stats.memory_bytes),
-            refusedKeys: Int(stats.full_refusals))
+        LimiterStatistics(storage.stats())
     }
-}
-
-/// Counters of a ``Limiter``, read by ``Limiter/statistics``.
-public struct LimiterStatistics: Hashable, Sendable {
-    /// Keys with state (not idle).
-    public var keys: Int
-    /// Keys holding a pending value.
-    public var pendingValues: Int
-    /// Bytes allocated by the C core for this limiter (not counting the Swift values).
-    public var memoryBytes: Int
-    /// New keys refused because of `maxKeys`.
-    public var refusedKeys: Int
 }

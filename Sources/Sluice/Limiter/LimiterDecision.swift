@@ -1,3 +1,5 @@
+import CSluice
+
 /// What a limiter decided about one submitted value, returned at once by
 /// ``Limiter/submit(_:for:)``.
 ///
@@ -100,3 +102,197 @@ public struct LimiterEvent<Key, Value> {
 }
 
 extension LimiterEvent: Sendable where Key: Sendable, Value: Sendable {}
+
+/// What a rate limiter decided about one call that weighs a cost:
+/// admitted whole, or dropped whole. Returned by ``RateLimiter/check(_:cost:)``
+/// and ``Limiter/submit(_:for:cost:)``.
+///
+/// ```swift
+/// let decision = try limiter.check(clientID)
+/// if let seconds = decision.retryAfterSeconds {
+///     return .tooManyRequests(retryAfter: seconds)
+/// }
+/// ```
+public struct RateDecision: Hashable, Sendable, CustomStringConvertible {
+    /// Admitted or dropped.
+    public enum Outcome: Hashable, Sendable {
+        /// Admitted: the call counted against the quota; `remaining` cost-1
+        /// calls would still be admitted now.
+        case admitted(remaining: Int)
+        /// Dropped: nothing counted. `retryAt` is the earliest instant a call
+        /// of the same cost would be admitted (rounded up to the nanosecond,
+        /// never early), or `nil` when never: the cost exceeds the burst.
+        case dropped(retryAt: LimiterInstant?)
+    }
+
+    /// Admitted or dropped.
+    public var outcome: Outcome
+    /// When the decision was made (the limiter's clock).
+    public var at: LimiterInstant
+    /// When the key's whole burst is available again (`at` when it already is).
+    public var fullAt: LimiterInstant
+
+    /// Creates a decision.
+    ///
+    /// - Parameters:
+    ///   - outcome: admitted or dropped.
+    ///   - at: when it was made.
+    ///   - fullAt: when the whole burst is back.
+    public init(outcome: Outcome, at: LimiterInstant, fullAt: LimiterInstant) {
+        self.outcome = outcome
+        self.at = at
+        self.fullAt = fullAt
+    }
+
+    /// From a core decision made at `now`.
+    init(_ decision: sluice_decision_t, now: UInt64) {
+        let at = max(now, decision.kind == SLUICE_EMITTED ? decision.at : now)
+        self.at = LimiterInstant(nanoseconds: at)
+        fullAt = LimiterInstant(nanoseconds: max(decision.full, at))
+        if decision.kind == SLUICE_EMITTED {
+            outcome = .admitted(remaining: Int(clamping: decision.remaining))
+        } else {
+            outcome = .dropped(retryAt: decision.at == CPolicy.never ? nil : LimiterInstant(nanoseconds: decision.at))
+        }
+    }
+
+    /// Whether the call was admitted.
+    public var isAdmitted: Bool {
+        if case .admitted = outcome { return true }
+        return false
+    }
+
+    /// Cost-1 calls still admitted now (0 when dropped).
+    public var remaining: Int {
+        if case let .admitted(remaining) = outcome { return remaining }
+        return 0
+    }
+
+    /// Dropped: the earliest instant to retry; `nil` when admitted, or when
+    /// a retry can never succeed (the cost exceeds the burst: see ``isNeverAdmitted``).
+    public var retryAt: LimiterInstant? {
+        if case let .dropped(retryAt) = outcome { return retryAt }
+        return nil
+    }
+
+    /// Whether the call was dropped because its cost exceeds the burst: no
+    /// retry of it can ever be admitted.
+    public var isNeverAdmitted: Bool {
+        if case .dropped(nil) = outcome { return true }
+        return false
+    }
+
+    /// Dropped: how long to wait before retrying (``retryAt`` minus ``at``);
+    /// `nil` when admitted or never admitted.
+    public var retryAfter: Duration? {
+        retryAt.map { at.duration(to: $0) }
+    }
+
+    /// Dropped: the wait in whole seconds, rounded up and at least 1 — the
+    /// value of an HTTP `Retry-After` header; `nil` when admitted or never
+    /// admitted.
+    public var retryAfterSeconds: Int? {
+        retryAt.map { max(1, LimiterInstant.secondsRoundedUp(from: at, to: $0)) }
+    }
+
+    /// Whole seconds, rounded up, until the whole burst is back (0 when it is).
+    public var secondsUntilFull: Int {
+        LimiterInstant.secondsRoundedUp(from: at, to: fullAt)
+    }
+
+    /// `admitted(remaining: R)` or `dropped(retryAt: …)`, with the instants.
+    public var description: String {
+        switch outcome {
+        case let .admitted(remaining): "admitted(remaining: \(remaining), at: \(at), fullAt: \(fullAt))"
+        case let .dropped(retryAt?): "dropped(retryAt: \(retryAt), at: \(at), fullAt: \(fullAt))"
+        case .dropped(nil): "dropped(never: cost above the burst, at: \(at))"
+        }
+    }
+}
+
+/// A rate key's quota at one instant, read by ``Limiter/quota(for:cost:)``
+/// and ``RateLimiter/quota(for:cost:)`` without changing it.
+public struct RateQuota: Hashable, Sendable {
+    /// When it was read.
+    public var at: LimiterInstant
+    /// The policy's burst: the most cost-1 calls admitted at once.
+    public var burst: Int
+    /// Cost-1 calls that would be admitted now, one after another (0 to `burst`).
+    public var remaining: Int
+    /// When the whole burst is available again (`at` when it already is).
+    public var fullAt: LimiterInstant
+    /// The earliest instant a call of the asked cost would be admitted (`at`
+    /// when now), or `nil` when never: the cost exceeds the burst.
+    public var retryAt: LimiterInstant?
+
+    /// Creates a quota.
+    public init(at: LimiterInstant, burst: Int, remaining: Int, fullAt: LimiterInstant, retryAt: LimiterInstant?) {
+        self.at = at
+        self.burst = burst
+        self.remaining = remaining
+        self.fullAt = fullAt
+        self.retryAt = retryAt
+    }
+
+    /// From the core's quota read at `now`.
+    init(_ quota: sluice_quota_t, now: UInt64) {
+        at = LimiterInstant(nanoseconds: now)
+        burst = Int(clamping: quota.burst)
+        remaining = Int(clamping: quota.remaining)
+        fullAt = LimiterInstant(nanoseconds: max(quota.full, now))
+        retryAt = quota.retry == CPolicy.never ? nil : LimiterInstant(nanoseconds: max(quota.retry, now))
+    }
+
+    /// Whole seconds, rounded up, until the whole burst is back (0 when it is).
+    public var secondsUntilFull: Int {
+        LimiterInstant.secondsRoundedUp(from: at, to: fullAt)
+    }
+}
+
+/// Counters of a limiter, read by ``Limiter/statistics`` and
+/// ``RateLimiter/statistics``: what it holds now, and totals since it was
+/// created, for a server to graph.
+///
+/// Every value handed in counts once in ``admitted`` or ``scheduled`` (or
+/// in ``dropped`` when dropped at its call); a scheduled one counts once
+/// more, later, in exactly one of ``emittedLater``, ``dropped`` or
+/// ``discarded``.
+public struct LimiterStatistics: Hashable, Sendable {
+    /// Keys with state (not idle) now.
+    public var liveKeys: Int
+    /// Keys holding a pending value now.
+    public var pendingValues: Int
+    /// Bytes allocated by the C core for this limiter now (not counting the
+    /// Swift values).
+    public var memoryBytes: Int
+    /// Calls emitted (admitted) at once.
+    public var admitted: Int
+    /// Calls kept for later.
+    public var scheduled: Int
+    /// Scheduled values emitted later (by a timer, a flush or a draining close).
+    public var emittedLater: Int
+    /// Values dropped: at their call (suppressed, or over a rate quota),
+    /// superseded, or cancelled.
+    public var dropped: Int
+    /// Values discarded by a close without drain (or the limiter's release).
+    public var discarded: Int
+    /// New keys refused because of `maxKeys`.
+    public var refusedAtCap: Int
+
+    /// Keys with state (the former name of ``liveKeys``).
+    public var keys: Int { liveKeys }
+    /// New keys refused because of `maxKeys` (the former name of ``refusedAtCap``).
+    public var refusedKeys: Int { refusedAtCap }
+
+    init(_ stats: sluice_stats_t) {
+        liveKeys = Int(clamping: stats.live_keys)
+        pendingValues = Int(clamping: stats.pending)
+        memoryBytes = Int(clamping: stats.memory_bytes)
+        admitted = Int(clamping: stats.admitted)
+        scheduled = Int(clamping: stats.scheduled)
+        emittedLater = Int(clamping: stats.emitted_later)
+        dropped = Int(clamping: stats.dropped)
+        discarded = Int(clamping: stats.discarded)
+        refusedAtCap = Int(clamping: stats.full_refusals)
+    }
+}

@@ -83,9 +83,39 @@ public struct LimiterInstant: InstantProtocol, Hashable, Sendable, CustomStringC
         lhs.nanoseconds < rhs.nanoseconds
     }
 
-    /// The time since the clock's origin, for example `1.5 seconds`.
+    /// The time since the clock's origin, readable: for example `t+1.5s` or `t+34m13.29s`.
     public var description: String {
-        "\(sinceOrigin)"
+        Self.readable(nanoseconds: nanoseconds)
+    }
+
+    /// `t+` and the time since the origin, readable: `t+0s`, `t+0.25s`,
+    /// `t+34m13.29s`, `t+2h0m5s` (hours, minutes, then seconds with up to
+    /// nine decimals, trailing zeros cut).
+    static func readable(nanoseconds: UInt64) -> String {
+        let totalSeconds = nanoseconds / 1_000_000_000
+        let fraction = nanoseconds % 1_000_000_000
+        var text = "t+"
+        let hours = totalSeconds / 3600
+        let minutes = (totalSeconds % 3600) / 60
+        let seconds = totalSeconds % 60
+        if hours > 0 { text += "\(hours)h" }
+        if hours > 0 || minutes > 0 { text += "\(minutes)m" }
+        text += "\(seconds)"
+        if fraction > 0 {
+            var digits = String(fraction)
+            digits = String(repeating: "0", count: 9 - digits.count) + digits
+            while digits.last == "0" { digits.removeLast() }
+            text += "." + digits
+        }
+        return text + "s"
+    }
+
+    /// Whole seconds from `start` to `end`, rounded up (0 when `end` is not
+    /// after `start`): 1 ns is 1 s, exactly 2 s is 2.
+    static func secondsRoundedUp(from start: LimiterInstant, to end: LimiterInstant) -> Int {
+        guard end.nanoseconds > start.nanoseconds else { return 0 }
+        let delta = end.nanoseconds - start.nanoseconds
+        return Int(clamping: delta / 1_000_000_000 + (delta % 1_000_000_000 == 0 ? 0 : 1))
     }
 
     /// An exact duration for any count of nanoseconds (even above `Int64.max`).

@@ -1,4 +1,4 @@
-import CSluice
+import CSluiceLoop
 
 /// A libevent event loop that runs limiters' timers: the library's own
 /// loop on a thread it owns, or a loop the caller runs.
@@ -17,7 +17,7 @@ import CSluice
 public final class LimiterLoop: @unchecked Sendable {
     // @unchecked: `handle` is set once in init and only read afterwards;
     // the C binding is thread-safe.
-    let handle: OpaquePointer
+    let cLoop: CLoop
 
     /// The library's default loop: a libevent loop with precise timers on a
     /// thread the library owns, started on first use and never stopped.
@@ -38,10 +38,7 @@ public final class LimiterLoop: @unchecked Sendable {
     ///
     /// - Throws: ``LimiterError/outOfMemory`` when no base or thread could be created.
     public init() throws(LimiterError) {
-        var loop: OpaquePointer?
-        try LimiterError.check(sluice_loop_start(&loop, nil))
-        guard let loop else { throw .outOfMemory }
-        handle = loop
+        cLoop = try CLoop.start()
     }
 
     /// Attaches to a libevent `event_base` that the caller created and runs.
@@ -57,26 +54,23 @@ public final class LimiterLoop: @unchecked Sendable {
     /// - Parameter eventBase: the caller's `struct event_base *`.
     /// - Throws: ``LimiterError/outOfMemory``.
     public init(attachingTo eventBase: OpaquePointer) throws(LimiterError) {
-        var loop: OpaquePointer?
-        try LimiterError.check(sluice_loop_attach(&loop, eventBase, nil))
-        guard let loop else { throw .outOfMemory }
-        handle = loop
+        cLoop = try CLoop.attach(to: eventBase)
     }
 
     deinit {
         // Every limiter on this loop holds a reference to it, so none remains.
-        _ = sluice_loop_free(handle)
+        cLoop.free()
     }
 
     /// The loop's `struct event_base *`: the caller's base, or the owned one
     /// (on which the caller may add events of its own, from any thread).
     public var eventBase: OpaquePointer {
-        sluice_loop_base(handle)!
+        cLoop.eventBase
     }
 
     /// Whether the calling thread is the loop thread.
     public var isLoopThread: Bool {
-        sluice_loop_in_thread(handle)
+        cLoop.isLoopThread
     }
 
     /// Enables libevent's pthreads locking once per process; call it before
@@ -85,11 +79,11 @@ public final class LimiterLoop: @unchecked Sendable {
     ///
     /// - Throws: ``LimiterError/outOfMemory`` when libevent could not set up its locks.
     public static func enableLibeventThreads() throws(LimiterError) {
-        try LimiterError.check(sluice_threads_init())
+        try CLoop.enableLibeventThreads()
     }
 
     /// The current time of the loops' clock, `CLOCK_MONOTONIC`.
     public static var now: LimiterInstant {
-        LimiterInstant(nanoseconds: sluice_clock_now())
+        LimiterInstant(nanoseconds: CLoop.now)
     }
 }

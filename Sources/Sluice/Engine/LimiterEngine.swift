@@ -1,0 +1,139 @@
+import CSluice
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What runs a limiter's core: **who moves time** (a manual clock advanced
+/// by the program, the loop layer's monotonic clock and timers, …) and
+/// **where the core's events are delivered** (inside the call that caused
+/// them, on a loop thread, …). ``Limiter`` and ``RateLimiter`` are written
+/// once against this protocol; each ``LimiterScheduler`` makes one engine per
+/// limiter.
+///
+/// Contract, for every engine:
+///
+/// - The operations may be called from any thread, concurrently; the engine
+///   serialises what its C object needs.
+/// - Every token handed to ``submit(_:token:cost:into:)`` that the decision
+///   does not settle is reported exactly once to the ``EngineSink``'s
+///   `record`, in each key's order. With `reportImmediate`, a token emitted
+///   at once is reported too (an EMIT at the call's time, queued behind the
+///   key's older events); with `reportDrops`, so is a token dropped at once.
+/// - `record` may be called while the engine holds its own locks, so it must
+///   not call the engine; `deliver` is called with no engine lock held,
+///   after the events of a timer (the operations' callers deliver
+///   themselves after an operation). An engine that delivers events from
+///   a thread of its own, outside its locks, calls `handle` (record, then
+///   deliver on that thread).
+/// - After ``shutdown()`` returns (or, when it is called from inside the
+///   engine's own delivery, once the engine has finished it), no event comes.
+@usableFromInline
+protocol LimiterEngine: AnyObject, Sendable {
+    /// The engine's current time, in ns.
+    var now: UInt64 { get }
+    /// Submits a token (`sluice_limiter_submit_cost` semantics).
+    func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32
+    /// Reads a rate key's quota now.
+    func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32
+    /// Flushes a key (1: a value was emitted).
+    func flush(_ key: sluice_key_t) -> Int32
+    /// Cancels a key (1: a value was dropped).
+    func cancel(_ key: sluice_key_t) -> Int32
+    /// Whether a key holds a pending value (1 or 0).
+    func pending(_ key: sluice_key_t) -> Int32
+    /// Closes: pending values are emitted (drain) or reported as discarded.
+    func close(_ mode: sluice_close_mode_t) -> Int32
+    /// The core's counters (summed over shards).
+    func stats() -> sluice_stats_t
+    /// Runs the core's invariant checker where the engine can (0 otherwise).
+    func checkInvariants() -> Int32
+    /// Frees the C object; what is still pending is reported as discarded.
+    func shutdown()
+}
+
+/// One event of the core, as an engine hands it to its sink.
+@usableFromInline
+struct EngineEvent {
+    @usableFromInline var kind: sluice_event_kind_t
+    @usableFromInline var token: UInt64
+    @usableFromInline var at: UInt64
+    /// DROP only: the token that took this one's place (a supersession), or `nil`.
+    @usableFromInline var successor: UInt64?
+
+    @inlinable
+    init(kind: sluice_event_kind_t, token: UInt64, at: UInt64, successor: UInt64?) {
+        self.kind = kind
+        self.token = token
+        self.at = at
+        self.successor = successor
+    }
+
+    /// Copies a C event.
+    @inlinable
+    init(_ event: UnsafePointer<sluice_event_t>) {
+        kind = event.pointee.kind
+        token = event.pointee.token
+        at = event.pointee.at
+        successor = event.pointee.kind == SLUICE_EVENT_DROP && event.pointee.has_successor
+            ? event.pointee.successor : nil
+    }
+}
+
+/// Where an engine delivers: two closures made by the limiter's storage in
+/// code specialized for its Key and Value (see ``LimiterStorage``).
+@usableFromInline
+final class EngineSink: Sendable {
+    /// Records one event (takes the storage's lock; must not call the engine).
+    @usableFromInline let record: @Sendable (EngineEvent) -> Void
+    /// Delivers what recorded events left in the outbox (no engine lock held).
+    @usableFromInline let deliver: @Sendable () -> Void
+    /// Records one event and delivers (no engine lock held): `record` and
+    /// `deliver` with the delivery claimed in the same critical section as
+    /// the record, so that an event recorded by a loop thread is delivered
+    /// by that thread, never by a caller that happens to look at the outbox.
+    @usableFromInline let handle: @Sendable (EngineEvent) -> Void
+    /// The thread inside a delivery of this sink by a loop, or 0.
+    let deliveringThread = Atomic<UInt>(0)
+
+    @inlinable
+    init(
+        record: @escaping @Sendable (EngineEvent) -> Void, deliver: @escaping @Sendable () -> Void,
+        handle: @escaping @Sendable (EngineEvent) -> Void
+    ) {
+        self.record = record
+        self.deliver = deliver
+        self.handle = handle
+    }
+
+    /// A sink that ignores events (a decision-only limiter has none).
+    static let none = EngineSink(record: { _ in }, deliver: {}, handle: { _ in })
+}
+
+/// What an engine is made from.
+@usableFromInline
+struct EngineSetup {
+    /// The core configuration (policy, max_keys, tick, seed); `on_event`,
+    /// `user` and `start_ns` are the engine's to set.
+    var config: sluice_config_t
+    /// Report tokens emitted at once through the sink too.
+    var reportImmediate: Bool
+    /// Report tokens dropped at once through the sink too.
+    var reportDrops: Bool
+    /// Loop engines: the number of shards (0 for the default).
+    var shards: UInt32
+    var sink: EngineSink
+}
+
+/// An identifier of the calling thread, never 0.
+@inlinable
+func currentThreadID() -> UInt {
+    #if canImport(Darwin)
+    UInt(bitPattern: pthread_self())
+    #else
+    UInt(pthread_self())
+    #endif
+}

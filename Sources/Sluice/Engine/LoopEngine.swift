@@ -1,0 +1,82 @@
+import CSluice
+import CSluiceLoop
+import Dispatch
+
+/// The loop engine: a loop limiter (`sluice_mt_t`) on a ``LimiterLoop``.
+/// Time is the system's monotonic clock; the loop thread fires deadlines
+/// and delivers every event, in each key's order (the C layer shards keys
+/// over locks, so calls on different keys run in parallel).
+///
+/// Ownership: the C limiter's `user` pointer is the sink, retained: the loop
+/// may deliver after the last reference to the limiter is gone (a free
+/// requested inside a callback is finished by the loop); ``shutdown()``
+/// releases it once `sluice_mt_free()` has returned.
+final class LoopEngine: LimiterEngine, @unchecked Sendable {
+    // @unchecked: every stored property is a `let`; the C object is thread-safe.
+    let loop: LimiterLoop
+    private let limiter: CLoopLimiter
+    private let sink: Unmanaged<EngineSink>
+
+    init(loop: LimiterLoop, setup: EngineSetup) throws(LimiterError) {
+        self.loop = loop
+        var config = setup.config
+        config.on_event = { user, event in
+            guard let user, let event else { return }
+            let sink = Unmanaged<EngineSink>.fromOpaque(user).takeUnretainedValue()
+            let outer = sink.deliveringThread.exchange(currentThreadID(), ordering: .relaxed)
+            sink.handle(EngineEvent(event))
+            sink.deliveringThread.store(outer, ordering: .relaxed)
+        }
+        let sink = Unmanaged.passRetained(setup.sink)
+        config.user = sink.toOpaque()
+        var flags: UInt32 = 0
+        if setup.reportImmediate { flags |= SLUICE_MT_REPORT_EMITTED.rawValue }
+        if setup.reportDrops { flags |= SLUICE_MT_REPORT_DROPPED.rawValue }
+        do {
+            limiter = try CLoopLimiter.make(
+                &config, loop: loop.cLoop, shards: setup.shards, flags: sluice_mt_flag_t(rawValue: flags))
+        } catch {
+            sink.release()
+            throw error
+        }
+        self.sink = sink
+    }
+
+    var now: UInt64 { CLoop.now }
+
+    func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32 {
+        limiter.submit(key, token: token, cost: cost, into: &decision)
+    }
+
+    func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32 {
+        limiter.quota(key, cost: cost, into: &quota)
+    }
+
+    func flush(_ key: sluice_key_t) -> Int32 { limiter.flush(key) }
+    func cancel(_ key: sluice_key_t) -> Int32 { limiter.cancel(key) }
+    func pending(_ key: sluice_key_t) -> Int32 { limiter.pending(key) }
+    func close(_ mode: sluice_close_mode_t) -> Int32 { limiter.close(mode) }
+    func stats() -> sluice_stats_t { limiter.stats().core }
+    func checkInvariants() -> Int32 { 0 }
+
+    func shutdown() {
+        let insideOwnDelivery =
+            sink._withUnsafeGuaranteedRef { $0.deliveringThread.load(ordering: .relaxed) } == currentThreadID()
+        if insideOwnDelivery {
+            // Released from inside its own delivery on the loop thread: free
+            // from another thread, which waits for this callback to return (a
+            // free from inside a callback would be finished later by the
+            // loop, after the sink could be gone).
+            DispatchQueue.global().async { self.free() }
+        } else {
+            free()
+        }
+    }
+
+    /// Frees the C limiter (which reports what is still pending as
+    /// discarded, on this thread), then releases the C side's reference.
+    private func free() {
+        limiter.free()
+        sink.release()
+    }
+}

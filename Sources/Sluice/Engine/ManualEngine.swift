@@ -1,0 +1,113 @@
+import CSluice
+
+/// The manual engine: a core limiter (`sluice_limiter_t`) on a
+/// ``ManualLimiterClock``. Time moves only when the clock is advanced; the
+/// clock fires this engine's timers inside `advance`, at their exact
+/// deadlines. Calls are serialised by the engine's lock, and events are
+/// delivered inside the call that caused them, on its thread.
+///
+/// Ownership: the core's `user` pointer is this engine, unretained: the core
+/// calls back only during a call made through this engine.
+final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable {
+    // @unchecked: `core` is set once in init; `sink` and the core are
+    // guarded by `lock`.
+    let clock: ManualLimiterClock
+    private let lock = PosixLock()
+    private var core: CLimiter?
+    /// Cleared by shutdown(): the sink holds the storage, which holds this engine.
+    private var sink: EngineSink?
+    private let reportImmediate: Bool
+    private let reportDrops: Bool
+
+    init(clock: ManualLimiterClock, setup: EngineSetup) throws(LimiterError) {
+        self.clock = clock
+        sink = setup.sink
+        reportImmediate = setup.reportImmediate
+        reportDrops = setup.reportDrops
+        var config = setup.config
+        config.start_ns = clock.nowNanoseconds
+        config.on_event = { user, event in
+            guard let user, let event else { return }
+            Unmanaged<ManualEngine>.fromOpaque(user)._withUnsafeGuaranteedRef {
+                $0.sink?.record(EngineEvent(event))
+            }
+        }
+        config.user = Unmanaged.passUnretained(self).toOpaque()
+        core = try CLimiter.make(&config)
+        clock.register(self)
+    }
+
+    deinit {
+        core?.free()
+    }
+
+    var now: UInt64 { clock.nowNanoseconds }
+
+    /// Runs `body` on the core under the lock (`closed` when shut down).
+    @inline(__always)
+    private func withCore(_ body: (CLimiter, UInt64) -> Int32) -> Int32 {
+        lock.withLock {
+            guard let core else { return LimiterError.closed.rawValue }
+            return body(core, clock.nowNanoseconds)
+        }
+    }
+
+    func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32 {
+        lock.withLock {
+            guard let core else { return LimiterError.closed.rawValue }
+            let now = clock.nowNanoseconds
+            let rc = core.submit(key, token: token, cost: cost, now: now, into: &decision)
+            guard rc == 0 else { return rc }
+            // Reported here, under the lock, so that they are ordered with
+            // the key's other events exactly as a loop orders them.
+            if decision.kind == SLUICE_EMITTED, reportImmediate {
+                sink?.record(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
+            } else if decision.kind == SLUICE_DROPPED, reportDrops {
+                sink?.record(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
+            }
+            return rc
+        }
+    }
+
+    func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32 {
+        lock.withLock {
+            guard let core else { return LimiterError.closed.rawValue }
+            return core.quota(key, cost: cost, now: clock.nowNanoseconds, into: &quota)
+        }
+    }
+
+    func flush(_ key: sluice_key_t) -> Int32 { withCore { $0.flush(key, now: $1) } }
+    func cancel(_ key: sluice_key_t) -> Int32 { withCore { $0.cancel(key, now: $1) } }
+    func pending(_ key: sluice_key_t) -> Int32 { withCore { $0.pending(key, now: $1) } }
+    func close(_ mode: sluice_close_mode_t) -> Int32 { withCore { $0.close(mode, now: $1) } }
+
+    func stats() -> sluice_stats_t {
+        lock.withLock { core?.stats() ?? sluice_stats_t() }
+    }
+
+    func checkInvariants() -> Int32 { withCore { core, _ in core.check() } }
+
+    func shutdown() {
+        lock.withLock {
+            // Closed by the limiter first: nothing pending, no event can come.
+            core?.free()
+            core = nil
+            sink = nil
+        }
+    }
+
+    // MARK: - ManualClockClient
+
+    var nextDeadline: UInt64? {
+        let deadline = lock.withLock { core?.nextDeadline ?? .max }
+        return deadline == .max ? nil : deadline
+    }
+
+    func fire(through now: UInt64) {
+        let sink = lock.withLock { () -> EngineSink? in
+            _ = core?.advance(to: now)
+            return self.sink
+        }
+        sink?.deliver()
+    }
+}
