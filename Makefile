@@ -7,13 +7,17 @@
 #   make microbench the C micro-benchmark of the wheel and the core (bench/*.c)
 #   make sanitize   C core under ASan+UBSan and under TSan, Swift tests under TSan
 #   make fuzz       libFuzzer harnesses, SECONDS each (default 60)
-#   make install-test   install into a temporary prefix and build a consumer against it
+#   make install-test   install into a temporary prefix and build consumers against it: the
+#                   core alone (pkg-config sluice-core) and the loop layer (pkg-config sluice),
+#                   shared and static, and find_package(sluice)
+#   make core-only  the core builds and links against libc alone (ctest label "split")
 #   make deps       install libevent-dev, libhiredis-dev, redis-server, cmake, pkg-config, curl
 #                   with apt-get when missing
 #   make clean
 #
 # Build folders stay at the root (build/, build-*/): SwiftPM compiles every
-# .c under Sources/CSluice, so no CMake folder may live there.
+# .c under Sources/ (CSluice, CSluiceLoop, CSluiceTrace, ...), so no CMake
+# folder may live there.
 
 SHELL := /bin/sh
 
@@ -34,7 +38,7 @@ CLANG ?= $(shell if [ -x /opt/swift/usr/bin/clang ]; then echo /opt/swift/usr/bi
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build test ctest swift-test bench sanitize sanitize-address sanitize-thread \
-        sanitize-swift fuzz install-test clean
+        sanitize-swift fuzz install-test core-only clean
 
 all: build
 
@@ -162,6 +166,9 @@ fuzz: deps
 # --- install --------------------------------------------------------------------------
 install-test: build
 	$(CTEST) --test-dir build -R '^install-consumer$$' $(CTEST_FLAGS)
+
+core-only: build
+	$(CTEST) --test-dir build -L split $(CTEST_FLAGS)
 
 clean:
 	rm -rf build build-bench build-asan build-tsan build-fuzz .build .build-tsan Benchmarks/.build
