@@ -109,6 +109,8 @@ typedef struct {
     sluice_event_kind_t kind;
     uint64_t token, at;
     int step;
+    bool has_succ;  /* DROP of a superseded token: its successor */
+    uint64_t succ;
 } kev_t;
 
 typedef struct {
@@ -116,7 +118,7 @@ typedef struct {
     size_t n, cap;
 } kevvec_t;
 
-enum op_type { OP_SUBMIT, OP_FLUSH, OP_CANCEL, OP_PENDING, OP_ADVANCE, OP_CLOSE, OP_FREE, OP_BADKEY, OP_PRE };
+enum op_type { OP_SUBMIT, OP_FLUSH, OP_CANCEL, OP_PENDING, OP_ADVANCE, OP_CLOSE, OP_FREE, OP_BADKEY, OP_PRE, OP_QUOTA };
 
 typedef struct {
     int type;
@@ -124,6 +126,7 @@ typedef struct {
     uint64_t t;
     uint64_t token;
     int arg;           /* close mode, advance bound, pre-advance mode */
+    uint64_t cost;     /* submit, quota: the cost asked */
     char result[160];
 } oprec_t;
 
@@ -172,7 +175,7 @@ typedef struct {
 } ctx_t;
 
 static uint64_t g_out_of_order, g_runs, g_ops, g_events, g_nested;
-static uint64_t g_dec[4], g_ev[4];
+static uint64_t g_dec[4], g_ev[4], g_costly, g_quotas;
 
 static void failf(ctx_t *c, const char *fmt, ...) {
     if (c->failed) return;
@@ -311,7 +314,7 @@ static void nested_submit(ctx_t *c, int side, size_t idx) {
     size_t ch = nested_child(c, idx);
     uint64_t tok = ((uint64_t)c->salt << 32) | ch;
     sluice_key_t key = key_of(c, c->tkey[ch]);
-    sluice_decision_t d = { 0, 0 };
+    sluice_decision_t d = { 0, 0, 0, 0 };
     if ((side == 0 && c->tn[ch].cdone) || (side == 1 && c->tn[ch].rdone)) {
         failf(c, "%s: token %zu emitted twice (its follow-up was already submitted)", side ? "ref" : "core", idx);
         return;
@@ -373,7 +376,14 @@ static void on_event(void *user, const sluice_event_t *e) {
     }
     if (e->kind < SLUICE_EVENT_EMIT || e->kind > SLUICE_EVENT_DISCARD) failf(c, "core: event of kind %d", e->kind);
     account_event(c, c->tcore, "core", k, e->token, e->kind);
-    kev_t x = { e->kind, e->token, e->at, c->step };
+    kev_t x = { e->kind, e->token, e->at, c->step, e->has_successor, e->successor };
+    if (e->has_successor) {
+        /* the successor is a token of the same key, handed in at this drop */
+        size_t si = token_index(c, e->successor);
+        if (e->kind != SLUICE_EVENT_DROP) failf(c, "core: %s event with a successor", ev_name(e->kind));
+        else if (!si || c->tkey[si] != k) failf(c, "core: DROP of tok=%zu names successor %#" PRIx64 ", not a token of its key",
+                                           token_index(c, e->token), e->successor);
+    }
     kev_push(&c->cke[k], x);
     if (e->kind >= 1 && e->kind <= 3) g_ev[e->kind]++;
     if (c->step_events && e->at < c->step_last_at) c->out_of_order++;
@@ -393,7 +403,7 @@ static void take_ref_events(ctx_t *c) {
             continue;
         }
         account_event(c, c->tref, "ref", k, ev[i].token, ev[i].kind);
-        kev_t x = { ev[i].kind, ev[i].token, ev[i].at, c->step };
+        kev_t x = { ev[i].kind, ev[i].token, ev[i].at, c->step, ev[i].has_successor, ev[i].successor };
         kev_push(&c->rke[k], x);
     }
     ref_clear_events(c->ref);
@@ -419,12 +429,14 @@ static void sync_check_at(ctx_t *c, enum sync_mode mode, int touched, uint64_t n
         size_t m = a->n < b->n ? a->n : b->n;
         for (size_t i = c->cmp[k]; i < m; i++) {
             kev_t x = a->v[i], y = b->v[i];
-            if (x.kind != y.kind || x.token != y.token || (!c->skip_at && x.at != y.at)) {
+            if (x.kind != y.kind || x.token != y.token || (!c->skip_at && x.at != y.at) ||
+                x.has_succ != y.has_succ || (x.has_succ && x.succ != y.succ)) {
                 failf(c,
-                      "key k%d event #%zu differs: core %s tok=%zu at=%" PRIu64 " (step %d), ref %s tok=%zu at=%" PRIu64
-                      " (step %d)",
-                      k, i, ev_name(x.kind), token_index(c, x.token), x.at, x.step, ev_name(y.kind),
-                      token_index(c, y.token), y.at, y.step);
+                      "key k%d event #%zu differs: core %s tok=%zu at=%" PRIu64 " succ=%zu (step %d), ref %s tok=%zu at=%" PRIu64
+                      " succ=%zu (step %d)",
+                      k, i, ev_name(x.kind), token_index(c, x.token), x.at, x.has_succ ? token_index(c, x.succ) : 0,
+                      x.step, ev_name(y.kind), token_index(c, y.token), y.at,
+                      y.has_succ ? token_index(c, y.succ) : 0, y.step);
                 return;
             }
         }
@@ -481,6 +493,16 @@ static void stats_check(ctx_t *c) {
     else if (c->pol.kind != SLUICE_RATE && st.live_keys != ref_live_count(c->ref))
         failf(c, "stats.live_keys = %" PRIu64 ", model has %" PRIu64 " keys not idle", st.live_keys,
               ref_live_count(c->ref));
+    /* totals: every token counted once at its call, and once more if scheduled */
+    sluice_stats_t rt = st;
+    ref_totals(c->ref, &rt);
+    if (!c->failed && (st.admitted != rt.admitted || st.scheduled != rt.scheduled ||
+                       st.emitted_later != rt.emitted_later || st.dropped != rt.dropped || st.discarded != rt.discarded))
+        failf(c,
+              "totals differ: core admitted %" PRIu64 " scheduled %" PRIu64 " emitted_later %" PRIu64 " dropped %" PRIu64
+              " discarded %" PRIu64 ", ref %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64,
+              st.admitted, st.scheduled, st.emitted_later, st.dropped, st.discarded, rt.admitted, rt.scheduled,
+              rt.emitted_later, rt.dropped, rt.discarded);
     uint64_t cn = sluice_limiter_next_deadline(c->core), rn = ref_next_deadline(c->ref);
     if (!c->failed && cn > rn)
         failf(c, "next_deadline = %" PRIu64 " is later than the earliest deadline %" PRIu64, cn, rn);
@@ -542,7 +564,7 @@ static void print_policy(FILE *f, const sluice_policy_t *p) {
 
 static const char *op_name(int t) {
     static const char *n[] = { "submit", "flush", "cancel", "pending", "advance", "close", "free", "submit-badkey",
-                               "pre-advance" };
+                               "pre-advance", "quota" };
     return n[t];
 }
 
@@ -551,6 +573,7 @@ static void print_op(FILE *f, const ctx_t *c, size_t i) {
     fprintf(f, "  #%zu t=%" PRIu64 " %s", i + 1, o->t, op_name(o->type));
     if (o->key >= 0) fprintf(f, " k%d", o->key);
     if (o->type == OP_SUBMIT) fprintf(f, " tok=%zu", token_index(c, o->token));
+    if ((o->type == OP_SUBMIT || o->type == OP_QUOTA) && o->cost != 1) fprintf(f, " cost=%" PRIu64, o->cost);
     if (o->type == OP_CLOSE) fprintf(f, " %s", o->arg == SLUICE_CLOSE_DRAIN ? "drain" : "discard");
     if (o->type == OP_ADVANCE || o->type == OP_PRE) fprintf(f, " max_timers=%d", o->arg);
     fprintf(f, "%s%s\n", o->result[0] ? "  -> " : "", o->result);
@@ -830,33 +853,92 @@ static void pre_advance(ctx_t *c, uint64_t t, bool force_jump) {
     core_check(c);
 }
 
-static void do_submit(ctx_t *c, int k, uint64_t t) {
+/* A cost for a call or a quota peek: mostly 1 or small; for rate also the
+ * burst exactly, just above it, huge ones, and now and then an invalid one
+ * (0, above SLUICE_RATE_MAX; any cost but 1 elsewhere). */
+static uint64_t gen_cost(ctx_t *c) {
+    rng_t *r = &c->rng;
+    unsigned x = (unsigned)rbelow(r, 1000);
+    if (c->pol.kind != SLUICE_RATE) return x < 980 ? 1 : x < 990 ? 0 : rrange(r, 2, 5);
+    uint64_t burst = c->pol.burst ? c->pol.burst : c->pol.limit;
+    if (x < 450) return 1;
+    if (x < 650) return rrange(r, 1, burst < 8 ? burst : 8);
+    if (x < 750) return burst;
+    if (x < 820) return burst < SLUICE_RATE_MAX ? burst + 1 : burst;
+    if (x < 900) return rrange(r, 1, burst);
+    if (x < 960) return rrange(r, 1, SLUICE_RATE_MAX);
+    if (x < 980) return SLUICE_RATE_MAX;
+    if (x < 990) return 0;
+    return SLUICE_RATE_MAX + rrange(r, 1, 1000);
+}
+
+/* Returns false when the call failed (then no timer ran on either side). */
+static bool do_submit(ctx_t *c, int k, uint64_t t) {
     oprec_t *o = op_begin(c, OP_SUBMIT, k, t);
     uint64_t tok = new_token(c, k);
+    uint64_t cost = gen_cost(c);
     o->token = tok;
-    sluice_decision_t dc = { 0, 0 }, dr = { 0, 0 };
+    o->cost = cost;
+    sluice_decision_t dc = { 0, 0, 0, 0 }, dr = { 0, 0, 0, 0 };
     c->in_submit = true;
-    int rc = sluice_limiter_submit(c->core, key_of(c, k), tok, t, &dc);
+    int rc = cost == 1 && rchance(&c->rng, 50) ? sluice_limiter_submit(c->core, key_of(c, k), tok, t, &dc)
+                                               : sluice_limiter_submit_cost(c->core, key_of(c, k), tok, cost, t, &dc);
     c->in_submit = false;
-    int rr = ref_submit(c->ref, key_of(c, k), tok, t, &dr);
+    int rr = ref_submit_cost(c->ref, key_of(c, k), tok, cost, t, &dr);
     if (rc != rr) {
-        failf(c, "submit returned %d, model %d", rc, rr);
-        return;
+        failf(c, "submit (cost %" PRIu64 ") returned %d, model %d", cost, rc, rr);
+        return false;
     }
     if (rc == 0) {
-        snprintf(o->result, sizeof o->result, "core %s@%" PRIu64 ", ref %s@%" PRIu64, dec_name(dc.kind), dc.at,
-                 dec_name(dr.kind), dr.at);
-        if (dc.kind != dr.kind || dc.at != dr.at) {
-            failf(c, "decision differs: core %s at=%" PRIu64 ", ref %s at=%" PRIu64, dec_name(dc.kind), dc.at,
-                  dec_name(dr.kind), dr.at);
-            return;
+        snprintf(o->result, sizeof o->result, "core %s@%" PRIu64 " r=%" PRIu64 " full=%" PRIu64 ", ref %s@%" PRIu64
+                 " r=%" PRIu64 " full=%" PRIu64, dec_name(dc.kind), dc.at, dc.remaining, dc.full,
+                 dec_name(dr.kind), dr.at, dr.remaining, dr.full);
+        if (dc.kind != dr.kind || dc.at != dr.at || dc.remaining != dr.remaining || dc.full != dr.full) {
+            failf(c, "decision differs: core %s at=%" PRIu64 " remaining=%" PRIu64 " full=%" PRIu64 ", ref %s at=%" PRIu64
+                  " remaining=%" PRIu64 " full=%" PRIu64, dec_name(dc.kind), dc.at, dc.remaining, dc.full,
+                  dec_name(dr.kind), dr.at, dr.remaining, dr.full);
+            return false;
         }
         if (dc.kind >= 1 && dc.kind <= 3) g_dec[dc.kind]++;
+        if (cost != 1) g_costly++;
         account_decision(c, c->tcore, tok, &dc);
         account_decision(c, c->tref, tok, &dr);
     } else {
         snprintf(o->result, sizeof o->result, "rc %d", rc);
     }
+    return rc == 0;
+}
+
+/* A quota peek: same answer as the model's, and nothing changes. */
+static void do_quota(ctx_t *c, int k, uint64_t t) {
+    oprec_t *o = op_begin(c, OP_QUOTA, k, t);
+    uint64_t cost = gen_cost(c);
+    o->cost = cost;
+    sluice_stats_t before, after;
+    sluice_limiter_stats(c->core, &before);
+    uint64_t nd = sluice_limiter_next_deadline(c->core);
+    sluice_quota_t qc, qr;
+    memset(&qc, 0, sizeof qc);
+    memset(&qr, 0, sizeof qr);
+    int rc = sluice_limiter_quota(c->core, key_of(c, k), cost, t, &qc);
+    int rr = ref_quota(c->ref, key_of(c, k), cost, t, &qr);
+    snprintf(o->result, sizeof o->result, "core rc %d r=%" PRIu64 " full=%" PRIu64 " retry=%" PRIu64 ", ref rc %d r=%" PRIu64
+             " full=%" PRIu64 " retry=%" PRIu64, rc, qc.remaining, qc.full, qc.retry, rr, qr.remaining, qr.full, qr.retry);
+    if (rc != rr) {
+        failf(c, "quota (cost %" PRIu64 ") returned %d, model %d", cost, rc, rr);
+        return;
+    }
+    if (rc == 0 && (qc.burst != qr.burst || qc.remaining != qr.remaining || qc.full != qr.full || qc.retry != qr.retry)) {
+        failf(c, "quota differs: %s", o->result);
+        return;
+    }
+    if (rc == 0) g_quotas++;
+    sluice_limiter_stats(c->core, &after);
+    if (after.live_keys != before.live_keys || after.armed_timers != before.armed_timers ||
+        after.pending != before.pending || after.memory_bytes != before.memory_bytes ||
+        sluice_limiter_next_deadline(c->core) != nd)
+        failf(c, "a quota peek changed the limiter (live %" PRIu64 " -> %" PRIu64 ", timers %" PRIu64 " -> %" PRIu64 ")",
+              before.live_keys, after.live_keys, before.armed_timers, after.armed_timers);
 }
 
 static void do_badkey(ctx_t *c, uint64_t t) {
@@ -1020,8 +1102,8 @@ static bool run_one(uint64_t seed, bool verbose) {
         uint64_t t = gen_time(c);
         int k = (int)rbelow(r, (uint64_t)c->nkeys);
         unsigned w = (unsigned)rbelow(r, 1000);
-        int type = w < 520 ? OP_SUBMIT : w < 600 ? OP_FLUSH : w < 680 ? OP_CANCEL : w < 760 ? OP_PENDING
-                 : w < 980 ? OP_ADVANCE : w < 985 ? OP_BADKEY : OP_CLOSE;
+        int type = w < 520 ? OP_SUBMIT : w < 600 ? OP_FLUSH : w < 680 ? OP_CANCEL : w < 720 ? OP_PENDING
+                 : w < 760 ? OP_QUOTA : w < 980 ? OP_ADVANCE : w < 985 ? OP_BADKEY : OP_CLOSE;
         if (c->variant == 0) {
             pre_advance(c, t, type == OP_ADVANCE && rchance(r, 50));
             if (c->failed) break;
@@ -1041,10 +1123,13 @@ static bool run_one(uint64_t seed, bool verbose) {
             top = back >= c->now - c->start ? c->start : c->now - back;
         }
         switch (type) {
-        case OP_SUBMIT: do_submit(c, k, top); break;
+        case OP_SUBMIT:
+            if (!do_submit(c, k, top)) type = OP_BADKEY; /* refused: nothing ran, no key was touched */
+            break;
         case OP_FLUSH:
         case OP_CANCEL:
         case OP_PENDING: do_keyop(c, type, k, top); break;
+        case OP_QUOTA: do_quota(c, k, top); break;
         case OP_BADKEY: do_badkey(c, top); break;
         case OP_ADVANCE: {
             if (c->variant == 2 && rchance(r, 30)) {
@@ -1063,6 +1148,7 @@ static bool run_one(uint64_t seed, bool verbose) {
         c->now = t;
         if (c->failed) break;
         bool all = c->variant == 0 || type == OP_ADVANCE || type == OP_CLOSE;
+        /* a quota peek runs no timer on either side: it touches no key */
         int touched = (type == OP_SUBMIT || type == OP_FLUSH || type == OP_CANCEL || type == OP_PENDING) ? k : -1;
         if (c->variant == 2 && type == OP_ADVANCE) sync_check_at(c, SYNC_CORE_BEHIND, -1, t);
         else sync_check(c, all, touched);
@@ -1171,8 +1257,10 @@ int main(void) {
     printf("test_differential: %" PRIu64 " runs, %" PRIu64 " steps: ok\n"
            "  decisions: %" PRIu64 " emitted, %" PRIu64 " scheduled, %" PRIu64 " dropped\n"
            "  events: %" PRIu64 " emit, %" PRIu64 " drop, %" PRIu64 " discard\n"
+           "  rate: %" PRIu64 " weighted calls decided, %" PRIu64 " quota peeks answered\n"
            "  submits from inside emit callbacks: %" PRIu64 "\n"
            "  info: %" PRIu64 " cross-key events out of time order within one advance/close\n",
-           g_runs, g_ops, g_dec[1], g_dec[2], g_dec[3], g_ev[1], g_ev[2], g_ev[3], g_nested, g_out_of_order);
+           g_runs, g_ops, g_dec[1], g_dec[2], g_dec[3], g_ev[1], g_ev[2], g_ev[3], g_costly, g_quotas, g_nested,
+           g_out_of_order);
     return 0;
 }

@@ -261,7 +261,7 @@ static void edge_shapes(void) {
     CHECK(sluice_limiter_stats(l, &st0) == 0, "stats");
     uint64_t ev0 = g_bad_events;
     /* over the maximum: SLUICE_EKEYLEN everywhere, nothing taken or changed */
-    sluice_decision_t d = { 0, 0 };
+    sluice_decision_t d = { 0, 0, 0, 0 };
     sluice_key_t over = sluice_key_bytes(big, SLUICE_KEY_MAX + 1);
     CHECK(sluice_limiter_submit(l, over, 999, 0, &d) == SLUICE_EKEYLEN, "submit over max");
     CHECK(sluice_limiter_flush(l, over, 0) == SLUICE_EKEYLEN, "flush over max");

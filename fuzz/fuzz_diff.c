@@ -1,7 +1,7 @@
 /*
  * fuzz_diff.c — differential libFuzzer harness: the core against the
  * reference model ctests/ref/ref_model.c (a separate, deliberately simple
- * implementation of shared/spec/semantics.md).
+ * implementation of docs/semantics.md).
  *
  * The input bytes choose a policy (every kind, every option; intervals from
  * 0 and 1 ns to SLUICE_DURATION_MAX, interesting values or raw), a wheel
@@ -9,7 +9,8 @@
  * keys (integers, empty, binary with zero bytes, look-alikes of each other,
  * SLUICE_KEY_MAX bytes), and then a sequence of operations — submit, flush,
  * cancel, pending, advance (bounded or not), close(drain/discard), a key over
- * SLUICE_KEY_MAX — at times that step by 0, 1, a tick, around the interval,
+ * SLUICE_KEY_MAX, and for rate weighted calls (costs 1, small, the burst,
+ * just above it, up to 10^12, or invalid) and quota peeks — at times that step by 0, 1, a tick, around the interval,
  * by huge jumps, or backwards.
  *
  * Three timing modes:
@@ -32,14 +33,19 @@
  * key; SLUICE_EFULL below the cap; any error other than the documented ones;
  * sluice_limiter_check() failing after any operation.
  *
- * Rate parameters are kept such that the exact TAT stays below 2^64 ns over
- * any input (the core saturates there by design; the model would not).
+ * Rate parameters keep T = per / limit at most 2e15 ns; weighted calls may
+ * still push a TAT past the end of the clock (UINT64_MAX ns), where the core
+ * and the model both keep it (docs/semantics.md: the clock ends there).
+ * Every decision's `remaining` and `full` and every quota field must agree;
+ * a quota peek must change nothing; a superseded token's DROP must name the
+ * same successor on both sides.
  *
  * Build and run (from the repository root):
  *   /opt/swift/usr/bin/clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L \
  *     -fsanitize=fuzzer,address,undefined -I Sources/CSluice/include -I Sources/CSluice -I ctests \
  *     Sources/CSluice/limiter.c Sources/CSluice/table.c Sources/CSluice/wheel.c Sources/CSluice/siphash.c \
  *     Sources/CSluice/error.c ctests/ref/ref_model.c fuzz/fuzz_diff.c -o /tmp/fuzz_diff
+ *   (plus Sources/CSluice/policy*.c)
  *   /tmp/fuzz_diff -max_total_time=60 fuzz/corpus/diff
  * Set FUZZ_DIFF_VERBOSE=1 to print the scenario and every operation of an input.
  */
@@ -83,6 +89,8 @@ static uint64_t rd_below(rd_t *r, uint64_t n) { return n ? rd64(r) % n : 0; }
 typedef struct {
     uint8_t kind;
     uint64_t token, at;
+    bool has_succ;
+    uint64_t succ;
 } ev_t;
 
 typedef struct {
@@ -188,7 +196,8 @@ static void on_event(void *user, const sluice_event_t *e) {
                                      "time %" PRIu64 " (late)",
                 e->at, c->wheel_lo);
     }
-    ev_t x = { (uint8_t)e->kind, e->token, e->at };
+    REQUIRE(!e->has_successor || e->kind == SLUICE_EVENT_DROP, "core: a successor on a non-DROP event");
+    ev_t x = { (uint8_t)e->kind, e->token, e->at, e->has_successor, e->successor };
     evpush(&c->ce[k], x);
 }
 
@@ -199,7 +208,7 @@ static void take_ref(ctx_t *c) {
         int k = key_index(c, ev[i].key);
         REQUIRE(k >= 0, "model: unknown key");
         account(c, c->tr, "model", k, ev[i].token);
-        ev_t x = { (uint8_t)ev[i].kind, ev[i].token, ev[i].at };
+        ev_t x = { (uint8_t)ev[i].kind, ev[i].token, ev[i].at, ev[i].has_successor, ev[i].successor };
         evpush(&c->re[k], x);
     }
     ref_clear_events(c->ref);
@@ -213,10 +222,11 @@ static void compare(ctx_t *c, bool all, int touched) {
         size_t m = a->n < b->n ? a->n : b->n;
         for (size_t i = c->cmp[k]; i < m; i++) {
             ev_t x = a->v[i], y = b->v[i];
-            REQUIRE(x.kind == y.kind && x.token == y.token && x.at == y.at,
-                    "key %d event %zu: core kind %d token %" PRIu64 " at %" PRIu64 ", model kind %d token %" PRIu64
-                    " at %" PRIu64,
-                    k, i, x.kind, x.token, x.at, y.kind, y.token, y.at);
+            REQUIRE(x.kind == y.kind && x.token == y.token && x.at == y.at && x.has_succ == y.has_succ &&
+                        (!x.has_succ || x.succ == y.succ),
+                    "key %d event %zu: core kind %d token %" PRIu64 " at %" PRIu64 " successor %d:%" PRIu64
+                    ", model kind %d token %" PRIu64 " at %" PRIu64 " successor %d:%" PRIu64,
+                    k, i, x.kind, x.token, x.at, x.has_succ, x.succ, y.kind, y.token, y.at, y.has_succ, y.succ);
         }
         c->cmp[k] = m;
         REQUIRE(a->n >= b->n, "key %d: the model has %zu events, the core %zu (a due timer did not fire: late)", k,
@@ -409,15 +419,36 @@ static void refused_token(ctx_t *c, uint64_t tok) {
     c->tc[tok] = c->tr[tok] = T_REFUSED;
 }
 
-static void do_submit(ctx_t *c, int k, uint64_t t) {
+/* A cost from the input: for rate mostly valid (1, small, the burst, just
+ * above it, anything up to 10^12), sometimes invalid; elsewhere mostly 1. */
+static uint64_t pick_cost(ctx_t *c, rd_t *r) {
+    uint8_t b = rd8(r);
+    uint64_t burst = c->pol.burst ? c->pol.burst : c->pol.limit;
+    if (c->pol.kind != SLUICE_RATE) return b < 250 ? 1 : b < 253 ? 0 : 2;
+    switch (b % 10) {
+    case 0: case 1: case 2: return 1;
+    case 3: return 1 + rd8(r) % 8;
+    case 4: return burst;
+    case 5: return burst < SLUICE_RATE_MAX ? burst + 1 : burst;
+    case 6: return 1 + rd_below(r, burst);
+    case 7: return 1 + rd_below(r, SLUICE_RATE_MAX);
+    case 8: return (b & 0x80) ? SLUICE_RATE_MAX : SLUICE_RATE_MAX - rd8(r);
+    default: return (b & 0x80) ? 0 : SLUICE_RATE_MAX + 1 + rd8(r);
+    }
+}
+
+static void do_submit(ctx_t *c, rd_t *r, int k, uint64_t t) {
     uint64_t tok = new_token(c);
+    uint64_t cost = pick_cost(c, r);
     sluice_key_t key = key_of(c, k);
-    sluice_decision_t dc = { 0, 0 }, dr = { 0, 0 };
+    sluice_decision_t dc = { 0, 0, 0, 0 }, dr = { 0, 0, 0, 0 };
+    uint64_t before = c->now;
     if (t > c->now) c->now = t;
     /* the core clamps a time going back to the latest it has seen (which, in
      * coarse mode, includes advance calls the model did not get) */
     uint64_t te = c->now;
-    int rc = sluice_limiter_submit(c->core, key, tok, t, &dc);
+    int rc = sluice_limiter_submit_cost(c->core, key, tok, cost, t, &dc);
+    if (rc == SLUICE_ERANGE || rc == SLUICE_EINVAL) c->now = before; /* a refused argument: the clock did not move */
     if (rc == SLUICE_EFULL) {
         sluice_stats_t st;
         REQUIRE(sluice_limiter_stats(c->core, &st) == 0, "stats");
@@ -430,20 +461,50 @@ static void do_submit(ctx_t *c, int k, uint64_t t) {
         compare(c, false, k);
         return;
     }
-    int rr = ref_submit(c->ref, key, tok, te, &dr);
-    REQUIRE(rc == rr, "submit: core %d (%s), model %d", rc, sluice_strerror(rc), rr);
+    int rr = ref_submit_cost(c->ref, key, tok, cost, te, &dr);
+    REQUIRE(rc == rr, "submit (cost %" PRIu64 "): core %d (%s), model %d", cost, rc, sluice_strerror(rc), rr);
     if (rc == 0) {
-        REQUIRE(dc.kind == dr.kind && dc.at == dr.at, "decision: core %d@%" PRIu64 ", model %d@%" PRIu64, dc.kind,
-                dc.at, dr.kind, dr.at);
+        REQUIRE(dc.kind == dr.kind && dc.at == dr.at && dc.remaining == dr.remaining && dc.full == dr.full,
+                "decision (cost %" PRIu64 "): core %d@%" PRIu64 " remaining %" PRIu64 " full %" PRIu64
+                ", model %d@%" PRIu64 " remaining %" PRIu64 " full %" PRIu64,
+                cost, dc.kind, dc.at, dc.remaining, dc.full, dr.kind, dr.at, dr.remaining, dr.full);
         REQUIRE(dc.at >= t || dc.at >= c->now || dc.kind == SLUICE_EMITTED, "decision time %" PRIu64 " in the past",
                 dc.at);
         uint8_t s = dc.kind == SLUICE_SCHEDULED ? T_HELD : T_DONE;
         REQUIRE(c->tc[tok] == T_NONE && c->tr[tok] == T_NONE, "token %" PRIu64 " reported before its decision", tok);
         c->tc[tok] = c->tr[tok] = s;
+        compare(c, false, k);
     } else {
+        /* refused before anything ran: no key was touched */
         refused_token(c, tok);
+        compare(c, false, -1);
     }
-    compare(c, false, k);
+}
+
+/* A quota peek: the same answer as the model's, and nothing changes. */
+static void do_quota(ctx_t *c, rd_t *r, int k, uint64_t t) {
+    uint64_t cost = pick_cost(c, r);
+    sluice_key_t key = key_of(c, k);
+    sluice_stats_t before, after;
+    REQUIRE(sluice_limiter_stats(c->core, &before) == 0, "stats");
+    uint64_t nd = sluice_limiter_next_deadline(c->core);
+    uint64_t te = t > c->now ? t : c->now; /* a peek does not move the clock */
+    sluice_quota_t qc, qm;
+    memset(&qc, 0, sizeof qc);
+    memset(&qm, 0, sizeof qm);
+    int rc = sluice_limiter_quota(c->core, key, cost, t, &qc);
+    int rr = ref_quota(c->ref, key, cost, te, &qm);
+    REQUIRE(rc == rr, "quota (cost %" PRIu64 "): core %d, model %d", cost, rc, rr);
+    if (rc == 0)
+        REQUIRE(qc.burst == qm.burst && qc.remaining == qm.remaining && qc.full == qm.full && qc.retry == qm.retry,
+                "quota (cost %" PRIu64 "): core remaining %" PRIu64 " full %" PRIu64 " retry %" PRIu64
+                ", model %" PRIu64 " %" PRIu64 " %" PRIu64,
+                cost, qc.remaining, qc.full, qc.retry, qm.remaining, qm.full, qm.retry);
+    REQUIRE(sluice_limiter_stats(c->core, &after) == 0, "stats");
+    REQUIRE(after.live_keys == before.live_keys && after.armed_timers == before.armed_timers &&
+                after.memory_bytes == before.memory_bytes && sluice_limiter_next_deadline(c->core) == nd,
+            "a quota peek changed the limiter");
+    compare(c, false, -1);
 }
 
 static void do_keyop(ctx_t *c, int what, int k, uint64_t t) {
@@ -530,7 +591,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int type = o % 16;
         if (c->verbose) fprintf(stderr, "  op %d: type %d key %d t %" PRIu64 "\n", c->op, type, k, t);
         if (pre_advance && type < 12 && (o & 0x40) == 0) sync_advance(c, t, (o & 0x20) ? 1 + (o >> 7) : 0);
-        if (type < 7) do_submit(c, k, t);
+        if (type < 6) do_submit(c, &r, k, t);
+        else if (type == 6) do_quota(c, &r, k, t);
         else if (type == 7) do_keyop(c, 0, k, t);
         else if (type == 8) do_keyop(c, 1, k, t);
         else if (type == 9) do_keyop(c, 2, k, t);

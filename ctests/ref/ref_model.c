@@ -1,5 +1,5 @@
 /*
- * ref_model.c — reference implementation of shared/spec/semantics.md.
+ * ref_model.c — reference implementation of docs/semantics.md.
  * See ref_model.h. Every table row of the spec is implemented by one
  * clearly marked block below; the row is quoted in the comment above it.
  */
@@ -54,6 +54,9 @@ struct ref_model {
 
     ref_hook_fn hook; /* called after each transition that logged events */
     void *hook_user;
+
+    /* totals: decisions by kind, later events by kind */
+    uint64_t decided[4], reported[4];
 };
 
 /* ------------------------------------------------------------------ */
@@ -77,8 +80,8 @@ static void *xrealloc(void *p, size_t n) {
     return q;
 }
 
-static void log_event(ref_model_t *m, sluice_event_kind_t kind, const struct ref_entry *e, uint64_t token,
-                      uint64_t at) {
+static ref_event_t *log_event(ref_model_t *m, sluice_event_kind_t kind, const struct ref_entry *e,
+                              uint64_t token, uint64_t at) {
     if (m->nev == m->capev) {
         m->capev = m->capev ? 2 * m->capev : 64;
         m->ev = xrealloc(m->ev, m->capev * sizeof *m->ev);
@@ -91,6 +94,18 @@ static void log_event(ref_model_t *m, sluice_event_kind_t kind, const struct ref
     x->key.len = e->kind == SLUICE_KEY_BYTES ? e->len : 0;
     x->token = token;
     x->at = at;
+    x->has_successor = false;
+    x->successor = 0;
+    m->reported[kind & 3]++;
+    return x;
+}
+
+/* A pending token dropped because `successor` of the same key took its place. */
+static void log_superseded(ref_model_t *m, const struct ref_entry *e, uint64_t token, uint64_t successor,
+                           uint64_t at) {
+    ref_event_t *x = log_event(m, SLUICE_EVENT_DROP, e, token, at);
+    x->has_successor = true;
+    x->successor = successor;
 }
 
 static int key_check(sluice_key_t k) {
@@ -359,7 +374,7 @@ static void call_throttle(ref_model_t *m, struct ref_entry *e, uint64_t t, uint6
         d->kind = SLUICE_SCHEDULED;
         d->at = e->end;
     } else if (m->p.pick == SLUICE_PICK_LATEST) {
-        log_event(m, SLUICE_EVENT_DROP, e, e->pending, t);
+        log_superseded(m, e, e->pending, v, t);
         e->pending = v;
         d->kind = SLUICE_SCHEDULED;
         d->at = e->end;
@@ -378,7 +393,7 @@ static void call_audit(ref_model_t *m, struct ref_entry *e, uint64_t t, uint64_t
         e->pending = v;
     } else {
         /* Audit | OPEN | call(t, v) | drop pending, pending = v */
-        log_event(m, SLUICE_EVENT_DROP, e, e->pending, t);
+        log_superseded(m, e, e->pending, v, t);
         e->pending = v;
     }
     d->kind = SLUICE_SCHEDULED;
@@ -417,7 +432,7 @@ static void call_debounce(ref_model_t *m, struct ref_entry *e, uint64_t t, uint6
      * pending if any; pending = v) : drop v */
     e->last = t;
     if (m->p.trailing) {
-        if (e->has_pending) log_event(m, SLUICE_EVENT_DROP, e, e->pending, t);
+        if (e->has_pending) log_superseded(m, e, e->pending, v, t);
         e->has_pending = true;
         e->pending = v;
         d->kind = SLUICE_SCHEDULED;
@@ -430,44 +445,101 @@ static void call_debounce(ref_model_t *m, struct ref_entry *e, uint64_t t, uint6
     }
 }
 
-static void call_rate(ref_model_t *m, struct ref_entry *e, uint64_t t, sluice_decision_t *d) {
-    /* Rate | call(t, v) | tat = max(TAT, t). If t >= tat - tau: emit v,
-     * TAT = tat + T. Otherwise drop v.
-     * Everything is scaled by `limit` so that T = per / limit and
-     * tau = (burst - 1) * T are integers: T*limit = per,
-     * tau*limit = (burst - 1) * per. A fresh key behaves as TAT = t. */
+/* The end of the clock, scaled: a TAT is kept at most at UINT64_MAX ns. */
+static u128 clock_end(const ref_model_t *m) { return (u128)UINT64_MAX * m->p.limit; }
+
+/* ceil(x / limit) ns, at most UINT64_MAX ("times round up": never early). */
+static uint64_t ceil_ns(const ref_model_t *m, u128 x) {
     u128 L = m->p.limit;
+    u128 q = x / L + (x % L != 0);
+    return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
+}
+
+/* The key's scaled tat = max(TAT, t) (t for a fresh key). */
+static u128 rate_tat(const ref_model_t *m, const struct ref_entry *e, uint64_t t) {
+    u128 ts = (u128)t * m->p.limit;
+    return (e && e->has_tat && e->tat_scaled > ts) ? e->tat_scaled : ts;
+}
+
+static void call_rate(ref_model_t *m, struct ref_entry *e, uint64_t t, uint64_t n, sluice_decision_t *d) {
+    /* Rate | call(t, v, n) | tat = max(TAT, t), new = tat + n*T. If new - t
+     * <= burst*T: emit v, TAT = new. Otherwise drop v; TAT unchanged.
+     * Everything is scaled by `limit` so that T = per / limit is the integer
+     * per: T*limit = per, burst*T*limit = burst * per. A fresh key behaves as
+     * TAT = t. */
+    u128 L = m->p.limit, P = (uint64_t)m->p.per_ns, BP = (u128)m->burst * P;
     u128 ts = (u128)t * L;
-    u128 tat = (e->has_tat && e->tat_scaled > ts) ? e->tat_scaled : ts;
-    u128 tau = (u128)(m->burst - 1) * (u128)(uint64_t)m->p.per_ns;
-    if (ts + tau >= tat) { /* t >= tat - tau, without going negative */
+    u128 tat = rate_tat(m, e, t);
+    if (n > m->burst) {
+        /* "A call whose cost exceeds burst can never be admitted: it is
+         * dropped and its retry time is never" */
+        d->kind = SLUICE_DROPPED;
+        d->at = SLUICE_NEVER;
+        d->full = ceil_ns(m, tat);
+        return;
+    }
+    u128 fresh = tat + (u128)n * P;
+    if (fresh - ts <= BP) {
         e->has_tat = true;
-        e->tat_scaled = tat + (u128)(uint64_t)m->p.per_ns;
+        e->tat_scaled = fresh < clock_end(m) ? fresh : clock_end(m);
         d->kind = SLUICE_EMITTED;
         d->at = t;
+        /* "An admitted call learns its remaining and full right after it
+         * counted": remaining = floor((t + burst*T - tat) / T), full = tat */
+        d->remaining = (uint64_t)((ts + BP - e->tat_scaled) / P);
+        d->full = ceil_ns(m, e->tat_scaled);
     } else {
-        /* "A dropped call can be told when it would have been admitted:
-         * tat - tau", rounded up to the ns (never toward admitting). */
-        u128 retry = tat - tau; /* > ts here */
-        u128 q = (retry + L - 1) / L;
-        if (q > UINT64_MAX) ref_die("rate retry overflow");
+        /* "A dropped call of cost n would be admitted from tat + n*T -
+         * burst*T on", rounded up to the ns (never toward admitting). */
         d->kind = SLUICE_DROPPED;
-        d->at = (uint64_t)q;
+        d->at = ceil_ns(m, fresh - BP); /* > ts here */
+        d->full = ceil_ns(m, tat);
     }
 }
 
-int ref_submit(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t now, sluice_decision_t *decision) {
+int ref_quota(ref_model_t *m, sluice_key_t key, uint64_t cost, uint64_t now, sluice_quota_t *out) {
+    if (!m || !out) return SLUICE_EINVAL;
+    if (m->closed) return SLUICE_ECLOSED;
+    if (m->p.kind != SLUICE_RATE) return SLUICE_EINVAL;
+    if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
+    int rc = key_check(key);
+    if (rc) return rc;
+    if (now < m->now) now = m->now; /* a peek does not move the clock */
+    /* Quota of a key: at time t, with tat = max(TAT, t):
+     * remaining = floor((t + burst*T - tat) / T), full = tat,
+     * retry(n) = max(t, tat + n*T - burst*T); never when n > burst. */
+    u128 P = (uint64_t)m->p.per_ns, BP = (u128)m->burst * P;
+    u128 ts = (u128)now * m->p.limit;
+    u128 tat = rate_tat(m, find(m, key, false), now);
+    out->burst = m->burst;
+    out->remaining = tat - ts >= BP ? 0 : (uint64_t)((ts + BP - tat) / P);
+    out->full = ceil_ns(m, tat);
+    if (cost > m->burst)
+        out->retry = SLUICE_NEVER;
+    else if (tat + (u128)cost * P > ts + BP)
+        out->retry = ceil_ns(m, tat + (u128)cost * P - BP);
+    else
+        out->retry = now;
+    return 0;
+}
+
+int ref_submit_cost(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t cost, uint64_t now,
+                    sluice_decision_t *decision) {
     sluice_decision_t dummy;
     if (!decision) decision = &dummy;
     if (!m) return SLUICE_EINVAL;
     int rc = key_check(key);
     if (rc) return rc;
     if (m->closed) return SLUICE_ECLOSED;
+    if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
+    if (cost != 1 && m->p.kind != SLUICE_RATE) return SLUICE_EINVAL;
     see(m, &now);
+    decision->remaining = decision->full = 0; /* rate only */
     if (pass_through(m)) {
         /* "interval == 0 means pass-through: every call emits at once." */
         decision->kind = SLUICE_EMITTED;
         decision->at = now;
+        m->decided[SLUICE_EMITTED]++;
         return 0;
     }
     struct ref_entry *e = find(m, key, true);
@@ -477,10 +549,23 @@ int ref_submit(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t now, s
     case SLUICE_THROTTLE: call_throttle(m, e, now, token, decision); break;
     case SLUICE_AUDIT: call_audit(m, e, now, token, decision); break;
     case SLUICE_DEBOUNCE: call_debounce(m, e, now, token, decision); break;
-    case SLUICE_RATE: call_rate(m, e, now, decision); break;
+    case SLUICE_RATE: call_rate(m, e, now, cost, decision); break;
     }
+    m->decided[decision->kind & 3]++;
     after_transition(m, mark);
     return 0;
+}
+
+int ref_submit(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t now, sluice_decision_t *decision) {
+    return ref_submit_cost(m, key, token, 1, now, decision);
+}
+
+void ref_totals(const ref_model_t *m, sluice_stats_t *out) {
+    out->admitted = m->decided[SLUICE_EMITTED];
+    out->scheduled = m->decided[SLUICE_SCHEDULED];
+    out->emitted_later = m->reported[SLUICE_EVENT_EMIT];
+    out->dropped = m->decided[SLUICE_DROPPED] + m->reported[SLUICE_EVENT_DROP];
+    out->discarded = m->reported[SLUICE_EVENT_DISCARD];
 }
 
 /* ------------------------------------------------------------------ */

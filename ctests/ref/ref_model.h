@@ -1,13 +1,14 @@
 /*
  * ref_model.h — a deliberately simple reference implementation of
- * shared/spec/semantics.md, used by the tests to check the core.
+ * docs/semantics.md, used by the tests to check the core.
  *
  * It shares nothing with the core but the public types of sluice.h (policy,
  * key, decision and event kinds, error codes). Its design is chosen to be
  * obviously correct rather than fast:
  *  - one small struct per key holding exactly the state variables named in
  *    the spec tables (throttle/audit: state, end, pending; debounce: last,
- *    start, pending, maxDue; rate: TAT kept exactly as TAT * limit);
+ *    start, pending, maxDue; rate: TAT kept exactly as TAT * limit, in
+ *    128 bits, and kept at most at the end of the clock, UINT64_MAX ns);
  *  - keys in a plain array, found by linear search with exact byte
  *    comparison (an integer key and a byte key are never the same key);
  *  - time in uint64 nanoseconds; deadlines fired by an explicit loop that
@@ -39,6 +40,8 @@ typedef struct ref_event {
     sluice_key_t key;
     uint64_t token;
     uint64_t at;
+    bool has_successor; /* DROP: superseded by `successor`, a later token of the same key */
+    uint64_t successor;
 } ref_event_t;
 
 /** Creates a model. Returns 0, or SLUICE_EINVAL / SLUICE_ERANGE for a policy
@@ -53,6 +56,22 @@ void ref_free(ref_model_t *m);
  *  Returns 0, or SLUICE_EINVAL / SLUICE_EKEYLEN (bad key), SLUICE_ECLOSED. */
 int ref_submit(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t now,
                sluice_decision_t *decision);
+
+/** A weighted call (rate only; cost 1 is ref_submit()). Returns as
+ *  ref_submit(), and SLUICE_ERANGE for a cost of 0 or above SLUICE_RATE_MAX,
+ *  SLUICE_EINVAL for a cost other than 1 on another policy. Rate decisions
+ *  carry `remaining` and `full` (docs/semantics.md, "Quota of a key"). */
+int ref_submit_cost(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t cost, uint64_t now,
+                    sluice_decision_t *decision);
+
+/** The quota of a rate key at `now` (a peek: nothing changes, not even the
+ *  model's clock). Returns 0, SLUICE_EINVAL (not rate, bad key),
+ *  SLUICE_ERANGE (cost), SLUICE_EKEYLEN or SLUICE_ECLOSED. */
+int ref_quota(ref_model_t *m, sluice_key_t key, uint64_t cost, uint64_t now, sluice_quota_t *out);
+
+/** Totals as sluice_stats_t counts them: admitted, scheduled, emitted_later,
+ *  dropped, discarded (the other fields are left as they are). */
+void ref_totals(const ref_model_t *m, sluice_stats_t *out);
 
 /** flush(key): 1 if a value was emitted, 0 if none was pending, or an error. */
 int ref_flush(ref_model_t *m, sluice_key_t key, uint64_t now);

@@ -219,15 +219,36 @@ int main(int argc, char **argv) {
         drain_events(m);
         const char *verb = f[1];
         if (!strcmp(verb, "call")) {
+            /* v2: an optional cost=N (rate only; the model refuses it elsewhere) */
+            uint64_t cost = 1;
+            if (n == 5 && !strncmp(f[4], "cost=", 5)) {
+                if (parse_u64(f[4] + 5, UINT64_C(1000000000000), &cost) || cost == 0) fail("bad cost");
+                n = 4;
+            }
             if (n != 4) fail("call needs KEY VALUE");
             sluice_key_t k = sluice_key_bytes(f[2], strlen(f[2]));
             uint64_t tok = intern_value(f[3]);
             sluice_decision_t d;
-            int rc = ref_submit(m, k, tok, t, &d);
+            int rc = ref_submit_cost(m, k, tok, cost, t, &d);
             if (rc) fail("submit failed (%d)", rc);
             drain_events(m);
             if (d.kind == SLUICE_EMITTED) printf("%" PRIu64 " emit %s %s\n", ms, f[2], f[3]);
             else if (d.kind == SLUICE_DROPPED) printf("%" PRIu64 " drop %s %s\n", ms, f[2], f[3]);
+        } else if (!strcmp(verb, "quota")) {
+            /* v2: TIME quota KEY [cost=N] -> remaining, full and retry (ms rounded up) */
+            uint64_t cost = 1;
+            if (n == 4 && !strncmp(f[3], "cost=", 5)) {
+                if (parse_u64(f[3] + 5, UINT64_C(1000000000000), &cost) || cost == 0) fail("bad cost");
+                n = 3;
+            }
+            if (n != 3) fail("quota needs KEY");
+            sluice_quota_t q;
+            int rc = ref_quota(m, sluice_key_bytes(f[2], strlen(f[2])), cost, t, &q);
+            if (rc) fail("quota failed (%d)", rc);
+            printf("%" PRIu64 " quota %s remaining=%" PRIu64 " full=%" PRIu64, ms, f[2], q.remaining,
+                   q.full / MS + (q.full % MS != 0));
+            if (q.retry == SLUICE_NEVER) printf(" retry=never\n");
+            else printf(" retry=%" PRIu64 "\n", q.retry / MS + (q.retry % MS != 0));
         } else if (!strcmp(verb, "flush") || !strcmp(verb, "cancel") || !strcmp(verb, "pending")) {
             if (n != 3) fail("%s needs KEY", verb);
             sluice_key_t k = sluice_key_bytes(f[2], strlen(f[2]));
