@@ -1,7 +1,10 @@
 /*
- * ref-trace.c — runs a conformance trace (shared/spec/trace-format.md)
+ * ref-trace.c — runs a conformance trace (format v2, docs/trace-format.md)
  * against the reference model (ctests/ref/ref_model.c), not the core.
- * Used to cross-check the .expected files of Tests/Vectors, which are written by hand.
+ * Used to cross-check the .expected files of Tests/Vectors, which are written
+ * by hand. It has its own small parser on purpose: it shares no code with the
+ * trace library (Sources/CSluiceTrace) whose output it cross-checks. Its
+ * error messages are not the library's (the vector tests check outputs only).
  *
  *   cc -std=c11 -I Sources/CSluice/include -I ctests \
  *      ctests/tools/ref-trace.c ctests/ref/ref_model.c -o ref-trace
