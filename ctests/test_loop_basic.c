@@ -576,7 +576,8 @@ static void test_misuse(void) {
     sluice_mt_free(m); /* the scheduled token is discarded (no callback: nothing to see) */
     LT_OK(sluice_loop_free(loop));
 
-    /* max_keys is shared out among the shards */
+    /* max_keys caps the live keys (one shard here; over many shards:
+     * test_loop_limits) */
     LT_OK(sluice_loop_start(&loop, NULL));
     c.max_keys = 4;
     LT_OK(sluice_mt_new(&m, loop, &c, 1));

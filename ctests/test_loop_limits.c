@@ -93,6 +93,40 @@ static void test_cap_exact(void) {
     LT_OK(sluice_loop_free(loop));
 }
 
+/* At the cap, a call runs its shard's due deadlines before refusing: keys
+ * whose windows have ended give their places back even when the loop has
+ * not run (an attached base that this thread never runs). */
+static void test_cap_due_first(void) {
+    printf("max_keys: due deadlines run before a refusal\n");
+    struct event_base *base = lt_precise_base();
+    LT_CHECK(base != NULL, "base");
+    if (!base) return;
+    sluice_loop_t *loop;
+    LT_OK(sluice_loop_attach(&loop, base, NULL));
+    struct counter cnt = { 0 };
+    sluice_config_t c = lt_config(sluice_throttle(5 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), count_event, &cnt);
+    c.max_keys = 2;
+    sluice_mt_t *m;
+    LT_OK(sluice_mt_new(&m, loop, &c, 1));
+    sluice_decision_t d;
+    LT_OK(sluice_mt_submit(m, sluice_key_u64(1), 1, &d));
+    LT_OK(sluice_mt_submit(m, sluice_key_u64(1), 2, &d)); /* pending: emitted at the window's end */
+    LT_OK(sluice_mt_submit(m, sluice_key_u64(2), 3, &d));
+    LT_CHECK(sluice_mt_submit(m, sluice_key_u64(3), 4, &d) == SLUICE_EFULL, "full while both windows run");
+    lt_sleep_ms(20); /* both windows (and key 1's trailing window) are over; the base never ran */
+    uint64_t events_before = atomic_load(&cnt.events);
+    LT_OK(sluice_mt_submit(m, sluice_key_u64(3), 5, &d));
+    LT_CHECK(d.kind == SLUICE_EMITTED, "key 3 accepted once the due deadlines ran");
+    LT_CHECK(atomic_load(&cnt.events) >= events_before + 1, "key 1's trailing emission delivered on this thread");
+    sluice_mt_stats_t st;
+    LT_OK(sluice_mt_stats(m, &st));
+    LT_CHECK(st.core.full_refusals == 1 && st.core.live_keys <= 2, "refusals %llu live %llu",
+             (unsigned long long)st.core.full_refusals, (unsigned long long)st.core.live_keys);
+    sluice_mt_free(m);
+    LT_OK(sluice_loop_free(loop));
+    event_base_free(base);
+}
+
 /* ------------------------------------------------------------------ cap, threads */
 
 enum { THREADS = 4, SLOTS = 16, CAP_T = THREADS * SLOTS, ROUNDS = 3000 };
@@ -307,6 +341,7 @@ static void test_submit_at_future(void) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_cap_exact();
+    test_cap_due_first();
     test_cap_threads();
     test_cap_timers();
     test_submit_at_future();

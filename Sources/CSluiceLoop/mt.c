@@ -296,13 +296,16 @@ static bool reported_event(unsigned report, const sluice_decision_t *d, sluice_e
 /* Before a submit that may create its key: takes a unit of the live-key
  * budget unless the key is live already. At the cap, the shard's due
  * deadlines run first (as the core does at its own cap), so the answer does
- * not depend on whether the loop happened to pass. Returns 0 or
- * SLUICE_EFULL (shard locked throughout). */
-static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, uint64_t now) {
+ * not depend on whether the loop happened to pass; their events take
+ * outbox room, so the room for the call's own `want` events is reserved
+ * again. Returns 0, SLUICE_EFULL or SLUICE_ENOMEM (shard locked
+ * throughout). */
+static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, uint64_t now, size_t want) {
     if (sluice__key_is_live(s->core, k)) return 0;
     if (!budget_take(m)) {
         bool stalled = false;
         sluice__shard_advance(m, s, now, SIZE_MAX, &stalled);
+        if (!sluice__outbox_reserve(m, &s->out, want, want * k->len)) return SLUICE_ENOMEM;
         if (sluice__key_is_live(s->core, k)) return 0;
         if (!budget_take(m)) {
             s->full_refusals++;
@@ -345,7 +348,7 @@ static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c)
     switch (c->kind) {
     case CALL_SUBMIT: {
         sluice_decision_t dec;
-        rc = m->max_keys ? reserve_key(m, s, &k, now) : 0;
+        rc = m->max_keys ? reserve_key(m, s, &k, now, want) : 0;
         if (rc == 0) rc = sluice__submit_prepared(s->core, &k, c->token, c->cost, now, &dec);
         sluice_event_kind_t kind;
         if (rc == 0 && m->report && reported_event(m->report, &dec, &kind)) {
