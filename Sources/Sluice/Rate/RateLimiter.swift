@@ -1,0 +1,144 @@
+import CSluice
+
+/// A keyed rate limiter that only decides: `check` says at once whether a
+/// call is admitted — with what is left of the key's quota — or dropped —
+/// with when to retry. No values, no handler, no delivery: the shape a
+/// server needs in front of a request.
+///
+/// ```swift
+/// let limiter = try RateLimiter<String>(limit: 100, per: .seconds(60))
+///
+/// let decision = try limiter.check(clientIP)
+/// guard decision.isAdmitted else {
+///     return reply(429, headers: RateLimitHeaders(limiter.policy, decision)!.fields)
+/// }
+/// ```
+///
+/// The policy is ``LimiterPolicy/rate(limit:per:burst:)``: each key may make
+/// `limit` calls per `per` on average, and up to `burst` at once (the limit
+/// by default); a call that weighs `cost` units counts `cost` calls, admitted
+/// whole or not at all (see `docs/semantics.md`). Keys are exact (any
+/// ``LimiterKey``).
+///
+/// **Threads**: call it from any thread, concurrently. On a loop (the
+/// default, ``LimiterScheduler/default``) the C loop layer shards keys over
+/// locks, so checks on different keys mostly run in parallel, and time is
+/// the system's monotonic clock. On a ``ManualLimiterClock``, time moves only
+/// when the clock is advanced — for tests. Nothing is ever delivered, so no
+/// code of yours runs on the limiter's threads.
+///
+/// - Complexity: `check` and `quota` are O(1) on average, and do not
+///   allocate for a key that already has state.
+public final class RateLimiter<Key: LimiterKey>: Sendable {
+    private let engine: any LimiterEngine
+    /// The policy (a rate policy).
+    public let policy: LimiterPolicy
+
+    /// Creates a rate limiter from a rate policy.
+    ///
+    /// - Parameters:
+    ///   - policy: a ``LimiterPolicy/rate(limit:per:burst:)`` policy.
+    ///   - scheduler: where time comes from (the default loop by default).
+    ///   - maxKeys: a cap on keys with state (`nil` for none); a new key past
+    ///     it is refused with ``LimiterError/full``. A key whose quota is whole
+    ///     again has no state.
+    /// - Throws: ``LimiterError/invalidArgument`` for a policy that is not
+    ///   rate or invalid, ``LimiterError/outOfRange``, ``LimiterError/outOfMemory``.
+    public init(
+        _ policy: LimiterPolicy, scheduler: LimiterScheduler = .default, maxKeys: Int? = nil
+    ) throws(LimiterError) {
+        guard policy.isRate else { throw .invalidArgument }
+        self.policy = policy
+        let config = try LimiterStorage<Key, Never>.coreConfig(policy: policy, maxKeys: maxKeys, tick: nil, seed: nil)
+        engine = try scheduler.makeEngine(
+            EngineSetup(config: config, reportImmediate: false, reportDrops: false, shards: 0, sink: .none))
+    }
+
+    /// Creates a rate limiter: at most `limit` calls per `per` for each key,
+    /// on average, and up to `burst` at once.
+    ///
+    /// - Parameters:
+    ///   - limit: calls per period, at least 1.
+    ///   - per: the period.
+    ///   - burst: calls admitted at once (`nil`: `limit`).
+    ///   - scheduler: where time comes from (the default loop by default).
+    ///   - maxKeys: a cap on keys with state (`nil` for none).
+    /// - Throws: as ``init(_:scheduler:maxKeys:)``.
+    public convenience init(
+        limit: Int, per: Duration, burst: Int? = nil, scheduler: LimiterScheduler = .default, maxKeys: Int? = nil
+    ) throws(LimiterError) {
+        try self.init(.rate(limit: limit, per: per, burst: burst), scheduler: scheduler, maxKeys: maxKeys)
+    }
+
+    deinit {
+        _ = engine.close(SLUICE_CLOSE_DISCARD)
+        engine.shutdown()
+    }
+
+    /// Decides about one call of `key` that weighs `cost` units, now.
+    ///
+    /// An admitted call counts against the key's quota; a dropped one changes
+    /// nothing. A cost above the burst is never admitted: it is dropped with
+    /// ``RateDecision/retryAt`` `nil`.
+    ///
+    /// - Parameters:
+    ///   - key: the key (a client, a tenant, a route, …).
+    ///   - cost: the units the call weighs (1 by default), 1 to 10^12.
+    /// - Returns: admitted (with `remaining` and `fullAt`) or dropped (with
+    ///   `retryAt`, `retryAfter` and `retryAfterSeconds`).
+    /// - Throws: ``LimiterError/outOfRange`` for a bad cost,
+    ///   ``LimiterError/keyTooLong`` for a byte key over 1024 bytes,
+    ///   ``LimiterError/full`` for a new key past `maxKeys`,
+    ///   ``LimiterError/outOfMemory``, ``LimiterError/closed`` after ``close()``.
+    public func check(_ key: Key, cost: Int = 1) throws(LimiterError) -> RateDecision {
+        guard cost >= 1, cost <= CPolicy.rateMax else { throw .outOfRange }
+        let now = engine.now
+        var decision = sluice_decision_t()
+        let engine = self.engine
+        let rc = key.withCoreKey { engine.submit($0, token: 0, cost: UInt64(cost), into: &decision) }
+        try LimiterError.check(rc)
+        return RateDecision(decision, now: now)
+    }
+
+    /// Reads a key's quota now without changing it (for a `RateLimit` header
+    /// before the call is made, or a dashboard).
+    ///
+    /// - Parameters:
+    ///   - key: the key.
+    ///   - cost: the cost ``RateQuota/retryAt`` is computed for (1 by default).
+    /// - Returns: the quota.
+    /// - Throws: ``LimiterError/outOfRange``, ``LimiterError/keyTooLong``,
+    ///   ``LimiterError/closed``.
+    public func quota(for key: Key, cost: Int = 1) throws(LimiterError) -> RateQuota {
+        guard cost >= 1, cost <= CPolicy.rateMax else { throw .outOfRange }
+        let now = engine.now
+        var quota = sluice_quota_t()
+        let engine = self.engine
+        let rc = key.withCoreKey { engine.quota($0, cost: UInt64(cost), into: &quota) }
+        try LimiterError.check(rc)
+        return RateQuota(quota, now: now)
+    }
+
+    /// Forgets a key's history: its next call has the whole burst.
+    ///
+    /// - Parameter key: the key.
+    /// - Throws: ``LimiterError/keyTooLong``, ``LimiterError/closed``.
+    public func reset(_ key: Key) throws(LimiterError) {
+        let engine = self.engine
+        try LimiterError.check(key.withCoreKey { engine.cancel($0) })
+    }
+
+    /// Closes the limiter: every later call throws ``LimiterError/closed``.
+    ///
+    /// - Throws: ``LimiterError/closed`` if it was already closed.
+    public func close() throws(LimiterError) {
+        try LimiterError.check(engine.close(SLUICE_CLOSE_DISCARD))
+    }
+
+    /// The current time of the limiter's clock.
+    public var now: LimiterInstant { LimiterInstant(nanoseconds: engine.now) }
+
+    /// Counters: ``LimiterStatistics/admitted`` and
+    /// ``LimiterStatistics/dropped`` calls, keys with state, memory.
+    public var statistics: LimiterStatistics { LimiterStatistics(engine.stats()) }
+}
