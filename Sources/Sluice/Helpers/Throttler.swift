@@ -70,7 +70,9 @@ public final class Throttler: Sendable {
     ///   - leading: run the call that starts an interval at once (default `true`).
     ///   - trailing: run the last call of an interval when it ends (default `true`).
     ///   - queue: where the work runs (`nil`, the default, for the thread
-    ///     that caused the run).
+    ///     that caused the run: the loop thread on a loop, the thread that
+    ///     called or advanced the clock on a manual clock). For main-actor
+    ///     code, see ``MainActorThrottler`` and ``MainActorDebouncer``.
     ///   - scheduler: where time comes from and who runs the timers.
     /// - Throws: ``LimiterError/invalidArgument`` when neither edge is on or
     ///   the interval is negative, ``LimiterError/outOfRange`` when it is too long.
@@ -146,7 +148,9 @@ public final class Debouncer: Sendable {
     ///   - maxWait: the longest that work waits while calls keep coming, at
     ///     least `interval` (`nil`, the default, for no limit).
     ///   - queue: where the work runs (`nil`, the default, for the thread
-    ///     that caused the run).
+    ///     that caused the run: the loop thread on a loop, the thread that
+    ///     called or advanced the clock on a manual clock). For main-actor
+    ///     code, see ``MainActorThrottler`` and ``MainActorDebouncer``.
     ///   - scheduler: where time comes from and who runs the timers.
     /// - Throws: ``LimiterError/invalidArgument`` when neither edge is on, a
     ///   duration is negative or `maxWait` is below `interval`;
