@@ -10,8 +10,10 @@
  * entry's token word, so the timer fires exactly when TAT <= now and the key
  * goes back to idle (a fresh quota, no memory).
  *
- * The clock ends at UINT64_MAX ns: a TAT past it is kept as UINT64_MAX (a
- * key that far ahead refills after the end of the clock either way).
+ * The clock ends at UINT64_MAX ns, and so does every quota: a call that
+ * would push a key's TAT past it is dropped with a retry time of "never"
+ * (its TAT only grows with time, so it would never fit), and `remaining`
+ * counts only the calls that fit before it. A TAT is therefore always exact.
  * Reported times round toward "later": `full` and a retry time are ceilings
  * in ns; `remaining` is a floor. */
 #include "limiter-internal.h"
@@ -46,7 +48,7 @@ static bool never_schedules(const sluice_policy_t *p) {
 
 /* ---- scaled arithmetic ---- */
 
-/* A time q + r / limit ns, r < limit; (UINT64_MAX, 0) is the end of the clock. */
+/* A time q + r / limit ns, r < limit; at most (UINT64_MAX, 0), the end of the clock. */
 struct qr {
     uint64_t q, r;
 };
@@ -83,6 +85,9 @@ static inline struct qr qr_of(const struct sluice_limiter *l, u128 x) {
 /* ceil(x / limit) ns, saturated at UINT64_MAX. */
 static inline uint64_t ceil_ns(const struct sluice_limiter *l, u128 x) { return qr_ceil(qr_of(l, x)); }
 
+/* The end of the clock, scaled. */
+static inline u128 clock_end(const struct sluice_limiter *l) { return (u128)UINT64_MAX * l->limit; }
+
 /* floor(x / per), for a result known to be at most the burst. */
 static inline uint64_t floor_per(const struct sluice_limiter *l, u128 x) {
     return (x >> 64) == 0 ? (uint64_t)x / l->per : (uint64_t)(x / l->per);
@@ -116,6 +121,13 @@ int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, 
     }
     u128 ts = (u128)t * l->limit, bt = (u128)l->burst * l->per;
     u128 now_tat = qr_scaled(l, tat), fresh = now_tat + (u128)cost * l->per;
+    if (fresh > clock_end(l)) {
+        /* past the end of the clock: it would never fit */
+        d->kind = SLUICE_DROPPED;
+        d->at = SLUICE_NEVER;
+        d->full = full_now;
+        return 0;
+    }
     if (fresh - ts > bt) {
         /* admitted from tat + n*T - burst*T on (> t here), rounded up */
         d->kind = SLUICE_DROPPED;
@@ -141,7 +153,8 @@ int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, 
     d->kind = SLUICE_EMITTED;
     d->at = t;
     d->full = dl;
-    d->remaining = floor_per(l, ts + bt - qr_scaled(l, next));
+    u128 room = ts + bt < clock_end(l) ? ts + bt : clock_end(l);
+    d->remaining = floor_per(l, room - qr_scaled(l, next));
     return 0;
 }
 
@@ -171,15 +184,15 @@ static void quota(const struct sluice_limiter *l, uint32_t idx, uint64_t cost, u
             full = e->node.deadline;
         }
     }
+    u128 room = ts + bt < clock_end(l) ? ts + bt : clock_end(l);
+    u128 fresh = tat + (u128)cost * l->per;
     out->burst = l->burst;
-    out->remaining = tat - ts >= bt ? 0 : floor_per(l, ts + bt - tat);
+    out->remaining = tat >= room ? 0 : floor_per(l, room - tat);
     out->full = full;
-    if (cost > l->burst) {
+    if (cost > l->burst || fresh > clock_end(l))
         out->retry = SLUICE_NEVER;
-    } else {
-        u128 fresh = tat + (u128)cost * l->per;
+    else
         out->retry = fresh - ts > bt ? ceil_ns(l, fresh - bt) : t;
-    }
 }
 
 static const char *check(const struct sluice_limiter *l, const struct sluice__entry *e) {

@@ -445,7 +445,9 @@ static void call_debounce(ref_model_t *m, struct ref_entry *e, uint64_t t, uint6
     }
 }
 
-/* The end of the clock, scaled: a TAT is kept at most at UINT64_MAX ns. */
+/* The end of the clock, scaled (sluice.h: time is a uint64 count of ns). A
+ * call that would push a TAT past it never fits: dropped, retry "never";
+ * `remaining` counts only the calls that fit before it. */
 static u128 clock_end(const ref_model_t *m) { return (u128)UINT64_MAX * m->p.limit; }
 
 /* ceil(x / limit) ns, at most UINT64_MAX ("times round up": never early). */
@@ -479,14 +481,19 @@ static void call_rate(ref_model_t *m, struct ref_entry *e, uint64_t t, uint64_t 
         return;
     }
     u128 fresh = tat + (u128)n * P;
-    if (fresh - ts <= BP) {
+    u128 room = ts + BP < clock_end(m) ? ts + BP : clock_end(m);
+    if (fresh > clock_end(m)) {
+        d->kind = SLUICE_DROPPED;
+        d->at = SLUICE_NEVER;
+        d->full = ceil_ns(m, tat);
+    } else if (fresh - ts <= BP) {
         e->has_tat = true;
-        e->tat_scaled = fresh < clock_end(m) ? fresh : clock_end(m);
+        e->tat_scaled = fresh;
         d->kind = SLUICE_EMITTED;
         d->at = t;
         /* "An admitted call learns its remaining and full right after it
          * counted": remaining = floor((t + burst*T - tat) / T), full = tat */
-        d->remaining = (uint64_t)((ts + BP - e->tat_scaled) / P);
+        d->remaining = (uint64_t)((room - e->tat_scaled) / P);
         d->full = ceil_ns(m, e->tat_scaled);
     } else {
         /* "A dropped call of cost n would be admitted from tat + n*T -
@@ -511,10 +518,11 @@ int ref_quota(ref_model_t *m, sluice_key_t key, uint64_t cost, uint64_t now, slu
     u128 P = (uint64_t)m->p.per_ns, BP = (u128)m->burst * P;
     u128 ts = (u128)now * m->p.limit;
     u128 tat = rate_tat(m, find(m, key, false), now);
+    u128 room = ts + BP < clock_end(m) ? ts + BP : clock_end(m);
     out->burst = m->burst;
-    out->remaining = tat - ts >= BP ? 0 : (uint64_t)((ts + BP - tat) / P);
+    out->remaining = tat >= room ? 0 : (uint64_t)((room - tat) / P);
     out->full = ceil_ns(m, tat);
-    if (cost > m->burst)
+    if (cost > m->burst || tat + (u128)cost * P > clock_end(m))
         out->retry = SLUICE_NEVER;
     else if (tat + (u128)cost * P > ts + BP)
         out->retry = ceil_ns(m, tat + (u128)cost * P - BP);

@@ -8,7 +8,8 @@
  *  - one small struct per key holding exactly the state variables named in
  *    the spec tables (throttle/audit: state, end, pending; debounce: last,
  *    start, pending, maxDue; rate: TAT kept exactly as TAT * limit, in
- *    128 bits, and kept at most at the end of the clock, UINT64_MAX ns);
+ *    128 bits; a call that would push it past the end of the clock,
+ *    UINT64_MAX ns, is dropped with a retry time of "never");
  *  - keys in a plain array, found by linear search with exact byte
  *    comparison (an integer key and a byte key are never the same key);
  *  - time in uint64 nanoseconds; deadlines fired by an explicit loop that

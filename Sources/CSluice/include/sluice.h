@@ -276,7 +276,9 @@ typedef struct sluice_decision {
      *  the earliest time a call on this key would be admitted (for
      *  Retry-After); for the other policies, the end of the window or wait
      *  that suppressed the call. For a rate call whose cost exceeds the burst
-     *  (it can never be admitted) `at` is SLUICE_NEVER. */
+     *  (it can never be admitted) `at` is SLUICE_NEVER; so it is for a call
+     *  that would push the key's quota past the end of the clock (UINT64_MAX
+     *  ns), which only absurd periods or times near 2^64 ns can reach. */
     uint64_t at;
     /** Rate, SLUICE_EMITTED: how many cost-1 calls would still be admitted
      *  now, right after this call counted (for a `RateLimit` header's `r`).
@@ -298,7 +300,8 @@ typedef struct sluice_quota {
     uint64_t remaining; /**< cost-1 calls that would be admitted now, one after another (0..burst) */
     uint64_t full;      /**< when the whole burst is available again, in ns (`now` when it already is) */
     uint64_t retry;     /**< the earliest time a call of the asked cost would be admitted, in ns
-                             (`now` when it would be now), or SLUICE_NEVER when the cost exceeds the burst */
+                             (`now` when it would be now), or SLUICE_NEVER when the cost exceeds the burst
+                             (or the call would end past the end of the clock, UINT64_MAX ns) */
 } sluice_quota_t;
 
 /* ------------------------------------------------------------------ */
