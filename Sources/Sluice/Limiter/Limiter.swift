@@ -3,19 +3,29 @@ import CSluice
 /// A keyed throttle, audit, debounce or rate limiter for Swift values.
 ///
 /// Every key has its own state machine, following one ``LimiterPolicy``
-/// (the specification is `docs/semantics.md`). Each submitted value gets a
-/// ``LimiterDecision`` at once — emitted now, scheduled, or dropped — and
-/// every emission, immediate or later, reaches the ``LimiterDelivery``:
+/// (the specification is `docs/semantics.md`). The simplest way to use one
+/// is the ordered `AsyncSequence` of its emissions: submit values from
+/// anywhere, and consume what the limiter lets through, in order, in one
+/// task:
 ///
 /// ```swift
-/// let clock = ManualLimiterClock()
-/// let saves = try Limiter<UUID, Document>(
-///     .debounce(interval: .seconds(1), maxWait: .seconds(5)),
-///     scheduler: .manual(clock)
-/// ) { id, document in store.save(document, id) }
+/// let (saves, emissions) = try Limiter<UUID, Document>.makeStream(
+///     .debounce(interval: .seconds(1), maxWait: .seconds(5)))
 ///
-/// try saves.submit(draft, for: draft.id)   // .scheduled(at: …)
+/// Task {
+///     for await emission in emissions {        // each key's values in order
+///         await store.save(emission.value, emission.key)
+///     }
+/// }
+///
+/// try saves.submit(draft, for: draft.id)      // .scheduled(at: …)
 /// ```
+///
+/// Each submitted value gets a ``LimiterDecision`` at once — emitted now,
+/// scheduled, or dropped — and every emission, immediate or later, reaches
+/// the ``LimiterDelivery``: the stream above, or a handler, a dispatch queue,
+/// or every event (emitted, dropped, discarded). For a server that only
+/// needs a yes or no per request, ``RateLimiter`` decides without values.
 ///
 /// **Keys** are exact: any ``LimiterKey`` — integers (the allocation-free
 /// fast path), `String`, `Substring`, `UUID`, `[UInt8]`, or your own type
@@ -30,18 +40,26 @@ import CSluice
 /// ``LimiterDelivery/events(_:)``, which sees it first. With `combine`, a
 /// superseded value is folded into the newer one instead of being dropped.
 ///
-/// **Threads**: a limiter is `Sendable`; call it from any thread. On a loop
-/// (the default), calls on different keys mostly run in parallel (the C
-/// loop layer shards keys over locks) and timers fire on the loop thread;
-/// on a ``ManualLimiterClock`` calls are serialised by a lock. Deliveries
-/// happen outside every lock, one at a time, in the order the limiter
-/// emitted: each key's values in order, whichever threads call (on a loop,
-/// the loop thread delivers every emission, also a value emitted at once by
-/// a `submit` made on another thread; see ``LimiterDelivery``).
-/// `combine` runs under the limiter's lock and must not call the limiter
-/// (on a loop, a limiter with `combine` serialises its calls so that folds
-/// follow the core's order exactly); a value's `deinit` must not call the
-/// limiter that drops it.
+/// **Threads**: a limiter is `Sendable`; call it from any thread. Where
+/// emissions are delivered depends on the scheduler:
+///
+/// - on a loop (the default), the loop thread delivers every emission —
+///   also a value emitted at once by a `submit` made on another thread,
+///   shortly after that call — and calls on different keys mostly run in
+///   parallel (the C loop layer shards keys over locks), with or without
+///   `combine`;
+/// - on a ``ManualLimiterClock``, the thread that called (`submit`, `flush`,
+///   `close`) or advanced the clock delivers, before that call returns
+///   (unless another thread is delivering at that moment: it then delivers
+///   these values next).
+///
+/// Deliveries happen outside every lock, one at a time, in the order the
+/// limiter emitted: each key's values in order, whichever threads call. A
+/// ``LimiterDelivery/queue(_:_:)`` delivery runs the handler on the queue; a
+/// stream's consumer runs wherever its task runs. `combine` runs under the
+/// limiter's lock and must not call the same limiter (a precondition stops
+/// the process with a message instead of deadlocking); a value's `deinit`
+/// must not call the limiter that drops it.
 ///
 /// **Lifetime**: releasing the last reference closes the limiter with
 /// discard: pending values are released, and a stream delivery finishes.
@@ -80,8 +98,9 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///     (`combine(older, newer)`) instead of dropping it — for example to
     ///     collect a window's events into one array. With `combine`, a
     ///     throttle window keeps the fold of its values in call order,
-    ///     whatever its `pick`. Runs under the limiter's lock: it must not
-    ///     call the limiter.
+    ///     whatever its `pick`. Runs under the limiter's lock, on the thread
+    ///     that caused the fold (the loop thread on a loop): it must not call
+    ///     this limiter (checked by a precondition).
     ///   - delivery: where emissions go (see ``LimiterDelivery``).
     /// - Throws: ``LimiterError/invalidArgument`` or ``LimiterError/outOfRange``
     ///   for an invalid policy or option, ``LimiterError/outOfMemory``.
