@@ -12,7 +12,7 @@
  *     years saturates at UINT64_MAX (decisions never wrap below `now`),
  *     nothing fires before UINT64_MAX, and advance(UINT64_MAX) fires it —
  *     for ticks of 1 ns, 1 ms and 1 s. Rate near the top is never admitted
- *     early.
+ *     early, and a call that would end past UINT64_MAX is never admitted.
  *  3. `now` going backwards: treated as the latest time seen (ref model
  *     agrees on every decision and event), advance never fires anything
  *     when time goes back, and each key's events stay in time order.
@@ -283,14 +283,24 @@ static void test_top(void) {
         CHECK(sluice_limiter_check(l) == 0, "check");
         sluice_limiter_free(l);
 
-        /* rate: TAT beyond 2^64 saturates; never admitted before UINT64_MAX */
+        /* rate: the clock ends at UINT64_MAX, and so does every quota: a call
+         * whose TAT would pass it never fits (SLUICE_NEVER, which is UINT64_MAX) */
         l = mk(sluice_rate(1, SLUICE_DURATION_MAX, 1), tick, start);
-        uint64_t t = UINT64_MAX - SLUICE_DURATION_MAX / 10;
-        CHECK(sluice_limiter_submit(l, sluice_key_u64(9), 1, t, &d) == 0 && d.kind == SLUICE_EMITTED, "rate first");
-        CHECK(sluice_limiter_submit(l, sluice_key_u64(9), 2, t + 1, &d) == 0 && d.kind == SLUICE_DROPPED &&
+        uint64_t t = UINT64_MAX - (uint64_t)SLUICE_DURATION_MAX / 10; /* before `start`: counts as `start` */
+        CHECK(sluice_limiter_submit(l, sluice_key_u64(9), 1, t, &d) == 0 && d.kind == SLUICE_DROPPED &&
+                  d.at == SLUICE_NEVER && d.full == start,
+              "rate: a call ending past the end of the clock: %d at %" PRIu64, d.kind, d.at);
+        CHECK(sluice_limiter_check(l) == 0, "check");
+        sluice_limiter_free(l);
+        l = mk(sluice_rate(1, (int64_t)YEAR, 1), tick, start);
+        t = UINT64_MAX - YEAR; /* ends exactly at the end of the clock: fits */
+        CHECK(sluice_limiter_submit(l, sluice_key_u64(8), 2, t, &d) == 0 && d.kind == SLUICE_EMITTED &&
+                  d.full == UINT64_MAX && d.remaining == 0,
+              "rate first: full %" PRIu64, d.full);
+        CHECK(sluice_limiter_submit(l, sluice_key_u64(8), 3, t + 1, &d) == 0 && d.kind == SLUICE_DROPPED &&
                   d.at == UINT64_MAX,
               "rate: dropped, retry at %" PRIu64, d.at);
-        CHECK(sluice_limiter_submit(l, sluice_key_u64(9), 3, UINT64_MAX - 1, &d) == 0 && d.kind == SLUICE_DROPPED,
+        CHECK(sluice_limiter_submit(l, sluice_key_u64(8), 4, UINT64_MAX - 1, &d) == 0 && d.kind == SLUICE_DROPPED,
               "rate admitted before UINT64_MAX");
         CHECK(sluice_limiter_check(l) == 0, "check");
         sluice_limiter_free(l);
