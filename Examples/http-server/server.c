@@ -101,7 +101,7 @@ struct server {
     size_t nguards;
     struct event *guard_sweep;
     uint64_t seq;
-    uint64_t n_ok, n_limited, n_untracked, n_refused_full, n_changes, n_notifications, n_log_failed,
+    uint64_t n_ok, n_limited, n_untracked, n_refused_full, n_changes, n_notifications, n_log_failed, n_lost,
         n_errors, n_bad_requests, n_request_timeouts, n_accept_pauses;
     bool log_broken;   /* a write of the notification log failed */
     uint64_t accept_logged_at, accept_pauses_logged; /* accept back-off: one line per 10 s at most */
@@ -156,7 +156,7 @@ static void on_notify(void *user, const sluice_event_t *ev) {
     } else { /* a DISCARD (only at free, after close(drain) there is none) or a cancel */
         fprintf(stderr, "lost doc=%.*s coalesced=%" PRIu64 "\n", (int)ev->key.len, (const char *)ev->key.bytes,
                 b->count);
-        s->n_log_failed += b->count;
+        s->n_lost += b->count;
     }
     free(b);
 }
@@ -575,7 +575,9 @@ static void shutdown_now(struct server *s) {
     s->stopping = true;
     /* Nothing lost: every pending notification is emitted now (on this, the
      * loop thread, so it is written before close returns). */
-    sluice_mt_close(s->notify, SLUICE_CLOSE_DRAIN);
+    int rc = sluice_mt_close(s->notify, SLUICE_CLOSE_DRAIN);
+    if (rc != 0) /* then sluice_mt_free() discards what is pending: reported as lost, exit status 1 */
+        fprintf(stderr, "close(drain) of the notifications failed: %s\n", sluice_strerror(rc));
     sluice_mt_close(s->quota, SLUICE_CLOSE_DISCARD);
     evconnlistener_disable(s->listener);
     struct timeval soon = { 0, 50000 }; /* let the last replies go out */
@@ -855,6 +857,10 @@ int main(int argc, char **argv) {
     fprintf(stderr,
             "stopped: %" PRIu64 " ok, %" PRIu64 " limited, %" PRIu64 " changes, %" PRIu64 " notifications\n",
             s.n_ok, s.n_limited, s.n_changes, s.n_notifications);
+    if (s.n_lost) {
+        fprintf(stderr, "error: %" PRIu64 " change(s) lost without a notification\n", s.n_lost);
+        status = 1;
+    }
     if (s.log_broken) {
         fprintf(stderr, "error: %" PRIu64 " notification(s) could not be written to %s\n", s.n_log_failed,
                 s.log_name);

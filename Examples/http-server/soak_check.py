@@ -51,10 +51,10 @@ def main(d, limit, per_ms, burst):
         for t in times:
             tl = t * limit
             if tat is not None and tl < tat - (burst - 1) * per_ns:
-                bad.append("%s: admission at %d ns is %.3f ms early" %
+                # reported; not counted in the reference schedule, so each excess admission is reported once
+                bad.append("%s: admission at %d ns is %.3f ms early (over the quota)" %
                            (os.path.basename(path), t, (tat - (burst - 1) * per_ns - tl) / limit / 1e6))
-                if len(bad) > 20:
-                    break
+                continue
             tat = max(tat if tat is not None else tl, tl) + per_ns
         lo = 0
         for hi in range(len(times)):
@@ -118,8 +118,10 @@ def main(d, limit, per_ms, burst):
         bad.append("notification lines add up to %d, the server accepted %d changes" % (total, accepted))
     if "lost doc=" in stopped or "error:" in stopped:
         bad.append("server reported a loss: " + stopped.strip())
-    for b in bad[:20]:
+    for b in bad[:30]:
         print("FAIL " + b)
+    if len(bad) > 30:
+        print("FAIL ... and %d more" % (len(bad) - 30))
     if bad:
         sys.exit(1)
     print("soak check: every admission within quota, every notification count exact")

@@ -336,7 +336,7 @@ i=0
 while [ ! -s "$WORK/full.port" ] && [ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done
 base="http://127.0.0.1:$(cat "$WORK/full.port")"
 $CURL -s -o /dev/null -w '%{http_code}\n' -X POST "$base/docs/F/changed" "$base/docs/G/changed" | codes_only >"$WORK/full.codes"
-sleep 0.3
+sleep 1 # both notifications fall due after 50 ms, and fail
 $CURL -s -o /dev/null -w '%{http_code}\n' -X POST "$base/docs/H/changed" | codes_only >>"$WORK/full.codes"
 [ "$(codes "$WORK/full.codes")" = "202 202 503 " ] ||
     fail "/dev/full: want 202 202 then 503 once the log failed, got $(codes "$WORK/full.codes")"
