@@ -24,6 +24,9 @@ starting with "ok" and exits 0, or prints "FAIL ..." and exits 1.
   clients.py slowloris PORT EVERY MIN MAX
       sends a request head one byte every EVERY s (never finishing it): the
       server must close within [MIN, MAX] s.
+  clients.py flood PORT header|body
+      streams a 48 MB header line, or a 300 MB body (Content-Length given):
+      the server must answer 4xx or close within 2 s, long before the end.
   clients.py hold PORT N SECONDS
       opens N connections (as many as the server accepts) and holds them
       SECONDS, then closes them all; prints how many connected.
@@ -210,6 +213,48 @@ def slowloris(port, every, lo, hi):
     print("ok slow client (%d bytes sent, a byte every %s s) closed after %.2f s" % (i, every, closed))
 
 
+def flood(port, kind):
+    s = connect(port)
+    if kind == "header":
+        total = 48 << 20
+        s.sendall(b"GET /api/flood HTTP/1.1\r\nHost: t\r\nX-Filler: ")
+    else:
+        total = 300 << 20
+        s.sendall(b"POST /api/upload HTTP/1.1\r\nHost: t\r\nX-API-Key: flood\r\nContent-Length: %d\r\n\r\n" % total)
+    s.setblocking(False)
+    t0 = time.monotonic()
+    sent = 0
+    chunk = b"a" * 65536
+    reply = b""
+    while sent < total and time.monotonic() - t0 < 2:
+        try:
+            sent += s.send(chunk)
+        except BlockingIOError:
+            time.sleep(0.001)
+        except OSError:
+            break
+        try:
+            got = s.recv(4096)
+            if not got:
+                break
+            reply += got
+        except BlockingIOError:
+            pass
+        except OSError:
+            break
+    t = time.monotonic() - t0
+    s.setblocking(True)
+    s.settimeout(1)
+    try:
+        reply += s.recv(4096)
+    except OSError:
+        pass
+    code = reply.split(b" ")[1].decode() if reply.startswith(b"HTTP/") else "none"
+    if sent >= total or t >= 2 or not (code.startswith("4") or code == "none"):
+        fail("a %s flood: %d of %d bytes taken in %.2f s, answer %s" % (kind, sent, total, t, code))
+    print("ok a %s flood: stopped after %.1f MB, %.2f s, answer %s" % (kind, sent / 1e6, t, code))
+
+
 def hold(port, n, seconds):
     socks = []
     for _ in range(int(n)):
@@ -232,5 +277,6 @@ if __name__ == "__main__":
         "raw": raw,
         "idle": idle,
         "slowloris": slowloris,
+        "flood": flood,
         "hold": hold,
     }[mode](*args)

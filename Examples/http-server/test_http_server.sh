@@ -30,7 +30,8 @@
 #     changes get 503, the exit status is 1.
 # 10. Timeouts and limits: an idle connection is closed after --timeout, a
 #     slow client dripping a byte every 0.3 s after --request-timeout; an
-#     oversized header and an oversized body are refused.
+#     oversized header and an oversized body are refused; a 48 MB header
+#     line and a 300 MB body are cut off after a few MB (under 0.5 s of CPU).
 # 11. Out of file descriptors (ulimit -n 48, 80 connections held): the
 #     server pauses accepting instead of spinning: at most 3 stderr lines and
 #     under 0.5 s of CPU in 2 s; then it serves again.
@@ -349,6 +350,11 @@ echo "--- 10: timeouts and size limits"
 start_server slow --timeout 1 --request-timeout 2
 $PYTHON "$CLIENTS" idle "$port" 0.8 2.5 || fail "idle connection"
 $PYTHON "$CLIENTS" slowloris "$port" 0.3 1.8 3.5 || fail "slow client"
+before=$(cpu_ticks "$pid")
+$PYTHON "$CLIENTS" flood "$port" header || fail "a 48 MB header line"
+$PYTHON "$CLIENTS" flood "$port" body || fail "a 300 MB body"
+after=$(cpu_ticks "$pid")
+[ $((after - before)) -lt $(($(getconf CLK_TCK) / 2)) ] || fail "the floods cost $((after - before)) CPU ticks"
 big=$(head -c 9000 /dev/zero | tr '\0' h)
 code=$($CURL -s -o /dev/null -w '%{http_code}' -H "X-Filler: $big" "$base/api/big")
 case "$code" in 4*) ;; *) fail "a 9,000-byte header: $code, want 4xx" ;; esac
