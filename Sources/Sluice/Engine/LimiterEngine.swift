@@ -23,8 +23,9 @@ import Darwin
 ///   `record`, in each key's order. With `reportImmediate`, a token emitted
 ///   at once is reported too (an EMIT at the call's time, queued behind the
 ///   key's older events); with `reportDrops`, so is a token dropped at once.
-/// - `record` may be called while the engine holds its own locks, so it must
-///   not call the engine; `deliver` is called with no engine lock held,
+/// - `record` may be called while the engine holds its own locks (and, when
+///   ``runsUnderCallerLock``, with the caller's lock held), so it must not
+///   call the engine; `deliver` is called with no engine lock held,
 ///   after the events of a timer (the operations' callers deliver
 ///   themselves after an operation). An engine that delivers events from
 ///   a thread of its own, outside its locks, calls `handle` (record, then
@@ -33,6 +34,13 @@ import Darwin
 ///   engine's own delivery, once the engine has finished it), no event comes.
 @usableFromInline
 protocol LimiterEngine: AnyObject, Sendable {
+    /// Whether the caller holds the lock it gave in ``EngineSetup/callerLock``
+    /// around every call, and the engine records events under it (an
+    /// engine whose events arrive inside its calls, such as the manual one:
+    /// then a limiter's value bookkeeping and the core call share one
+    /// critical section). `false`: the engine is thread-safe by itself and
+    /// must be called without that lock held.
+    var runsUnderCallerLock: Bool { get }
     /// The engine's current time, in ns.
     var now: UInt64 { get }
     /// Submits a token (`sluice_limiter_submit_cost` semantics).
@@ -53,6 +61,12 @@ protocol LimiterEngine: AnyObject, Sendable {
     func checkInvariants() -> Int32
     /// Frees the C object; what is still pending is reported as discarded.
     func shutdown()
+}
+
+extension LimiterEngine {
+    /// By default an engine serialises itself and is called without the
+    /// caller's lock.
+    var runsUnderCallerLock: Bool { false }
 }
 
 /// One event of the core, as an engine hands it to its sink.
@@ -89,6 +103,9 @@ struct EngineEvent {
 final class EngineSink: Sendable {
     /// Records one event (takes the storage's lock; must not call the engine).
     @usableFromInline let record: @Sendable (EngineEvent) -> Void
+    /// Records one event with the caller's lock already held: for an engine
+    /// that runs under it (``LimiterEngine/runsUnderCallerLock``).
+    @usableFromInline let recordHeld: @Sendable (EngineEvent) -> Void
     /// Delivers what recorded events left in the outbox (no engine lock held).
     @usableFromInline let deliver: @Sendable () -> Void
     /// Records one event and delivers (no engine lock held): `record` and
@@ -101,16 +118,17 @@ final class EngineSink: Sendable {
 
     @inlinable
     init(
-        record: @escaping @Sendable (EngineEvent) -> Void, deliver: @escaping @Sendable () -> Void,
-        handle: @escaping @Sendable (EngineEvent) -> Void
+        record: @escaping @Sendable (EngineEvent) -> Void, recordHeld: @escaping @Sendable (EngineEvent) -> Void,
+        deliver: @escaping @Sendable () -> Void, handle: @escaping @Sendable (EngineEvent) -> Void
     ) {
         self.record = record
+        self.recordHeld = recordHeld
         self.deliver = deliver
         self.handle = handle
     }
 
     /// A sink that ignores events (a decision-only limiter has none).
-    static let none = EngineSink(record: { _ in }, deliver: {}, handle: { _ in })
+    static let none = EngineSink(record: { _ in }, recordHeld: { _ in }, deliver: {}, handle: { _ in })
 }
 
 /// What an engine is made from.
@@ -126,6 +144,10 @@ struct EngineSetup {
     /// Loop engines: the number of shards (0 for the default).
     var shards: UInt32
     var sink: EngineSink
+    /// The caller's lock, for an engine that can run under it (see
+    /// ``LimiterEngine/runsUnderCallerLock``); `nil`: the engine serialises
+    /// itself.
+    var callerLock: PosixLock?
 }
 
 /// An identifier of the calling thread, never 0.

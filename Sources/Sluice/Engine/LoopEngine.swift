@@ -42,6 +42,9 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
         self.sink = sink
     }
 
+    /// Thread-safe by itself; its events come from the loop thread.
+    var runsUnderCallerLock: Bool { false }
+
     var now: UInt64 { CLoop.now }
 
     func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32 {

@@ -3,8 +3,10 @@ import CSluice
 /// The manual engine: a core limiter (`sluice_limiter_t`) on a
 /// ``ManualLimiterClock``. Time moves only when the clock is advanced; the
 /// clock fires this engine's timers inside `advance`, at their exact
-/// deadlines. Calls are serialised by the engine's lock, and events are
-/// delivered inside the call that caused them, on its thread.
+/// deadlines. Calls are serialised by one lock — the caller's (a limiter's
+/// storage lock, which the caller holds around each call) or the engine's
+/// own — and events are delivered inside the call that caused them, on its
+/// thread, under that lock.
 ///
 /// Ownership: the core's `user` pointer is this engine, unretained: the core
 /// calls back only during a call made through this engine.
@@ -12,7 +14,9 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
     // @unchecked: `core` is set once in init; `sink` and the core are
     // guarded by `lock`.
     let clock: ManualLimiterClock
-    private let lock = PosixLock()
+    private let lock: PosixLock
+    /// The caller holds `lock` around every call (see ``runsUnderCallerLock``).
+    let runsUnderCallerLock: Bool
     private var core: CLimiter?
     /// Cleared by shutdown(): the sink holds the storage, which holds this engine.
     private var sink: EngineSink?
@@ -21,6 +25,8 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
 
     init(clock: ManualLimiterClock, setup: EngineSetup) throws(LimiterError) {
         self.clock = clock
+        lock = setup.callerLock ?? PosixLock()
+        runsUnderCallerLock = setup.callerLock != nil
         sink = setup.sink
         reportImmediate = setup.reportImmediate
         reportDrops = setup.reportDrops
@@ -29,7 +35,7 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
         config.on_event = { user, event in
             guard let user, let event else { return }
             Unmanaged<ManualEngine>.fromOpaque(user)._withUnsafeGuaranteedRef {
-                $0.sink?.record(EngineEvent(event))
+                $0.report(EngineEvent(event))
             }
         }
         config.user = Unmanaged.passUnretained(self).toOpaque()
@@ -43,17 +49,31 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
 
     var now: UInt64 { clock.nowNanoseconds }
 
-    /// Runs `body` on the core under the lock (`closed` when shut down).
+    /// Hands an event to the sink, with `lock` held.
+    @inline(__always)
+    private func report(_ event: EngineEvent) {
+        guard let sink else { return }
+        if runsUnderCallerLock { sink.recordHeld(event) } else { sink.record(event) }
+    }
+
+    /// Runs `body` under the lock: taken here, or already held by the caller.
+    @inline(__always)
+    private func serialized<R>(_ body: () -> R) -> R {
+        if runsUnderCallerLock { return body() }
+        return lock.withLock(body)
+    }
+
+    /// Runs `body` on the core, serialised (`closed` when shut down).
     @inline(__always)
     private func withCore(_ body: (CLimiter, UInt64) -> Int32) -> Int32 {
-        lock.withLock {
+        serialized {
             guard let core else { return LimiterError.closed.rawValue }
             return body(core, clock.nowNanoseconds)
         }
     }
 
     func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32 {
-        lock.withLock {
+        serialized {
             guard let core else { return LimiterError.closed.rawValue }
             let now = clock.nowNanoseconds
             let rc = core.submit(key, token: token, cost: cost, now: now, into: &decision)
@@ -61,16 +81,16 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
             // Reported here, under the lock, so that they are ordered with
             // the key's other events exactly as a loop orders them.
             if decision.kind == SLUICE_EMITTED, reportImmediate {
-                sink?.record(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
+                report(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
             } else if decision.kind == SLUICE_DROPPED, reportDrops {
-                sink?.record(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
+                report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
             }
             return rc
         }
     }
 
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32 {
-        lock.withLock {
+        serialized {
             guard let core else { return LimiterError.closed.rawValue }
             return core.quota(key, cost: cost, now: clock.nowNanoseconds, into: &quota)
         }
@@ -82,13 +102,13 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
     func close(_ mode: sluice_close_mode_t) -> Int32 { withCore { $0.close(mode, now: $1) } }
 
     func stats() -> sluice_stats_t {
-        lock.withLock { core?.stats() ?? sluice_stats_t() }
+        serialized { core?.stats() ?? sluice_stats_t() }
     }
 
     func checkInvariants() -> Int32 { withCore { core, _ in core.check() } }
 
     func shutdown() {
-        lock.withLock {
+        serialized {
             // Closed by the limiter first: nothing pending, no event can come.
             core?.free()
             core = nil
@@ -99,6 +119,7 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
     // MARK: - ManualClockClient
 
     var nextDeadline: UInt64? {
+        // Called by the clock, never by the caller: the lock is taken here.
         let deadline = lock.withLock { core?.nextDeadline ?? .max }
         return deadline == .max ? nil : deadline
     }

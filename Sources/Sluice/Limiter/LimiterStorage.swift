@@ -16,11 +16,17 @@ import Darwin
 /// - **delivery**: ``LimiterOutbox`` (events waiting, in order) and
 ///   ``LimiterDelivery`` (where they go).
 ///
-/// One flow for every engine. An operation never holds `lock` across an
-/// engine call (an engine may record events from another thread, taking
-/// `lock`): a submit takes `lock` to store the value (before the core can
-/// report its token), calls the engine, then takes `lock` again to act on
-/// the decision. The engine reports every emission through ``record(_:)``
+/// One flow for every engine, in one of two lock disciplines the engine
+/// chooses (``LimiterEngine/runsUnderCallerLock``):
+///
+/// - an engine whose events arrive inside its calls (manual) runs under
+///   `lock`: a submit stores the value, calls the core, records the events
+///   and acts on the decision in one critical section;
+/// - a thread-safe engine (loop) is called without `lock` (its thread
+///   records events taking `lock`): a submit takes `lock` to store the value
+///   (before the core can report its token), calls the engine, then takes
+///   `lock` again to act on the decision.
+/// The engine reports every emission through ``record(_:)``
 /// (`reportImmediate`), in each key's order, so the decision of an emitted
 /// value is informational; a value dropped at once is released by the
 /// submit itself, unless the delivery observes drops (then its DROP event,
@@ -40,6 +46,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// Set once, right after init (the engine's sink refers to this object).
     @exclusivity(unchecked) @usableFromInline var engine: (any LimiterEngine)!
     @usableFromInline let observesDrops: Bool
+    /// The engine runs under `lock` (see the class comment). Set once, in init.
+    @exclusivity(unchecked) @usableFromInline var serial = false
     @usableFromInline let combine: (@Sendable (Value, Value) -> Value)?
     /// The thread running `combine`, or 0: a call from inside `combine` is
     /// detected instead of deadlocking.
@@ -83,10 +91,12 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             guard shards >= 1, shards <= 1024 else { throw .invalidArgument }
             nshards = UInt32(shards)
         }
-        engine = try scheduler.makeEngine(
+        let engine = try scheduler.makeEngine(
             EngineSetup(
                 config: config, reportImmediate: true, reportDrops: delivery.observesDrops, shards: nshards,
-                sink: makeSink(self)))
+                sink: makeSink(self), callerLock: lock))
+        self.engine = engine
+        serial = engine.runsUnderCallerLock
     }
 
     /// The core configuration of a limiter (also used by ``RateLimiter``).
@@ -115,14 +125,35 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @inlinable
     static func makeSink(_ storage: LimiterStorage) -> EngineSink {
         EngineSink(
-            record: { storage.record($0) }, deliver: { storage.deliverIfNeeded() },
-            handle: { storage.handle($0) })
+            record: { storage.record($0) }, recordHeld: { storage.recordLocked($0) },
+            deliver: { storage.deliverIfNeeded() }, handle: { storage.handle($0) })
+    }
+
+    /// Runs an engine call: under `lock` when the engine runs under it
+    /// (then also claiming the delivery in the same critical section),
+    /// without it otherwise. Returns the call's result and whether the
+    /// caller must deliver the outbox.
+    @inlinable @inline(__always)
+    func engineCall<R>(_ body: (any LimiterEngine) -> R) -> (R, mustDrain: Bool) {
+        let engine = self.engine!
+        if serial {
+            pthread_mutex_lock(lock.mutex)
+            let result = body(engine)
+            let mustDrain = claimDrain()
+            pthread_mutex_unlock(lock.mutex)
+            return (result, mustDrain)
+        }
+        let result = body(engine)
+        pthread_mutex_lock(lock.mutex)
+        let mustDrain = claimDrain()
+        pthread_mutex_unlock(lock.mutex)
+        return (result, mustDrain)
     }
 
     // MARK: - Operations
 
     /// The current time of the engine's clock, in ns.
-    var now: UInt64 { engine.now }
+    var now: UInt64 { engine.now }  // an atomic read or the clock: no lock
 
     /// Stops a call made from inside `combine` (it would deadlock).
     @inlinable @inline(__always)
@@ -136,18 +167,26 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @inlinable
     func submit(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
         checkNotCombining()
-        pthread_mutex_lock(lock.mutex)
-        let token = slots.insert(key: key, value: value)
-        pthread_mutex_unlock(lock.mutex)
         var decision = sluice_decision_t()
         let engine = self.engine!
-        let rc = key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
+        let rc: Int32
+        let mustDrain: Bool
         pthread_mutex_lock(lock.mutex)
+        let token = slots.insert(key: key, value: value)
+        if serial {
+            // One critical section: the engine records this call's events
+            // under the lock we hold.
+            rc = key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
+        } else {
+            pthread_mutex_unlock(lock.mutex)
+            rc = key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
+            pthread_mutex_lock(lock.mutex)
+        }
         if rc < 0 || (decision.kind == SLUICE_DROPPED && !observesDrops) {
             // Not taken, or dropped without a report: released here.
             _ = slots.remove(token)
         }
-        let mustDrain = claimDrain()
+        mustDrain = claimDrain()
         pthread_mutex_unlock(lock.mutex)
         if mustDrain { deliverOutbox() }
         try LimiterError.check(rc)
@@ -162,31 +201,36 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// Runs flush, cancel or pending on a key.
     func keyOperation(_ key: Key, _ operation: KeyOperation) throws(LimiterError) -> Bool {
         checkNotCombining()
-        let engine = self.engine!
-        let rc = key.withCoreKey { cKey in
-            switch operation {
-            case .flush: engine.flush(cKey)
-            case .cancel: engine.cancel(cKey)
-            case .pending: engine.pending(cKey)
+        let (rc, mustDrain) = engineCall { engine in
+            key.withCoreKey { cKey in
+                switch operation {
+                case .flush: engine.flush(cKey)
+                case .cancel: engine.cancel(cKey)
+                case .pending: engine.pending(cKey)
+                }
             }
         }
-        deliverIfNeeded()
+        if mustDrain { deliverOutbox() }
         return try LimiterError.check(rc) == 1
     }
 
     /// Reads a rate key's quota.
     func quota(_ key: Key, cost: UInt64) throws(LimiterError) -> sluice_quota_t {
         checkNotCombining()
-        var quota = sluice_quota_t()
-        let engine = self.engine!
-        let rc = key.withCoreKey { engine.quota($0, cost: cost, into: &quota) }
+        let ((rc, quota), mustDrain) = engineCall { engine in
+            var quota = sluice_quota_t()
+            let rc = key.withCoreKey { engine.quota($0, cost: cost, into: &quota) }
+            return (rc, quota)
+        }
+        if mustDrain { deliverOutbox() }
         try LimiterError.check(rc)
         return quota
     }
 
     func close(drain drainValues: Bool) throws(LimiterError) {
         checkNotCombining()
-        let rc = engine.close(drainValues ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD)
+        let (rc, eventsToDeliver) = engineCall { $0.close(drainValues ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD) }
+        if eventsToDeliver { deliverOutbox() }
         let mustDrain = lock.withLock {
             if rc == 0 { closed = true }
             return claimDrain()
@@ -216,8 +260,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             defer { closed = true }
             return !closed
         }
-        if wasOpen { _ = engine.close(SLUICE_CLOSE_DISCARD) }
-        engine.shutdown()
+        if wasOpen, engineCall({ $0.close(SLUICE_CLOSE_DISCARD) }).mustDrain { deliverOutbox() }
+        if engineCall({ $0.shutdown() }).mustDrain { deliverOutbox() }
         deliverIfNeeded()
     }
 
@@ -226,7 +270,11 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     }
 
     /// Counters of the core.
-    func stats() -> sluice_stats_t { engine.stats() }
+    func stats() -> sluice_stats_t {
+        let (stats, mustDrain) = engineCall { $0.stats() }
+        if mustDrain { deliverOutbox() }
+        return stats
+    }
 
     /// Values held by the Swift side (pending values).
     var heldValues: Int {
@@ -235,15 +283,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
 
     /// Runs the core's invariant checker (tests; manual engine only).
     func checkInvariants() throws(LimiterError) {
-        try LimiterError.check(engine.checkInvariants())
+        let (rc, mustDrain) = engineCall { $0.checkInvariants() }
+        if mustDrain { deliverOutbox() }
+        try LimiterError.check(rc)
     }
 
     // MARK: - Events
 
     /// Records one event of the engine (any thread; the engine may hold its
-    /// own lock): moves the token's value to the outbox, folds it into its
-    /// successor (`combine`), or releases it — at the moment the core gave
-    /// it up.
+    /// own lock), taking `lock` (see ``recordLocked(_:)``).
     @inlinable
     func record(_ event: EngineEvent) {
         pthread_mutex_lock(lock.mutex)
@@ -262,7 +310,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         if mustDrain { deliverOutbox() }
     }
 
-    /// With the lock held: ``record(_:)``.
+    /// With the lock held: records one event of the engine — moves the
+    /// token's value to the outbox, folds it into its successor
+    /// (`combine`), or releases it, at the moment the core gave it up.
     @inlinable
     func recordLocked(_ event: EngineEvent) {
         if let combine, let newer = event.successor, slots.contains(newer) {
