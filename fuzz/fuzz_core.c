@@ -146,6 +146,7 @@ typedef struct {
     size_t nscript, spos;
     int depth;
     uint64_t W;
+    sluice_policy_t pol;
 } ctx_t;
 
 static sluice_key_t key_of(const ctx_t *c, int k) {
@@ -222,7 +223,7 @@ static void on_event(void *user, const sluice_event_t *e) {
     }
 }
 
-static void do_submit(ctx_t *c, int k, uint64_t t) {
+static void do_submit(ctx_t *c, int k, uint64_t t, uint64_t cost) {
     if (c->ntok + 1 >= MAXTOK) return;
     uint64_t tok = ++c->ntok;
     c->tok[tok] = T_IN_FLIGHT;
@@ -230,8 +231,17 @@ static void do_submit(ctx_t *c, int k, uint64_t t) {
     sluice_decision_t d = { 0, 0, 0, 0 };
     uint64_t f0 = c->al.failures;
     bool was = unusable(c);
-    int rc = sluice_limiter_submit(c->l, key_of(c, k), tok, t, &d);
+    int rc = cost == 1 ? sluice_limiter_submit(c->l, key_of(c, k), tok, t, &d)
+                       : sluice_limiter_submit_cost(c->l, key_of(c, k), tok, cost, t, &d);
     expect_rc(c, "submit", rc, was, c->al.failures != f0, true);
+    if (rc == 0 && c->pol.kind == SLUICE_RATE) {
+        /* a rate decision: remaining within the burst, full after now, a drop's retry later than now */
+        uint64_t burst = c->pol.burst ? c->pol.burst : c->pol.limit;
+        REQUIRE(d.remaining <= burst, "remaining %" PRIu64 " above the burst", d.remaining);
+        REQUIRE(d.kind != SLUICE_DROPPED || d.at > t, "dropped with retry %" PRIu64 " not after %" PRIu64, d.at, t);
+        REQUIRE(d.kind != SLUICE_EMITTED || d.full > t || d.full == UINT64_MAX, "admitted with full %" PRIu64, d.full);
+        REQUIRE(cost <= burst || d.at == SLUICE_NEVER, "a cost above the burst was not 'never'");
+    }
     if (rc == SLUICE_EFULL) {
         sluice_stats_t st;
         REQUIRE(sluice_limiter_stats(c->l, &st) == 0 && st.live_keys >= c->cap,
@@ -265,8 +275,26 @@ static void run_op(ctx_t *c, uint8_t op, uint8_t arg, uint64_t t) {
     switch (op % 12) {
     case 0:
     case 1:
-    case 2:
-    case 3: do_submit(c, k, t); break;
+    case 2: do_submit(c, k, t, 1); break;
+    case 3:
+        if (c->pol.kind != SLUICE_RATE) {
+            do_submit(c, k, t, 1);
+        } else if (arg & 0x80) {
+            /* a quota peek: documented results, nothing changes */
+            sluice_quota_t q;
+            sluice_stats_t a, b;
+            REQUIRE(sluice_limiter_stats(c->l, &a) == 0, "stats");
+            int rc = sluice_limiter_quota(c->l, key_of(c, k), 1 + (arg & 7), t, &q);
+            expect_rc(c, "quota", rc, was, false, false);
+            REQUIRE(sluice_limiter_stats(c->l, &b) == 0, "stats");
+            REQUIRE(a.live_keys == b.live_keys && a.armed_timers == b.armed_timers && a.memory_bytes == b.memory_bytes,
+                    "a quota peek changed the limiter");
+            if (rc == 0) REQUIRE(q.retry >= t || q.retry == SLUICE_NEVER, "quota retry %" PRIu64 " before now", q.retry);
+        } else {
+            uint64_t burst = c->pol.burst ? c->pol.burst : c->pol.limit;
+            do_submit(c, k, t, (arg & 0x40) ? burst + (arg & 1) : 1 + (arg & 7));
+        }
+        break;
     case 4: expect_rc(c, "flush", sluice_limiter_flush(c->l, key_of(c, k), t), was, false, false); break;
     case 5: expect_rc(c, "cancel", sluice_limiter_cancel(c->l, key_of(c, k), t), was, false, false); break;
     case 6: expect_rc(c, "pending", sluice_limiter_pending(c->l, key_of(c, k), t), was, false, false); break;
@@ -333,6 +361,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     default: p = sluice_rate(1 + (f & 7), W ? W : 1, f >> 5); break;
     }
     c->W = W > 0 ? (uint64_t)W : 1;
+    c->pol = p;
     static const uint64_t ticks[] = { 0, 1, 7, 1000, 1000000, 1000000000 };
     uint64_t tick = ticks[rd8(&r) % 6];
     uint8_t capb = rd8(&r);
