@@ -12,6 +12,16 @@ enum CPolicy {
     /// The largest rate limit, burst or cost (`SLUICE_RATE_MAX`; a
     /// `UINT64_C` macro, which Swift does not import).
     static let rateMax = 1_000_000_000_000
+    /// The error of a cost outside 1...rateMax.
+    static func badCost(_ cost: Int) -> LimiterError {
+        LimiterError(.outOfRange, reason: "Invalid cost (\(cost)): a call weighs 1 to 10^12 units.")
+    }
+
+    /// The error of a cost or a quota asked of a policy that is not rate.
+    static func costNeedsRate(_ policy: LimiterPolicy) -> LimiterError {
+        LimiterError(.invalidArgument, reason: "Costs and quotas need a rate policy, not \(policy).")
+    }
+
     /// A time that never comes (`SLUICE_NEVER`, `UINT64_MAX`).
     static let never = UInt64.max
 }

@@ -119,7 +119,11 @@ public struct LimiterPolicy: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: ``LimiterError/invalidArgument`` or ``LimiterError/outOfRange``
     ///   (see ``LimiterPolicy``).
     public func validate() throws(LimiterError) {
-        try LimiterError.check(CPolicy.validate(try cPolicy()))
+        do {
+            try LimiterError.check(CPolicy.validate(try cPolicy()))
+        } catch {
+            throw LimiterError.explaining(error, policy: self)
+        }
     }
 
     /// The policy and its options, for example

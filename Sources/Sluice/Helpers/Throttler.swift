@@ -39,13 +39,15 @@ struct SingleKeyLimiter: Sendable {
 /// edge), and the last call of the interval when it ends (trailing edge).
 ///
 /// ```swift
-/// final class SearchModel {
-///     private let throttler = try! Throttler(interval: .milliseconds(300), queue: .main)
-///     func queryChanged(_ text: String) {
-///         throttler.call { [weak self] in self?.search(text) }
-///     }
+/// let progress = try Throttler(interval: .milliseconds(250))
+/// for await chunk in download {
+///     let received = chunk.offset
+///     progress.call { log.info("received \(received) bytes") }
 /// }
 /// ```
+///
+/// For work that touches main-actor state (UI code), use
+/// ``MainActorThrottler``: its work is a `@MainActor` closure.
 ///
 /// Runs of the work are always at least `interval` apart (the spec's
 /// throttle: a trailing run opens the next interval, without drift). With
@@ -118,13 +120,14 @@ public final class Throttler: Sendable {
 /// both.
 ///
 /// ```swift
-/// final class Editor {
-///     private let autosave = try! Debouncer(interval: .seconds(1), maxWait: .seconds(10))
-///     func textChanged() {
-///         autosave.call { [weak self] in self?.save() }
-///     }
+/// let autosave = try Debouncer(interval: .seconds(1), maxWait: .seconds(10))
+/// func textChanged(_ text: String) {
+///     autosave.call { store.save(text) }   // store: a Sendable store
 /// }
 /// ```
+///
+/// For work that touches main-actor state (UI code), use
+/// ``MainActorDebouncer``: its work is a `@MainActor` closure.
 ///
 /// With `maxWait`, waiting work runs at the latest `maxWait` after the
 /// burst began, even while calls keep coming.

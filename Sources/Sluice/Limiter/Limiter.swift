@@ -91,7 +91,8 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///   - maxKeys: a cap on keys with state (`nil`, the default, for none).
     ///     A new key past the cap is refused with ``LimiterError/full``;
     ///     keys with state are never evicted.
-    ///   - tick: the resolution of the timer wheel (`nil` for 1 ms). A timer
+    ///   - tick: the resolution of the timer wheel (`nil` for the engine's
+    ///     default: 1 ms on a manual clock, 100 µs on a loop). A timer
     ///     runs at most one tick after its deadline, never before; reported
     ///     times are always the exact deadlines.
     ///   - combine: folds a superseded pending value into the newer one
@@ -255,8 +256,8 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///   ``submit(_:for:)``. The value was not taken (it is released).
     @discardableResult
     public func submit(_ value: Value, for key: Key, cost: Int) throws(LimiterError) -> RateDecision {
-        guard storage.policy.isRate else { throw .invalidArgument }
-        guard cost >= 1, cost <= CPolicy.rateMax else { throw .outOfRange }
+        guard storage.policy.isRate else { throw CPolicy.costNeedsRate(storage.policy) }
+        guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
         let now = storage.now
         let decision = try storage.submit(value, for: key, cost: UInt64(cost))
         return RateDecision(decision, now: now)
@@ -273,8 +274,8 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///   rate, ``LimiterError/outOfRange`` for a bad cost,
     ///   ``LimiterError/closed``, ``LimiterError/keyTooLong``.
     public func quota(for key: Key, cost: Int = 1) throws(LimiterError) -> RateQuota {
-        guard storage.policy.isRate else { throw .invalidArgument }
-        guard cost >= 1, cost <= CPolicy.rateMax else { throw .outOfRange }
+        guard storage.policy.isRate else { throw CPolicy.costNeedsRate(storage.policy) }
+        guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
         let now = storage.now
         return RateQuota(try storage.quota(key, cost: UInt64(cost)), now: now)
     }

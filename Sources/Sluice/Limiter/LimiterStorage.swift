@@ -79,7 +79,12 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         self.delivery = delivery
         self.observesDrops = delivery.observesDrops
         self.combine = combine
-        var config = try Self.coreConfig(policy: policy, maxKeys: maxKeys, tick: tick, seed: seed)
+        var config: sluice_config_t
+        do {
+            config = try Self.coreConfig(policy: policy, maxKeys: maxKeys, tick: tick, seed: seed)
+        } catch {
+            throw LimiterError.explaining(error, policy: policy, maxKeys: maxKeys, tick: tick)
+        }
         if combine != nil && config.policy.kind == SLUICE_THROTTLE {
             // With combine a window keeps the fold of its values in call
             // order, whichever value `pick` would keep: the core keeps the
@@ -91,15 +96,21 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             guard shards >= 1, shards <= 1024 else { throw .invalidArgument }
             nshards = UInt32(shards)
         }
-        let engine = try scheduler.makeEngine(
-            EngineSetup(
-                config: config, reportImmediate: true, reportDrops: delivery.observesDrops, shards: nshards,
-                sink: makeSink(self), callerLock: lock))
+        let engine: any LimiterEngine
+        do {
+            engine = try scheduler.makeEngine(
+                EngineSetup(
+                    config: config, reportImmediate: true, reportDrops: delivery.observesDrops, shards: nshards,
+                    sink: makeSink(self), callerLock: lock))
+        } catch {
+            throw LimiterError.explaining(error, policy: policy, maxKeys: maxKeys, tick: tick)
+        }
         self.engine = engine
         serial = engine.runsUnderCallerLock
     }
 
-    /// The core configuration of a limiter (also used by ``RateLimiter``).
+    /// The core configuration of a limiter (also used by ``RateLimiter``);
+    /// errors without their explanation (see ``LimiterError/explaining(_:policy:maxKeys:tick:)``).
     static func coreConfig(
         policy: LimiterPolicy, maxKeys: Int?, tick: Duration?, seed: (UInt64, UInt64)?
     ) throws(LimiterError) -> sluice_config_t {

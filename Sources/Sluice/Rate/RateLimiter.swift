@@ -47,11 +47,17 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     public init(
         _ policy: LimiterPolicy, scheduler: LimiterScheduler = .default, maxKeys: Int? = nil
     ) throws(LimiterError) {
-        guard policy.isRate else { throw .invalidArgument }
+        guard policy.isRate else {
+            throw LimiterError(.invalidArgument, reason: "A RateLimiter needs a rate policy, not \(policy).")
+        }
         self.policy = policy
-        let config = try LimiterStorage<Key, Never>.coreConfig(policy: policy, maxKeys: maxKeys, tick: nil, seed: nil)
-        engine = try scheduler.makeEngine(
-            EngineSetup(config: config, reportImmediate: false, reportDrops: false, shards: 0, sink: .none))
+        do {
+            let config = try LimiterStorage<Key, Never>.coreConfig(policy: policy, maxKeys: maxKeys, tick: nil, seed: nil)
+            engine = try scheduler.makeEngine(
+                EngineSetup(config: config, reportImmediate: false, reportDrops: false, shards: 0, sink: .none))
+        } catch {
+            throw LimiterError.explaining(error, policy: policy, maxKeys: maxKeys)
+        }
     }
 
     /// Creates a rate limiter: at most `limit` calls per `per` for each key,
@@ -91,7 +97,7 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     ///   ``LimiterError/full`` for a new key past `maxKeys`,
     ///   ``LimiterError/outOfMemory``, ``LimiterError/closed`` after ``close()``.
     public func check(_ key: Key, cost: Int = 1) throws(LimiterError) -> RateDecision {
-        guard cost >= 1, cost <= CPolicy.rateMax else { throw .outOfRange }
+        guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
         let now = engine.now
         var decision = sluice_decision_t()
         let engine = self.engine
@@ -110,7 +116,7 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     /// - Throws: ``LimiterError/outOfRange``, ``LimiterError/keyTooLong``,
     ///   ``LimiterError/closed``.
     public func quota(for key: Key, cost: Int = 1) throws(LimiterError) -> RateQuota {
-        guard cost >= 1, cost <= CPolicy.rateMax else { throw .outOfRange }
+        guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
         let now = engine.now
         var quota = sluice_quota_t()
         let engine = self.engine
