@@ -24,6 +24,24 @@ struct ErrorTests {
         #expect(LimiterError(rawValue: error.rawValue) == error)
     }
 
+    @Test("the C core's list of error codes and LimiterError agree, both ways")
+    func cListAgrees() {
+        let codes = (0..<sluice_error_count()).map { Int32(sluice_error_code($0)) }
+        #expect(codes.contains(0), "the C list starts with success")
+        let failures = codes.filter { $0 != 0 }
+        #expect(Set(failures).count == failures.count, "C codes are distinct")
+        for code in failures {
+            let error = LimiterError(rawValue: code)
+            #expect(
+                LimiterError.allCases.contains(error),
+                "C code \(code) (\(String(cString: sluice_strerror(code)))) has no LimiterError member")
+            #expect(!error.description.isEmpty && !error.description.hasPrefix("Unknown"), "\(code)")
+        }
+        for error in LimiterError.allCases {
+            #expect(failures.contains(error.rawValue), "LimiterError \(error.rawValue) is not a C code")
+        }
+    }
+
     @Test("the key-length message states the core's limit in bytes")
     func keyLengthInBytes() {
         #expect(LimiterError.keyTooLong.description.contains("\(SLUICE_KEY_MAX) bytes"))
@@ -81,6 +99,28 @@ struct ErrorTests {
         }
         #expect(explained.description == reason)
         #expect(!reason.contains("SLUICE_") && !reason.contains("_ns"), "\(reason)")
+    }
+
+    @Test("creating a limiter with a bad option throws the explained error (as the README shows)")
+    func limiterCreationExplains() {
+        do {
+            _ = try Limiter<String, Int>(
+                .debounce(interval: .seconds(1), maxWait: .milliseconds(500)), scheduler: .manual(ManualLimiterClock())
+            ) { _, _ in }
+            Issue.record("a maxWait below the interval was accepted")
+        } catch {
+            #expect(error == .invalidArgument)
+            #expect(
+                "\(error)".hasPrefix(
+                    "Invalid debounce policy: maxWait (0.5 seconds) is shorter than interval (1.0 seconds); "),
+                "\(error)")
+        }
+        do {
+            _ = try RateLimiter<String>(limit: 0, per: .seconds(1), scheduler: .manual(ManualLimiterClock()))
+            Issue.record("a limit of 0 was accepted")
+        } catch {
+            #expect(error.reason?.contains("limit (0)") == true, "\(error)")
+        }
     }
 
     @Test("valid policies have no problem to explain")

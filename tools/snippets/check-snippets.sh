@@ -115,9 +115,9 @@ check_swift() {
 
   # The Sluice dependency, pointed at this checkout.
   local deps
-  deps=$(grep -Ec '\.package\((url|path): *"[^"]*sluice[^"]*"' "$manifest" || true)
+  deps=$(grep -v '^[[:space:]]*//' "$manifest" | grep -Ec '\.package\((url|path): *"[^"]*sluice[^"]*"' || true)
   [[ $deps == 1 ]] || fail "the manifest must name Sluice exactly once as .package(url: \"…sluice…\", …) or .package(path: \"…\") (found $deps)"
-  sed -E 's#\.package\((url|path): *"[^"]*sluice[^"]*"[^)]*\)#.package(path: "../sluice")#' "$manifest" >"$app/Package.swift.new"
+  sed -E '/^[[:space:]]*\/\//!s#\.package\((url|path): *"[^"]*sluice[^"]*"[^)]*\)#.package(path: "../sluice")#' "$manifest" >"$app/Package.swift.new"
   target=$(sed -nE 's/.*\.executableTarget\( *name: *"([^"]+)".*/\1/p' "$manifest" | head -n 1)
   [[ -n $target ]] || fail "the manifest declares no .executableTarget(name: …) to hold the snippets"
 

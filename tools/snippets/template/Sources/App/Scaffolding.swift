@@ -28,16 +28,15 @@ struct Request: Sendable {
 
 struct Response: Sendable {
     var status = 200
-    var headers: [(String, String)] = []
+    var headers: [(name: String, value: String)] = []
 }
 
 let request = Request()
-let apiKey = request.apiKey
 
-func handle(_ request: Request) {}
-func reply429(retryAfter: LimiterInstant) {}
+@discardableResult
+func handle(_ request: Request) -> Response { Response() }
 
-// MARK: - Events and uploads
+// MARK: - Events, searches, uploads
 
 struct Event: Sendable {}
 typealias UserID = Int
@@ -46,7 +45,6 @@ let event = Event()
 let user: UserID = 42
 let tabID = 1
 
-func upload(_ events: [Event], for user: UserID) {}
-func upload(_ event: Event) async {}
+func upload(_ events: [Event], for user: UserID) async {}
 func runSearch(_ query: String, in tab: Int) {}
 func showSpinner(until: LimiterInstant) {}
