@@ -22,6 +22,7 @@
 
 _Static_assert(SLUICE__NONE == SLUICE__WHEEL_NONE, "the table and the wheel share the 'no entry' index");
 _Static_assert(offsetof(struct sluice__entry, node) == 0, "the wheel finds an entry's node at offset 0");
+_Static_assert(SLUICE__ENTRY_MAX <= SLUICE__WHEEL_INDEX_MAX, "every entry index is a valid wheel node index");
 
 /* ------------------------------------------------------------------ dispatch
  * The built-in policies are called directly (no indirect call on the hot

@@ -40,8 +40,9 @@
 #define SLUICE__INLINE_KEY 8
 /* No entry: the result of a failed find. */
 #define SLUICE__NONE UINT32_C(0xFFFFFFFF)
-/* Largest entry index (the timer wheel reserves the indices above it). */
-#define SLUICE__ENTRY_MAX SLUICE__WHEEL_INDEX_MAX
+/* Largest entry index (the indices above are left to the limiter's timer
+ * wheel, which names its list heads with them). */
+#define SLUICE__ENTRY_MAX UINT32_C(0xFFFFEFFF)
 /* Probe lengths are counted exactly up to this many; beyond, the longest
  * one is found by scanning the index. */
 #define SLUICE__PROBE_HIST 256

@@ -224,7 +224,8 @@ static inline sluice_policy_t sluice_rate(uint64_t limit, int64_t per_ns, uint64
 }
 
 /**
- * Checks a policy without creating a limiter.
+ * Checks a policy without creating a limiter. sluice_config_explain() gives
+ * the broken rule as a sentence.
  *
  * @param policy the configuration to check.
  * @return 0 when valid; SLUICE_EINVAL for a negative interval, maxWait below
