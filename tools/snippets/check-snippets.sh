@@ -165,6 +165,10 @@ check_swift() {
 
   echo "swift: $n snippets in $(rel "$out") (Swift 6 language mode), building..."
   local log=$work/swift-build.log
+  # SwiftPM does not notice files added to or removed from the checkout
+  # behind the ../sluice link: drop the build plan (not the objects) so that
+  # it is made again from the sources as they are.
+  rm -f "$app/.build/debug.yaml"
   if ! "$SWIFT" build --package-path "$app" -j "$JOBS" >"$log" 2>&1; then
     grep -E -A4 'error:' "$log" | grep -v '^\[' >&2 || tail -n 30 "$log" >&2
     echo "check-snippets: the documented Swift code does not build (full log: $(rel "$log"))" >&2

@@ -48,3 +48,4 @@ let tabID = 1
 func upload(_ events: [Event], for user: UserID) async {}
 func runSearch(_ query: String, in tab: Int) {}
 func showSpinner(until: LimiterInstant) {}
+func search(_ text: String) -> [String] { [text] }
