@@ -549,8 +549,8 @@ typedef struct sluice_mt_stats {
  * Reads the limiter's counters. `core.live_keys` is one instant's count
  * (every shard's lock is taken at once, briefly), never above max_keys; the
  * other sums take each shard's lock in turn, so they are not one instant's
- * snapshot while other threads are calling. O(index size) because of
- * max_probe.
+ * snapshot while other threads are calling. O(shards): each shard's
+ * counters are O(1) to read.
  *
  * @param m the limiter.
  * @param out receives the counters.
