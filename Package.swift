@@ -37,6 +37,32 @@ let package = Package(
     products: [
         .library(name: "Sluice", targets: ["Sluice"]),
         .executable(name: "sluice", targets: ["SluiceCLI"]),
+        // Servers (docs/servers.md): each behind a package trait, so that a package that
+        // uses only Sluice never fetches SwiftNIO, Hummingbird, Vapor or swift-metrics.
+        .library(name: "SluiceNIO", targets: ["SluiceNIO"]),
+        .library(name: "SluiceHummingbird", targets: ["SluiceHummingbird"]),
+        .library(name: "SluiceVapor", targets: ["SluiceVapor"]),
+        .library(name: "SluiceMetrics", targets: ["SluiceMetrics"]),
+        .library(name: "SluiceHTTP", targets: ["SluiceHTTP"]),
+    ],
+    // Traits (all off by default): NIO (SluiceNIO), Hummingbird and Vapor (the
+    // middleware; each turns NIO on), Metrics (SluiceMetrics: swift-metrics, swift-log,
+    // swift-service-lifecycle). A dependency used only under a trait that is off is
+    // not fetched (checked by `make consumer-check`).
+    traits: [
+        .trait(name: "NIO"),
+        .trait(name: "Hummingbird", enabledTraits: ["NIO"]),
+        .trait(name: "Vapor", enabledTraits: ["NIO"]),
+        .trait(name: "Metrics"),
+        .default(enabledTraits: []),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -91,6 +117,74 @@ let package = Package(
             name: "SluiceTests",
             dependencies: ["Sluice", "SluiceCLI"],
             path: "Tests/SluiceTests"
+        ),
+        // ---- servers (traits; docs/servers.md): sources are empty unless their trait is on ----
+        .target(
+            name: "SluiceHTTP",
+            dependencies: ["Sluice"],
+            path: "Sources/SluiceHTTP"
+        ),
+        .target(
+            name: "SluiceNIO",
+            dependencies: [
+                "Sluice",
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["NIO"])),
+            ],
+            path: "Sources/SluiceNIO"
+        ),
+        .target(
+            name: "SluiceHummingbird",
+            dependencies: [
+                "Sluice", "SluiceHTTP",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ],
+            path: "Sources/SluiceHummingbird"
+        ),
+        .target(
+            name: "SluiceVapor",
+            dependencies: [
+                "Sluice", "SluiceHTTP",
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+            ],
+            path: "Sources/SluiceVapor"
+        ),
+        .target(
+            name: "SluiceMetrics",
+            dependencies: [
+                "Sluice",
+                .product(name: "Metrics", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Metrics"])),
+                .product(
+                    name: "ServiceLifecycle", package: "swift-service-lifecycle",
+                    condition: .when(traits: ["Metrics"])),
+            ],
+            path: "Sources/SluiceMetrics"
+        ),
+        .testTarget(
+            name: "SluiceNIOTests",
+            dependencies: [
+                "SluiceNIO", "Sluice", "SluiceCLI",
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["NIO"])),
+                .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["NIO"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["NIO"])),
+            ],
+            path: "Tests/SluiceNIOTests"
+        ),
+        .testTarget(
+            name: "SluiceHummingbirdTests",
+            dependencies: [
+                "SluiceHummingbird", "SluiceHTTP", "Sluice",
+                .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ],
+            path: "Tests/SluiceHummingbirdTests"
+        ),
+        .testTarget(
+            name: "SluiceVaporTests",
+            dependencies: [
+                "SluiceVapor", "SluiceHTTP", "Sluice",
+                .product(name: "XCTVapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+            ],
+            path: "Tests/SluiceVaporTests"
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,0 +1,144 @@
+import Sluice
+
+/// The framework-free part of the rate-limit middleware: asks a
+/// ``RateDecider`` about a request and says what to answer — the headers for
+/// every response, and, on a drop, a 429 with `Retry-After` and a problem
+/// details body (RFC 9457, `application/problem+json`).
+///
+/// The Hummingbird and Vapor middleware are thin adapters over this type.
+public struct RateLimitGate: Sendable {
+    /// What to do when the decider cannot decide (the key cap is reached,
+    /// the key is too long, a fleet is unreachable, …).
+    public enum FailureMode: Sendable, Hashable {
+        /// Answer 503 (431 for a key over the limiter's key size), with a
+        /// problem details body.
+        case reject
+        /// Let the request through without rate-limit headers.
+        case allow
+    }
+
+    /// The decider (a ``Sluice/RateLimiter`` by default in the adapters).
+    public let decider: any RateDecider
+    /// The policy's name in `RateLimit-Policy` and `RateLimit`.
+    public var policyName: String
+    /// Shadow mode: decide, count and add `RateLimit-Policy` and `RateLimit`,
+    /// but never reject (and send no `Retry-After`).
+    public var shadow: Bool
+    /// What to do when no decision can be made.
+    public var onFailure: FailureMode
+    /// Called for every failure to decide (for a log line; see SluiceMetrics).
+    public var failureObserver: (@Sendable (_ key: String, _ error: any Error) -> Void)?
+
+    /// A gate.
+    ///
+    /// - Parameters:
+    ///   - decider: what decides.
+    ///   - policyName: the name in the `RateLimit*` fields (`"default"`).
+    ///   - shadow: never reject (decisions are still made and counted, headers added).
+    ///   - onFailure: ``FailureMode/reject`` by default.
+    ///   - failureObserver: told about every failure to decide.
+    public init(
+        _ decider: any RateDecider, policyName: String = "default", shadow: Bool = false,
+        onFailure: FailureMode = .reject,
+        failureObserver: (@Sendable (_ key: String, _ error: any Error) -> Void)? = nil
+    ) {
+        self.decider = decider
+        self.policyName = policyName
+        self.shadow = shadow
+        self.onFailure = onFailure
+        self.failureObserver = failureObserver
+    }
+
+    /// What to do with one request.
+    public struct Verdict: Sendable {
+        /// The decision (`nil` when none could be made).
+        public var decision: RateDecision?
+        /// Header fields to put on the response, whatever it is (`Retry-After`
+        /// on a drop, `RateLimit-Policy`, `RateLimit`).
+        public var headers: [(name: String, value: String)]
+        /// When set, answer this instead of handling the request.
+        public var rejection: Rejection?
+    }
+
+    /// An answer that replaces the handler's.
+    public struct Rejection: Sendable {
+        /// 429, 431 or 503.
+        public var status: Int
+        /// The problem details body (UTF-8 JSON).
+        public var body: String
+        /// Its media type, `application/problem+json`.
+        public var contentType: String { "application/problem+json" }
+    }
+
+    /// Decides about a request of `key` weighing `cost`.
+    ///
+    /// - Parameters:
+    ///   - key: the client's key.
+    ///   - cost: units (1 by default; below 1 counts as 1).
+    /// - Returns: what to answer.
+    public func evaluate(key: String, cost: Int = 1) async -> Verdict {
+        let decision: RateDecision
+        do {
+            decision = try await decider.check(key, cost: max(1, cost))
+        } catch {
+            failureObserver?(key, error)
+            if shadow || onFailure == .allow { return Verdict(decision: nil, headers: [], rejection: nil) }
+            if let error = error as? LimiterError, error == .keyTooLong {
+                return Verdict(
+                    decision: nil, headers: [],
+                    rejection: Rejection(
+                        status: 431,
+                        body: Self.problem(
+                            status: 431, title: "Request Header Fields Too Large",
+                            detail: "The client key is longer than the rate limiter accepts.")))
+            }
+            return Verdict(
+                decision: nil, headers: [("Retry-After", "1")],
+                rejection: Rejection(
+                    status: 503,
+                    body: Self.problem(
+                        status: 503, title: "Service Unavailable",
+                        detail: "The rate limiter cannot take this client now; retry later.")))
+        }
+        var headers = RateLimitHeaders(decider.policy, decision, name: policyName)?.fields ?? []
+        // In shadow mode the request goes through: no Retry-After on its answer.
+        if shadow { headers.removeAll { $0.name == "Retry-After" } }
+        guard !decision.isAdmitted, !shadow else {
+            return Verdict(decision: decision, headers: headers, rejection: nil)
+        }
+        let detail: String
+        if let seconds = decision.retryAfterSeconds {
+            detail = "The rate limit for this client is reached; retry after \(seconds) second\(seconds == 1 ? "" : "s")."
+        } else {
+            detail = "The request costs more than the rate limit admits at once; it can never be admitted."
+        }
+        return Verdict(
+            decision: decision, headers: headers,
+            rejection: Rejection(status: 429, body: Self.problem(status: 429, title: "Too Many Requests", detail: detail)))
+    }
+
+    /// An RFC 9457 problem details object (`type` is `about:blank`: the
+    /// status code says it all).
+    public static func problem(status: Int, title: String, detail: String) -> String {
+        "{\"type\":\"about:blank\",\"title\":\(json(title)),\"status\":\(status),\"detail\":\(json(detail))}"
+    }
+
+    /// A JSON string literal.
+    static func json(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,1 @@
+// SluiceMetrics: see docs/servers.md

@@ -1,0 +1,1 @@
+// SluiceVapor: see docs/servers.md

@@ -1,0 +1,237 @@
+#if Hummingbird
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Sluice
+import SluiceHTTP
+import SluiceHummingbird
+import Testing
+
+/// A request context that knows the client's address.
+struct AddressContext: RequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: SocketAddress?
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+}
+
+let clientID = HTTPField.Name("X-Client-Id")!
+let costField = HTTPField.Name("X-Cost")!
+let rateLimitField = HTTPField.Name("RateLimit")!
+let ratePolicyField = HTTPField.Name("RateLimit-Policy")!
+let retryAfterField = HTTPField.Name("Retry-After")!
+
+/// An application whose GET / is limited by `middleware`.
+func app(_ middleware: RateLimitMiddleware<BasicRequestContext>) -> some ApplicationProtocol {
+    let router = Router()
+    router.add(middleware: middleware)
+    router.get("/") { _, _ in "ok" }
+    return Application(responder: router.buildResponder())
+}
+
+/// Keyed on X-Client-Id, cost from X-Cost.
+func headerKeyed(_ limiter: RateLimiter<String>, shadow: Bool = false) -> RateLimitMiddleware<BasicRequestContext> {
+    RateLimitMiddleware(
+        limiter, shadow: shadow,
+        cost: { request, _ in request.headers[costField].flatMap { Int($0) } ?? 1 },
+        key: { request, _ in request.headers[clientID] })
+}
+
+@Suite("Hummingbird rate-limit middleware")
+struct RateLimitMiddlewareTests {
+    /// 2 per 10 s (one unit back every 5 s), on a manual clock: values by hand.
+    @Test("admits the quota, then 429 with Retry-After, RateLimit fields and a problem body")
+    func quota() async throws {
+        let clock = ManualLimiterClock()
+        let limiter = try RateLimiter<String>(limit: 2, per: .seconds(10), scheduler: .manual(clock))
+        try await app(headerKeyed(limiter)).test(.router) { client in
+            let a: HTTPFields = [clientID: "a"]
+            try await client.execute(uri: "/", method: .get, headers: a) { response in
+                #expect(response.status == .ok)
+                #expect(String(buffer: response.body) == "ok")
+                #expect(response.headers[ratePolicyField] == "\"default\";q=2;w=10")
+                #expect(response.headers[rateLimitField] == "\"default\";r=1;t=5")
+                #expect(response.headers[retryAfterField] == nil)
+            }
+            try await client.execute(uri: "/", method: .get, headers: a) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[rateLimitField] == "\"default\";r=0;t=10")
+            }
+            try await client.execute(uri: "/", method: .get, headers: a) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers[retryAfterField] == "5")
+                #expect(response.headers[rateLimitField] == "\"default\";r=0;t=10")
+                #expect(response.headers[ratePolicyField] == "\"default\";q=2;w=10")
+                #expect(response.headers[.contentType] == "application/problem+json")
+                let body = try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8)) as? [String: Any]
+                #expect(body?["type"] as? String == "about:blank")
+                #expect(body?["title"] as? String == "Too Many Requests")
+                #expect(body?["status"] as? Int == 429)
+                #expect((body?["detail"] as? String)?.contains("retry after 5 seconds") == true)
+            }
+            // Another client has its own quota.
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "b"]) { response in
+                #expect(response.status == .ok)
+            }
+            clock.advance(by: .milliseconds(4_999))
+            try await client.execute(uri: "/", method: .get, headers: a) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers[retryAfterField] == "1")
+            }
+            clock.advance(by: .milliseconds(1))
+            try await client.execute(uri: "/", method: .get, headers: a) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[rateLimitField] == "\"default\";r=0;t=10")
+            }
+            // No key: not limited.
+            for _ in 0..<5 {
+                try await client.execute(uri: "/", method: .get) { response in
+                    #expect(response.status == .ok)
+                    #expect(response.headers[rateLimitField] == nil)
+                }
+            }
+        }
+        #expect(limiter.statistics.admitted == 4)
+        #expect(limiter.statistics.dropped == 2)
+    }
+
+    @Test("a cost from the request counts that many units; above the burst: 429 without Retry-After")
+    func cost() async throws {
+        let clock = ManualLimiterClock()
+        let limiter = try RateLimiter<String>(limit: 4, per: .seconds(4), scheduler: .manual(clock))
+        try await app(headerKeyed(limiter)).test(.router) { client in
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "a", costField: "3"]) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[rateLimitField] == "\"default\";r=1;t=3")
+            }
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "a", costField: "2"]) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers[retryAfterField] == "1")
+            }
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "b", costField: "5"]) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers[retryAfterField] == nil)
+                #expect(String(buffer: response.body).contains("never be admitted"))
+            }
+        }
+    }
+
+    @Test("shadow mode decides, counts and adds the fields, but never rejects")
+    func shadow() async throws {
+        let clock = ManualLimiterClock()
+        let limiter = try RateLimiter<String>(limit: 1, per: .seconds(1), scheduler: .manual(clock))
+        try await app(headerKeyed(limiter, shadow: true)).test(.router) { client in
+            for expected in ["\"default\";r=0;t=1", "\"default\";r=0;t=1", "\"default\";r=0;t=1"] {
+                try await client.execute(uri: "/", method: .get, headers: [clientID: "a"]) { response in
+                    #expect(response.status == .ok)
+                    #expect(response.headers[rateLimitField] == expected)
+                    #expect(response.headers[retryAfterField] == nil)
+                }
+            }
+        }
+        #expect(limiter.statistics.admitted == 1)
+        #expect(limiter.statistics.dropped == 2)
+    }
+
+    @Test("at the key cap: 503 problem (or through with .allow), and the observer is told")
+    func keyCap() async throws {
+        let clock = ManualLimiterClock()
+        let limiter = try RateLimiter<String>(limit: 1, per: .seconds(60), scheduler: .manual(clock), maxKeys: 1)
+        let failures = FailureLog()
+        let middleware = RateLimitMiddleware<BasicRequestContext>(
+            limiter, failureObserver: { key, error in failures.add(key, error) },
+            key: { request, _ in request.headers[clientID] })
+        try await app(middleware).test(.router) { client in
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "a"]) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "b"]) { response in
+                #expect(response.status == .serviceUnavailable)
+                #expect(response.headers[.contentType] == "application/problem+json")
+                #expect(String(buffer: response.body).contains("\"status\":503"))
+            }
+            let long = String(repeating: "x", count: 2_000)
+            try await client.execute(uri: "/", method: .get, headers: [clientID: long]) { response in
+                #expect(response.status.code == 431)
+            }
+        }
+        #expect(failures.entries() == ["b: full", "\(String(repeating: "x", count: 2_000)): keyTooLong"])
+        let allowing = RateLimitMiddleware<BasicRequestContext>(limiter, onFailure: .allow) { request, _ in
+            request.headers[clientID]
+        }
+        try await app(allowing).test(.router) { client in
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "c"]) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[rateLimitField] == nil)
+            }
+        }
+        #expect(limiter.statistics.refusedAtCap == 2)
+    }
+
+    @Test("keyed by client address on a live server; X-Forwarded-For only from a trusted proxy")
+    func clientAddress() async throws {
+        for trusted in [false, true] {
+            let limiter = try RateLimiter<String>(limit: 1, per: .seconds(3600))
+            let router = Router(context: AddressContext.self)
+            router.add(
+                middleware: RateLimitMiddleware(
+                    limiter, forwardedHeaders: trusted ? .trust(["127.0.0.1", "::1"]) : .ignore))
+            router.get("/") { _, _ in "ok" }
+            let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            try await app.test(.live) { client in
+                try await client.execute(uri: "/", method: .get, headers: [.xForwardedFor: "203.0.113.1"]) {
+                    #expect($0.status == .ok)
+                }
+                try await client.execute(uri: "/", method: .get, headers: [.xForwardedFor: "203.0.113.2"]) {
+                    // Untrusted: both are 127.0.0.1 (the second is refused); trusted: two clients.
+                    #expect($0.status == (trusted ? .ok : .tooManyRequests))
+                }
+                try await client.execute(
+                    uri: "/", method: .get, headers: [.xForwardedFor: "203.0.113.1, 127.0.0.1"]
+                ) {
+                    #expect($0.status == .tooManyRequests)  // trusted: 203.0.113.1 again
+                }
+            }
+        }
+    }
+
+    @Test("forwarding headers: parsing and trust")
+    func forwardedParsing() {
+        let trust = ForwardedHeaders.trust(["10.0.0.1", "10.0.0.2"])
+        #expect(ForwardedHeaders.ignore.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["1.2.3.4"]) == "10.0.0.1")
+        #expect(trust.clientAddress(peer: "9.9.9.9", forwarded: [], xForwardedFor: ["1.2.3.4"]) == "9.9.9.9")
+        #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["1.2.3.4, 5.6.7.8, 10.0.0.2"]) == "5.6.7.8")
+        #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["1.2.3.4", "5.6.7.8:99"]) == "5.6.7.8")
+        #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["10.0.0.2"]) == "10.0.0.2")
+        #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: []) == "10.0.0.1")
+        #expect(
+            trust.clientAddress(
+                peer: "10.0.0.1", forwarded: ["for=192.0.2.60;proto=http;by=203.0.113.43, for=\"[2001:db8:cafe::17]:4711\""],
+                xForwardedFor: ["6.6.6.6"]) == "2001:db8:cafe::17")
+        #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: ["For=\"192.0.2.43:47011\""], xForwardedFor: []) == "192.0.2.43")
+    }
+
+    @Test("problem details escape JSON")
+    func problemJSON() throws {
+        let text = RateLimitGate.problem(status: 429, title: "a\"b", detail: "c\\d\n\u{1}")
+        let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+        #expect(object?["title"] as? String == "a\"b")
+        #expect(object?["detail"] as? String == "c\\d\n\u{1}")
+    }
+}
+
+final class FailureLog: Sendable {
+    private let lines = Mutex<[String]>([])
+    func add(_ key: String, _ error: any Error) {
+        let name = switch error as? LimiterError {
+        case .full?: "full"
+        case .keyTooLong?: "keyTooLong"
+        default: "\(error)"
+        }
+        lines.withLock { $0.append("\(key): \(name)") }
+    }
+    func entries() -> [String] { lines.withLock { $0 } }
+}
+
+import Synchronization
+#endif
