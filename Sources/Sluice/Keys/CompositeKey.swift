@@ -3,10 +3,8 @@
 /// hand.
 ///
 /// ```swift
-/// let perRoute = try Limiter<CompositeKey, Request>(.throttle(interval: .seconds(1))) { _, request in
-///     handle(request)
-/// }
-/// try perRoute.submit(request, for: CompositeKey(tenantID, userName, "/search"))
+/// let perRoute = try RateLimiter<CompositeKey>(limit: 10, per: .seconds(1))
+/// let decision = try perRoute.check(CompositeKey(tenant.id, request.apiKey, request.path))
 /// ```
 ///
 /// The parts are encoded one after the other, each with a tag that says
