@@ -5,6 +5,8 @@
 #   tools/snippets/check-snippets.sh --swift    only the Swift blocks
 #   tools/snippets/check-snippets.sh --c        only the C blocks
 #   tools/snippets/check-snippets.sh --list     list the blocks and what is done with each
+#   tools/snippets/check-snippets.sh --symbols  also the ```swift examples of the doc comments
+#                                               of Sources/Sluice (DocC shows them too)
 #
 # Swift: every ```swift block of README.md and Sources/Sluice/Sluice.docc/*.md.
 #  - A block that starts with `// swift-tools-version` is a package manifest: the
@@ -46,9 +48,10 @@ JOBS=${JOBS:-2}
 cbuild=${SLUICE_BUILD_DIR:-$root/build}
 work=${SNIPPETS_WORK:-$root/.build-snippets}
 
-do_swift=1 do_c=1 list=0
+do_swift=1 do_c=1 list=0 symbols=0
 for arg in "$@"; do
   case $arg in
+    --symbols) symbols=1 ;;
     --swift) do_c=0 ;;
     --c) do_swift=0 ;;
     --list) list=1 ;;
@@ -67,6 +70,21 @@ rm -rf "$blocks"
 mkdir -p "$blocks"
 awk -v OUT="$blocks" -f "$here/extract.awk" "${docs[@]}"
 touch "$blocks/index"
+if ((symbols)); then
+  # The Swift layer's doc comments: each source file seen as Markdown (the
+  # text of its /// lines, every other line left empty so that line numbers
+  # stay those of the .swift file).
+  rm -rf "$work/symbols"
+  while IFS= read -r f; do
+    mkdir -p "$work/symbols/$(dirname "${f#"$root"/}")"
+    sed -E -e 's#^[[:space:]]*/// ?##;t' -e 's#.*##' "$f" >"$work/symbols/${f#"$root"/}"
+  done < <(grep -rl '^[[:space:]]*/// *```' "$root/Sources/Sluice" --include='*.swift' | sort)
+  if [[ -d $work/symbols ]]; then
+    start=$(($(wc -l <"$blocks/index") + 1))
+    awk -v OUT="$blocks" -v FIRST="$start" -f "$here/extract.awk" $(find "$work/symbols" -name '*.swift' | sort)
+    sed -i "s#$work/symbols/#$root/#" "$blocks/index"
+  fi
+fi
 
 rel() { echo "${1#"$root"/}"; }
 is_manifest() { grep -m1 -v '^[[:space:]]*$' "$1" | grep -q '^// swift-tools-version'; }

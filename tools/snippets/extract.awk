@@ -8,9 +8,12 @@
 # "-" otherwise. A fence is ``` or ~~~ (3 or more), indented or not; the
 # block's lines lose the indentation of their fence.
 #
-# Usage: awk -v OUT=DIR -f extract.awk FILE...
+# Usage: awk -v OUT=DIR [-v FIRST=N] -f extract.awk FILE...  (FIRST: the first
+# block's number, 1 by default)
 
 function flush_prose() { prose = "-" }
+
+BEGIN { n = FIRST ? FIRST - 1 : 0 }
 
 FNR == 1 { in_block = 0; flush_prose() }
 

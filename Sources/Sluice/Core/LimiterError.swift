@@ -26,8 +26,9 @@ import Foundation
 /// `catch` clause whatever the reason says:
 ///
 /// ```swift
-/// do { try limiter.submit(request, for: "user-42") }
-/// catch LimiterError.closed { /* shutting down */ }
+/// let quota = try RateLimiter<String>(limit: 10, per: .seconds(1))
+/// do { _ = try quota.check("user-42") }
+/// catch LimiterError.closed { /* shutting down: refuse the request */ }
 /// ```
 public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible, LocalizedError,
     CaseIterable

@@ -4,7 +4,7 @@
 ///
 /// ```swift
 /// let perRoute = try RateLimiter<CompositeKey>(limit: 10, per: .seconds(1))
-/// let decision = try perRoute.check(CompositeKey(tenant.id, request.apiKey, request.path))
+/// let decision = try perRoute.check(CompositeKey(request.apiKey, request.path))
 /// ```
 ///
 /// The parts are encoded one after the other, each with a tag that says
