@@ -58,3 +58,13 @@ uint64_t sluice__limiter_now(const sluice_limiter_t *l) { return l->now_seen; }
 uint64_t sluice__limiter_pending(const sluice_limiter_t *l) { return l->pending; }
 
 uint64_t sluice__limiter_live(const sluice_limiter_t *l) { return l->table.live; }
+
+void sluice__prefetch_prepared(const sluice_limiter_t *l, const sluice__pkey_t *key, int stage) {
+    if (l->table.live == 0) return;
+    struct sluice__keyref k;
+    to_keyref(key, &k);
+    if (stage == 0)
+        sluice__prefetch_slot(l, &k);
+    else
+        sluice__prefetch_entry(l, &k);
+}

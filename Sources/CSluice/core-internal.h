@@ -69,6 +69,11 @@ bool sluice__key_is_live(const sluice_limiter_t *limiter, const sluice__pkey_t *
  * passed to a call counts as this one. */
 uint64_t sluice__limiter_now(const sluice_limiter_t *limiter);
 
+/* Batch hints for a key prepared with this limiter's seed: stage 0 asks
+ * for the key's index slot, stage 1 (later, once that slot is likely in
+ * cache) for its entry. Change nothing; any order of calls is safe. */
+void sluice__prefetch_prepared(const sluice_limiter_t *limiter, const sluice__pkey_t *key, int stage);
+
 /* Keys holding a pending value right now. */
 uint64_t sluice__limiter_pending(const sluice_limiter_t *limiter);
 

@@ -233,6 +233,30 @@ int sluice__limiter_submit_keyref(struct sluice_limiter *l, const struct sluice_
                                   uint64_t cost, uint64_t now, sluice_decision_t *d);
 int sluice__limiter_key_op_keyref(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t now, int kind);
 
+/* Batch hints (sluice_limiter_submit_many, the loop layer's batches): asks
+ * for the key's home index slot, then (once that slot is likely in cache)
+ * for the entry its slot names when the tag is the key's. Only hints: they
+ * read, never change, and any table is fine. */
+static inline void sluice__prefetch_slot(const struct sluice_limiter *l, const struct sluice__keyref *k) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(&l->table.slots[sluice__home((uint32_t)(k->hash >> 32), l->table.slot_bits)]);
+#else
+    (void)l;
+    (void)k;
+#endif
+}
+
+static inline void sluice__prefetch_entry(const struct sluice_limiter *l, const struct sluice__keyref *k) {
+    uint32_t tag = (uint32_t)(k->hash >> 32);
+    uint64_t s = l->table.slots[sluice__home(tag, l->table.slot_bits)];
+    if (s != 0 && sluice__slot_tag(s) == tag && sluice__slot_idx(s) < l->table.top)
+#if defined(__GNUC__) || defined(__clang__)
+        __builtin_prefetch(sluice__entry_of(l, sluice__slot_idx(s)));
+#else
+        (void)s;
+#endif
+}
+
 /* Validates and hashes a key with the limiter's seed. */
 static inline int sluice__limiter_key(const struct sluice_limiter *l, sluice_key_t key, struct sluice__keyref *out) {
     return sluice__key_prepare_seeded(l->seed, key, out);

@@ -293,6 +293,58 @@ int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token,
     return sluice_limiter_submit_cost(l, key, token, 1, now, d);
 }
 
+/* A batch is handled in groups of BATCH_GROUP calls, in three passes over
+ * each group: (1) validate and hash every key and prefetch its home index
+ * slot; (2) read each home slot (by now in flight or in cache) and, when its
+ * tag is the key's, prefetch the entry it names; (3) make the calls in order,
+ * through the same path as a single call. Passes 1 and 2 only read and
+ * prefetch, so a call of pass 3 that changes the table (a key created or
+ * removed, the index resized, a callback re-entering) can only make a hint
+ * useless, never wrong. */
+#define BATCH_GROUP 32
+
+int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
+                               sluice_decision_t *decisions, int *results) {
+    if (!l || (n && !calls)) return SLUICE_EINVAL;
+    int first = 0;
+    struct sluice__keyref k[BATCH_GROUP];
+    int krc[BATCH_GROUP];
+    /* Held across the whole batch: a free from a callback waits for its end. */
+    l->depth++;
+    for (size_t base = 0; base < n; base += BATCH_GROUP) {
+        size_t m = n - base < BATCH_GROUP ? n - base : BATCH_GROUP;
+        bool hint = !unusable(l) && !l->pass_through && l->table.live != 0;
+        for (size_t j = 0; j < m; j++) {
+            krc[j] = sluice__limiter_key(l, calls[base + j].key, &k[j]);
+            if (hint && krc[j] == 0) sluice__prefetch_slot(l, &k[j]);
+        }
+        if (hint)
+            for (size_t j = 0; j < m; j++)
+                if (krc[j] == 0) sluice__prefetch_entry(l, &k[j]);
+        for (size_t j = 0; j < m; j++) {
+            const sluice_call_t *c = &calls[base + j];
+            int rc;
+            if (unusable(l)) {
+                rc = SLUICE_ECLOSED; /* as sluice_limiter_submit_cost() checks it before the key */
+            } else if (krc[j]) {
+                rc = krc[j];
+            } else if (decisions) {
+                /* the decision goes to the caller's array when the call has
+                 * returned, before the next one starts */
+                sluice_decision_t d = decisions[base + j];
+                rc = sluice__limiter_submit_keyref(l, &k[j], c->token, c->cost, now, &d);
+                decisions[base + j] = d;
+            } else {
+                rc = sluice__limiter_submit_keyref(l, &k[j], c->token, c->cost, now, NULL);
+            }
+            if (results) results[base + j] = rc;
+            if (rc && !first) first = rc;
+        }
+    }
+    leave(l);
+    return first;
+}
+
 int sluice_limiter_quota(sluice_limiter_t *l, sluice_key_t key, uint64_t cost, uint64_t now, sluice_quota_t *out) {
     if (!l || !out) return SLUICE_EINVAL;
     if (unusable(l)) return SLUICE_ECLOSED;

@@ -316,40 +316,26 @@ static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_
     return 0;
 }
 
-static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c) {
-    if (!m) return SLUICE_EINVAL;
-    if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
-    sluice__pkey_t k;
-    int rc = sluice__key_prepare(m->seed, key, &k);
-    if (rc) return rc;
-    struct shard *s = sluice__shard_at(m, (unsigned)k.hash & m->mask);
-    /* The clock is read before the lock, to keep the critical section short;
-     * a time older than one the shard has seen counts as that later one. A
-     * time given by the caller may not run ahead of the clock: the shard's
-     * clock would move for every key of the shard. */
-    uint64_t now = sluice_clock_now();
-    if (c->have_now) {
-        if (c->now > now && c->now - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
-        now = c->now;
-    }
+/* The part of a call on a key made under its shard's lock (held by the
+ * caller): outbox room, the core call, the reported event, the live-key
+ * count. Returns the call's result. */
+static int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, sluice_key_t key,
+                             const struct call *c, uint64_t now) {
     /* A call produces at most two events, both of its own key: a due
      * emission (timers first) and a superseded value; with reporting flags a
      * submit adds a third, its own token emitted or dropped at once. */
     const size_t want = c->kind == CALL_SUBMIT && m->report ? 3 : 2;
-    pthread_mutex_lock(&s->mu);
     struct outbox *o = &s->out;
-    size_t before = o->n;
-    if ((o->cap - o->n < want || o->capb - o->nb < want * k.len) &&
-        !sluice__outbox_reserve(m, o, want, want * k.len)) {
-        pthread_mutex_unlock(&s->mu);
+    int rc = 0;
+    if ((o->cap - o->n < want || o->capb - o->nb < want * k->len) &&
+        !sluice__outbox_reserve(m, o, want, want * k->len))
         return SLUICE_ENOMEM;
-    }
-    if (k.len > s->max_keylen) s->max_keylen = k.len;
+    if (k->len > s->max_keylen) s->max_keylen = k->len;
     switch (c->kind) {
     case CALL_SUBMIT: {
         sluice_decision_t dec;
-        rc = m->max_keys ? reserve_key(m, s, &k, now, want) : 0;
-        if (rc == 0) rc = sluice__submit_prepared(s->core, &k, c->token, c->cost, now, &dec);
+        rc = m->max_keys ? reserve_key(m, s, k, now, want) : 0;
+        if (rc == 0) rc = sluice__submit_prepared(s->core, k, c->token, c->cost, now, &dec);
         sluice_event_kind_t kind;
         if (rc == 0 && m->report && reported_event(m->report, &dec, &kind)) {
             /* Reported in the outbox too, after the events of this call, so
@@ -366,18 +352,107 @@ static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c)
         if (rc == 0 && c->decision) *c->decision = dec;
         break;
     }
-    case CALL_FLUSH: rc = sluice__key_op(s->core, &k, SLUICE__OP_FLUSH, now); break;
-    case CALL_CANCEL: rc = sluice__key_op(s->core, &k, SLUICE__OP_CANCEL, now); break;
-    case CALL_PENDING: rc = sluice__key_op(s->core, &k, SLUICE__OP_PENDING, now); break;
+    case CALL_FLUSH: rc = sluice__key_op(s->core, k, SLUICE__OP_FLUSH, now); break;
+    case CALL_CANCEL: rc = sluice__key_op(s->core, k, SLUICE__OP_CANCEL, now); break;
+    case CALL_PENDING: rc = sluice__key_op(s->core, k, SLUICE__OP_PENDING, now); break;
     }
     if (m->max_keys) sluice__shard_settle_keys(s);
+    return rc;
+}
+
+static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c) {
+    if (!m) return SLUICE_EINVAL;
+    if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
+    sluice__pkey_t k;
+    int rc = sluice__key_prepare(m->seed, key, &k);
+    if (rc) return rc;
+    struct shard *s = sluice__shard_at(m, (unsigned)k.hash & m->mask);
+    /* The clock is read before the lock, to keep the critical section short;
+     * a time older than one the shard has seen counts as that later one. A
+     * time given by the caller may not run ahead of the clock: the shard's
+     * clock would move for every key of the shard. */
+    uint64_t now = sluice_clock_now();
+    if (c->have_now) {
+        if (c->now > now && c->now - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
+        now = c->now;
+    }
+    pthread_mutex_lock(&s->mu);
+    size_t before = s->out.n;
+    rc = shard_call_locked(m, s, &k, key, c, now);
     sluice__shard_publish_next(s);
     uint64_t next = atomic_load_explicit(&s->next, memory_order_relaxed);
-    bool produced = o->n != before;
+    bool produced = s->out.n != before;
     pthread_mutex_unlock(&s->mu);
     if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
     if (produced) sluice__mt_deliver_or_wake(m); /* m may be gone afterwards (a free from a callback) */
     return rc;
+}
+
+/* A batch is taken in groups of MT_BATCH_GROUP calls: every key of the
+ * group is checked and hashed first, then each shard the group touches is
+ * locked once and its calls are made in their order in the batch (so the
+ * calls on one key, which always share a shard, keep their order), with the
+ * index slots and entries of the shard's calls prefetched first. Events are
+ * delivered once, after the whole batch. */
+#define MT_BATCH_GROUP 64
+
+int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, sluice_decision_t *decisions,
+                          int *results) {
+    if (!m || (n && !calls)) return SLUICE_EINVAL;
+    int first = 0;
+    if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) {
+        if (results)
+            for (size_t i = 0; i < n; i++) results[i] = SLUICE_ECLOSED;
+        return n ? SLUICE_ECLOSED : 0;
+    }
+    sluice__pkey_t k[MT_BATCH_GROUP];
+    int krc[MT_BATCH_GROUP];
+    unsigned shard_of[MT_BATCH_GROUP];
+    bool done[MT_BATCH_GROUP];
+    bool produced = false;
+    uint64_t now = sluice_clock_now();
+    for (size_t base = 0; base < n; base += MT_BATCH_GROUP) {
+        size_t g = n - base < MT_BATCH_GROUP ? n - base : MT_BATCH_GROUP;
+        for (size_t j = 0; j < g; j++) {
+            krc[j] = sluice__key_prepare(m->seed, calls[base + j].key, &k[j]);
+            shard_of[j] = krc[j] ? 0 : (unsigned)k[j].hash & m->mask;
+            done[j] = false;
+        }
+        for (size_t i = 0; i < g; i++) {
+            if (done[i]) continue;
+            if (krc[i]) {
+                if (results) results[base + i] = krc[i];
+                if (!first) first = krc[i];
+                done[i] = true;
+                continue;
+            }
+            unsigned si = shard_of[i];
+            struct shard *s = sluice__shard_at(m, si);
+            pthread_mutex_lock(&s->mu);
+            for (size_t j = i; j < g; j++)
+                if (!done[j] && !krc[j] && shard_of[j] == si) sluice__prefetch_prepared(s->core, &k[j], 0);
+            for (size_t j = i; j < g; j++)
+                if (!done[j] && !krc[j] && shard_of[j] == si) sluice__prefetch_prepared(s->core, &k[j], 1);
+            size_t before = s->out.n;
+            for (size_t j = i; j < g; j++) {
+                if (done[j] || krc[j] || shard_of[j] != si) continue;
+                const sluice_call_t *cl = &calls[base + j];
+                struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0,
+                                  decisions ? &decisions[base + j] : NULL };
+                int rc = shard_call_locked(m, s, &k[j], cl->key, &c, now);
+                if (results) results[base + j] = rc;
+                if (rc && !first) first = rc;
+                done[j] = true;
+            }
+            sluice__shard_publish_next(s);
+            uint64_t next = atomic_load_explicit(&s->next, memory_order_relaxed);
+            if (s->out.n != before) produced = true;
+            pthread_mutex_unlock(&s->mu);
+            if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
+        }
+    }
+    if (produced) sluice__mt_deliver_or_wake(m); /* m may be gone afterwards (a free from a callback) */
+    return first;
 }
 
 int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token, sluice_decision_t *d) {

@@ -223,7 +223,7 @@ int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_ru
         return SLUICE_TRACE_EINVAL;
     }
     if (options && options->batch_size > 1) {
-        snprintf(result->message, sizeof result->message, "batch_size %" PRIu32 " is not supported (0 or 1)",
+        snprintf(result->message, sizeof result->message, "batch_size %" PRIu32 " is not supported by real-loop runs (0 or 1)",
                  options->batch_size);
         return SLUICE_TRACE_EINVAL;
     }

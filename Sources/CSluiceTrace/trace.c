@@ -881,6 +881,14 @@ struct run {
     uint64_t first_unaligned;
     bool discard_ok;  /* inside close(discard) */
     int status;       /* first failure */
+    /* batch_size > 1: the batch being submitted by sluice_limiter_submit_many() */
+    sluice_call_t *calls;
+    sluice_decision_t *decs;
+    int *rcs;
+    size_t batch_first; /* step index of calls[0] */
+    size_t batch_n;     /* calls in the batch (0: none running) */
+    size_t batch_done;  /* calls whose outputs are written */
+    uint64_t batch_t;
 };
 
 static void run_fail(struct run *r, int status, const char *fmt, ...)
@@ -931,6 +939,8 @@ static const char *event_word(sluice_event_kind_t k) {
     return k == SLUICE_EVENT_EMIT ? "emit" : k == SLUICE_EVENT_DROP ? "drop" : "discard";
 }
 
+static void finish_batch_calls(struct run *r);
+
 static void on_event(void *user, const sluice_event_t *ev) {
     struct run *r = user;
     const struct sluice__trace_step *s;
@@ -948,6 +958,11 @@ static void on_event(void *user, const sluice_event_t *ev) {
         run_fail(r, SLUICE_TRACE_EINTERNAL, "event for unknown token %" PRIu64, ev->token);
         return;
     }
+    /* An event during a batch comes after the calls that have returned:
+     * their outputs go first, as with single calls. */
+    finish_batch_calls(r);
+    if (r->status != SLUICE_TRACE_OK)
+        return;
     s = &r->t->steps[ev->token];
     switch (r->state[ev->token]) {
     case TOK_HELD:
@@ -1056,17 +1071,8 @@ static void fire_until(struct run *r, uint64_t limit, size_t line) {
     }
 }
 
-static void run_call(struct run *r, size_t i, sluice_key_t key, uint64_t t) {
+static void call_returned(struct run *r, size_t i, uint64_t t, int rc, sluice_decision_t dec) {
     const struct sluice__trace_step *s = &r->t->steps[i];
-    sluice_decision_t dec;
-    int rc;
-
-    memset(&dec, 0, sizeof dec);
-    r->state[i] = TOK_IN_SUBMIT;
-    if (s->flags & SLUICE__STEP_HAS_COST)
-        rc = sluice_limiter_submit_cost(r->lim, key, (uint64_t)i, s->cost, t, &dec);
-    else
-        rc = sluice_limiter_submit(r->lim, key, (uint64_t)i, t, &dec);
     if (rc < 0) {
         run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: sluice_limiter_submit%s failed: %s", s->line,
                  (s->flags & SLUICE__STEP_HAS_COST) ? "_cost" : "", sluice_strerror(rc));
@@ -1097,6 +1103,59 @@ static void run_call(struct run *r, size_t i, sluice_key_t key, uint64_t t) {
         run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: unknown decision kind %d", s->line, (int)dec.kind);
         break;
     }
+}
+
+static void run_call(struct run *r, size_t i, sluice_key_t key, uint64_t t) {
+    const struct sluice__trace_step *s = &r->t->steps[i];
+    sluice_decision_t dec;
+    int rc;
+
+    memset(&dec, 0, sizeof dec);
+    r->state[i] = TOK_IN_SUBMIT;
+    if (s->flags & SLUICE__STEP_HAS_COST)
+        rc = sluice_limiter_submit_cost(r->lim, key, (uint64_t)i, s->cost, t, &dec);
+    else
+        rc = sluice_limiter_submit(r->lim, key, (uint64_t)i, t, &dec);
+    call_returned(r, i, t, rc, dec);
+}
+
+/* A result no call returns: marks the calls of a batch that have not
+ * returned yet (sluice_limiter_submit_many() stores each result when its
+ * call returns). */
+#define RC_RUNNING 1
+
+/* Writes the outputs of the batch's calls that have returned, in order. */
+static void finish_batch_calls(struct run *r) {
+    while (r->batch_done < r->batch_n && r->rcs[r->batch_done] != RC_RUNNING) {
+        size_t j = r->batch_done++;
+        call_returned(r, r->batch_first + j, r->batch_t, r->rcs[j], r->decs[j]);
+    }
+}
+
+/* Submits steps [first, first + n), all calls at time t, as one batch. */
+static void run_batch(struct run *r, size_t first, size_t n, uint64_t t) {
+    for (size_t j = 0; j < n; j++) {
+        const struct sluice__trace_step *s = &r->t->steps[first + j];
+        r->calls[j].key = sluice_key_bytes(sluice__step_key(r->t, s), s->key_len);
+        r->calls[j].token = (uint64_t)(first + j);
+        r->calls[j].cost = (s->flags & SLUICE__STEP_HAS_COST) ? s->cost : 1;
+        memset(&r->decs[j], 0, sizeof r->decs[j]);
+        r->rcs[j] = RC_RUNNING;
+        r->state[first + j] = TOK_IN_SUBMIT;
+    }
+    r->batch_first = first;
+    r->batch_n = n;
+    r->batch_done = 0;
+    r->batch_t = t;
+    (void)sluice_limiter_submit_many(r->lim, r->calls, n, t, r->decs, r->rcs);
+    for (size_t j = r->batch_done; j < n; j++)
+        if (r->rcs[j] == RC_RUNNING) {
+            run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: sluice_limiter_submit_many left no result",
+                     r->t->steps[first + j].line);
+            r->rcs[j] = SLUICE_EINVAL;
+        }
+    finish_batch_calls(r);
+    r->batch_n = 0;
 }
 
 static void run_quota(struct run *r, size_t i, sluice_key_t key, uint64_t t) {
@@ -1196,14 +1255,21 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
         run_fail(&r, SLUICE_TRACE_EINVAL, "no trace");
         return r.status;
     }
-    if (options->batch_size > 1) {
-        run_fail(&r, SLUICE_TRACE_EINVAL, "batch_size %" PRIu32 " is not supported (0 or 1)",
-                 options->batch_size);
-        return r.status;
-    }
+    size_t batch = options->batch_size > 1 ? options->batch_size : 1;
+    if (batch > trace->nsteps)
+        batch = trace->nsteps ? trace->nsteps : 1;
     r.state = calloc(trace->nsteps ? trace->nsteps : 1, 1);
-    if (r.state == NULL || sluice__trace_sink_init(&r.sink, trace, options, result) != SLUICE_TRACE_OK) {
+    if (batch > 1) {
+        r.calls = calloc(batch, sizeof *r.calls);
+        r.decs = calloc(batch, sizeof *r.decs);
+        r.rcs = calloc(batch, sizeof *r.rcs);
+    }
+    if (r.state == NULL || (batch > 1 && (!r.calls || !r.decs || !r.rcs)) ||
+        sluice__trace_sink_init(&r.sink, trace, options, result) != SLUICE_TRACE_OK) {
         free(r.state);
+        free(r.calls);
+        free(r.decs);
+        free(r.rcs);
         run_fail(&r, SLUICE_TRACE_ENOMEM, "out of memory");
         return r.status;
     }
@@ -1225,13 +1291,35 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
                  "sluice_limiter_new failed for a valid policy: %s", sluice_strerror(rc));
         sluice__trace_sink_free(&r.sink);
         free(r.state);
+        free(r.calls);
+        free(r.decs);
+        free(r.rcs);
         return r.status;
     }
 
-    for (size_t i = 0; i < trace->nsteps && r.status == SLUICE_TRACE_OK; i++) {
-        run_step(&r, i);
-        if (trace->steps[i].verb == SLUICE_TRACE_CLOSE)
+    for (size_t i = 0; i < trace->nsteps && r.status == SLUICE_TRACE_OK;) {
+        const struct sluice__trace_step *s = &trace->steps[i];
+        size_t n = 1;
+        if (batch > 1 && s->verb == SLUICE_TRACE_CALL) {
+            /* consecutive calls at the same time, up to batch_size */
+            while (n < batch && i + n < trace->nsteps && trace->steps[i + n].verb == SLUICE_TRACE_CALL &&
+                   trace->steps[i + n].time_ms == s->time_ms)
+                n++;
+        }
+        if (n > 1) {
+            uint64_t t = s->time_ms * SLUICE_TRACE_NS_PER_MS;
+            fire_until(&r, t, s->line);
+            if (r.status == SLUICE_TRACE_OK) {
+                set_now(&r, t);
+                run_batch(&r, i, n, t);
+                check_core(&r, "after the batch ending at", trace->steps[i + n - 1].line);
+            }
+        } else {
+            run_step(&r, i);
+        }
+        if (s->verb == SLUICE_TRACE_CLOSE)
             closed = true;
+        i += n;
     }
     if (r.status == SLUICE_TRACE_OK && !closed)
         fire_until(&r, UINT64_MAX - 1, trace->nsteps ? trace->steps[trace->nsteps - 1].line : 0);
@@ -1258,5 +1346,8 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
                  result->unaligned, r.first_unaligned);
     sluice__trace_sink_free(&r.sink);
     free(r.state);
+    free(r.calls);
+    free(r.decs);
+    free(r.rcs);
     return r.status;
 }

@@ -20,7 +20,7 @@
 #define EXIT_USAGE 64
 
 static void usage(FILE *f) {
-    fputs("usage: sluice-trace [--check] [--realtime] [FILE|-]\n"
+    fputs("usage: sluice-trace [--check] [--batch N] [--realtime] [FILE|-]\n"
           "\n"
           "Runs a conformance trace (trace format v2) against the Sluice core with a\n"
           "manual clock and prints what the limiter did, one line per thing:\n"
@@ -36,6 +36,9 @@ static void usage(FILE *f) {
           "              times in ms since start (never early; --check is ignored)\n"
           "  --redis HOST:PORT  run a rate trace through the fleet limiter in Redis (manual\n"
           "              time) and print what the local run prints (builds with hiredis)\n"
+          "  --batch N   submit consecutive calls at the same time in batches of up to N\n"
+          "              (sluice_limiter_submit_many); prints exactly what the run\n"
+          "              without --batch prints (N from 1 to 1000000; not with --realtime)\n"
           "  --check     check the core's invariants (sluice_limiter_check) after every\n"
           "              step and every timer advance: slow, for tests\n"
           "  --help      print this help\n"
@@ -102,6 +105,7 @@ int main(int argc, char **argv) {
     const char *path = NULL;
     bool realtime = false, check = false, no_more_options = false;
     const char *redis = NULL;
+    unsigned long batch = 0;
     FILE *in;
     char *buf = NULL;
     size_t len = 0;
@@ -125,6 +129,19 @@ int main(int argc, char **argv) {
             check = true;
         } else if (!no_more_options && strcmp(a, "--realtime") == 0) {
             realtime = true;
+        } else if (!no_more_options && strcmp(a, "--batch") == 0) {
+            char *end = NULL;
+            if (i + 1 >= argc) {
+                fprintf(stderr, "error: --batch needs a number (see sluice-trace --help)\n");
+                return EXIT_USAGE;
+            }
+            errno = 0;
+            batch = strtoul(argv[++i], &end, 10);
+            if (errno != 0 || end == argv[i] || *end != '\0' || argv[i][0] == '-' || batch < 1 ||
+                batch > 1000000) {
+                fprintf(stderr, "error: --batch takes a number from 1 to 1000000, not '%s'\n", argv[i]);
+                return EXIT_USAGE;
+            }
 #ifdef SLUICE_TRACE_WITH_REDIS
         } else if (!no_more_options && strcmp(a, "--redis") == 0 && i + 1 < argc) {
             redis = argv[++i];
@@ -138,6 +155,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "error: more than one input file (see sluice-trace --help)\n");
             return EXIT_USAGE;
         }
+    }
+    if (batch > 1 && (realtime || redis)) {
+        fprintf(stderr, "error: --batch runs with the manual clock only (not with --realtime or --redis)\n");
+        return EXIT_USAGE;
     }
     if (path == NULL || strcmp(path, "-") == 0) {
         e = read_all(stdin, &buf, &len);
@@ -186,6 +207,7 @@ int main(int argc, char **argv) {
     opt.on_output = print_line;
     opt.user = stdout;
     opt.check_invariants = check;
+    opt.batch_size = (uint32_t)batch;
     rc = realtime ? sluice_trace_run_realtime(trace, &opt, &res) : sluice_trace_run(trace, &opt, &res);
     sluice_trace_free(trace);
 

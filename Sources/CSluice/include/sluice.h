@@ -433,6 +433,52 @@ SLUICE_EXTERN int sluice_limiter_submit(sluice_limiter_t *limiter, sluice_key_t 
 SLUICE_EXTERN int sluice_limiter_submit_cost(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token,
                                              uint64_t cost, uint64_t now, sluice_decision_t *decision);
 
+/** One call of a batch handed to sluice_limiter_submit_many(). */
+typedef struct sluice_call {
+    sluice_key_t key; /**< the key (its bytes are copied if the key becomes live) */
+    uint64_t token;   /**< the caller's value handle, opaque to the limiter */
+    uint64_t cost;    /**< the units the call weighs, as for sluice_limiter_submit_cost():
+                           1 for an unweighted call (0 is refused with SLUICE_ERANGE, as a
+                           single call would be) */
+} sluice_call_t;
+
+/**
+ * Hands a batch of calls to the limiter, all at time `now`: the result is
+ * exactly that of sluice_limiter_submit_cost(limiter, calls[i].key,
+ * calls[i].token, calls[i].cost, now, &decisions[i]) for i = 0, 1, ..., n - 1
+ * in that order (the same key may appear several times; each call sees the
+ * state the previous ones left, and every event is reported at the same
+ * point of the sequence as it would be by single calls).
+ *
+ * The batch is faster than single calls at many keys: every key of a group
+ * is hashed first and the index slots and entries it will touch are
+ * prefetched ahead of their use, so the cache misses of different keys
+ * overlap instead of following one another.
+ *
+ * Progress is visible to callbacks: `decisions[i]` and `results[i]` are
+ * stored as soon as call i has returned and before call i + 1 starts (an
+ * event callback that runs during call i + 1 finds call i's decision and
+ * result written, and those of the later calls untouched). A callback may
+ * re-enter the limiter as between single calls; one that closes it makes the
+ * remaining calls fail with SLUICE_ECLOSED, and one that frees it has the
+ * free carried out when the batch returns (the remaining calls fail with
+ * SLUICE_ECLOSED).
+ *
+ * @param limiter the limiter.
+ * @param calls the calls, in order (may be NULL when n is 0).
+ * @param n how many calls.
+ * @param now the time of every call, in ns (treated as the latest time the
+ *        limiter has seen if earlier).
+ * @param decisions receives each call's decision (n entries; may be NULL).
+ * @param results receives each call's return value, as the single call
+ *        would have returned it (n entries; may be NULL).
+ * @return 0 when every call returned 0; otherwise the first nonzero result
+ *         (the other calls were still made). SLUICE_EINVAL, with no call
+ *         made, for a NULL limiter or NULL calls with n > 0.
+ */
+SLUICE_EXTERN int sluice_limiter_submit_many(sluice_limiter_t *limiter, const sluice_call_t *calls, size_t n,
+                                             uint64_t now, sluice_decision_t *decisions, int *results);
+
 /**
  * Reads a rate key's quota at `now` without changing anything (a peek: a key
  * with no state gets none). See sluice_quota_t; times round toward "later".

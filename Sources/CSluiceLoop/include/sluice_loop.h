@@ -444,6 +444,38 @@ SLUICE_EXTERN int sluice_mt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uin
                                            uint64_t now, sluice_decision_t *decision);
 
 /**
+ * Hands a batch of calls to the limiter, now: for each call i in order, what
+ * sluice_mt_submit_cost(m, calls[i].key, calls[i].token, calls[i].cost,
+ * &decisions[i]) does, all at one reading of the clock. The calls are
+ * grouped by shard and each shard's lock is taken once per group of calls
+ * (rather than once per call), with the keys hashed and their state
+ * prefetched before the lock is taken; calls on one key always share a
+ * shard and are made in their order in the batch, so each key sees exactly
+ * the sequence of single calls. Calls on different keys may be made in
+ * another order than the batch's (they do not affect one another, but their
+ * events may be delivered in another interleaving).
+ *
+ * Events the batch causes are delivered as for sluice_mt_submit(): on the
+ * loop thread before this function returns, shortly after otherwise; they
+ * are delivered once after the last call, not after each. With reporting
+ * flags, each key's events still come in the order of its tokens.
+ *
+ * @param m the limiter.
+ * @param calls the calls, in order (may be NULL when n is 0); `cost` is 1 for
+ *        an unweighted call.
+ * @param n how many calls.
+ * @param decisions receives each call's decision (n entries; may be NULL).
+ * @param results receives each call's return value as sluice_mt_submit_cost()
+ *        would have returned it (n entries; may be NULL).
+ * @return 0 when every call returned 0, otherwise the first nonzero result
+ *         in batch order; SLUICE_EINVAL with no call made for a NULL limiter
+ *         or NULL calls with n > 0; SLUICE_ECLOSED for every call of a
+ *         closed limiter.
+ */
+SLUICE_EXTERN int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n,
+                                        sluice_decision_t *decisions, int *results);
+
+/**
  * Reads a rate key's quota now without changing anything:
  * sluice_limiter_quota() (sluice.h) on the key's shard, under its lock. For
  * a `RateLimit` header or a Retry-After before the call is made.

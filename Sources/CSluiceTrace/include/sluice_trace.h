@@ -178,7 +178,7 @@ typedef enum sluice_trace_status {
                                       see sluice_trace_run_result_t.message */
     SLUICE_TRACE_ELIMIT = -4,    /**< sluice_trace_run_options_t.max_advances was reached */
     SLUICE_TRACE_EINVAL = -5     /**< a bad argument (NULL trace, step index out of range,
-                                      unsupported batch_size) */
+                                      batch_size above 1 in a real-loop run) */
 } sluice_trace_status_t;
 
 /** A parsed trace: opaque, immutable, released with sluice_trace_free(). */
@@ -266,8 +266,12 @@ typedef struct sluice_trace_run_options {
     bool random_seed;       /**< manual runs: hash keys with a random seed; false (the default)
                                  uses a fixed seed, so that the order of lines of different keys
                                  at one instant is the same on every run */
-    uint32_t batch_size;    /**< reserved for batched submission: must be 0 or 1 (one call at a
-                                 time) today; other values give SLUICE_TRACE_EINVAL */
+    uint32_t batch_size;    /**< manual runs: 0 or 1 submits one call at a time; N > 1 groups
+                                 consecutive calls at the same time into batches of up to N,
+                                 each handed to sluice_limiter_submit_many(). The output is
+                                 the same either way (events met during a batch come after
+                                 the outputs of the calls that returned before them). Real-loop
+                                 runs accept only 0 or 1 (SLUICE_TRACE_EINVAL otherwise) */
 } sluice_trace_run_options_t;
 
 /** What a run found. */
