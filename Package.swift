@@ -11,6 +11,8 @@
 //  - CSluiceTrace: the trace parser and the manual and real-time trace runners
 //                  (Sources/CSluiceTrace, include/sluice_trace.h).
 //  - Sluice:       the Swift layer over the core and the loop layer (Limiter, Throttler, Debouncer).
+//  - CHiredis, CSluiceFleet, SluiceFleet: the fleet (Redis) rate limiter (docs/fleet.md);
+//                  only a package using the SluiceFleet product needs hiredis.
 //  - SluiceCLI:    the `sluice` command (simulate, timelines) over CSluiceTrace, with a
 //                  hand-written argument parser: no dependency for consumers to fetch.
 //
@@ -37,6 +39,8 @@ let package = Package(
     products: [
         .library(name: "Sluice", targets: ["Sluice"]),
         .executable(name: "sluice", targets: ["SluiceCLI"]),
+        // The fleet (Redis) rate limiter: needs hiredis; Sluice alone does not.
+        .library(name: "SluiceFleet", targets: ["SluiceFleet"]),
         // Servers (docs/servers.md): each behind a package trait, so that a package that
         // uses only Sluice never fetches SwiftNIO, Hummingbird, Vapor or swift-metrics.
         .library(name: "SluiceNIO", targets: ["SluiceNIO"]),
@@ -102,16 +106,47 @@ let package = Package(
                 .define("_POSIX_C_SOURCE", to: "200809L"),
             ]
         ),
+        // ---- fleet (Redis) rate limiter: only SluiceFleet's users need hiredis ----
+        .systemLibrary(
+            name: "CHiredis",
+            path: "Sources/CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
+        .target(
+            name: "CSluiceFleet",
+            dependencies: ["CSluice", "CLibevent", "CHiredis"],
+            path: "Sources/CSluiceFleet",
+            publicHeadersPath: "include",
+            cSettings: [
+                .define("_POSIX_C_SOURCE", to: "200809L"),
+            ],
+            linkerSettings: [
+                .linkedLibrary("hiredis"),
+                .linkedLibrary("event_core"),
+                .linkedLibrary("event_pthreads"),
+            ]
+        ),
         // ---- Swift targets ----
         .target(
             name: "Sluice",
             dependencies: ["CSluice", "CSluiceLoop"],
             path: "Sources/Sluice"
         ),
+        .target(
+            name: "SluiceFleet",
+            dependencies: ["Sluice", "CSluiceFleet"],
+            path: "Sources/SluiceFleet"
+        ),
         .executableTarget(
             name: "SluiceCLI",
             dependencies: ["Sluice", "CSluiceTrace"],
             path: "Sources/SluiceCLI"
+        ),
+        .testTarget(
+            name: "SluiceFleetTests",
+            dependencies: ["SluiceFleet", "Sluice"],
+            path: "Tests/SluiceFleetTests"
         ),
         .testTarget(
             name: "SluiceTests",

@@ -24,16 +24,12 @@
 #include <time.h>
 
 #include <event2/event.h>
+#include <event2/thread.h>
 #include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
 #include "fleet-internal.h"
-
-/* The core's weighted calls and quota read may be missing from an older
- * libsluice: referenced weakly, the fallback then handles cost 1 only. */
-#pragma weak sluice_limiter_submit_cost
-#pragma weak sluice_limiter_quota
 
 #define MS 1000000ull
 
@@ -104,6 +100,9 @@ struct sluice_fleet {
     int64_t off; /* an upper bound of (server clock - local CLOCK_REALTIME), from the last reply */
 
     struct stats st;
+
+    bool owned; /* sluice_fleet_start(): our own base and thread */
+    pthread_t thread;
 };
 
 #define STAT_ADD(f, field, n) __atomic_fetch_add(&(f)->st.field, (uint64_t)(n), __ATOMIC_RELAXED)
@@ -194,10 +193,7 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
         sluice_decision_t *d = &res.decision;
         int rc = -1;
         if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback) {
-            if (sluice_limiter_submit_cost)
-                rc = sluice_limiter_submit_cost(f->fallback, req_key(r), 0, r->cost, now, d);
-            else if (r->cost == 1)
-                rc = sluice_limiter_submit(f->fallback, req_key(r), 0, now, d);
+            rc = sluice_limiter_submit_cost(f->fallback, req_key(r), 0, r->cost, now, d);
             if (rc == 0) {
                 if (d->kind == SLUICE_EMITTED) STAT_INC(f, fallback_admitted);
                 else STAT_INC(f, fallback_dropped);
@@ -223,7 +219,7 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
     case SLUICE_FLEET_QUOTA: {
         sluice_quota_t *q = &res.quota;
         int rc = -1;
-        if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback && sluice_limiter_quota)
+        if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback)
             rc = sluice_limiter_quota(f->fallback, req_key(r), r->cost, now, q);
         if (rc != 0) {
             q->burst = f->rate.burst;
@@ -837,8 +833,47 @@ int sluice_fleet_cancel(sluice_fleet_t *f, sluice_key_t key, uint64_t now, sluic
     return submit(f, SLUICE_FLEET_CANCEL, key, 1, now, fn, user);
 }
 
+static void *owned_loop(void *arg) {
+    struct sluice_fleet *f = arg;
+    event_base_loop(f->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    return NULL;
+}
+
+static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
+static int threads_rc;
+static void threads_init(void) { threads_rc = evthread_use_pthreads(); }
+
+int sluice_fleet_start(sluice_fleet_t **out, const sluice_fleet_config_t *config) {
+    if (!out || !config) return SLUICE_EINVAL;
+    pthread_once(&threads_once, threads_init);
+    if (threads_rc != 0) return SLUICE_ENOMEM;
+    struct event_base *base = event_base_new();
+    if (!base) return SLUICE_ENOMEM;
+    sluice_fleet_t *f = NULL;
+    int rc = sluice_fleet_new(&f, base, config);
+    if (rc != 0) {
+        event_base_free(base);
+        return rc;
+    }
+    f->owned = true;
+    if (pthread_create(&f->thread, NULL, owned_loop, f) != 0) {
+        f->owned = false;
+        sluice_fleet_free(f);
+        event_base_free(base);
+        return SLUICE_ENOMEM;
+    }
+    *out = f;
+    return 0;
+}
+
 void sluice_fleet_free(sluice_fleet_t *f) {
     if (!f) return;
+    struct event_base *owned_base = NULL;
+    if (f->owned) {
+        event_base_loopbreak(f->base);
+        pthread_join(f->thread, NULL);
+        owned_base = f->base;
+    }
     f->closing = true;
     pthread_mutex_lock(&f->mu);
     f->closed = true;
@@ -870,6 +905,7 @@ void sluice_fleet_free(sluice_fleet_t *f) {
     free(f->prefix);
     free(f->host);
     free(f);
+    if (owned_base) event_base_free(owned_base);
 }
 
 int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {

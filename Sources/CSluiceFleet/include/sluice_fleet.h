@@ -153,8 +153,26 @@ SLUICE_EXTERN int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base
                                    const sluice_fleet_config_t *config);
 
 /**
- * Frees the limiter. Must run on the loop thread (or with the loop stopped)
- * after every other thread stopped calling in. Every request not yet answered
+ * Creates a fleet limiter on an event_base of its own, run by a thread of its
+ * own (for programs without a libevent loop, and for the Swift layer). It
+ * enables libevent's pthreads support first (evthread_use_pthreads()), so
+ * requests may come from any thread. Callbacks run on that thread. Free it
+ * with sluice_fleet_free() from any other thread: the thread is stopped and
+ * joined first.
+ *
+ * @param out receives the limiter; untouched on error.
+ * @param config as for sluice_fleet_new().
+ * @return as sluice_fleet_new(); SLUICE_ENOMEM also when the thread or the
+ *         event_base cannot be created.
+ */
+SLUICE_EXTERN int sluice_fleet_start(sluice_fleet_t **out, const sluice_fleet_config_t *config);
+
+/**
+ * Frees the limiter. For a limiter of sluice_fleet_new(): must run on the
+ * loop thread (or with the loop stopped), not inside one of its callbacks.
+ * For one of sluice_fleet_start(): must run on another thread, which it
+ * joins with the limiter's own. In both cases every other thread must have
+ * stopped calling in. Every request not yet answered
  * is answered now, with status SLUICE_ECLOSED. Closes the connection.
  *
  * @param fleet the limiter; NULL is ignored.
