@@ -399,7 +399,8 @@ static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c)
 int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, sluice_decision_t *decisions,
                           int *results) {
     if (!m || (n && !calls)) return SLUICE_EINVAL;
-    int first = 0;
+    int first = 0; /* the first error in batch order (calls are made shard by shard) */
+    size_t first_at = SIZE_MAX;
     if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) {
         if (results)
             for (size_t i = 0; i < n; i++) results[i] = SLUICE_ECLOSED;
@@ -422,7 +423,10 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             if (done[i]) continue;
             if (krc[i]) {
                 if (results) results[base + i] = krc[i];
-                if (!first) first = krc[i];
+                if (base + i < first_at) {
+                    first = krc[i];
+                    first_at = base + i;
+                }
                 done[i] = true;
                 continue;
             }
@@ -441,7 +445,10 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
                                   decisions ? &decisions[base + j] : NULL };
                 int rc = shard_call_locked(m, s, &k[j], cl->key, &c, now);
                 if (results) results[base + j] = rc;
-                if (rc && !first) first = rc;
+                if (rc && base + j < first_at) {
+                    first = rc;
+                    first_at = base + j;
+                }
                 done[j] = true;
             }
             sluice__shard_publish_next(s);
