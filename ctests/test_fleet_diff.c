@@ -3,7 +3,8 @@
  * cancels) over the full ranges (times up to 10^19 ns, limits, bursts and costs
  * up to 10^12, fractional T) run in manual-time mode through a private Redis
  * and are compared with an independent model of the spec and with the core
- * (sluice_limiter_*), one answer at a time and then pipelined. Decisions that
+ * (sluice_limiter_*), one answer at a time and then pipelined, up to and
+ * past the end of the clock (2^64-1 ns, where calls are dropped for ever). Decisions that
  * the local cache answered (certain drops) must be drops whose times are never
  * later than Redis's. */
 #define TEST_NAME "test_fleet_diff"
@@ -44,17 +45,20 @@ static void gen_policy(tf_model_t *m) {
     case 2: m->burst = tf_range(1, 20); break;
     default: m->burst = tf_range(1, 1000000000000ull); break;
     }
-    /* keep every TAT below 2^64 ns (times stay under 1.4e19): burst*T <= 4e18 */
+    /* half the policies keep every TAT well inside the clock (burst*T <= 4e18);
+     * the others reach its end (2^64-1 ns), where calls are dropped for ever */
     tf_u128 cap = (tf_u128)4000000000000000000ull * m->limit / m->per;
-    if ((tf_u128)m->burst > cap) m->burst = cap < 1 ? 1 : (uint64_t)cap;
+    if (tf_next() % 2 && (tf_u128)m->burst > cap) m->burst = cap < 1 ? 1 : (uint64_t)cap;
     m->nkeys = NKEYS;
 }
 
 static int gen_ops(const tf_model_t *m, op_t *ops, int n) {
     uint64_t T = m->per / m->limit + 1;
-    uint64_t bt = (uint64_t)((tf_u128)m->burst * m->per / m->limit) + 1;
+    tf_u128 bt128 = (tf_u128)m->burst * m->per / m->limit + 1;
+    uint64_t bt = bt128 > 10000000000000000000ull ? 10000000000000000000ull : (uint64_t)bt128;
     uint64_t t = tf_next() % 3 == 0 ? tf_range(0, 10000000000000000000ull) : tf_range(0, 1000000);
     const uint64_t tmax = 14000000000000000000ull;
+    uint64_t prev = t;
     for (int i = 0; i < n; i++) {
         switch (tf_next() % 5) {
         case 0: break;
@@ -63,7 +67,8 @@ static int gen_ops(const tf_model_t *m, op_t *ops, int n) {
         case 3: t += tf_range(0, 1000000); break;
         default: t += tf_range(0, T / 3 + 1); break;
         }
-        if (t > tmax) t = tmax;
+        if (t > tmax || t < prev) t = tmax; /* no wrap-around: times never go back */
+        prev = t;
         op_t *o = &ops[i];
         o->t = t;
         o->key = (int)(tf_next() % NKEYS);
@@ -191,7 +196,12 @@ int main(void) {
                     int rc = have_cost ? sluice_limiter_submit_cost(core, key, 0, o->cost, o->t, &cd)
                                        : sluice_limiter_submit(core, key, 0, o->t, &cd);
                     CHECK(rc == 0, "core submit: %s", sluice_strerror(rc));
-                    CHECK(cd.kind == want.kind && cd.at == want.at, "core and model disagree at op %d", i);
+                    CHECK(cd.kind == want.kind && cd.at == want.at,
+                          "core and model disagree at op %d (limit %llu per %llu burst %llu, key %d t=%llu cost=%llu): "
+                          "core kind %d at %llu, model kind %d at %llu",
+                          i, (unsigned long long)m.limit, (unsigned long long)m.per, (unsigned long long)m.burst, o->key,
+                          (unsigned long long)o->t, (unsigned long long)o->cost, cd.kind, (unsigned long long)cd.at,
+                          want.kind, (unsigned long long)want.at);
                     if (have_cost)
                         CHECK(cd.remaining == want.remaining && cd.full == want.full,
                               "core and model disagree (remaining/full) at op %d", i);

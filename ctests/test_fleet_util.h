@@ -99,21 +99,30 @@ __attribute__((unused)) static uint64_t tf_ceil(const tf_model_t *m, tf_u128 v) 
     return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
 }
 
+/* The clock ends at 2^64-1 ns (as in the core): a call that would push a
+ * key's TAT past it is dropped with retry "never"; `remaining` counts only
+ * the calls that fit before it. */
+__attribute__((unused)) static tf_u128 tf_room(const tf_model_t *m, tf_u128 ts) {
+    tf_u128 end = (tf_u128)UINT64_MAX * m->limit, r = ts + (tf_u128)m->burst * m->per;
+    return r < end ? r : end;
+}
+
 __attribute__((unused)) static sluice_decision_t tf_model_call(tf_model_t *m, int k, uint64_t t, uint64_t n) {
     tf_u128 ts = (tf_u128)t * m->limit, T = m->per, B = (tf_u128)m->burst * m->per;
+    tf_u128 end = (tf_u128)UINT64_MAX * m->limit;
     tf_u128 tat = m->tat[k] > ts ? m->tat[k] : ts;
     tf_u128 nw = tat + (tf_u128)n * T;
     sluice_decision_t d;
     memset(&d, 0, sizeof d);
-    if (nw - ts <= B) {
+    if (nw <= end && nw - ts <= B) {
         m->tat[k] = nw;
         d.kind = SLUICE_EMITTED;
         d.at = t;
-        d.remaining = (uint64_t)((ts + B - nw) / T);
+        d.remaining = (uint64_t)((tf_room(m, ts) - nw) / T);
         d.full = tf_ceil(m, nw);
     } else {
         d.kind = SLUICE_DROPPED;
-        d.at = n > m->burst ? SLUICE_NEVER : tf_ceil(m, nw - B);
+        d.at = n > m->burst || nw > end ? SLUICE_NEVER : tf_ceil(m, nw - B);
         d.full = tf_ceil(m, tat);
     }
     return d;
@@ -121,17 +130,17 @@ __attribute__((unused)) static sluice_decision_t tf_model_call(tf_model_t *m, in
 
 __attribute__((unused)) static sluice_quota_t tf_model_quota(const tf_model_t *m, int k, uint64_t t, uint64_t n) {
     tf_u128 ts = (tf_u128)t * m->limit, T = m->per, B = (tf_u128)m->burst * m->per;
+    tf_u128 end = (tf_u128)UINT64_MAX * m->limit;
     tf_u128 tat = m->tat[k] > ts ? m->tat[k] : ts;
+    tf_u128 room = tf_room(m, ts), fresh = tat + (tf_u128)n * T;
     sluice_quota_t q;
     q.burst = m->burst;
-    q.remaining = (uint64_t)((ts + B - tat) / T);
+    q.remaining = tat >= room ? 0 : (uint64_t)((room - tat) / T);
     q.full = tf_ceil(m, tat);
-    if (n > m->burst) {
+    if (n > m->burst || fresh > end)
         q.retry = SLUICE_NEVER;
-    } else {
-        tf_u128 at = tat + (tf_u128)n * T;
-        q.retry = at > ts + B ? tf_ceil(m, at - B) : t;
-    }
+    else
+        q.retry = fresh - ts > B ? tf_ceil(m, fresh - B) : t;
     return q;
 }
 

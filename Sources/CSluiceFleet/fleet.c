@@ -77,7 +77,7 @@ struct sluice_fleet {
     char *prefix;
     size_t prefix_len;
     char sha[41];
-    char limit_s[40], bper_s[40], extra_s[24];
+    char limit_s[40], bper_s[40], extra_s[24], cend_s[48];
 
     redisAsyncContext *ac;
     int state;
@@ -435,8 +435,8 @@ static int send_req(struct sluice_fleet *f, struct req *r, bool eval) {
     }
     sluice__fleet_u128_str((fl_u128)r->cost * f->rate.per, nper_s);
     const char *op = r->op == SLUICE_FLEET_QUOTA ? "Q" : "C";
-    const char *argv[10];
-    size_t lens[10];
+    const char *argv[12];
+    size_t lens[12];
     int n = 0;
     if (r->op == SLUICE_FLEET_CANCEL) {
         argv[n] = "DEL", lens[n++] = 3;
@@ -457,6 +457,7 @@ static int send_req(struct sluice_fleet *f, struct req *r, bool eval) {
         argv[n] = nper_s, lens[n++] = strlen(nper_s);
         argv[n] = f->bper_s, lens[n++] = strlen(f->bper_s);
         argv[n] = f->extra_s, lens[n++] = strlen(f->extra_s);
+        argv[n] = f->cend_s, lens[n++] = strlen(f->cend_s);
     }
     if (!f->ac || redisAsyncCommandArgv(f->ac, reply_cb, r, n, argv, lens) != REDIS_OK) return -1;
     r->in_redis++;
@@ -691,6 +692,7 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     f->rate.bper = (fl_u128)f->rate.burst * f->rate.per;
     sluice__fleet_u128_str(f->rate.limit, f->limit_s);
     sluice__fleet_u128_str(f->rate.bper, f->bper_s);
+    sluice__fleet_u128_str((fl_u128)UINT64_MAX * f->rate.limit, f->cend_s);
     sluice__fleet_u128_str(c->manual_time ? c->manual_ttl_extra_ms : 0, f->extra_s);
     sluice__fleet_sha1_hex(sluice_fleet_script(), sluice__fleet_script_len(), f->sha);
 

@@ -38,7 +38,11 @@ size_t sluice__fleet_u128_str(fl_u128 v, char *buf) {
     return n;
 }
 
-/* ceil(v / limit) in ns, saturated to UINT64_MAX (as the core saturates). */
+/* The end of the clock (UINT64_MAX ns), scaled: as in the core, a TAT never
+ * goes past it; a call that would push it further is dropped with retry "never". */
+static fl_u128 clock_end(const struct sluice__fleet_rate *r) { return (fl_u128)UINT64_MAX * r->limit; }
+
+/* ceil(v / limit) in ns, saturated to UINT64_MAX. */
 static uint64_t ceil_ns(const struct sluice__fleet_rate *r, fl_u128 v) {
     fl_u128 q = v / r->limit + (v % r->limit != 0);
     return q > UINT64_MAX ? UINT64_MAX : (uint64_t)q;
@@ -50,18 +54,20 @@ int sluice__fleet_call_decision(const struct sluice__fleet_rate *r, uint64_t cos
     fl_u128 nper = (fl_u128)cost * r->per;
     memset(d, 0, sizeof *d);
     if (tat < ts) return -1;
+    fl_u128 room = ts + r->bper < clock_end(r) ? ts + r->bper : clock_end(r);
     if (admitted) {
         /* tat is the TAT after the call: it rose by cost*T from max(TAT, t) */
-        if (tat - ts < nper || tat - ts > r->bper) return -1;
+        if (tat - ts < nper || tat > room) return -1;
         d->kind = SLUICE_EMITTED;
         d->at = t;
-        d->remaining = (uint64_t)((ts + r->bper - tat) / r->per);
+        d->remaining = (uint64_t)((room - tat) / r->per);
         d->full = ceil_ns(r, tat);
     } else {
         /* tat is max(TAT, t), unchanged */
-        if (tat + nper <= ts + r->bper) return -1;
+        fl_u128 fresh = tat + nper;
+        if (fresh <= room) return -1;
         d->kind = SLUICE_DROPPED;
-        d->at = cost > r->burst ? SLUICE_NEVER : ceil_ns(r, tat + nper - r->bper);
+        d->at = cost > r->burst || fresh > clock_end(r) ? SLUICE_NEVER : ceil_ns(r, fresh - r->bper);
         d->full = ceil_ns(r, tat);
     }
     return 0;
@@ -72,15 +78,14 @@ int sluice__fleet_quota_from(const struct sluice__fleet_rate *r, uint64_t cost, 
     fl_u128 ts = (fl_u128)t * r->limit;
     fl_u128 nper = (fl_u128)cost * r->per;
     if (tat < ts) return -1;
+    fl_u128 room = ts + r->bper < clock_end(r) ? ts + r->bper : clock_end(r);
+    fl_u128 fresh = tat + nper;
     q->burst = r->burst;
-    q->remaining = tat - ts >= r->bper ? 0 : (uint64_t)((ts + r->bper - tat) / r->per);
+    q->remaining = tat >= room ? 0 : (uint64_t)((room - tat) / r->per);
     q->full = ceil_ns(r, tat);
-    if (cost > r->burst) {
+    if (cost > r->burst || fresh > clock_end(r))
         q->retry = SLUICE_NEVER;
-    } else {
-        fl_u128 at = tat + nper;
-        at = at > ts + r->bper ? at - r->bper : ts;
-        q->retry = ceil_ns(r, at);
-    }
+    else
+        q->retry = fresh - ts > r->bper ? ceil_ns(r, fresh - r->bper) : t;
     return 0;
 }
