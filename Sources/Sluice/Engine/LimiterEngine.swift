@@ -45,6 +45,13 @@ protocol LimiterEngine: AnyObject, Sendable {
     var now: UInt64 { get }
     /// Submits a token (`sluice_limiter_submit_cost` semantics).
     func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32
+    /// Submits a batch of tokens at one time (`sluice_limiter_submit_many`
+    /// semantics): `results[i]` and `decisions[i]` are what `submit` would
+    /// give for call i, the calls made in order. A default (one `submit` per
+    /// call) is in Limiter+Batch.swift.
+    func submitMany(
+        _ calls: UnsafePointer<sluice_call_t>, count: Int, decisions: UnsafeMutablePointer<sluice_decision_t>,
+        results: UnsafeMutablePointer<Int32>)
     /// Reads a rate key's quota now.
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32
     /// Flushes a key (1: a value was emitted).

@@ -55,6 +55,14 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
         limiter.quota(key, cost: cost, into: &quota)
     }
 
+    /// `sluice_mt_submit_many`: one lock per shard per group of calls.
+    func submitMany(
+        _ calls: UnsafePointer<sluice_call_t>, count: Int, decisions: UnsafeMutablePointer<sluice_decision_t>,
+        results: UnsafeMutablePointer<Int32>
+    ) {
+        _ = sluice_mt_submit_many(limiter.handle, calls, count, decisions, results)
+    }
+
     func flush(_ key: sluice_key_t) -> Int32 { limiter.flush(key) }
     func cancel(_ key: sluice_key_t) -> Int32 { limiter.cancel(key) }
     func pending(_ key: sluice_key_t) -> Int32 { limiter.pending(key) }

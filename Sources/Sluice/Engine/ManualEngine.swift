@@ -35,6 +35,7 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
         config.on_event = { user, event in
             guard let user, let event else { return }
             Unmanaged<ManualEngine>.fromOpaque(user)._withUnsafeGuaranteedRef {
+                if $0.batch != nil { $0.reportBatchReturned() }  // submitMany: calls that returned first
                 $0.report(EngineEvent(event))
             }
         }
@@ -86,6 +87,52 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
                 report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
             }
             return rc
+        }
+    }
+
+    /// The batch `submitMany` is making (guarded by `lock`).
+    private var batch: (calls: UnsafePointer<sluice_call_t>, decisions: UnsafeMutablePointer<sluice_decision_t>,
+                        results: UnsafeMutablePointer<Int32>, count: Int, done: Int, now: UInt64)?
+    /// A result no call returns: marks a call of the batch still running.
+    private static let running: Int32 = 1
+
+    /// Reports the immediate decisions of the batch's calls that have
+    /// returned and are not reported yet, in order (with `lock` held): a
+    /// core event met during call i comes after calls 0..<i, as with single
+    /// calls.
+    private func reportBatchReturned() {
+        guard var b = batch else { return }
+        while b.done < b.count, b.results[b.done] != Self.running {
+            let i = b.done
+            b.done += 1
+            guard b.results[i] == 0 else { continue }
+            let token = b.calls[i].token
+            if b.decisions[i].kind == SLUICE_EMITTED, reportImmediate {
+                report(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: b.now, successor: nil))
+            } else if b.decisions[i].kind == SLUICE_DROPPED, reportDrops {
+                report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: b.now, successor: nil))
+            }
+        }
+        batch = b
+    }
+
+    /// `sluice_limiter_submit_many`, each call's immediate emission or drop
+    /// reported (when asked) at the point its call returned.
+    func submitMany(
+        _ calls: UnsafePointer<sluice_call_t>, count: Int, decisions: UnsafeMutablePointer<sluice_decision_t>,
+        results: UnsafeMutablePointer<Int32>
+    ) {
+        serialized {
+            guard let core else {
+                for i in 0..<count { results[i] = LimiterError.closed.rawValue }
+                return
+            }
+            let now = clock.nowNanoseconds
+            for i in 0..<count { results[i] = Self.running }
+            batch = (calls, decisions, results, count, 0, now)
+            _ = sluice_limiter_submit_many(core.handle, calls, count, now, decisions, results)
+            reportBatchReturned()
+            batch = nil
         }
     }
 

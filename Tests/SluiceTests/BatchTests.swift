@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+
+@testable import Sluice
+
+/// `Limiter.submit(contentsOf:)` and `RateLimiter.check(contentsOf:)` give
+/// exactly what single calls give, in order, including for a key that
+/// appears several times in one batch.
+@Suite("Batched submission")
+struct BatchTests {
+    /// One recorded event, comparable.
+    struct Seen: Equatable, CustomStringConvertible {
+        var kind: String
+        var key: String
+        var value: Int
+        var at: UInt64
+        var description: String { "\(kind) \(key)=\(value)@\(at)" }
+    }
+
+    final class Log: @unchecked Sendable {
+        let lock = NSLock()
+        var all: [Seen] = []
+        func add(_ e: LimiterEvent<String, Int>) {
+            lock.lock()
+            all.append(Seen(kind: "\(e.kind)", key: e.key, value: e.value, at: e.at.nanoseconds))
+            lock.unlock()
+        }
+        var snapshot: [Seen] {
+            lock.lock()
+            defer { lock.unlock() }
+            return all
+        }
+    }
+
+    struct Rng {
+        var state: UInt64
+        mutating func next(_ n: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(n))
+        }
+    }
+
+    static let policies: [LimiterPolicy] = [
+        .throttle(interval: .milliseconds(30)),
+        .throttle(interval: .milliseconds(30), leading: false),
+        .audit(interval: .milliseconds(20)),
+        .debounce(interval: .milliseconds(25)),
+        .debounce(interval: .milliseconds(25), maxWait: .milliseconds(60)),
+        .rate(limit: 3, per: .milliseconds(40), burst: 4),
+    ]
+
+    @Test("Limiter: random batches equal single calls (every policy, repeated keys, a key cap)", arguments: policies)
+    func limiterDifferential(policy: LimiterPolicy) throws {
+        for seed in 1...40 {
+            var rng = Rng(state: UInt64(seed))
+            let maxKeys: Int? = seed % 3 == 0 ? 3 : nil
+            let clockA = ManualLimiterClock(), clockB = ManualLimiterClock()
+            let logA = Log(), logB = Log()
+            let single = try Limiter<String, Int>(
+                policy, scheduler: .manual(clockA), maxKeys: maxKeys, delivery: .events { logA.add($0) })
+            let batched = try Limiter<String, Int>(
+                policy, scheduler: .manual(clockB), maxKeys: maxKeys, delivery: .events { logB.add($0) })
+            var value = 0
+            for _ in 0..<40 {
+                let step = Duration.milliseconds(rng.next(4) == 0 ? 0 : rng.next(40))
+                clockA.advance(by: step)
+                clockB.advance(by: step)
+                var items: [(Int, String)] = []
+                for _ in 0..<(1 + rng.next(rng.next(5) == 0 ? 70 : 8)) {
+                    let key = rng.next(6) == 0 ? String(repeating: "k", count: 20 + rng.next(5)) : "key\(rng.next(5))"
+                    items.append((value, key))
+                    value += 1
+                }
+                var expected: [Result<LimiterDecision, LimiterError>] = []
+                for (v, k) in items {
+                    do throws(LimiterError) {
+                        expected.append(.success(try single.submit(v, for: k)))
+                    } catch { expected.append(.failure(error)) }
+                }
+                let got = batched.submit(contentsOf: items)
+                #expect(got.count == expected.count)
+                for (g, e) in zip(got, expected) {
+                    switch (g, e) {
+                    case let (.success(a), .success(b)): #expect(a == b, "seed \(seed)")
+                    case let (.failure(a), .failure(b)): #expect(a.rawValue == b.rawValue, "seed \(seed)")
+                    default: Issue.record("seed \(seed): \(g) batched, \(e) one at a time")
+                    }
+                }
+                #expect(logA.snapshot == logB.snapshot, "seed \(seed): events differ")
+            }
+            clockA.runUntilIdle()
+            clockB.runUntilIdle()
+            #expect(logA.snapshot == logB.snapshot, "seed \(seed): events differ at the end")
+            #expect(single.storage.heldValues == batched.storage.heldValues)
+        }
+    }
+
+    @Test("Limiter: an empty batch, a too-long key fails alone, a closed limiter fails every call")
+    func limiterEdges() throws {
+        let clock = ManualLimiterClock()
+        let limiter = try Limiter<String, Int>(.throttle(interval: .seconds(1)), scheduler: .manual(clock), handler: { _, _ in })
+        #expect(limiter.submit(contentsOf: [(Int, String)]()).isEmpty)
+        let long = String(repeating: "x", count: 2000)
+        let r = limiter.submit(contentsOf: [(1, "a"), (2, long), (3, "a")])
+        #expect(try r[0].get() == .emitted)
+        #expect(throws: LimiterError.self) { try r[1].get() }
+        #expect(try r[2].get() == .scheduled(at: instant(1000)))
+        try limiter.close(drain: false)
+        for result in limiter.submit(contentsOf: [(4, "a"), (5, "b")]) {
+            #expect(throws: LimiterError.closed) { try result.get() }
+        }
+        #expect(limiter.storage.heldValues == 0)
+    }
+
+    @Test("Limiter on a loop: batches equal single calls key by key")
+    func limiterOnLoop() throws {
+        let hour = Duration.seconds(3600)
+        let single = try Limiter<String, Int>(.throttle(interval: hour), handler: { _, _ in })
+        let batched = try Limiter<String, Int>(.throttle(interval: hour), handler: { _, _ in })
+        var rng = Rng(state: 7)
+        for round in 0..<50 {
+            let items = (0..<(1 + rng.next(100))).map { (round * 1000 + $0, "user:\(rng.next(30))") }
+            // The loop's clock moves between the two runs: compare the kinds.
+            func kind(_ d: LimiterDecision?) -> Int {
+                switch d {
+                case .emitted?: return 0
+                case .scheduled?: return 1
+                case .dropped?: return 2
+                default: return -1
+                }
+            }
+            let expected = items.map { kind(try? single.submit($0.0, for: $0.1)) }
+            let got = batched.submit(contentsOf: items).map { kind(try? $0.get()) }
+            #expect(got == expected)
+        }
+    }
+
+    @Test("RateLimiter: check(contentsOf:) equals check(_:cost:) one at a time, bad costs fail alone")
+    func rateDifferential() throws {
+        for scheduler in ["manual", "loop"] {
+            let clockA = ManualLimiterClock(), clockB = ManualLimiterClock()
+            let per: Duration = scheduler == "manual" ? .milliseconds(100) : .seconds(3600)
+            let a = try RateLimiter<String>(
+                limit: 3, per: per, burst: 5, scheduler: scheduler == "manual" ? .manual(clockA) : .default)
+            let b = try RateLimiter<String>(
+                limit: 3, per: per, burst: 5, scheduler: scheduler == "manual" ? .manual(clockB) : .default)
+            var rng = Rng(state: 11)
+            for _ in 0..<60 {
+                if scheduler == "manual" {
+                    let step = Duration.milliseconds(rng.next(60))
+                    clockA.advance(by: step)
+                    clockB.advance(by: step)
+                }
+                let calls = (0..<(1 + rng.next(40))).map { _ in ("ip\(rng.next(6))", rng.next(10) == 0 ? 0 : 1 + rng.next(6)) }
+                let expected = calls.map { call -> Result<RateDecision, LimiterError> in
+                    do throws(LimiterError) { return .success(try a.check(call.0, cost: call.1)) } catch { return .failure(error) }
+                }
+                let got = b.check(contentsOf: calls)
+                for (g, e) in zip(got, expected) {
+                    switch (g, e) {
+                    case let (.success(x), .success(y)):
+                        if scheduler == "manual" {
+                            #expect(x == y)
+                        } else {
+                            #expect(x.isAdmitted == y.isAdmitted && x.remaining == y.remaining)
+                        }
+                    case let (.failure(x), .failure(y)): #expect(x.rawValue == y.rawValue)
+                    default: Issue.record("\(scheduler): \(g) batched, \(e) one at a time")
+                    }
+                }
+                #expect(got.count == expected.count)
+            }
+            let keysOnly = b.check(contentsOf: ["z", "z", "z", "z", "z", "z"])
+            #expect(keysOnly.filter { (try? $0.get())?.isAdmitted == true }.count == 5, "burst 5 of a fresh key")
+        }
+    }
+}
