@@ -6,6 +6,7 @@
 //
 // Targets:
 //  - CBench:         C drivers for `sluice-c` (the core and the loop layer),
+//                    `sluice-redis` and `redis-per-call` (the fleet scenario, fleet.c),
 //                    `libevent-timers` (one struct event per key on libevent's
 //                    heap) and `floor` (one random access into N 64-byte records).
 //  - BenchSuite:     the workloads, the Swift implementations (`sluice-swift`,
@@ -40,7 +41,11 @@ let package = Package(
     targets: [
         .target(
             name: "CBench",
-            dependencies: [.product(name: "Sluice", package: "Sluice")],
+            dependencies: [
+                .product(name: "Sluice", package: "Sluice"),
+                // the fleet scenario (fleet.c): the fleet limiter and hiredis
+                .product(name: "SluiceFleet", package: "Sluice"),
+            ],
             path: "Sources/CBench",
             cSettings: [
                 .define("_GNU_SOURCE"),
@@ -49,6 +54,7 @@ let package = Package(
                 .linkedLibrary("event_core"),
                 .linkedLibrary("event_pthreads"),
                 .linkedLibrary("pthread"),
+                .linkedLibrary("hiredis"),
             ]
         ),
         .target(

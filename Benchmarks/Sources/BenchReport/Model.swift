@@ -128,6 +128,13 @@ public struct Row: Codable, Sendable {
     public var lateness_cdf_us: [[Double]]?
     /// lateness: deliveries before their deadline (must be 0).
     public var early: Int?
+    /// fleet: the workload ("mixed" or "abuse").
+    public var workload: String?
+    /// fleet: admissions beyond what the quota allows (burst + elapsed/T per key; must be 0).
+    public var over_admitted: Int?
+    /// fleet: calls admitted, and calls Redis could not decide (timeouts, errors).
+    public var admitted: Int?
+    public var failures: Int?
     /// Wall time of the case (setup included), seconds.
     public var case_s: Double?
     public var note: String?
@@ -143,6 +150,7 @@ public struct Row: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case scenario, impl, keys, threads, ops, ns_per_op, bytes_per_key, lateness_us
         case cpu_ns_per_op, wall_ns_per_op, idle_bytes_per_key, peak_rss_bytes, cap, refused, lateness_cdf_us, early, case_s, note
+        case workload, over_admitted, admitted, failures // fleet
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -166,6 +174,10 @@ public struct Row: Codable, Sendable {
         try c.encodeIfPresent(early, forKey: .early)
         try c.encodeIfPresent(case_s.map(Row.round), forKey: .case_s)
         try c.encodeIfPresent(note, forKey: .note)
+        try c.encodeIfPresent(workload, forKey: .workload)
+        try c.encodeIfPresent(over_admitted, forKey: .over_admitted)
+        try c.encodeIfPresent(admitted, forKey: .admitted)
+        try c.encodeIfPresent(failures, forKey: .failures)
     }
 
     /// Three significant decimals are plenty for noisy timings.
@@ -183,4 +195,8 @@ public enum Names {
     public static let impls = [
         "sluice-c", "sluice-swift", "dispatch-naive", "dispatch-tuned", "libevent-timers", "floor",
     ]
+    /// The fleet scenario (a real redis-server) and its implementations: kept
+    /// apart from the lists above, which the report's tables and charts follow.
+    public static let fleetScenario = "fleet"
+    public static let fleetImpls = ["sluice-redis", "redis-per-call"]
 }

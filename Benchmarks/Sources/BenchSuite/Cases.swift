@@ -56,11 +56,24 @@ public enum Plan {
     }
 
     /// The scenarios the runner schedules ("memory" comes with "fire").
-    public static let runScenarios = ["throttle-hot", "debounce-rearm", "fire", "lateness", "spray", "threads"]
+    public static let runScenarios = ["throttle-hot", "debounce-rearm", "fire", "lateness", "spray", "threads", "fleet"]
+
+    /// fleet: the workload is named by the key count (10,000 keys "mixed", 4 keys "abuse").
+    public static func fleetWorkload(keys: Int) -> String { keys <= 16 ? "abuse" : "mixed" }
 
     public static func cases(quick: Bool, scenarios: Set<String>? = nil, impls: Set<String>? = nil) -> [PlannedCase] {
         var out: [PlannedCase] = []
         for scenario in runScenarios where scenarios?.contains(scenario) ?? true {
+            if scenario == Names.fleetScenario {
+                // a real redis-server is started per case: no server, no fleet cases
+                guard redisServerInstalled() else { continue }
+                for keys in [10_000, 4] {
+                    for impl in Names.fleetImpls where impls?.contains(impl) ?? true {
+                        out.append(PlannedCase(scenario: scenario, impl: impl, keys: keys, threads: 1))
+                    }
+                }
+                continue
+            }
             for keys in sizes(scenario, quick: quick) {
                 for threads in scenario == "threads" ? [1, 2] : [1] {
                     for impl in Names.impls where impls?.contains(impl) ?? true {
@@ -72,6 +85,14 @@ public enum Plan {
             }
         }
         return out
+    }
+
+    /// Whether `redis-server` is on the PATH (the fleet scenario needs it).
+    static func redisServerInstalled() -> Bool {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
+        return path.split(separator: ":").contains {
+            FileManager.default.isExecutableFile(atPath: "\($0)/redis-server")
+        }
     }
 
     public static func params(_ c: PlannedCase, quick: Bool) -> CaseParams {
@@ -108,6 +129,9 @@ public enum CaseRunner {
         let w = Workload(keys: c.keys, ops: p.ops)
         let t0 = cb_now()
         var measured: [String: Measured]
+        if Names.fleetImpls.contains(c.impl) {
+            return try runFleet(c, quick: quick)
+        }
         switch c.impl {
         case "sluice-c", "libevent-timers", "floor":
             measured = try runC(c, p, w)
@@ -138,6 +162,36 @@ public enum CaseRunner {
             case let .failed(s): s
             }
         }
+    }
+
+    /// The fleet scenario: the C driver starts its own redis-server, runs the
+    /// calls and reports throughput, call latency and over-admission.
+    static func runFleet(_ c: PlannedCase, quick: Bool) throws -> [Row] {
+        guard c.scenario == Names.fleetScenario else { throw CaseError.unknown("scenario \(c.scenario) for \(c.impl)") }
+        let workload = Plan.fleetWorkload(keys: c.keys)
+        var p = cb_fleet_params_t()
+        p.impl = c.impl == "sluice-redis" ? 0 : 1
+        p.workload = workload == "abuse" ? 1 : 0
+        p.calls = quick ? 10_000 : 50_000
+        p.pool = c.impl == "sluice-redis" ? 256 : 4
+        var r = cb_fleet_result_t()
+        let t0 = cb_now()
+        let rc = cb_fleet(&p, &r)
+        let note = withUnsafeBytes(of: r.note) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if rc != 0 { throw CaseError.failed(note.isEmpty ? "the fleet driver failed" : note) }
+        var row = Row(scenario: c.scenario, impl: c.impl, keys: c.keys, threads: 1, ops: Int(r.ops))
+        row.workload = workload
+        row.ns_per_op = r.ns_per_op
+        row.wall_ns_per_op = r.ns_per_op
+        row.lateness_us = Lateness(p50: r.p50_us, p99: r.p99_us, max: r.max_us)
+        row.over_admitted = Int(r.over_admitted)
+        row.admitted = Int(r.admitted)
+        row.failures = Int(r.failures)
+        row.case_s = Double(cb_now() - t0) / 1e9
+        row.note = c.impl == "sluice-redis"
+            ? "one pipelined connection, 256 calls in flight, certain drops answered locally"
+            : "blocking EVALSHA per call, 4 connections (one thread each)"
+        return [row]
     }
 
     static func scenarioCode(_ s: String) -> cb_scenario_t {

@@ -57,8 +57,8 @@ struct Run: ParsableCommand {
         for s in scenarios where !Plan.runScenarios.contains(s) {
             throw ValidationError("unknown scenario \(s); one of \(Plan.runScenarios.joined(separator: ", "))")
         }
-        for i in impls where !Names.impls.contains(i) {
-            throw ValidationError("unknown implementation \(i); one of \(Names.impls.joined(separator: ", "))")
+        for i in impls where !(Names.impls + Names.fleetImpls).contains(i) {
+            throw ValidationError("unknown implementation \(i); one of \((Names.impls + Names.fleetImpls).joined(separator: ", "))")
         }
     }
 

@@ -1,0 +1,301 @@
+/* fleet.c — the "fleet" scenario (cbench_fleet.h). */
+#include "cbench_fleet.h"
+
+#include <arpa/inet.h>
+#include <event2/event.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sluice_fleet.h"
+
+#define SEC 1000000000ull
+#define LIMIT 10
+#define BURST 10
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- a private redis-server */
+
+static int free_port(void) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(s, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(s, (struct sockaddr *)&a, &len) != 0) {
+        close(s);
+        return -1;
+    }
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+static pid_t start_redis(int port) {
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        freopen("/dev/null", "w", stdout);
+        execlp("redis-server", "redis-server", "--port", port_s, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+               "no", "--dir", "/tmp", "--loglevel", "warning", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 500 && pid > 0; i++) {
+        struct timeval tv = { 0, 200000 };
+        redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+        if (c && !c->err) {
+            redisReply *r = redisCommand(c, "PING");
+            bool ok = r && r->type == REDIS_REPLY_STATUS;
+            if (r) freeReplyObject(r);
+            redisFree(c);
+            if (ok) return pid;
+        } else if (c) {
+            redisFree(c);
+        }
+        usleep(10000);
+    }
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    return -1;
+}
+
+static void stop_redis(pid_t pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* ---- workload and accounting */
+
+typedef struct keystat {
+    uint64_t admitted, first, last;
+} keystat_t;
+
+struct run {
+    const cb_fleet_params_t *p;
+    int keys;
+    keystat_t *ks;
+    uint64_t *lat; /* per call, ns */
+    uint64_t *sent;
+    uint64_t done, failures, admitted;
+    pthread_mutex_t mu;
+};
+
+static int key_of(struct run *R, uint64_t i) {
+    uint64_t x = i * 0x9E3779B97F4A7C15ull;
+    x ^= x >> 29;
+    return (int)(x % (uint64_t)R->keys);
+}
+
+static void account(struct run *R, uint64_t i, int k, bool from_redis, bool admitted, uint64_t t) {
+    keystat_t *s = &R->ks[k];
+    if (from_redis) {
+        if (!s->first || t < s->first) s->first = t;
+        if (t > s->last) s->last = t;
+    }
+    if (admitted) {
+        s->admitted++;
+        R->admitted++;
+    }
+    R->lat[i] = now_ns() - R->sent[i];
+    R->done++;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* ---- sluice-redis */
+
+struct call_ctx {
+    struct run *R;
+    uint64_t i;
+};
+
+static void on_result(void *user, const sluice_fleet_result_t *res) {
+    struct call_ctx *c = user;
+    struct run *R = c->R;
+    int k = key_of(R, c->i);
+    if (res->status != 0 || res->source == SLUICE_FLEET_SOURCE_FAILURE) R->failures++;
+    account(R, c->i, k, res->source == SLUICE_FLEET_SOURCE_REDIS, res->decision.kind == SLUICE_EMITTED, res->now);
+}
+
+static int run_sluice(struct run *R, int port, cb_fleet_result_t *r) {
+    struct event_base *base = event_base_new();
+    sluice_fleet_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_rate(LIMIT, (int64_t)SEC, BURST);
+    c.port = port;
+    c.prefix = "bench";
+    c.prefix_len = 5;
+    c.timeout_ns = 2 * SEC;
+    sluice_fleet_t *f = NULL;
+    if (sluice_fleet_new(&f, base, &c) != 0) {
+        snprintf(r->note, sizeof r->note, "sluice_fleet_new failed");
+        return -1;
+    }
+    struct call_ctx *ctx = calloc(R->p->calls, sizeof *ctx);
+    uint64_t next = 0, window = R->p->pool > 0 ? (uint64_t)R->p->pool : 256;
+    while (R->done < R->p->calls) {
+        while (next < R->p->calls && next - R->done < window) {
+            ctx[next].R = R;
+            ctx[next].i = next;
+            R->sent[next] = now_ns();
+            sluice_fleet_call(f, sluice_key_u64((uint64_t)key_of(R, next)), 1, 0, on_result, &ctx[next]);
+            next++;
+        }
+        event_base_loop(base, EVLOOP_ONCE);
+    }
+    sluice_fleet_free(f);
+    event_base_free(base);
+    free(ctx);
+    return 0;
+}
+
+/* ---- redis-per-call */
+
+struct worker {
+    struct run *R;
+    int port, index, count;
+    const char *sha;
+    int rc;
+};
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    struct run *R = w->R;
+    redisContext *c = redisConnect("127.0.0.1", w->port);
+    if (!c || c->err) {
+        w->rc = -1;
+        return NULL;
+    }
+    char per_s[32], bper_s[48], limit_s[8], cend_s[48];
+    snprintf(per_s, sizeof per_s, "%llu", (unsigned long long)SEC);
+    snprintf(bper_s, sizeof bper_s, "%llu", (unsigned long long)(BURST * SEC));
+    snprintf(limit_s, sizeof limit_s, "%d", LIMIT);
+    /* the end of the clock (2^64-1 ns) times the limit, as the limiter passes it */
+    unsigned __int128 cend = (unsigned __int128)UINT64_MAX * LIMIT;
+    char tmp[48];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + (int)(cend % 10));
+        cend /= 10;
+    } while (cend);
+    for (int i = 0; i < n; i++) cend_s[i] = tmp[n - 1 - i];
+    cend_s[n] = '\0';
+    for (uint64_t i = (uint64_t)w->index; i < R->p->calls; i += (uint64_t)w->count) {
+        int k = key_of(R, i);
+        char key[48];
+        int kl = snprintf(key, sizeof key, "{bench:u%d}", k);
+        const char *argv[] = { "EVALSHA", w->sha, "1", key, "C", "", limit_s, per_s, bper_s, "0", cend_s };
+        size_t lens[11];
+        for (int j = 0; j < 11; j++) lens[j] = strlen(argv[j]);
+        lens[3] = (size_t)kl;
+        R->sent[i] = now_ns();
+        redisReply *rep = redisCommandArgv(c, 11, argv, lens);
+        bool ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3;
+        bool adm = ok && rep->element[0]->integer == 1;
+        uint64_t t = ok ? strtoull(rep->element[1]->str, NULL, 10) : 0;
+        pthread_mutex_lock(&R->mu);
+        if (!ok) R->failures++;
+        account(R, i, k, ok, adm, t);
+        pthread_mutex_unlock(&R->mu);
+        if (rep) freeReplyObject(rep);
+        if (!rep) break;
+    }
+    redisFree(c);
+    return NULL;
+}
+
+static int run_per_call(struct run *R, int port, cb_fleet_result_t *r) {
+    redisContext *c = redisConnect("127.0.0.1", port);
+    if (!c || c->err) {
+        snprintf(r->note, sizeof r->note, "cannot connect to the redis-server");
+        return -1;
+    }
+    redisReply *rep = redisCommand(c, "SCRIPT LOAD %s", sluice_fleet_script());
+    if (!rep || rep->type != REDIS_REPLY_STRING) {
+        snprintf(r->note, sizeof r->note, "SCRIPT LOAD failed");
+        return -1;
+    }
+    char sha[48];
+    snprintf(sha, sizeof sha, "%s", rep->str);
+    freeReplyObject(rep);
+    redisFree(c);
+    int P = R->p->pool > 0 ? R->p->pool : 4;
+    struct worker w[64];
+    pthread_t th[64];
+    if (P > 64) P = 64;
+    for (int i = 0; i < P; i++) {
+        w[i] = (struct worker){ R, port, i, P, sha, 0 };
+        pthread_create(&th[i], NULL, worker_main, &w[i]);
+    }
+    for (int i = 0; i < P; i++) pthread_join(th[i], NULL);
+    return 0;
+}
+
+int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r) {
+    memset(r, 0, sizeof *r);
+    int port = free_port();
+    pid_t redis = port > 0 ? start_redis(port) : -1;
+    if (redis < 0) {
+        snprintf(r->note, sizeof r->note, "cannot start redis-server (is it installed?)");
+        return -1;
+    }
+    struct run R;
+    memset(&R, 0, sizeof R);
+    R.p = p;
+    R.keys = p->workload == 1 ? 4 : 10000;
+    R.ks = calloc((size_t)R.keys, sizeof *R.ks);
+    R.lat = calloc(p->calls, sizeof *R.lat);
+    R.sent = calloc(p->calls, sizeof *R.sent);
+    pthread_mutex_init(&R.mu, NULL);
+    uint64_t t0 = now_ns();
+    int rc = p->impl == 0 ? run_sluice(&R, port, r) : run_per_call(&R, port, r);
+    uint64_t elapsed = now_ns() - t0;
+    stop_redis(redis);
+    if (rc == 0) {
+        r->ops = R.done;
+        r->ns_per_op = R.done ? (double)elapsed / (double)R.done : -1;
+        qsort(R.lat, R.done, sizeof *R.lat, cmp_u64);
+        if (R.done) {
+            r->p50_us = (double)R.lat[R.done / 2] / 1000;
+            r->p99_us = (double)R.lat[R.done * 99 / 100] / 1000;
+            r->max_us = (double)R.lat[R.done - 1] / 1000;
+        }
+        r->admitted = R.admitted;
+        r->failures = R.failures;
+        const uint64_t T = SEC / LIMIT;
+        for (int k = 0; k < R.keys; k++) {
+            keystat_t *s = &R.ks[k];
+            uint64_t allowed = BURST + (s->last > s->first ? (s->last - s->first) / T : 0) + 1;
+            if (s->admitted > allowed) r->over_admitted += s->admitted - allowed;
+        }
+    }
+    free(R.ks);
+    free(R.lat);
+    free(R.sent);
+    pthread_mutex_destroy(&R.mu);
+    return rc;
+}

@@ -1,0 +1,48 @@
+/*
+ * cbench_fleet.h — the "fleet" scenario: rate decisions shared through a real
+ * redis-server that the driver starts (free loopback port, no persistence).
+ *
+ *  - "sluice-redis":   the fleet limiter (sluice_fleet.h): one hiredis
+ *                      connection, pipelined, certain drops answered locally;
+ *  - "redis-per-call": the same Lua script run with a blocking EVALSHA per
+ *                      request over a small pool of connections (one thread
+ *                      each): what a service calling Redis per request does.
+ *
+ * Workloads (policy: 10 calls per second per key, burst 10):
+ *  - "mixed": calls spread over 10,000 keys (most admitted);
+ *  - "abuse": calls on 4 keys far over their quota (almost all dropped).
+ */
+#ifndef CBENCH_FLEET_H
+#define CBENCH_FLEET_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cb_fleet_params {
+    int impl;       /**< 0 sluice-redis, 1 redis-per-call */
+    int workload;   /**< 0 mixed, 1 abuse */
+    uint64_t calls; /**< calls to make */
+    int pool;       /**< redis-per-call: connections (threads); sluice-redis: requests in flight */
+} cb_fleet_params_t;
+
+typedef struct cb_fleet_result {
+    uint64_t ops;           /**< calls answered */
+    double ns_per_op;       /**< wall ns per call (throughput) */
+    double p50_us, p99_us, max_us; /**< latency of a call, submit to answer */
+    uint64_t admitted;      /**< calls admitted */
+    uint64_t over_admitted; /**< admissions beyond burst + elapsed/T, summed over keys (must be 0) */
+    uint64_t failures;      /**< calls not decided by Redis or the cache (timeouts, errors) */
+    char note[160];         /**< empty, or what went wrong */
+} cb_fleet_result_t;
+
+/** Runs one fleet case (starts and stops its own redis-server). @return 0 or -1 (see note). */
+int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
