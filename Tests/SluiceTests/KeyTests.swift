@@ -51,6 +51,13 @@ struct KeyTests {
         #expect(try limiter.pending(b) == false)
         #expect(limiter.statistics.keys == 1, "\(name)")
 
+        // One rate quota for both spellings.
+        let quota = try RateLimiter<String>(limit: 2, per: .seconds(60), scheduler: .manual(ManualLimiterClock()))
+        #expect(try quota.check(a).remaining == 1)
+        #expect(try quota.check(b).remaining == 0, "\(name): the second spelling spends the same quota")
+        #expect(try !quota.check(a).isAdmitted)
+        #expect(try !quota.check(b).isAdmitted)
+
         // Substrings compare like the equal String.
         let substrings = try leadingOnly(Substring.self)
         let padded = "-- " + b
