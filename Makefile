@@ -190,3 +190,21 @@ SOAK_SECONDS ?= 180
 .PHONY: soak
 soak: build
 	sh Examples/http-server/soak.sh build/sluice-http-example build/soak $(SOAK_SECONDS)
+
+# --- servers (docs/servers.md; not part of make test: the frameworks take minutes to build) ---
+# consumer-check: a package using only the Sluice library fetches no NIO, Hummingbird,
+# Vapor, swift-metrics (package traits, all off by default).
+# servers-test: one build of the root package with the server traits on (SluiceNIO,
+# SluiceHummingbird, SluiceVapor, SluiceMetrics, their tests and the examples' binaries),
+# their tests, then each example tested with curl (Examples/*/test.sh).
+SERVERS_SCRATCH ?= .build-servers
+SERVERS_TRAITS ?= NIO,Hummingbird,Metrics
+.PHONY: consumer-check servers-test
+consumer-check:
+	tools/consumer-check.sh
+servers-test:
+	$(SWIFT) build --build-tests --traits $(SERVERS_TRAITS) --scratch-path $(SERVERS_SCRATCH) -j $(JOBS)
+	$(SWIFT) test --skip-build --traits $(SERVERS_TRAITS) --scratch-path $(SERVERS_SCRATCH) \
+	  --filter 'Sluice(NIO|Hummingbird|Vapor|Metrics)Tests'
+	SERVER_BIN=$(SERVERS_SCRATCH)/debug/HummingbirdServerExample SERVER_NAME=hummingbird-server \
+	  Examples/hummingbird-server/test.sh

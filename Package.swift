@@ -50,12 +50,12 @@ let package = Package(
         .library(name: "SluiceHTTP", targets: ["SluiceHTTP"]),
     ],
     // Traits (all off by default): NIO (SluiceNIO), Hummingbird and Vapor (the
-    // middleware; each turns NIO on), Metrics (SluiceMetrics: swift-metrics, swift-log,
+    // middleware; each turns NIO on; Hummingbird, which needs them anyway, turns Metrics on), Metrics (SluiceMetrics: swift-metrics, swift-log,
     // swift-service-lifecycle). A dependency used only under a trait that is off is
     // not fetched (checked by `make consumer-check`).
     traits: [
         .trait(name: "NIO"),
-        .trait(name: "Hummingbird", enabledTraits: ["NIO"]),
+        .trait(name: "Hummingbird", enabledTraits: ["NIO", "Metrics"]),
         .trait(name: "Vapor", enabledTraits: ["NIO"]),
         .trait(name: "Metrics"),
         .default(enabledTraits: []),
@@ -63,6 +63,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -172,6 +173,8 @@ let package = Package(
             dependencies: [
                 "Sluice", "SluiceHTTP",
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
             ],
             path: "Sources/SluiceHummingbird"
         ),
@@ -210,14 +213,49 @@ let package = Package(
             dependencies: [
                 "SluiceHummingbird", "SluiceHTTP", "Sluice",
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
             ],
             path: "Tests/SluiceHummingbirdTests"
+        ),
+        .testTarget(
+            name: "SluiceMetricsTests",
+            dependencies: [
+                "SluiceMetrics", "Sluice",
+                .product(name: "MetricsTestKit", package: "swift-metrics", condition: .when(traits: ["Metrics"])),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Metrics"])),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Metrics"])),
+            ],
+            path: "Tests/SluiceMetricsTests"
+        ),
+        // The examples' sources built here too (trait-gated), so that CI builds the
+        // frameworks once: Examples/*/test.sh run these binaries (SERVER_BIN).
+        .executableTarget(
+            name: "HummingbirdServerExample",
+            dependencies: [
+                "Sluice", "SluiceHTTP", "SluiceHummingbird", "SluiceMetrics", "SluiceNIO",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Hummingbird"])),
+            ],
+            path: "Examples/hummingbird-server/Sources/hummingbird-server"
+        ),
+        .executableTarget(
+            name: "VaporServerExample",
+            dependencies: [
+                "Sluice", "SluiceHTTP", "SluiceNIO", "SluiceVapor",
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+            ],
+            path: "Examples/vapor-server/Sources/vapor-server"
         ),
         .testTarget(
             name: "SluiceVaporTests",
             dependencies: [
                 "SluiceVapor", "SluiceHTTP", "Sluice",
-                .product(name: "XCTVapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "VaporTesting", package: "vapor", condition: .when(traits: ["Vapor"])),
             ],
             path: "Tests/SluiceVaporTests"
         ),

@@ -1,5 +1,7 @@
 #if Hummingbird
+import HTTPTypes
 import Hummingbird
+import NIOCore
 import Sluice
 import SluiceHTTP
 

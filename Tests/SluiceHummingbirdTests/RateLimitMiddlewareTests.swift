@@ -1,6 +1,8 @@
 #if Hummingbird
 import Foundation
+import HTTPTypes
 import Hummingbird
+import NIOCore
 import HummingbirdTesting
 import Sluice
 import SluiceHTTP
@@ -22,6 +24,7 @@ let costField = HTTPField.Name("X-Cost")!
 let rateLimitField = HTTPField.Name("RateLimit")!
 let ratePolicyField = HTTPField.Name("RateLimit-Policy")!
 let retryAfterField = HTTPField.Name("Retry-After")!
+let xffField = HTTPField.Name("X-Forwarded-For")!
 
 /// An application whose GET / is limited by `middleware`.
 func app(_ middleware: RateLimitMiddleware<BasicRequestContext>) -> some ApplicationProtocol {
@@ -179,15 +182,15 @@ struct RateLimitMiddlewareTests {
             router.get("/") { _, _ in "ok" }
             let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
             try await app.test(.live) { client in
-                try await client.execute(uri: "/", method: .get, headers: [.xForwardedFor: "203.0.113.1"]) {
+                try await client.execute(uri: "/", method: .get, headers: [xffField: "203.0.113.1"]) {
                     #expect($0.status == .ok)
                 }
-                try await client.execute(uri: "/", method: .get, headers: [.xForwardedFor: "203.0.113.2"]) {
+                try await client.execute(uri: "/", method: .get, headers: [xffField: "203.0.113.2"]) {
                     // Untrusted: both are 127.0.0.1 (the second is refused); trusted: two clients.
                     #expect($0.status == (trusted ? .ok : .tooManyRequests))
                 }
                 try await client.execute(
-                    uri: "/", method: .get, headers: [.xForwardedFor: "203.0.113.1, 127.0.0.1"]
+                    uri: "/", method: .get, headers: [xffField: "203.0.113.1, 127.0.0.1"]
                 ) {
                     #expect($0.status == .tooManyRequests)  // trusted: 203.0.113.1 again
                 }

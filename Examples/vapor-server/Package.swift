@@ -1,0 +1,34 @@
+// swift-tools-version:6.1
+//
+// vapor-server: Sluice's rate-limit middleware and a debounced endpoint on Vapor 4
+// (docs/servers.md). Depends on the Sluice package two folders up with its Vapor trait on.
+//
+//   swift run -c release --package-path Examples/vapor-server vapor-server --port 8080 --limit 10 --per 60
+//   SERVER_NAME=vapor-server Examples/hummingbird-server/test.sh   (the same curl test)
+//
+// The same sources are also a trait-gated target of the root package (VaporServerExample),
+// which CI builds once together with the middleware tests.
+import PackageDescription
+
+let package = Package(
+    name: "vapor-server",
+    platforms: [.macOS(.v13)],
+    dependencies: [
+        .package(name: "Sluice", path: "../..", traits: ["Vapor"]),
+        .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
+    ],
+    targets: [
+        .executableTarget(
+            name: "vapor-server",
+            dependencies: [
+                .product(name: "Sluice", package: "Sluice"),
+                .product(name: "SluiceHTTP", package: "Sluice"),
+                .product(name: "SluiceNIO", package: "Sluice"),
+                .product(name: "SluiceVapor", package: "Sluice"),
+                .product(name: "Vapor", package: "vapor"),
+            ],
+            path: "Sources/vapor-server"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,1 +1,0 @@
-// SluiceMetrics: see docs/servers.md

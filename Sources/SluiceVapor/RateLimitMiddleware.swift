@@ -1,0 +1,106 @@
+#if Vapor
+import Sluice
+import SluiceHTTP
+import Vapor
+
+/// Vapor 4 middleware that applies a rate quota per client key — the same
+/// decisions and answers as SluiceHummingbird's (``SluiceHTTP/RateLimitGate``):
+///
+/// - admitted: the next responder's response, with `RateLimit-Policy` and `RateLimit`;
+/// - dropped: `429 Too Many Requests` with `Retry-After`, the same fields and an
+///   RFC 9457 problem details body (`application/problem+json`);
+/// - shadow mode: decides, counts and adds the fields, but never rejects;
+/// - no decision possible (key cap, key over 1024 bytes): 503 (431), or through
+///   with ``SluiceHTTP/RateLimitGate/FailureMode/allow``.
+///
+/// The key is a closure on the request (`nil`: not limited); the default is
+/// the client address: the TCP peer's (`request.remoteAddress`), or — only
+/// with ``SluiceHTTP/ForwardedHeaders/trust(_:)`` and a request from a listed
+/// proxy — the address in `Forwarded` / `X-Forwarded-For`. (Vapor's own
+/// `peerAddress` believes `X-Forwarded-For` from anyone: it is not used.)
+///
+/// ```swift
+/// let limiter = try RateLimiter<String>(limit: 100, per: .seconds(60))
+/// app.grouped(SluiceRateLimitMiddleware(limiter)).get("api") { ... }
+/// ```
+public struct SluiceRateLimitMiddleware: AsyncMiddleware {
+    /// The key of a request (`nil`: not limited).
+    public typealias KeyFunction = @Sendable (Request) -> String?
+    /// The cost of a request, in units of the quota.
+    public typealias CostFunction = @Sendable (Request) -> Int
+
+    /// The decisions and answers, framework-free.
+    public let gate: RateLimitGate
+    let key: KeyFunction
+    let cost: CostFunction?
+
+    /// Middleware keyed by a closure.
+    ///
+    /// - Parameters:
+    ///   - decider: what decides (a `RateLimiter<String>`, or any ``SluiceHTTP/RateDecider``).
+    ///   - policyName: the name in the `RateLimit*` fields.
+    ///   - shadow: decide, count and add headers, but never reject.
+    ///   - onFailure: what to answer when no decision can be made.
+    ///   - failureObserver: told about each failure to decide.
+    ///   - cost: the cost of a request (`nil`: 1).
+    ///   - key: the key of a request.
+    public init(
+        _ decider: any RateDecider, policyName: String = "default", shadow: Bool = false,
+        onFailure: RateLimitGate.FailureMode = .reject,
+        failureObserver: (@Sendable (String, any Error) -> Void)? = nil,
+        cost: CostFunction? = nil, key: @escaping KeyFunction
+    ) {
+        gate = RateLimitGate(
+            decider, policyName: policyName, shadow: shadow, onFailure: onFailure, failureObserver: failureObserver)
+        self.key = key
+        self.cost = cost
+    }
+
+    /// Middleware keyed by the client address (see the type's description).
+    ///
+    /// - Parameters:
+    ///   - decider: what decides.
+    ///   - forwardedHeaders: ``SluiceHTTP/ForwardedHeaders/ignore`` (the default) or the trusted proxies.
+    ///   - policyName: the name in the `RateLimit*` fields.
+    ///   - shadow: never reject.
+    ///   - onFailure: what to answer when no decision can be made.
+    ///   - failureObserver: told about each failure to decide.
+    ///   - cost: the cost of a request (`nil`: 1).
+    public init(
+        _ decider: any RateDecider, forwardedHeaders: ForwardedHeaders = .ignore, policyName: String = "default",
+        shadow: Bool = false, onFailure: RateLimitGate.FailureMode = .reject,
+        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil
+    ) {
+        self.init(
+            decider, policyName: policyName, shadow: shadow, onFailure: onFailure, failureObserver: failureObserver,
+            cost: cost
+        ) { request in
+            Self.clientAddress(request, forwardedHeaders)
+        }
+    }
+
+    /// The client address of a request (see the type's description).
+    public static func clientAddress(_ request: Request, _ forwardedHeaders: ForwardedHeaders) -> String? {
+        let peer = request.remoteAddress?.ipAddress
+        guard case .trust = forwardedHeaders else { return peer }
+        return forwardedHeaders.clientAddress(
+            peer: peer, forwarded: request.headers["Forwarded"], xForwardedFor: request.headers["X-Forwarded-For"])
+    }
+
+    public func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
+        guard let key = key(request) else { return try await next.respond(to: request) }
+        let verdict = await gate.evaluate(key: key, cost: cost?(request) ?? 1)
+        if let rejection = verdict.rejection {
+            var headers = HTTPHeaders()
+            for (name, value) in verdict.headers { headers.add(name: name, value: value) }
+            headers.add(name: .contentType, value: rejection.contentType)
+            return Response(
+                status: HTTPResponseStatus(statusCode: rejection.status), headers: headers,
+                body: .init(string: rejection.body))
+        }
+        let response = try await next.respond(to: request)
+        for (name, value) in verdict.headers { response.headers.replaceOrAdd(name: name, value: value) }
+        return response
+    }
+}
+#endif

@@ -1,1 +1,0 @@
-// SluiceVapor: see docs/servers.md

@@ -1,0 +1,79 @@
+#if Metrics
+import Logging
+import MetricsTestKit
+import ServiceLifecycle
+import Sluice
+import SluiceMetrics
+import Synchronization
+import Testing
+
+@Suite("Limiter metrics and lifecycle")
+struct LimiterMetricsTests {
+    @Test("counters grow by what the limiter's counters grew; gauges follow live keys and pending values")
+    func countersAndGauges() throws {
+        let clock = ManualLimiterClock()
+        let emitted = Mutex<[String]>([])
+        let debounce = try Limiter<String, Int>(.debounce(interval: .milliseconds(100)), scheduler: .manual(clock)) {
+            key, value in emitted.withLock { $0.append("\(key)=\(value)") }
+        }
+        let rate = try RateLimiter<String>(limit: 1, per: .seconds(1), scheduler: .manual(clock), maxKeys: 1)
+        let factory = TestMetrics()
+        let metrics = LimiterMetrics([.limiter("saves", debounce), .rateLimiter("api", rate)], factory: factory)
+        func counter(_ label: String, _ name: String) throws -> Int64 {
+            try factory.expectCounter(label, [("limiter", name)]).totalValue
+        }
+        func gauge(_ label: String, _ name: String) throws -> Double? {
+            try factory.expectGauge(label, [("limiter", name)]).lastValue
+        }
+
+        try debounce.submit(1, for: "a")
+        try debounce.submit(2, for: "a")  // supersedes 1: a drop
+        try debounce.submit(3, for: "b")
+        _ = try rate.check("x")
+        _ = try rate.check("x")  // dropped
+        #expect(throws: LimiterError.full) { try rate.check("y") }  // refused at the cap
+        metrics.poll()
+        #expect(try counter("sluice_dropped_total", "saves") == 1)
+        #expect(try gauge("sluice_live_keys", "saves") == 2)
+        #expect(try gauge("sluice_pending_values", "saves") == 2)
+        #expect(try counter("sluice_admitted_total", "api") == 1)
+        #expect(try counter("sluice_dropped_total", "api") == 1)
+        #expect(try counter("sluice_refused_at_cap_total", "api") == 1)
+
+        clock.advance(by: .milliseconds(100))
+        metrics.poll()
+        metrics.poll()  // a second poll adds nothing
+        #expect(emitted.withLock { $0.sorted() } == ["a=2", "b=3"])
+        #expect(try counter("sluice_emitted_later_total", "saves") == 2)
+        #expect(try counter("sluice_dropped_total", "saves") == 1)
+        #expect(try gauge("sluice_pending_values", "saves") == 0)
+        #expect(try counter("sluice_refused_at_cap_total", "api") == 1)
+    }
+
+    @Test("graceful shutdown of the service group drains the limiters: no pending value is lost")
+    func drainOnShutdown() async throws {
+        let emitted = Mutex<[String]>([])
+        let debounce = try Limiter<String, Int>(.debounce(interval: .seconds(3600))) { key, value in
+            emitted.withLock { $0.append("\(key)=\(value)") }
+        }
+        let factory = TestMetrics()
+        let logger = Logger(label: "test")
+        let service = LimiterService(
+            [.limiter("saves", debounce)], metrics: LimiterMetrics([.limiter("saves", debounce)], factory: factory),
+            pollInterval: .milliseconds(10), logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [service], logger: logger))
+        try debounce.submit(1, for: "a")
+        try debounce.submit(2, for: "b")
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(emitted.withLock { $0.isEmpty }, "nothing is due for an hour")
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(emitted.withLock { $0.sorted() } == ["a=1", "b=2"])
+        #expect(debounce.isClosed)
+        #expect(try factory.expectCounter("sluice_emitted_later_total", [("limiter", "saves")]).totalValue == 2)
+    }
+}
+#endif

@@ -1,0 +1,85 @@
+#if Vapor
+import Foundation
+import Sluice
+import SluiceHTTP
+import SluiceVapor
+import Testing
+import Vapor
+import VaporTesting
+
+@Suite("Vapor rate-limit middleware")
+struct SluiceRateLimitMiddlewareTests {
+    /// 2 per 10 s (one unit back every 5 s), on a manual clock: values by hand.
+    @Test("admits the quota, then 429 with Retry-After, RateLimit fields and a problem body; shadow never rejects")
+    func quota() async throws {
+        for shadow in [false, true] {
+            let clock = ManualLimiterClock()
+            let limiter = try RateLimiter<String>(limit: 2, per: .seconds(10), scheduler: .manual(clock))
+            try await withApp { app in
+                app.grouped(
+                    SluiceRateLimitMiddleware(
+                        limiter, shadow: shadow, cost: { Int($0.headers.first(name: "X-Cost") ?? "") ?? 1 },
+                        key: { $0.headers.first(name: "X-Client-Id") })
+                ).get { _ in "ok" }
+                let a: HTTPHeaders = ["X-Client-Id": "a"]
+                try await app.testing().test(.GET, "/", headers: a) { response in
+                    #expect(response.status == .ok)
+                    #expect(response.headers.first(name: "RateLimit-Policy") == "\"default\";q=2;w=10")
+                    #expect(response.headers.first(name: "RateLimit") == "\"default\";r=1;t=5")
+                }
+                try await app.testing().test(.GET, "/", headers: a) { response in
+                    #expect(response.headers.first(name: "RateLimit") == "\"default\";r=0;t=10")
+                }
+                try await app.testing().test(.GET, "/", headers: a) { response in
+                    #expect(response.headers.first(name: "RateLimit") == "\"default\";r=0;t=10")
+                    if shadow {
+                        #expect(response.status == .ok)
+                        #expect(response.headers.first(name: "Retry-After") == nil)
+                    } else {
+                        #expect(response.status == .tooManyRequests)
+                        #expect(response.headers.first(name: "Retry-After") == "5")
+                        #expect(response.headers.first(name: "Content-Type") == "application/problem+json")
+                        let body = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))
+                            as? [String: Any]
+                        #expect(body?["status"] as? Int == 429)
+                        #expect(body?["title"] as? String == "Too Many Requests")
+                        #expect(body?["type"] as? String == "about:blank")
+                    }
+                }
+                clock.advance(by: .seconds(5))
+                try await app.testing().test(.GET, "/", headers: ["X-Client-Id": "a", "X-Cost": "2"]) { response in
+                    #expect(response.status == (shadow ? .ok : .tooManyRequests))
+                }
+                try await app.testing().test(.GET, "/", headers: a) { response in
+                    #expect(response.status == .ok)
+                }
+                try await app.testing().test(.GET, "/") { response in
+                    #expect(response.status == .ok)
+                    #expect(response.headers.first(name: "RateLimit") == nil, "no key: not limited")
+                }
+            }
+            #expect(limiter.statistics.admitted == 3)
+            #expect(limiter.statistics.dropped == 2)
+        }
+    }
+
+    @Test("keyed by the peer address on a running server; X-Forwarded-For only from a trusted proxy")
+    func clientAddress() async throws {
+        for trusted in [false, true] {
+            let limiter = try RateLimiter<String>(limit: 1, per: .seconds(3600))
+            try await withApp { app in
+                app.grouped(
+                    SluiceRateLimitMiddleware(limiter, forwardedHeaders: trusted ? .trust(["127.0.0.1", "::1"]) : .ignore)
+                ).get { _ in "ok" }
+                let tester = try app.testing(method: .running(hostname: "127.0.0.1", port: 0))
+                try await tester.test(.GET, "/", headers: ["X-Forwarded-For": "203.0.113.1"]) {
+                    #expect($0.status == .ok)
+                }
+                try await tester.test(.GET, "/", headers: ["X-Forwarded-For": "203.0.113.2"]) {
+                    #expect($0.status == (trusted ? .ok : .tooManyRequests))
+                }
+            }
+        }
+    }
+}
+#endif
