@@ -4,7 +4,8 @@
  * answering well-formed nonsense, the script cache flushed (NOSCRIPT), and the
  * limiter freed with requests in flight. Each failure policy answers as
  * documented: fail closed (drop, retry after closed_retry), fail open (admit),
- * fail local (the core limiter, counted). */
+ * fail local (the core limiter, counted). Also sluice_fleet_start() (a
+ * limiter with its own loop thread). */
 #define TEST_NAME "test_fleet_faults"
 #include "test_fleet_util.h"
 
@@ -117,6 +118,13 @@ static pid_t fake_server(int mode, int *port_out) {
     }
     close(ls);
     return pid;
+}
+
+static int owned_admitted;
+static void owned_cb(void *user, const sluice_fleet_result_t *r) {
+    if (r->decision.kind == SLUICE_EMITTED && r->source == SLUICE_FLEET_SOURCE_REDIS)
+        __atomic_fetch_add(&owned_admitted, 1, __ATOMIC_RELEASE);
+    __atomic_fetch_add((int *)user, 1, __ATOMIC_RELEASE);
 }
 
 static void stop_child(pid_t pid) {
@@ -279,6 +287,31 @@ int main(void) {
                   b[i].done, b[i].res.status);
     }
     test_redis_signal(&redis, SIGCONT);
+
+    /* 8. sluice_fleet_start(): its own loop thread; calls from this thread,
+     * answers on that one; free stops and joins it */
+    {
+        sluice_fleet_config_t c;
+        memset(&c, 0, sizeof c);
+        c.policy = sluice_rate(2, (int64_t)SEC, 2);
+        c.port = redis.port;
+        c.prefix = "owned";
+        c.prefix_len = 5;
+        c.timeout_ns = 5 * SEC;
+        sluice_fleet_t *o = NULL;
+        CHECK(sluice_fleet_start(&o, &c) == 0, "sluice_fleet_start");
+        static int answered;
+        for (int i = 0; i < 5; i++) CHECK(sluice_fleet_call(o, sluice_key_u64(5), 1, 0, owned_cb, &answered) == 0, "owned call");
+        uint64_t end = tf_mono() + 5 * SEC;
+        while (__atomic_load_n(&answered, __ATOMIC_ACQUIRE) < 5 && tf_mono() < end) {
+            struct timespec ts = { 0, 1000000 };
+            nanosleep(&ts, NULL);
+        }
+        CHECK(__atomic_load_n(&answered, __ATOMIC_ACQUIRE) == 5, "owned: %d answers", answered);
+        CHECK(__atomic_load_n(&owned_admitted, __ATOMIC_ACQUIRE) == 2, "owned: burst 2 admitted, got %d",
+              owned_admitted);
+        sluice_fleet_free(o);
+    }
 
     event_base_free(base);
     test_redis_stop(&redis);
