@@ -392,8 +392,10 @@ static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c)
  * group is checked and hashed first, then each shard the group touches is
  * locked once and its calls are made in their order in the batch (so the
  * calls on one key, which always share a shard, keep their order), with the
- * index slots and entries of the shard's calls prefetched first. Events are
- * delivered once, after the whole batch. */
+ * index slots and entries of the shard's calls prefetched first. With a
+ * live-key cap (shared by the shards) the calls are made in batch order, a
+ * lock per run of consecutive calls on one shard. Events are delivered once,
+ * after the whole batch. */
 #define MT_BATCH_GROUP 64
 
 int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, sluice_decision_t *decisions,
@@ -432,13 +434,23 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             }
             unsigned si = shard_of[i];
             struct shard *s = sluice__shard_at(m, si);
+            /* With a live-key cap, the shards share one budget: which call
+             * takes its last units depends on the order of the calls across
+             * shards, so only a run of consecutive calls on this shard is
+             * taken under its lock; without a cap, every call of the group
+             * on this shard is. */
+            size_t last = g;
+            if (m->max_keys) {
+                last = i + 1;
+                while (last < g && !krc[last] && shard_of[last] == si) last++;
+            }
             pthread_mutex_lock(&s->mu);
-            for (size_t j = i; j < g; j++)
+            for (size_t j = i; j < last; j++)
                 if (!done[j] && !krc[j] && shard_of[j] == si) sluice__prefetch_prepared(s->core, &k[j], 0);
-            for (size_t j = i; j < g; j++)
+            for (size_t j = i; j < last; j++)
                 if (!done[j] && !krc[j] && shard_of[j] == si) sluice__prefetch_prepared(s->core, &k[j], 1);
             size_t before = s->out.n;
-            for (size_t j = i; j < g; j++) {
+            for (size_t j = i; j < last; j++) {
                 if (done[j] || krc[j] || shard_of[j] != si) continue;
                 const sluice_call_t *cl = &calls[base + j];
                 struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0,

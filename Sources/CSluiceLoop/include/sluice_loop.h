@@ -453,7 +453,10 @@ SLUICE_EXTERN int sluice_mt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uin
  * shard and are made in their order in the batch, so each key sees exactly
  * the sequence of single calls. Calls on different keys may be made in
  * another order than the batch's (they do not affect one another, but their
- * events may be delivered in another interleaving).
+ * events may be delivered in another interleaving). With `max_keys`, whose
+ * budget the shards share, the calls are made in the batch's order (a lock
+ * per run of consecutive calls on one shard), so that the same calls get
+ * SLUICE_EFULL as with single calls.
  *
  * Events the batch causes are delivered as for sluice_mt_submit(): on the
  * loop thread before this function returns, shortly after otherwise; they
