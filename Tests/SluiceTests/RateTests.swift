@@ -211,3 +211,24 @@ struct RateTests {
         #expect(stats.emittedLater == 64 && stats.admitted == 0 && stats.dropped == 0)
     }
 }
+
+/// Nothing a limiter creates outlives it (the engine, its clock link, the
+/// storage and the sink refer to each other until shutdown).
+@Suite("Lifetime")
+struct LifetimeTests {
+    @Test("a released limiter frees its storage, on a manual clock and on a loop")
+    func storageFreed() throws {
+        let clock = ManualLimiterClock()
+        for scheduler in [LimiterScheduler.manual(clock), .default] {
+            weak var storage: LimiterStorage<Int, Int>?
+            do {
+                let limiter = try Limiter<Int, Int>(.debounce(interval: .seconds(1)), scheduler: scheduler) { _, _ in }
+                try limiter.submit(1, for: 1)
+                storage = limiter.storage
+                #expect(storage != nil)
+            }
+            #expect(storage == nil)
+        }
+        clock.runUntilIdle()  // the clock no longer reaches the freed engine
+    }
+}

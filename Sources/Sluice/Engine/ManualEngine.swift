@@ -10,7 +10,7 @@ import CSluice
 ///
 /// Ownership: the core's `user` pointer is this engine, unretained: the core
 /// calls back only during a call made through this engine.
-final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable {
+final class ManualEngine: LimiterEngine, @unchecked Sendable {
     // @unchecked: `core` is set once in init; `sink` and the core are
     // guarded by `lock`.
     let clock: ManualLimiterClock
@@ -20,6 +20,10 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
     private var core: CLimiter?
     /// Cleared by shutdown(): the sink holds the storage, which holds this engine.
     private var sink: EngineSink?
+    /// What the clock holds, weakly: a weak reference to the engine itself
+    /// would give it a side table, making every retain of it on the submit
+    /// path several times slower. Holds the engine until shutdown().
+    private var link: ClockLink!
     private let reportImmediate: Bool
     private let reportDrops: Bool
 
@@ -41,7 +45,8 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
         }
         config.user = Unmanaged.passUnretained(self).toOpaque()
         core = try CLimiter.make(&config)
-        clock.register(self)
+        link = ClockLink(self)
+        clock.register(link)
     }
 
     deinit {
@@ -161,9 +166,10 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
             core = nil
             sink = nil
         }
+        link.release()
     }
 
-    // MARK: - ManualClockClient
+    // MARK: - For the clock (through ClockLink)
 
     var nextDeadline: UInt64? {
         // Called by the clock, never by the caller: the lock is taken here.
@@ -178,4 +184,24 @@ final class ManualEngine: LimiterEngine, ManualClockClient, @unchecked Sendable 
         }
         sink?.deliver()
     }
+}
+
+/// The clock's handle on a manual engine: registered (weakly) with the
+/// clock in the engine's place, it holds the engine until the engine shuts
+/// down, then lets the clock forget both.
+private final class ClockLink: ManualClockClient, @unchecked Sendable {
+    // @unchecked: `engine` is guarded by `lock`.
+    private let lock = PosixLock()
+    private var engine: ManualEngine?
+
+    init(_ engine: ManualEngine) { self.engine = engine }
+
+    /// Drops the engine (its shutdown): the clock no longer reaches it.
+    func release() { lock.withLock { engine = nil } }
+
+    private var current: ManualEngine? { lock.withLock { engine } }
+
+    var nextDeadline: UInt64? { current?.nextDeadline }
+
+    func fire(through now: UInt64) { current?.fire(through: now) }
 }
