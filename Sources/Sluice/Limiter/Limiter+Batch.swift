@@ -75,43 +75,68 @@ struct BatchKeys {
 
 extension LimiterStorage {
     /// Submits values in order at one time: what ``submit(_:for:cost:)``
-    /// does for each, with one lock round and one core call for the batch.
-    /// Returns each call's result code and decision.
-    func submitMany(_ items: [(value: Value, key: Key)], cost: UInt64) -> [(rc: Int32, decision: sluice_decision_t)] {
+    /// does for each, with one lock round and one core call for the batch,
+    /// then calls `body` with each call's result code and decision, in order.
+    /// Inlinable (specialized for Key and Value in the caller); the calls,
+    /// decisions, results and the copied key bytes live in temporary
+    /// allocations (on the stack when small).
+    @inlinable
+    func submitMany<S: Sequence<(Value, Key)>>(
+        _ items: S, cost: UInt64, _ body: (Int32, sluice_decision_t) -> Void
+    ) {
         checkNotCombining()
-        let n = items.count
-        if n == 0 { return [] }
-        let keys = BatchKeys(items.lazy.map(\.key))
-        var decisions = [sluice_decision_t](repeating: sluice_decision_t(), count: n)
-        var results = [Int32](repeating: 0, count: n)
-        var tokens = [UInt64](repeating: 0, count: n)
-        let engine = self.engine!
-        pthread_mutex_lock(lock.mutex)
-        for i in 0..<n { tokens[i] = slots.insert(key: items[i].key, value: items[i].value) }
-        let run = {
-            keys.withCalls(token: { tokens[$0] }, cost: { _ in cost }) { calls in
-                decisions.withUnsafeMutableBufferPointer { d in
-                    results.withUnsafeMutableBufferPointer { r in
-                        engine.submitMany(calls.baseAddress!, count: n, decisions: d.baseAddress!, results: r.baseAddress!)
+        let list = ContiguousArray(items)
+        let n = list.count
+        if n == 0 { return }
+        var byteCount = 0
+        for item in list {
+            item.1.withCoreKey { if $0.kind != SLUICE_KEY_U64 { byteCount += $0.len } }
+        }
+        withUnsafeTemporaryAllocation(of: sluice_call_t.self, capacity: n) { calls in
+            withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: n) { decisions in
+                withUnsafeTemporaryAllocation(of: Int32.self, capacity: n) { results in
+                    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(byteCount, 1)) { bytes in
+                        // Every key as the core takes it, byte keys copied so
+                        // that all stay valid for the one C call.
+                        var offset = 0
+                        for i in 0..<n {
+                            let key: sluice_key_t = list[i].1.withCoreKey { k in
+                                guard k.kind != SLUICE_KEY_U64, k.len > 0, let p = k.bytes else { return k }
+                                let at = bytes.baseAddress! + offset
+                                at.initialize(from: p.assumingMemoryBound(to: UInt8.self), count: k.len)
+                                offset += k.len
+                                return sluice_key_bytes(UnsafeRawPointer(at), k.len)
+                            }
+                            (calls.baseAddress! + i).initialize(to: sluice_call_t(key: key, token: 0, cost: cost))
+                            (decisions.baseAddress! + i).initialize(to: sluice_decision_t())
+                            (results.baseAddress! + i).initialize(to: 0)
+                        }
+                        let engine = self.engine!
+                        pthread_mutex_lock(lock.mutex)
+                        for i in 0..<n { calls[i].token = slots.insert(key: list[i].1, value: list[i].0) }
+                        if serial {
+                            engine.submitMany(
+                                calls.baseAddress!, count: n, decisions: decisions.baseAddress!,
+                                results: results.baseAddress!)
+                        } else {
+                            pthread_mutex_unlock(lock.mutex)
+                            engine.submitMany(
+                                calls.baseAddress!, count: n, decisions: decisions.baseAddress!,
+                                results: results.baseAddress!)
+                            pthread_mutex_lock(lock.mutex)
+                        }
+                        for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
+                            // Not taken, or dropped without a report: released here.
+                            _ = slots.remove(calls[i].token)
+                        }
+                        let mustDrain = claimDrain()
+                        pthread_mutex_unlock(lock.mutex)
+                        if mustDrain { deliverOutbox() }
+                        for i in 0..<n { body(results[i], decisions[i]) }
                     }
                 }
             }
         }
-        if serial {
-            run()
-        } else {
-            pthread_mutex_unlock(lock.mutex)
-            run()
-            pthread_mutex_lock(lock.mutex)
-        }
-        for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
-            // Not taken, or dropped without a report: released here.
-            _ = slots.remove(tokens[i])
-        }
-        let mustDrain = claimDrain()
-        pthread_mutex_unlock(lock.mutex)
-        if mustDrain { deliverOutbox() }
-        return (0..<n).map { (results[$0], decisions[$0]) }
     }
 }
 
@@ -132,24 +157,32 @@ extension Limiter {
     /// result holds the error, and its value was not taken.
     ///
     /// ```swift
-    /// let limiter = try Limiter<String, Int>(.throttle(.seconds(1)), clock: ManualLimiterClock())
+    /// let clock = ManualLimiterClock()
+    /// let limiter = try Limiter<String, Int>(
+    ///     .throttle(interval: .seconds(1)), scheduler: .manual(clock), handler: { key, value in print(key, value) })
     /// let decisions = limiter.submit(contentsOf: [(1, "a"), (2, "a"), (3, "b")])
-    /// // [.success(.emitted), .success(.scheduled(at: …)), .success(.emitted)]
+    /// // .emitted, .scheduled(at: 1 s), .emitted
     /// ```
     ///
     /// - Parameter items: (value, key) pairs, in the order of the calls.
     /// - Returns: one result per pair, in order.
     /// - Complexity: O(n) on average.
+    @inlinable
     @discardableResult
     public func submit<S: Sequence<(Value, Key)>>(contentsOf items: S) -> [Result<Decision, LimiterError>] {
-        let list = items.map { (value: $0.0, key: $0.1) }
-        return storage.submitMany(list, cost: 1).map { rc, decision in
-            if rc < 0 { return .failure(LimiterError(rawValue: rc)) }
+        var out = [Result<Decision, LimiterError>]()
+        out.reserveCapacity(items.underestimatedCount)
+        storage.submitMany(items, cost: 1) { rc, decision in
+            if rc < 0 {
+                out.append(.failure(LimiterError(rawValue: rc)))
+                return
+            }
             switch decision.kind {
-            case SLUICE_EMITTED: return .success(.emitted)
-            case SLUICE_SCHEDULED: return .success(.scheduled(at: LimiterInstant(nanoseconds: decision.at)))
-            default: return .success(.dropped(retryAt: LimiterInstant(nanoseconds: decision.at)))
+            case SLUICE_EMITTED: out.append(.success(.emitted))
+            case SLUICE_SCHEDULED: out.append(.success(.scheduled(at: LimiterInstant(nanoseconds: decision.at))))
+            default: out.append(.success(.dropped(retryAt: LimiterInstant(nanoseconds: decision.at))))
             }
         }
+        return out
     }
 }
