@@ -117,6 +117,57 @@ extension BenchResults {
             goals.append(Goal(name: "throttle-hot at 1k keys: sluice-swift ≤ 1.5× sluice-c", measured: "not measured",
                               holds: nil, detail: ""))
         }
+        goals += batchGoals()
+        return goals
+    }
+
+    /// The floor's "independent accesses" figure (ns per access when the CPU
+    /// overlaps the misses), kept in the floor row's note.
+    func floorIndependent(_ scenario: String, _ keys: Int) -> Double? {
+        guard let note = row(scenario, "floor", keys: keys)?.note,
+              let r = note.range(of: "overlapped by the CPU: ")
+        else { return nil }
+        return Double(note[r.upperBound...].prefix { $0.isNumber || $0 == "." })
+    }
+
+    /// Goals of batched submission (issue 11).
+    func batchGoals() -> [Goal] {
+        var goals: [Goal] = []
+        // B1. throttle-hot at 1M keys: sluice-c-batch <= 5x the floor's independent accesses.
+        let b1 = "throttle-hot at 1M keys: sluice-c-batch ≤ 5× floor (independent accesses)"
+        if let c = value("throttle-hot", "sluice-c-batch", 1_000_000), let f = floorIndependent("throttle-hot", 1_000_000) {
+            goals.append(Goal(name: b1, measured: Format.ratio(c / f), holds: c <= 5 * f,
+                              detail: "sluice-c-batch \(Format.ns(c)) ns/op; floor independent \(Format.ns(f)) ns"))
+        } else {
+            goals.append(Goal(name: b1, measured: "not measured", holds: nil, detail: ""))
+        }
+        // B2. sluice-swift-batch <= 1.3x sluice-c-batch (throttle-hot and debounce-rearm, every common size).
+        for scenario in ["throttle-hot", "debounce-rearm"] {
+            let name = "\(scenario): sluice-swift-batch ≤ 1.3× sluice-c-batch"
+            let sizes = Set(rows.filter { $0.scenario == scenario }.map(\.keys)).sorted().filter {
+                value(scenario, "sluice-swift-batch", $0) != nil && value(scenario, "sluice-c-batch", $0) != nil
+            }
+            if sizes.isEmpty {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+                continue
+            }
+            let parts = sizes.map { n -> (String, Bool) in
+                let s = value(scenario, "sluice-swift-batch", n)!, c = value(scenario, "sluice-c-batch", n)!
+                return ("\(Format.keys(n)): \(Format.ratio(s / c))", s <= 1.3 * c)
+            }
+            goals.append(Goal(name: name, measured: parts.map(\.0).joined(separator: "; "), holds: parts.allSatisfy(\.1),
+                              detail: "ns/op ratio at each size"))
+        }
+        // B3. debounce-rearm at 100k keys: sluice-swift-batch >= 30x faster than dispatch-tuned.
+        let b3 = "debounce-rearm at 100k keys: sluice-swift-batch ≥ 30× faster than dispatch-tuned"
+        if let s = value("debounce-rearm", "sluice-swift-batch", 100_000),
+           let d = value("debounce-rearm", "dispatch-tuned", 100_000)
+        {
+            goals.append(Goal(name: b3, measured: Format.ratio(d / s), holds: d / s >= 30,
+                              detail: "sluice-swift-batch \(Format.ns(s)) ns/op; dispatch-tuned \(Format.ns(d))"))
+        } else {
+            goals.append(Goal(name: b3, measured: "not measured", holds: nil, detail: ""))
+        }
         return goals
     }
 

@@ -194,7 +194,11 @@ public enum Names {
     ]
     public static let impls = [
         "sluice-c", "sluice-swift", "dispatch-naive", "dispatch-tuned", "libevent-timers", "floor",
+        "sluice-c-batch", "sluice-swift-batch",
     ]
+    /// Implementations that submit in batches (`submit_many`, `submit(contentsOf:)`):
+    /// throttle-hot and debounce-rearm only.
+    public static let batchImpls: Set<String> = ["sluice-c-batch", "sluice-swift-batch"]
     /// The fleet scenario (a real redis-server) and its implementations: kept
     /// apart from the lists above, which the report's tables and charts follow.
     public static let fleetScenario = "fleet"

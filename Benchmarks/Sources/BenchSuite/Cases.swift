@@ -47,6 +47,7 @@ public enum Plan {
     /// Whether `impl` runs `scenario` at `keys` keys.
     static func applies(_ scenario: String, _ impl: String, keys: Int) -> Bool {
         if impl == "floor" { return ["throttle-hot", "debounce-rearm", "fire", "threads"].contains(scenario) }
+        if Names.batchImpls.contains(impl) { return ["throttle-hot", "debounce-rearm"].contains(scenario) }
         if dispatchImpls.contains(impl) {
             // Dispatch baselines stop at 1M keys (a timer source per key); lateness at 100k.
             if keys > 1_000_000 { return false }
@@ -133,10 +134,12 @@ public enum CaseRunner {
             return try runFleet(c, quick: quick)
         }
         switch c.impl {
-        case "sluice-c", "libevent-timers", "floor":
+        case "sluice-c", "sluice-c-batch", "libevent-timers", "floor":
             measured = try runC(c, p, w)
         case "sluice-swift":
             measured = try SluiceSwiftScenarios.run(p, w)
+        case "sluice-swift-batch":
+            measured = try SluiceSwiftScenarios.runBatch(p, w)
         case "dispatch-naive":
             measured = DispatchScenarios.run(DispatchNaive.self, p, w)
         case "dispatch-tuned":
@@ -212,6 +215,7 @@ public enum CaseRunner {
         let rc: Int32 =
             switch c.impl {
             case "sluice-c": cb_sluice_c(code, &params, &r)
+            case "sluice-c-batch": cb_sluice_c_batch(code, &params, &r)
             case "libevent-timers": cb_libevent(code, &params, &r)
             default: cb_floor(code, &params, &r)
             }

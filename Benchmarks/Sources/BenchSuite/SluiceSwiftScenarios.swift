@@ -50,6 +50,53 @@ enum SluiceSwiftScenarios {
         return .rate(ops: i, wall: wall, cpu: cpu)
     }
 
+    /// "sluice-swift-batch": throttle-hot and debounce-rearm as ``hot(_:_:_:passes:)``,
+    /// the measured calls handed over with `submit(contentsOf:)` in batches
+    /// of 32 (a divisor of the 1024-call clock step: every call keeps its time).
+    static func runBatch(_ p: CaseParams, _ w: Workload) throws -> [String: Measured] {
+        switch p.scenario {
+        case "throttle-hot": return ["throttle-hot": try hotBatch(.throttle(interval: .seconds(3600)), p, w, passes: 2)]
+        case "debounce-rearm":
+            return ["debounce-rearm": try hotBatch(.debounce(interval: .nanoseconds(Int64(p.interval))), p, w, passes: 1)]
+        default: return [:]
+        }
+    }
+
+    static func hotBatch(_ policy: LimiterPolicy, _ p: CaseParams, _ w: Workload, passes: Int) throws -> Measured {
+        let consumer = Consumer(target: .max)
+        let clock = ManualLimiterClock()
+        clock.advance(to: LimiterInstant(nanoseconds: manualT0))
+        let limiter = try L(policy, scheduler: .manual(clock)) { _, v in consumer.consume(v) }
+        for pass in 0..<passes {
+            clock.advance(to: LimiterInstant(nanoseconds: manualT0 + UInt64(pass)))
+            for k in 0..<w.n { try limiter.submit(k, for: w.key(k)) }
+        }
+        let start = manualT0 + UInt64(passes)
+        let batch = 32
+        var items: [(Int, UInt64)] = []
+        items.reserveCapacity(batch)
+        let c0 = cb_process_cpu()
+        let t0 = cb_now()
+        var i = 0
+        while i < w.ops {
+            let end = min(i + 4096, w.ops)
+            while i < end {
+                if i & 1023 == 0 { clock.advance(to: LimiterInstant(nanoseconds: cb_manual_now(start, i))) }
+                let n = min(batch, end - i)
+                items.removeAll(keepingCapacity: true)
+                for j in i..<(i + n) { items.append((j, w.orderedKey(j))) }
+                _ = limiter.submit(contentsOf: items)
+                i += n
+            }
+            if p.budget > 0 && Double(cb_now() - t0) > p.budget * 1e9 { break }
+        }
+        let wall = cb_now() - t0
+        let cpu = cb_process_cpu() - c0
+        cb_keep(consumer.sum)
+        withExtendedLifetime(limiter) {}
+        return .rate(ops: i, wall: wall, cpu: cpu)
+    }
+
     /// Keys submitted over one second of manual time (deadlines spread over a
     /// second, `interval` later), then one advance past them all.
     static func fire(_ p: CaseParams, _ w: Workload) throws -> [String: Measured] {

@@ -111,6 +111,10 @@ static inline uint64_t cb_manual_now(uint64_t t0, size_t i) { return t0 + (uint6
 
 /** Runs one case of "sluice-c". @return 0, or a negative error (printed). */
 int cb_sluice_c(cb_scenario_t scenario, const cb_params_t *p, cb_result_t *out);
+/** Runs one case of "sluice-c-batch": as "sluice-c", the measured calls in
+ *  batches (sluice_limiter_submit_many). Throttle-hot and debounce-rearm only
+ *  (-1 for the other scenarios). */
+int cb_sluice_c_batch(cb_scenario_t scenario, const cb_params_t *p, cb_result_t *out);
 /** Runs one case of "libevent-timers". */
 int cb_libevent(cb_scenario_t scenario, const cb_params_t *p, cb_result_t *out);
 /** Runs one case of "floor". Scenarios: any keyed one (the same random
