@@ -190,6 +190,11 @@ public struct ReportGenerator {
               same clock step as Sluice's); for `threads`, one base per thread (share-nothing).
             - **`floor`** — one random read-modify-write into an array of N 64-byte records, in
               the same order, no software prefetch: the least any per-key state costs.
+            - **`sluice-c-batch`**, **`sluice-swift-batch`** (`throttle-hot` and `debounce-rearm`
+              only) — `sluice-c` and `sluice-swift` with the measured calls handed over 32 at a
+              time, at the time the clock step gives them: `sluice_limiter_submit_many()` and
+              `Limiter.submit(contentsOf:)` (same results as single calls; the keys of a batch
+              are hashed first and their state prefetched, so the cache misses overlap).
 
             Dispatch's timers need the real clock: the Dispatch baselines read `DispatchTime.now()`
             on every call (about 20–25 ns here), which is part of what they cost.
