@@ -22,57 +22,6 @@ extension LimiterEngine {
     }
 }
 
-/// The keys of a batch copied into one buffer, so that every `sluice_key_t`
-/// of the batch stays valid for the whole C call (a key's own bytes are only
-/// lent inside `withCoreKey`).
-struct BatchKeys {
-    private var bytes: [UInt8] = []
-    /// Per key: nil for a byte key (its bytes are at `spans`), else the integer.
-    private var integers: [UInt64?] = []
-    private var spans: [(offset: Int, length: Int)] = []
-
-    init<Key: LimiterKey, S: Sequence<Key>>(_ keys: S) {
-        for key in keys {
-            key.withCoreKey { cKey in
-                if cKey.kind == SLUICE_KEY_U64 {
-                    integers.append(cKey.u64)
-                    spans.append((0, 0))
-                } else {
-                    integers.append(nil)
-                    spans.append((bytes.count, cKey.len))
-                    if cKey.len > 0, let p = cKey.bytes {
-                        bytes.append(contentsOf: UnsafeRawBufferPointer(start: p, count: cKey.len))
-                    }
-                }
-            }
-        }
-    }
-
-    var count: Int { integers.count }
-
-    /// Calls `body` with the batch's calls (tokens and costs from the
-    /// closures), valid only inside `body`.
-    func withCalls<R>(
-        token: (Int) -> UInt64, cost: (Int) -> UInt64, _ body: (UnsafeBufferPointer<sluice_call_t>) -> R
-    ) -> R {
-        bytes.withUnsafeBufferPointer { all in
-            var calls = [sluice_call_t]()
-            calls.reserveCapacity(count)
-            for i in 0..<count {
-                let key: sluice_key_t
-                if let u = integers[i] {
-                    key = sluice_key_u64(u)
-                } else {
-                    let start = spans[i].length > 0 ? UnsafeRawPointer(all.baseAddress! + spans[i].offset) : nil
-                    key = sluice_key_bytes(start, spans[i].length)
-                }
-                calls.append(sluice_call_t(key: key, token: token(i), cost: cost(i)))
-            }
-            return calls.withUnsafeBufferPointer(body)
-        }
-    }
-}
-
 extension LimiterStorage {
     /// Submits values in order at one time: what ``submit(_:for:cost:)``
     /// does for each, with one lock round and one core call for the batch,

@@ -21,9 +21,9 @@ extension RateLimiter {
     ///   (``LimiterError/full``, ``LimiterError/keyTooLong``,
     ///   ``LimiterError/closed``…) does not stop the others.
     /// - Complexity: O(n) on average.
+    @inlinable
     public func check<S: Sequence<Key>>(contentsOf keys: S) -> [Result<RateDecision, LimiterError>] {
-        let list = Array(keys)
-        return checkMany(list.count, keys: list, costs: { _ in 1 })
+        checkMany(ContiguousArray(keys.lazy.map { ($0, 1) }))
     }
 
     /// Checks many weighted calls at once and returns their decisions in
@@ -35,43 +35,92 @@ extension RateLimiter {
     ///   ``LimiterError/outOfRange``.
     /// - Returns: one result per pair, in order.
     /// - Complexity: O(n) on average.
+    @inlinable
     public func check<S: Sequence<(Key, Int)>>(contentsOf calls: S) -> [Result<RateDecision, LimiterError>] {
-        let list = Array(calls)
-        let keys = list.map(\.0)
-        return checkMany(list.count, keys: keys, costs: { list[$0].1 })
+        checkMany(ContiguousArray(calls))
     }
 
-    private func checkMany(_ n: Int, keys: [Key], costs: (Int) -> Int) -> [Result<RateDecision, LimiterError>] {
+    /// Whether `cost` is accepted (1 to 10^12, as ``check(_:cost:)``).
+    @usableFromInline
+    static func costIsValid(_ cost: Int) -> Bool { cost >= 1 && cost <= CPolicy.rateMax }
+
+    /// The error ``check(_:cost:)`` throws for a bad cost.
+    @usableFromInline
+    static func badCost(_ cost: Int) -> LimiterError { CPolicy.badCost(cost) }
+
+    /// The Swift decision of a core decision (``check(_:cost:)``'s conversion).
+    @usableFromInline
+    static func decision(_ d: sluice_decision_t, now: UInt64) -> RateDecision { RateDecision(d, now: now) }
+
+    /// The body of both batch checks: calls with a bad cost fail alone (as
+    /// ``check(_:cost:)`` would), the others go to the core in one call.
+    @inlinable
+    func checkMany(_ list: ContiguousArray<(Key, Int)>) -> [Result<RateDecision, LimiterError>] {
+        let n = list.count
         if n == 0 { return [] }
-        // Calls with a bad cost fail alone, as check(_:cost:) would; the
-        // others go to the core.
-        var index = [Int]()
-        index.reserveCapacity(n)
-        var out = [Result<RateDecision, LimiterError>?](repeating: nil, count: n)
-        for i in 0..<n {
-            let cost = costs(i)
-            if cost >= 1, cost <= CPolicy.rateMax { index.append(i) } else { out[i] = .failure(CPolicy.badCost(cost)) }
+        var out = [Result<RateDecision, LimiterError>]()
+        out.reserveCapacity(n)
+        let now = engine.now
+        withBatchCalls(list.lazy.map(\.0), cost: { i in UInt64(clamping: list[i].1) }) { calls, decisions, results in
+            // Bad costs never reach the core: the good calls are packed first.
+            var m = 0
+            for i in 0..<n where Self.costIsValid(list[i].1) {
+                calls[m] = calls[i]
+                m += 1
+            }
+            if m > 0 { engine.submitMany(calls, count: m, decisions: decisions, results: results) }
+            var j = 0
+            for i in 0..<n {
+                let cost = list[i].1
+                guard Self.costIsValid(cost) else {
+                    out.append(.failure(Self.badCost(cost)))
+                    continue
+                }
+                out.append(
+                    results[j] < 0
+                        ? .failure(LimiterError(rawValue: results[j])) : .success(Self.decision(decisions[j], now: now)))
+                j += 1
+            }
         }
-        let m = index.count
-        if m > 0 {
-            let batch = BatchKeys(index.lazy.map { keys[$0] })
-            var decisions = [sluice_decision_t](repeating: sluice_decision_t(), count: m)
-            var results = [Int32](repeating: 0, count: m)
-            let engine = self.engine
-            let now = engine.now
-            batch.withCalls(token: { _ in 0 }, cost: { UInt64(costs(index[$0])) }) { calls in
-                decisions.withUnsafeMutableBufferPointer { d in
-                    results.withUnsafeMutableBufferPointer { r in
-                        engine.submitMany(calls.baseAddress!, count: m, decisions: d.baseAddress!, results: r.baseAddress!)
+        return out
+    }
+}
+
+/// Calls `body` with the batch's calls (token 0, each call's cost from
+/// `cost`), zeroed decisions and results, all in temporary allocations (on
+/// the stack when small); byte keys are copied so that every key stays valid
+/// for the whole C call.
+@inlinable
+func withBatchCalls<Key: LimiterKey, C: Collection<Key>>(
+    _ keys: C, cost: (Int) -> UInt64,
+    _ body: (UnsafeMutablePointer<sluice_call_t>, UnsafeMutablePointer<sluice_decision_t>, UnsafeMutablePointer<Int32>)
+        -> Void
+) {
+    let n = keys.count
+    var byteCount = 0
+    for key in keys { key.withCoreKey { if $0.kind != SLUICE_KEY_U64 { byteCount += $0.len } } }
+    withUnsafeTemporaryAllocation(of: sluice_call_t.self, capacity: n) { calls in
+        withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: n) { decisions in
+            withUnsafeTemporaryAllocation(of: Int32.self, capacity: n) { results in
+                withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(byteCount, 1)) { bytes in
+                    var offset = 0
+                    var i = 0
+                    for key in keys {
+                        let cKey: sluice_key_t = key.withCoreKey { k in
+                            guard k.kind != SLUICE_KEY_U64, k.len > 0, let p = k.bytes else { return k }
+                            let at = bytes.baseAddress! + offset
+                            at.initialize(from: p.assumingMemoryBound(to: UInt8.self), count: k.len)
+                            offset += k.len
+                            return sluice_key_bytes(UnsafeRawPointer(at), k.len)
+                        }
+                        (calls.baseAddress! + i).initialize(to: sluice_call_t(key: cKey, token: 0, cost: cost(i)))
+                        (decisions.baseAddress! + i).initialize(to: sluice_decision_t())
+                        (results.baseAddress! + i).initialize(to: 0)
+                        i += 1
                     }
+                    body(calls.baseAddress!, decisions.baseAddress!, results.baseAddress!)
                 }
             }
-            for j in 0..<m {
-                out[index[j]] =
-                    results[j] < 0
-                    ? .failure(LimiterError(rawValue: results[j])) : .success(RateDecision(decisions[j], now: now))
-            }
         }
-        return out.map { $0! }
     }
 }

@@ -30,7 +30,7 @@ import CSluice
 /// - Complexity: `check` and `quota` are O(1) on average, and do not
 ///   allocate for a key that already has state.
 public final class RateLimiter<Key: LimiterKey>: Sendable {
-    let engine: any LimiterEngine
+    @usableFromInline let engine: any LimiterEngine
     /// The policy (a rate policy).
     public let policy: LimiterPolicy
 
