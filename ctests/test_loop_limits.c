@@ -104,7 +104,9 @@ static void test_cap_due_first(void) {
     sluice_loop_t *loop;
     LT_OK(sluice_loop_attach(&loop, base, NULL));
     struct counter cnt = { 0 };
-    sluice_config_t c = lt_config(sluice_throttle(5 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), count_event, &cnt);
+    /* Windows long enough that a thread descheduled on a loaded machine
+     * between the submits below still finds them running. */
+    sluice_config_t c = lt_config(sluice_throttle(200 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), count_event, &cnt);
     c.max_keys = 2;
     sluice_mt_t *m;
     LT_OK(sluice_mt_new(&m, loop, &c, 1));
@@ -113,7 +115,7 @@ static void test_cap_due_first(void) {
     LT_OK(sluice_mt_submit(m, sluice_key_u64(1), 2, &d)); /* pending: emitted at the window's end */
     LT_OK(sluice_mt_submit(m, sluice_key_u64(2), 3, &d));
     LT_CHECK(sluice_mt_submit(m, sluice_key_u64(3), 4, &d) == SLUICE_EFULL, "full while both windows run");
-    lt_sleep_ms(20); /* both windows (and key 1's trailing window) are over; the base never ran */
+    lt_sleep_ms(450); /* both windows (and key 1's trailing window) are over; the base never ran */
     uint64_t events_before = atomic_load(&cnt.events);
     LT_OK(sluice_mt_submit(m, sluice_key_u64(3), 5, &d));
     LT_CHECK(d.kind == SLUICE_EMITTED, "key 3 accepted once the due deadlines ran");
