@@ -198,7 +198,7 @@ soak: build
 # SluiceHummingbird, SluiceVapor, SluiceMetrics, their tests and the examples' binaries),
 # their tests, then each example tested with curl (Examples/*/test.sh).
 SERVERS_SCRATCH ?= .build-servers
-SERVERS_TRAITS ?= NIO,Hummingbird,Metrics
+SERVERS_TRAITS ?= NIO,Hummingbird,Vapor,Metrics
 .PHONY: consumer-check servers-test
 consumer-check:
 	tools/consumer-check.sh
@@ -208,3 +208,4 @@ servers-test:
 	  --filter 'Sluice(NIO|Hummingbird|Vapor|Metrics)Tests'
 	SERVER_BIN=$(SERVERS_SCRATCH)/debug/HummingbirdServerExample SERVER_NAME=hummingbird-server \
 	  Examples/hummingbird-server/test.sh
+	SERVER_BIN=$(SERVERS_SCRATCH)/debug/VaporServerExample Examples/vapor-server/test.sh
