@@ -28,6 +28,10 @@ public struct RateLimitGate: Sendable {
     public var onFailure: FailureMode
     /// Called for every failure to decide (for a log line; see SluiceMetrics).
     public var failureObserver: (@Sendable (_ key: String, _ error: any Error) -> Void)?
+    /// The `RateLimit-Policy` value (the same for every answer: made once) and
+    /// the policy's item (`"NAME"`) that starts the `RateLimit` value.
+    let policyField: String?
+    let policyItem: Substring
 
     /// A gate.
     ///
@@ -47,15 +51,35 @@ public struct RateLimitGate: Sendable {
         self.shadow = shadow
         self.onFailure = onFailure
         self.failureObserver = failureObserver
+        // RateLimitHeaders formats the fields; a quota read gives the policy's once.
+        let fields = RateLimitHeaders(
+            decider.policy, RateQuota(
+                at: LimiterInstant(nanoseconds: 0), burst: 1, remaining: 1, fullAt: LimiterInstant(nanoseconds: 0),
+                retryAt: nil), name: policyName)
+        policyField = fields?.ratePolicy
+        policyItem = fields.map { $0.rateLimit.prefix(upTo: $0.rateLimit.lastIndex(of: ";")!) }
+            .flatMap { $0.prefix(upTo: $0.lastIndex(of: ";")!) } ?? ""
     }
 
     /// What to do with one request.
     public struct Verdict: Sendable {
         /// The decision (`nil` when none could be made).
         public var decision: RateDecision?
-        /// Header fields to put on the response, whatever it is (`Retry-After`
-        /// on a drop, `RateLimit-Policy`, `RateLimit`).
-        public var headers: [(name: String, value: String)]
+        /// `Retry-After` (on a drop; never in shadow mode), or `nil`.
+        public var retryAfter: String?
+        /// `RateLimit-Policy`, or `nil` (no decision, or not a rate policy).
+        public var ratePolicy: String?
+        /// `RateLimit`, or `nil`.
+        public var rateLimit: String?
+        /// Header fields to put on the response, whatever it is, in this order:
+        /// `Retry-After`, `RateLimit-Policy`, `RateLimit`.
+        public var headers: [(name: String, value: String)] {
+            var fields: [(name: String, value: String)] = []
+            if let retryAfter { fields.append(("Retry-After", retryAfter)) }
+            if let ratePolicy { fields.append(("RateLimit-Policy", ratePolicy)) }
+            if let rateLimit { fields.append(("RateLimit", rateLimit)) }
+            return fields
+        }
         /// When set, answer this instead of handling the request.
         public var rejection: Rejection?
     }
@@ -82,10 +106,10 @@ public struct RateLimitGate: Sendable {
             decision = try await decider.check(key, cost: max(1, cost))
         } catch {
             failureObserver?(key, error)
-            if shadow || onFailure == .allow { return Verdict(decision: nil, headers: [], rejection: nil) }
+            if shadow || onFailure == .allow { return Verdict(decision: nil, rejection: nil) }
             if let error = error as? LimiterError, error == .keyTooLong {
                 return Verdict(
-                    decision: nil, headers: [],
+                    decision: nil,
                     rejection: Rejection(
                         status: 431,
                         body: Self.problem(
@@ -93,18 +117,23 @@ public struct RateLimitGate: Sendable {
                             detail: "The client key is longer than the rate limiter accepts.")))
             }
             return Verdict(
-                decision: nil, headers: [("Retry-After", "1")],
+                decision: nil, retryAfter: "1",
                 rejection: Rejection(
                     status: 503,
                     body: Self.problem(
                         status: 503, title: "Service Unavailable",
                         detail: "The rate limiter cannot take this client now; retry later.")))
         }
-        var headers = RateLimitHeaders(decider.policy, decision, name: policyName)?.fields ?? []
-        // In shadow mode the request goes through: no Retry-After on its answer.
-        if shadow { headers.removeAll { $0.name == "Retry-After" } }
+        // The fields of RateLimitHeaders, the policy's made once (see init).
+        var verdict = Verdict(decision: decision, rejection: nil)
+        if let policyField {
+            verdict.ratePolicy = policyField
+            verdict.rateLimit = "\(policyItem);r=\(decision.remaining);t=\(decision.secondsUntilFull)"
+            // In shadow mode the request goes through: no Retry-After on its answer.
+            if !shadow { verdict.retryAfter = decision.retryAfterSeconds.map(String.init) }
+        }
         guard !decision.isAdmitted, !shadow else {
-            return Verdict(decision: decision, headers: headers, rejection: nil)
+            return verdict
         }
         let detail: String
         if let seconds = decision.retryAfterSeconds {
@@ -112,9 +141,9 @@ public struct RateLimitGate: Sendable {
         } else {
             detail = "The request costs more than the rate limit admits at once; it can never be admitted."
         }
-        return Verdict(
-            decision: decision, headers: headers,
-            rejection: Rejection(status: 429, body: Self.problem(status: 429, title: "Too Many Requests", detail: detail)))
+        verdict.rejection = Rejection(
+            status: 429, body: Self.problem(status: 429, title: "Too Many Requests", detail: detail))
+        return verdict
     }
 
     /// An RFC 9457 problem details object (`type` is `about:blank`: the

@@ -70,9 +70,9 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         guard let key = key(request, context) else { return try await next(request, context) }
         let verdict = await gate.evaluate(key: key, cost: cost?(request, context) ?? 1)
         var fields = HTTPFields()
-        for (name, value) in verdict.headers {
-            if let name = HTTPField.Name(name) { fields.append(HTTPField(name: name, value: value)) }
-        }
+        if let value = verdict.retryAfter { fields.append(HTTPField(name: .retryAfter, value: value)) }
+        if let value = verdict.ratePolicy { fields.append(HTTPField(name: .rateLimitPolicy, value: value)) }
+        if let value = verdict.rateLimit { fields.append(HTTPField(name: .rateLimit, value: value)) }
         if let rejection = verdict.rejection {
             fields.append(HTTPField(name: .contentType, value: rejection.contentType))
             return Response(
@@ -127,5 +127,7 @@ extension RateLimitMiddleware where Context: RemoteAddressRequestContext {
 extension HTTPField.Name {
     static let forwarded = HTTPField.Name("Forwarded")!
     static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
+    static let rateLimitPolicy = HTTPField.Name("RateLimit-Policy")!
+    static let rateLimit = HTTPField.Name("RateLimit")!
 }
 #endif

@@ -99,7 +99,8 @@ public struct SluiceRateLimitMiddleware: AsyncMiddleware {
                 body: .init(string: rejection.body))
         }
         let response = try await next.respond(to: request)
-        for (name, value) in verdict.headers { response.headers.replaceOrAdd(name: name, value: value) }
+        if let value = verdict.ratePolicy { response.headers.replaceOrAdd(name: "RateLimit-Policy", value: value) }
+        if let value = verdict.rateLimit { response.headers.replaceOrAdd(name: "RateLimit", value: value) }
         return response
     }
 }
