@@ -60,13 +60,17 @@ static void on_event(void *user, const sluice_event_t *ev) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static uint64_t rng = 12345;
-static uint64_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+/* xorshift64; each thread draws from its own state. */
+static uint64_t rnd_next(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
 }
+
+static uint64_t rng = 12345; /* the main thread's */
+static uint64_t rnd(void) { return rnd_next(&rng); }
 
 static void side_init(struct side *s) {
     memset(s, 0, sizeof *s);
@@ -196,9 +200,10 @@ static void *work(void *arg) {
     struct worker *w = arg;
     sluice_call_t calls[64];
     int rcs[64];
+    uint64_t state = 0x9E3779B97F4A7C15u ^ (w->base + 1);
     for (int round = 0; round < 200; round++) {
         for (int i = 0; i < 64; i++) {
-            calls[i].key = sluice_key_u64(w->base + (uint64_t)(rnd() % 500) * 2);
+            calls[i].key = sluice_key_u64(w->base + (uint64_t)(rnd_next(&state) % 500) * 2);
             calls[i].token = w->base * 1000000 + (uint64_t)round * 64 + (uint64_t)i;
             calls[i].cost = 1;
         }
