@@ -40,6 +40,7 @@ run() { # LABEL FLAGS...: one wrk run against a fresh server
 for _ in $(seq 1 "$rounds"); do
   run without --no-limit
   run with
+  [ -n "${EXTRA:-}" ] && run "with$EXTRA" $EXTRA
 done
 python3 - "$work/results" <<'PY'
 import sys, statistics
@@ -49,7 +50,7 @@ def ms(v):
             return float(v[: -len(unit)]) * f
     return float(v)
 rows = [l.split() for l in open(sys.argv[1])]
-for label in ("without", "with"):
+for label in sorted({x[0] for x in rows}, key=len):
     r = [float(x[1]) for x in rows if x[0] == label]
     p = [ms(x[2]) for x in rows if x[0] == label]
     print(f"median {label:8s} {statistics.median(r):10.0f} req/s   p99 {statistics.median(p):7.2f} ms")

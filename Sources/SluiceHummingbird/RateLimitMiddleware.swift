@@ -39,8 +39,8 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
 
     /// The decisions and answers, framework-free.
     public let gate: RateLimitGate
-    let key: KeyFunction
-    let cost: CostFunction?
+    @usableFromInline let key: KeyFunction
+    @usableFromInline let cost: CostFunction?
 
     /// Middleware keyed by a closure.
     ///
@@ -64,6 +64,9 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         self.cost = cost
     }
 
+    // @inlinable: specialized for the application's Context in its module
+    // (no generic metadata look-ups per request).
+    @inlinable
     public func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
@@ -127,7 +130,7 @@ extension RateLimitMiddleware where Context: RemoteAddressRequestContext {
 extension HTTPField.Name {
     static let forwarded = HTTPField.Name("Forwarded")!
     static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
-    static let rateLimitPolicy = HTTPField.Name("RateLimit-Policy")!
-    static let rateLimit = HTTPField.Name("RateLimit")!
+    @usableFromInline static let rateLimitPolicy = HTTPField.Name("RateLimit-Policy")!
+    @usableFromInline static let rateLimit = HTTPField.Name("RateLimit")!
 }
 #endif

@@ -37,10 +37,11 @@ struct Options {
     var trustedProxies: Set<String> = []
     var shadow = false
     var noLimit = false
+    var quotaOnSluiceLoop = false
 
     static let usage = """
         usage: hummingbird-server [--host ADDR] [--port PORT] [--limit N] [--per SECONDS]
-                                  [--debounce-ms MS] [--trust-proxy ADDR]... [--shadow] [--no-limit]
+                                  [--debounce-ms MS] [--trust-proxy ADDR]... [--shadow] [--no-limit] [--quota-on-sluice-loop]
         """
 
     static func parse(_ arguments: [String]) -> Options {
@@ -72,6 +73,7 @@ struct Options {
             case "--trust-proxy": options.trustedProxies.insert(value(flag))
             case "--shadow": options.shadow = true
             case "--no-limit": options.noLimit = true  // GET / without the middleware (for wrk)
+            case "--quota-on-sluice-loop": options.quotaOnSluiceLoop = true  // Sluice's own loop (for wrk)
             case "--help", "-h":
                 print(usage)
                 exit(0)
@@ -114,9 +116,13 @@ logger.logLevel = .notice
 let clientID = HTTPField.Name("X-Client-Id")!
 let forwarded: ForwardedHeaders = options.trustedProxies.isEmpty ? .ignore : .trust(options.trustedProxies)
 
-// The quota: a local RateLimiter (Sluice's own loop and monotonic clock).
+// The quota: a local RateLimiter.
+// Its clock and timers are a NIO event loop of the server's group (SluiceNIO): no thread
+// of Sluice's own. (--quota-on-sluice-loop: Sluice's default loop instead, for comparison.)
 let quota = try RateLimiter<String>(
-    limit: options.limit, per: .nanoseconds(Int64(options.per * 1_000_000_000)), maxKeys: 1_000_000)
+    limit: options.limit, per: .nanoseconds(Int64(options.per * 1_000_000_000)),
+    scheduler: options.quotaOnSluiceLoop ? .default : .eventLoop(MultiThreadedEventLoopGroup.singleton.next()),
+    maxKeys: 1_000_000)
 // The debounced saves: a Limiter whose timers are tasks of a NIO event loop.
 let store = DocumentStore()
 let saves = try Limiter<String, String>(
