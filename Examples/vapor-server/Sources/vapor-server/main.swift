@@ -100,8 +100,10 @@ app.http.server.configuration.hostname = options.host
 app.http.server.configuration.port = options.port
 let forwarded: ForwardedHeaders = options.trustedProxies.isEmpty ? .ignore : .trust(options.trustedProxies)
 
+// The quota's clock and timers: one of Vapor's event loops (SluiceNIO), no thread of Sluice's own.
 let quota = try RateLimiter<String>(
-    limit: options.limit, per: .nanoseconds(Int64(options.per * 1_000_000_000)), maxKeys: 1_000_000)
+    limit: options.limit, per: .nanoseconds(Int64(options.per * 1_000_000_000)),
+    scheduler: .eventLoop(app.eventLoopGroup.next()), maxKeys: 1_000_000)
 let store = DocumentStore()
 // The debounced saves: timers are tasks of one of Vapor's event loops.
 let saves = try Limiter<String, String>(
