@@ -10,16 +10,21 @@ import CSluice
 ///
 /// Ownership: the core's `user` pointer is this engine, unretained: the core
 /// calls back only during a call made through this engine.
+@usableFromInline
 final class ManualEngine: LimiterEngine, @unchecked Sendable {
     // @unchecked: `core` is set once in init; `sink` and the core are
     // guarded by `lock`.
     let clock: ManualLimiterClock
     private let lock: PosixLock
     /// The caller holds `lock` around every call (see ``runsUnderCallerLock``).
+    @usableFromInline
     let runsUnderCallerLock: Bool
     private var core: CLimiter?
     /// Cleared by shutdown(): the sink holds the storage, which holds this engine.
     private var sink: EngineSink?
+    /// `sink`, unretained, for the event callback: read with no retain and
+    /// release per event. Set and cleared with `sink` (under `lock`).
+    private var sinkRef: Unmanaged<EngineSink>?
     /// What the clock holds, weakly: a weak reference to the engine itself
     /// would give it a side table, making every retain of it on the submit
     /// path several times slower. Holds the engine until shutdown().
@@ -32,6 +37,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         lock = setup.callerLock ?? PosixLock()
         runsUnderCallerLock = setup.callerLock != nil
         sink = setup.sink
+        sinkRef = Unmanaged.passUnretained(setup.sink)
         reportImmediate = setup.reportImmediate
         reportDrops = setup.reportDrops
         var config = setup.config
@@ -53,13 +59,16 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         core?.free()
     }
 
+    @usableFromInline
     var now: UInt64 { clock.nowNanoseconds }
 
     /// Hands an event to the sink, with `lock` held.
     @inline(__always)
     private func report(_ event: EngineEvent) {
-        guard let sink else { return }
-        if runsUnderCallerLock { sink.recordHeld(event) } else { sink.record(event) }
+        guard let sinkRef else { return }
+        sinkRef._withUnsafeGuaranteedRef { sink in
+            if runsUnderCallerLock { sink.recordHeld(event) } else { sink.record(event) }
+        }
     }
 
     /// Runs `body` under the lock: taken here, or already held by the caller.
@@ -78,6 +87,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         }
     }
 
+    @usableFromInline
     func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32 {
         serialized {
             guard let core else { return LimiterError.closed.rawValue }
@@ -123,6 +133,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
 
     /// `sluice_limiter_submit_many`, each call's immediate emission or drop
     /// reported (when asked) at the point its call returned.
+    @usableFromInline
     func submitMany(
         _ calls: UnsafePointer<sluice_call_t>, count: Int, decisions: UnsafeMutablePointer<sluice_decision_t>,
         results: UnsafeMutablePointer<Int32>
@@ -141,6 +152,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         }
     }
 
+    @usableFromInline
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32 {
         serialized {
             guard let core else { return LimiterError.closed.rawValue }
@@ -148,22 +160,30 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         }
     }
 
+    @usableFromInline
     func flush(_ key: sluice_key_t) -> Int32 { withCore { $0.flush(key, now: $1) } }
+    @usableFromInline
     func cancel(_ key: sluice_key_t) -> Int32 { withCore { $0.cancel(key, now: $1) } }
+    @usableFromInline
     func pending(_ key: sluice_key_t) -> Int32 { withCore { $0.pending(key, now: $1) } }
+    @usableFromInline
     func close(_ mode: sluice_close_mode_t) -> Int32 { withCore { $0.close(mode, now: $1) } }
 
+    @usableFromInline
     func stats() -> sluice_stats_t {
         serialized { core?.stats() ?? sluice_stats_t() }
     }
 
+    @usableFromInline
     func checkInvariants() -> Int32 { withCore { core, _ in core.check() } }
 
+    @usableFromInline
     func shutdown() {
         serialized {
             // Closed by the limiter first: nothing pending, no event can come.
             core?.free()
             core = nil
+            sinkRef = nil
             sink = nil
         }
         link.release()
