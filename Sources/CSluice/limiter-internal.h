@@ -188,6 +188,22 @@ static inline void sluice__set_pending(struct sluice_limiter *l, struct sluice__
     e->token = token;
 }
 
+/* The first call of a key opens its window [t, end): with a leading edge the
+ * call is emitted now, otherwise its token waits for `end`. Throttle and
+ * debounce both start this way. */
+static inline void sluice__open_window(struct sluice_limiter *l, struct sluice__entry *e, uint32_t idx,
+                                       uint64_t token, uint64_t t, uint64_t end, sluice_decision_t *d) {
+    if (l->leading) {
+        d->kind = SLUICE_EMITTED;
+        d->at = t;
+    } else {
+        sluice__set_pending(l, e, token);
+        d->kind = SLUICE_SCHEDULED;
+        d->at = end;
+    }
+    sluice__wheel_add(&l->wheel, idx, end);
+}
+
 static inline uint64_t sluice__take_pending(struct sluice_limiter *l, struct sluice__entry *e) {
     e->flags &= (uint8_t)~SLUICE__F_PENDING;
     l->pending--;

@@ -64,15 +64,7 @@ int sluice__debounce_call(struct sluice_limiter *l, const struct sluice__keyref 
         if (l->has_max_wait) ext_of(e)->last = ext_of(e)->start = t;
         /* maxWait >= interval, so the first deadline is t + W */
         uint64_t end = sluice__sat_add(t, l->interval);
-        if (l->leading) {
-            d->kind = SLUICE_EMITTED;
-            d->at = t;
-        } else {
-            sluice__set_pending(l, e, token);
-            d->kind = SLUICE_SCHEDULED;
-            d->at = end;
-        }
-        sluice__wheel_add(&l->wheel, idx, end);
+        sluice__open_window(l, e, idx, token, t, end, d);
         return 0;
     }
     struct sluice__entry *e = sluice__entry_of(l, idx);
