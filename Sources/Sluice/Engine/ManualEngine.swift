@@ -14,12 +14,12 @@ import CSluice
 final class ManualEngine: LimiterEngine, @unchecked Sendable {
     // @unchecked: `core` is set once in init; `sink` and the core are
     // guarded by `lock`.
-    let clock: ManualLimiterClock
+    @usableFromInline let clock: ManualLimiterClock
     private let lock: PosixLock
     /// The caller holds `lock` around every call (see ``runsUnderCallerLock``).
     @usableFromInline
     let runsUnderCallerLock: Bool
-    private var core: CLimiter?
+    @exclusivity(unchecked) @usableFromInline var core: CLimiter?
     /// Cleared by shutdown(): the sink holds the storage, which holds this engine.
     private var sink: EngineSink?
     /// `sink`, unretained, for the event callback: read with no retain and
@@ -40,11 +40,13 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         sinkRef = Unmanaged.passUnretained(setup.sink)
         reportImmediate = setup.reportImmediate
         reportDrops = setup.reportDrops
+        collected = .allocate(capacity: 4)
         var config = setup.config
         config.start_ns = clock.nowNanoseconds
         config.on_event = { user, event in
             guard let user, let event else { return }
             Unmanaged<ManualEngine>.fromOpaque(user)._withUnsafeGuaranteedRef {
+                if $0.collecting { return $0.collect(EngineEvent(event)) }  // the caller records it
                 if $0.batch != nil { $0.reportBatchReturned() }  // submitMany: calls that returned first
                 $0.report(EngineEvent(event))
             }
@@ -57,10 +59,47 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
 
     deinit {
         core?.free()
+        collected.deallocate()  // EngineEvent is trivial
     }
 
     @usableFromInline
     var now: UInt64 { clock.nowNanoseconds }
+
+    // MARK: - The caller's fast path
+
+    /// While `true` (set by a caller holding the caller's lock around one
+    /// core call, see `LimiterStorage.submit`), the core's events are kept
+    /// in `collected` for that caller to record, specialized for its key
+    /// and value types, instead of going through the sink's closures.
+    @exclusivity(unchecked) @usableFromInline var collecting = false
+    /// The events kept while `collecting`: the first `collectedCount` of a
+    /// buffer of `collectedCapacity` (grown when a call reports more).
+    @exclusivity(unchecked) @usableFromInline var collected: UnsafeMutablePointer<EngineEvent>
+    @exclusivity(unchecked) @usableFromInline var collectedCount = 0
+    @exclusivity(unchecked) private var collectedCapacity = 4
+
+    /// Keeps an event for the collecting caller.
+    @inline(__always)
+    private func collect(_ event: EngineEvent) {
+        if collectedCount == collectedCapacity { growCollected() }
+        (collected + collectedCount).initialize(to: event)
+        collectedCount &+= 1
+    }
+
+    /// Doubles the buffer of kept events (a call reported more than ever).
+    @inline(never)
+    private func growCollected() {
+        let capacity = collectedCapacity * 2
+        let events = UnsafeMutablePointer<EngineEvent>.allocate(capacity: capacity)
+        events.moveInitialize(from: collected, count: collectedCount)
+        collected.deallocate()
+        collected = events
+        collectedCapacity = capacity
+    }
+
+    /// The core, for the collecting caller (`nil` once shut down).
+    @inlinable
+    var coreForCaller: CLimiter? { core }
 
     /// Hands an event to the sink, with `lock` held.
     @inline(__always)

@@ -189,9 +189,27 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         pthread_mutex_lock(lock.mutex)
         let token = slots.insert(key: key, value: value)
         if serial, let manualEngine {
-            // The hot path of a limiter on a manual clock: a direct call.
-            rc = manualEngine._withUnsafeGuaranteedRef { engine in
-                key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
+            // The hot path of a limiter on a manual clock: the core called
+            // directly, its events collected by the engine and recorded
+            // here, then the immediate decision reported as
+            // ManualEngine.submit reports it (reportImmediate, and
+            // reportDrops = observesDrops): one specialized critical section.
+            rc = manualEngine._withUnsafeGuaranteedRef { engine -> Int32 in
+                guard let core = engine.coreForCaller else { return LimiterError.closed.rawValue }
+                let now = engine.clock.nowNanoseconds
+                engine.collecting = true
+                let rc = key.withCoreKey { core.submit($0, token: token, cost: cost, now: now, into: &decision) }
+                engine.collecting = false
+                for i in 0..<engine.collectedCount { recordLocked(engine.collected[i]) }
+                engine.collectedCount = 0
+                if rc == 0 {
+                    if decision.kind == SLUICE_EMITTED {
+                        recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
+                    } else if decision.kind == SLUICE_DROPPED, observesDrops {
+                        recordLocked(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
+                    }
+                }
+                return rc
             }
         } else if serial {
             let engine = self.engine!
@@ -335,7 +353,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// With the lock held: records one event of the engine — moves the
     /// token's value to the outbox, folds it into its successor
     /// (`combine`), or releases it, at the moment the core gave it up.
-    @inlinable
+    @inlinable @inline(__always)
     func recordLocked(_ event: EngineEvent) {
         if let combine, let newer = event.successor, slots.contains(newer) {
             let older = slots.remove(event.token)
@@ -363,7 +381,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     // MARK: - Delivery
 
     /// With the lock held: whether the caller must deliver the outbox now.
-    @inlinable
+    @inlinable @inline(__always)
     func claimDrain() -> Bool {
         outbox.claim(closedAndEmpty: closed && slots.count == 0)
     }
