@@ -8,7 +8,7 @@ import Dispatch
 /// ```swift
 /// @MainActor final class SearchModel {
 ///     private let throttler = try! MainActorThrottler(interval: .milliseconds(300))
-///     var results: [Item] = []
+///     private(set) var results: [String] = []
 ///     func queryChanged(_ text: String) {
 ///         throttler.call { [weak self] in self?.results = search(text) }
 ///     }
@@ -72,6 +72,7 @@ public final class MainActorThrottler {
 /// @MainActor final class Editor {
 ///     private let autosave = try! MainActorDebouncer(interval: .seconds(1), maxWait: .seconds(10))
 ///     func textChanged() { autosave.call { [weak self] in self?.save() } }
+///     func save() { /* … */ }
 /// }
 /// ```
 @MainActor

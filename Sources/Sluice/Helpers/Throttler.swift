@@ -40,9 +40,9 @@ struct SingleKeyLimiter: Sendable {
 ///
 /// ```swift
 /// let progress = try Throttler(interval: .milliseconds(250))
-/// for await chunk in download {
+/// for await chunk in download {          // your AsyncSequence of chunks
 ///     let received = chunk.offset
-///     progress.call { log.info("received \(received) bytes") }
+///     progress.call { print("received \(received) bytes") }
 /// }
 /// ```
 ///
@@ -121,8 +121,8 @@ public final class Throttler: Sendable {
 ///
 /// ```swift
 /// let autosave = try Debouncer(interval: .seconds(1), maxWait: .seconds(10))
-/// func textChanged(_ text: String) {
-///     autosave.call { store.save(text) }   // store: a Sendable store
+/// func documentChanged(_ document: Document) {
+///     autosave.call { store.save(document, id: document.id) }   // store: a Sendable store
 /// }
 /// ```
 ///

@@ -4,7 +4,7 @@
 ///
 /// ```swift
 /// let perRoute = try RateLimiter<CompositeKey>(limit: 10, per: .seconds(1))
-/// let decision = try perRoute.check(CompositeKey(request.apiKey, request.path))
+/// if try perRoute.check(CompositeKey(request.apiKey, request.path)).isAdmitted { handle(request) }
 /// ```
 ///
 /// The parts are encoded one after the other, each with a tag that says

@@ -9,12 +9,15 @@ import CSluice
 /// task:
 ///
 /// ```swift
+/// import Foundation
+/// import Sluice
+///
 /// let (saves, emissions) = try Limiter<UUID, Document>.makeStream(
 ///     .debounce(interval: .seconds(1), maxWait: .seconds(5)))
 ///
 /// Task {
 ///     for await emission in emissions {        // each key's values in order
-///         await store.save(emission.value, emission.key)
+///         store.save(emission.value, id: emission.key)
 ///     }
 /// }
 ///
@@ -163,9 +166,9 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     /// draining close emits) or released.
     ///
     /// ```swift
-    /// let (limiter, emissions) = try Limiter<Int, Event>.makeStream(
-    ///     .throttle(interval: .seconds(1)), scheduler: scheduler)
-    /// Task { for await emission in emissions { await send(emission.value) } }
+    /// let (limiter, emissions) = try Limiter<UserID, Event>.makeStream(.throttle(interval: .seconds(1)))
+    /// Task { for await emission in emissions { await upload([emission.value], for: emission.key) } }
+    /// try limiter.submit(event, for: user)
     /// ```
     ///
     /// - Parameters:

@@ -108,9 +108,14 @@ extension LimiterEvent: Sendable where Key: Sendable, Value: Sendable {}
 /// and ``Limiter/submit(_:for:cost:)``.
 ///
 /// ```swift
-/// let decision = try limiter.check(clientID)
-/// if let seconds = decision.retryAfterSeconds {
-///     return .tooManyRequests(retryAfter: seconds)
+/// let limiter = try RateLimiter<String>(limit: 10, per: .seconds(1))
+///
+/// func respond(to request: Request) throws -> Response {
+///     let decision = try limiter.check(request.apiKey)
+///     if let seconds = decision.retryAfterSeconds {
+///         return Response(status: 429, headers: [(name: "Retry-After", value: String(seconds))])
+///     }
+///     return handle(request)
 /// }
 /// ```
 public struct RateDecision: Hashable, Sendable, CustomStringConvertible {

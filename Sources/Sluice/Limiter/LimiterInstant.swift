@@ -12,8 +12,11 @@
 /// ``Limiter/now``:
 ///
 /// ```swift
+/// let limiter = try Limiter<UserID, Request>(.rate(limit: 10, per: .seconds(1))) { _, request in
+///     handle(request)
+/// }
 /// if case .dropped(let retryAt) = try limiter.submit(request, for: user) {
-///     let wait = limiter.now.duration(to: retryAt)   // for a Retry-After header
+///     print("retry in", limiter.now.duration(to: retryAt))   // for a Retry-After header
 /// }
 /// ```
 public struct LimiterInstant: InstantProtocol, Hashable, Sendable, CustomStringConvertible {

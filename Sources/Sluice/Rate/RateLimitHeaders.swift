@@ -11,9 +11,15 @@
 ///   the seconds until the whole burst is back, rounded up; 0 when it is).
 ///
 /// ```swift
-/// let decision = try limiter.check(client)
-/// let headers = RateLimitHeaders(limiter.policy, decision)!
-/// for (name, value) in headers.fields { response.headers.add(name: name, value: value) }
+/// let limiter = try RateLimiter<String>(limit: 100, per: .seconds(60))
+///
+/// func respond(to request: Request) throws -> Response {
+///     let decision = try limiter.check(request.apiKey)
+///     var response = decision.isAdmitted ? handle(request) : Response(status: 429)
+///     let headers = RateLimitHeaders(limiter.policy, decision)!   // nil only for a policy other than rate
+///     for (name, value) in headers.fields { response.headers.append((name, value)) }
+///     return response
+/// }
 /// ```
 public struct RateLimitHeaders: Hashable, Sendable {
     /// The value of `Retry-After`, or `nil` when the field is not sent.

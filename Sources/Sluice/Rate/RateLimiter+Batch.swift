@@ -13,7 +13,7 @@ extension RateLimiter {
     /// ```swift
     /// let limiter = try RateLimiter<String>(limit: 2, per: .seconds(1))
     /// let decisions = limiter.check(contentsOf: ["a", "a", "a", "b"])
-    /// // admitted, admitted, dropped, admitted
+    /// print(try decisions.map { try $0.get().isAdmitted })   // [true, true, false, true]
     /// ```
     ///
     /// - Parameter keys: the keys, in the order of the calls.

@@ -8,9 +8,12 @@ import CSluice
 /// ```swift
 /// let limiter = try RateLimiter<String>(limit: 100, per: .seconds(60))
 ///
-/// let decision = try limiter.check(clientIP)
-/// guard decision.isAdmitted else {
-///     return reply(429, headers: RateLimitHeaders(limiter.policy, decision)!.fields)
+/// func respond(to request: Request) throws -> Response {
+///     let decision = try limiter.check(request.apiKey)
+///     guard decision.isAdmitted else {
+///         return Response(status: 429, headers: RateLimitHeaders(limiter.policy, decision)!.fields)
+///     }
+///     return handle(request)
 /// }
 /// ```
 ///

@@ -49,3 +49,11 @@ func upload(_ events: [Event], for user: UserID) async {}
 func runSearch(_ query: String, in tab: Int) {}
 func showSpinner(until: LimiterInstant) {}
 func search(_ text: String) -> [String] { [text] }
+
+// MARK: - A download
+
+struct Chunk: Sendable {
+    var offset = 0
+}
+
+let download = AsyncStream<Chunk> { $0.finish() }
