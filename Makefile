@@ -171,15 +171,16 @@ core-only: build
 	$(CTEST) --test-dir build -L split $(CTEST_FLAGS)
 
 clean:
-	rm -rf build build-bench build-asan build-tsan build-fuzz .build .build-tsan Benchmarks/.build
+	rm -rf build build-bench build-asan build-tsan build-fuzz .build .build-tsan .build-snippets Benchmarks/.build
 
 # --- documentation code -------------------------------------------------------------------
-# Every ```swift block of the README and the DocC catalog built in a consumer package
-# (Swift 6 mode), every ```c block of the README compiled against build/ and run,
-# its output compared with the README's (tools/snippets/check-snippets.sh).
+# Every ```swift block of the README, the DocC catalog and the doc comments of Sluice,
+# SluiceFleet and SluiceHTTP built in a consumer package (Swift 6 mode), every ```c block
+# of the README compiled against build/ and run, its output compared with the README's
+# (tools/snippets/check-snippets.sh; its consumer package and build in .build-snippets).
 .PHONY: snippets
 snippets: build
-	tools/snippets/check-snippets.sh
+	tools/snippets/check-snippets.sh --symbols
 
 # --- soak (not part of make test) -------------------------------------------------------------
 # The example server (Examples/http-server) under two wrk runs at once for SOAK_SECONDS
