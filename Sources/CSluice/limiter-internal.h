@@ -255,7 +255,7 @@ int sluice__limiter_key_op_keyref(struct sluice_limiter *l, const struct sluice_
  * read, never change, and any table is fine. */
 static inline void sluice__prefetch_slot(const struct sluice_limiter *l, const struct sluice__keyref *k) {
 #if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(&l->table.slots[sluice__home((uint32_t)(k->hash >> 32), l->table.slot_bits)]);
+    __builtin_prefetch(&l->table.slots[sluice__home(sluice__table_tag(&l->table, k), l->table.slot_bits)]);
 #else
     (void)l;
     (void)k;
@@ -263,7 +263,7 @@ static inline void sluice__prefetch_slot(const struct sluice_limiter *l, const s
 }
 
 static inline void sluice__prefetch_entry(const struct sluice_limiter *l, const struct sluice__keyref *k) {
-    uint32_t tag = (uint32_t)(k->hash >> 32);
+    uint32_t tag = sluice__table_tag(&l->table, k);
     uint64_t s = l->table.slots[sluice__home(tag, l->table.slot_bits)];
     if (s != 0 && sluice__slot_tag(s) == tag && sluice__slot_idx(s) < l->table.top)
 #if defined(__GNUC__) || defined(__clang__)

@@ -181,7 +181,7 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
     }
     l->now_seen = cfg->start_ns;
     uint32_t stride = (uint32_t)(sizeof(struct sluice__entry) + ext);
-    if ((rc = sluice__table_init(&l->table, &l->mem, stride)) != 0) {
+    if ((rc = sluice__table_init(&l->table, &l->mem, stride, l->seed)) != 0) {
         mem = l->mem;
         sluice__mem_release(&mem, l, sizeof *l);
         return rc;

@@ -14,6 +14,18 @@
  *    Deletion shifts the following run back (no tombstones). Keys are
  *    compared exactly, so two keys never share state.
  *
+ * Hashes: a key is hashed once per call, with the fast seeded hash of
+ * hash-internal.h (sluice__key_prepare_seeded; the loop layer also picks a
+ * shard from it). The index uses that hash until some key lands
+ * SLUICE__STRONG_PROBE or more slots past its home, which random keys do
+ * essentially never at the index's load limit of 3/4, but keys built to
+ * collide under the fast hash do. Then the table switches for good to
+ * SipHash-1-3 under the same seed: every live entry's tag is recomputed
+ * from its key and the index rebuilt in place (no allocation, so it cannot
+ * fail), and from then on sluice__table_hash() hashes each key again with
+ * SipHash. Entry indices, keys and everything the limiter sees stay the
+ * same; only the cost of a call changes.
+ *
  * The table knows keys and entries, nothing else: the timer node at the
  * start of an entry, the `token` word, the policy bits of `flags` and the
  * bytes after the entry (stride - sizeof(struct sluice__entry)) belong to
@@ -23,6 +35,7 @@
 #define SLUICE_TABLE_INTERNAL_H
 
 #include "alloc-internal.h"
+#include "hash-internal.h"
 #include "siphash-internal.h"
 #include "sluice.h"
 #include "wheel-internal.h"
@@ -46,6 +59,11 @@
 /* Probe lengths are counted exactly up to this many; beyond, the longest
  * one is found by scanning the index. */
 #define SLUICE__PROBE_HIST 256
+/* A key placed this many slots or more past its home switches the table
+ * to SipHash for good. With a hash that behaves randomly, linear probing at
+ * load 3/4 gives P(displacement >= d) ~ exp(-0.038 d) per insert: ~1e-17
+ * at 1024 (the longest seen in test_flood's runs: 258). */
+#define SLUICE__STRONG_PROBE 1024
 
 enum sluice__entry_state { SLUICE__FREE = 0, SLUICE__LIVE = 1 };
 
@@ -72,6 +90,8 @@ struct sluice__table {
     /* index */
     uint64_t *slots;
     uint32_t slot_bits;
+    bool strong;      /* tags are SipHash-1-3 of the key under `seed` (else the fast hash) */
+    uint64_t seed[2]; /* the limiter's hash seed */
     /* slab */
     unsigned char **chunks;
     uint32_t nchunks, chunks_cap;
@@ -93,7 +113,7 @@ struct sluice__keyref {
     size_t len;
     uint64_t u64;
     bool is_u64;
-    uint64_t hash;
+    uint64_t hash; /* the fast hash under the seed; the index's tags use sluice__table_hash() */
 };
 
 static inline struct sluice__entry *sluice__entry_at(const struct sluice__table *t, uint32_t idx) {
@@ -106,16 +126,16 @@ static inline struct sluice__entry *sluice__entry_at(const struct sluice__table 
  * kind). */
 #define SLUICE__U64_DOMAIN UINT64_C(0x9e3779b97f4a7c15)
 
-/* Validates and hashes a key with a 128-bit seed. Returns 0, SLUICE_EINVAL
- * or SLUICE_EKEYLEN. (The loop layer calls it with the seed its shards share.) */
+/* Validates and hashes a key (fast hash) with a 128-bit seed. Returns 0,
+ * SLUICE_EINVAL or SLUICE_EKEYLEN. (The loop layer calls it with the seed
+ * its shards share.) */
 static inline int sluice__key_prepare_seeded(const uint64_t seed[2], sluice_key_t key, struct sluice__keyref *out) {
     if (key.kind == SLUICE_KEY_U64) {
-        uint64_t k[2] = { seed[0] ^ SLUICE__U64_DOMAIN, seed[1] };
         out->is_u64 = true;
         out->u64 = key.u64;
         out->bytes = NULL;
         out->len = 0;
-        out->hash = sluice__siphash13_u64(k, key.u64);
+        out->hash = sluice__fast_hash_u64(seed, key.u64);
         return 0;
     }
     if (key.kind != SLUICE_KEY_BYTES) return SLUICE_EINVAL;
@@ -125,8 +145,34 @@ static inline int sluice__key_prepare_seeded(const uint64_t seed[2], sluice_key_
     out->u64 = 0;
     out->bytes = (const unsigned char *)key.bytes;
     out->len = key.len;
-    out->hash = sluice__siphash13(seed, key.bytes, key.len);
+    out->hash = sluice__fast_hash_bytes(seed, key.bytes, key.len);
     return 0;
+}
+
+/* SipHash-1-3 of a prepared key under `seed` (integer keys under a key of
+ * their own): the hash of a table that switched. */
+static inline uint64_t sluice__key_strong_hash(const uint64_t seed[2], const struct sluice__keyref *k) {
+    if (k->is_u64) {
+        uint64_t s[2] = { seed[0] ^ SLUICE__U64_DOMAIN, seed[1] };
+        return sluice__siphash13_u64(s, k->u64);
+    }
+    return sluice__siphash13(seed, k->bytes, k->len);
+}
+
+/* The hash the table places a key by: the fast hash the key was prepared
+ * with, or SipHash once the table switched. */
+static inline uint64_t sluice__table_hash(const struct sluice__table *t, const struct sluice__keyref *k) {
+#if defined(__GNUC__) || defined(__clang__)
+    if (__builtin_expect(!t->strong, 1)) return k->hash;
+#else
+    if (!t->strong) return k->hash;
+#endif
+    return sluice__key_strong_hash(t->seed, k);
+}
+
+/* The index tag of a key (the top 32 bits of sluice__table_hash()). */
+static inline uint32_t sluice__table_tag(const struct sluice__table *t, const struct sluice__keyref *k) {
+    return (uint32_t)(sluice__table_hash(t, k) >> 32);
 }
 
 static inline const unsigned char *sluice__entry_key_bytes(const struct sluice__entry *e) {
@@ -149,7 +195,7 @@ static inline size_t sluice__home(uint32_t tag, uint32_t bits) { return (size_t)
 
 /* Index of the live entry for the key, or SLUICE__NONE. */
 static inline uint32_t sluice__table_find(const struct sluice__table *t, const struct sluice__keyref *k) {
-    uint32_t tag = (uint32_t)(k->hash >> 32);
+    uint32_t tag = sluice__table_tag(t, k);
     size_t mask = ((size_t)1 << t->slot_bits) - 1;
     size_t i = sluice__home(tag, t->slot_bits);
     for (;;) {
@@ -183,15 +229,17 @@ static inline sluice_key_t sluice__entry_key(const struct sluice__entry *e, unsi
 }
 
 /* Makes an empty table whose entries are `stride` bytes (at least
- * sizeof(struct sluice__entry)). Returns 0 or SLUICE_ENOMEM. */
-int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_t stride);
+ * sizeof(struct sluice__entry)), for keys prepared with `seed` (copied: the
+ * table's SipHash key if it switches). Returns 0 or SLUICE_ENOMEM. */
+int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_t stride, const uint64_t seed[2]);
 
 /* Releases everything the table holds. */
 void sluice__table_destroy(struct sluice__table *t);
 
 /* Creates a live entry for a key known to be absent: zeroed but for the key
  * and its table flags. Returns 0 and the index, or SLUICE_ENOMEM with
- * nothing changed. The chunk table may move: re-read t->chunks. */
+ * nothing changed. The chunk table may move: re-read t->chunks. May switch
+ * the table to SipHash (t->strong; entry indices do not change). */
 int sluice__table_insert(struct sluice__table *t, const struct sluice__keyref *k, uint32_t *idx_out);
 
 /* Removes a live entry: unlinks it from the index, frees its key blob and
@@ -209,9 +257,13 @@ void sluice__table_maybe_shrink(struct sluice__table *t);
 uint64_t sluice__table_max_probe(const struct sluice__table *t);
 
 /* Checks the table's invariants (index, slab, free list, counts, probe
- * histogram) with the seed its keys were hashed with. Returns 0 or
- * SLUICE_ECORRUPT after writing the broken rule to stderr. */
+ * histogram, every tag the key's hash under the table's current hash) with
+ * the seed its keys are prepared with. Returns 0 or SLUICE_ECORRUPT after
+ * writing the broken rule to stderr. */
 int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]);
+
+/* Switches the table to SipHash now (what a long probe does; tests). */
+void sluice__table_use_strong_hash(struct sluice__table *t);
 
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop

@@ -1,6 +1,6 @@
-/* table.c — the keyed table: entry slab + seeded open-addressing index.
- * See table-internal.h for the design. Nothing here knows about timers or
- * policies. */
+/* table.c — the keyed table: entry slab + seeded open-addressing index,
+ * fast hash with a SipHash fallback. See table-internal.h for the design.
+ * Nothing here knows about timers or policies. */
 #include "table-internal.h"
 
 #include <stdio.h>
@@ -37,21 +37,49 @@ static size_t index_place(uint64_t *slots, uint32_t bits, uint64_t s) {
 }
 
 /* Rebuilds the index with 2^bits slots. Returns 0 or SLUICE_ENOMEM (the old
- * index is kept). Only the slots are read: entries are not touched. */
+ * index is kept). Only the slots are read: entries are not touched. A key
+ * placed SLUICE__STRONG_PROBE or more past its home switches the table to
+ * SipHash afterwards. */
 static int index_resize(struct sluice__table *t, uint32_t bits) {
     size_t n = (size_t)1 << bits;
     uint64_t *fresh = sluice__mem_alloc(t->mem, n * sizeof *fresh);
     if (!fresh) return SLUICE_ENOMEM;
     memset(fresh, 0, n * sizeof *fresh);
     memset(t->probe_hist, 0, sizeof t->probe_hist);
-    size_t old_n = nslots(t);
-    for (size_t i = 0; i < old_n; i++)
-        if (t->slots[i]) t->probe_hist[hist_bucket(index_place(fresh, bits, t->slots[i]))]++;
+    size_t old_n = nslots(t), worst = 0;
+    for (size_t i = 0; i < old_n; i++) {
+        if (!t->slots[i]) continue;
+        size_t d = index_place(fresh, bits, t->slots[i]);
+        t->probe_hist[hist_bucket(d)]++;
+        if (d > worst) worst = d;
+    }
     sluice__mem_release(t->mem, t->slots, old_n * sizeof *t->slots);
     t->slots = fresh;
     t->slot_bits = bits;
     update_shrink_mark(t);
+    if (worst >= SLUICE__STRONG_PROBE && !t->strong) sluice__table_use_strong_hash(t);
     return 0;
+}
+
+/* Switches to SipHash-1-3 for good: every live entry's tag becomes the top
+ * of its key's SipHash under the seed and the index is rebuilt in place
+ * from the slab, at the same size. O(index + entries), once per table; no
+ * allocation, so it cannot fail. Entries do not move. */
+void sluice__table_use_strong_hash(struct sluice__table *t) {
+    t->strong = true;
+    memset(t->slots, 0, nslots(t) * sizeof *t->slots);
+    memset(t->probe_hist, 0, sizeof t->probe_hist);
+    for (uint32_t idx = 0; idx < t->top; idx++) {
+        struct sluice__entry *e = sluice__entry_at(t, idx);
+        if (e->state != SLUICE__LIVE) continue;
+        struct sluice__keyref k;
+        k.is_u64 = (e->flags & SLUICE__KEY_U64) != 0;
+        k.u64 = k.is_u64 ? e->key : 0;
+        k.bytes = k.is_u64 ? NULL : sluice__entry_key_bytes(e);
+        k.len = k.is_u64 ? 0 : e->keylen;
+        e->tag = (uint32_t)(sluice__key_strong_hash(t->seed, &k) >> 32);
+        t->probe_hist[hist_bucket(index_place(t->slots, t->slot_bits, make_slot(e->tag, idx)))]++;
+    }
 }
 
 static size_t index_position(const struct sluice__table *t, uint32_t tag, uint32_t idx) {
@@ -124,10 +152,12 @@ static int slab_add_chunk(struct sluice__table *t) {
     return 0;
 }
 
-int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_t stride) {
+int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_t stride, const uint64_t seed[2]) {
     memset(t, 0, sizeof *t);
     t->mem = mem;
     t->stride = stride;
+    t->seed[0] = seed[0];
+    t->seed[1] = seed[1];
     t->slot_bits = SLUICE__INDEX_MIN_BITS;
     t->slots = sluice__mem_alloc(mem, nslots(t) * sizeof *t->slots);
     if (!t->slots) return SLUICE_ENOMEM;
@@ -192,7 +222,7 @@ int sluice__table_insert(struct sluice__table *t, const struct sluice__keyref *k
     struct sluice__entry *e = sluice__entry_at(t, idx);
     memset(e, 0, t->stride);
     e->state = SLUICE__LIVE;
-    e->tag = (uint32_t)(k->hash >> 32);
+    e->tag = sluice__table_tag(t, k);
     if (k->is_u64) {
         e->flags = SLUICE__KEY_U64;
         e->key = k->u64;
@@ -205,9 +235,13 @@ int sluice__table_insert(struct sluice__table *t, const struct sluice__keyref *k
             memcpy(&e->key, k->bytes, k->len);
         }
     }
-    t->probe_hist[hist_bucket(index_place(t->slots, t->slot_bits, make_slot(e->tag, idx)))]++;
+    size_t d = index_place(t->slots, t->slot_bits, make_slot(e->tag, idx));
+    t->probe_hist[hist_bucket(d)]++;
     t->live++;
     *idx_out = idx;
+    /* A probe this long does not happen by chance: the fast hash is being
+     * attacked (or has failed). */
+    if (d >= SLUICE__STRONG_PROBE && !t->strong) sluice__table_use_strong_hash(t);
     return 0;
 }
 
@@ -274,6 +308,7 @@ void sluice__table_maybe_shrink(struct sluice__table *t) {
 
 int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]) {
     size_t n = nslots(t), mask = n - 1;
+    if (t->seed[0] != seed[0] || t->seed[1] != seed[1]) FAIL("the table's SipHash key is not the limiter's seed");
     uint64_t used = 0;
     uint32_t hist[SLUICE__PROBE_HIST] = { 0 };
     for (size_t i = 0; i < n; i++) {
@@ -295,7 +330,8 @@ int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]) {
         unsigned char buf[SLUICE_KEY_MAX];
         sluice_key_t key = sluice__entry_key(e, buf);
         if (sluice__key_prepare_seeded(seed, key, &k) != 0) FAIL("entry %u holds an invalid key", idx);
-        if ((uint32_t)(k.hash >> 32) != e->tag) FAIL("entry %u tag is not its key's hash", idx);
+        if (sluice__table_tag(t, &k) != e->tag)
+            FAIL("entry %u tag is not its key's %s hash", idx, t->strong ? "SipHash" : "fast");
         if (sluice__table_find(t, &k) != idx) FAIL("entry %u not found by its own key", idx);
     }
     if (used != t->live) FAIL("index holds %llu keys, live count is %llu", (unsigned long long)used,
