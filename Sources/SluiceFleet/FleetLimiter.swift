@@ -42,50 +42,6 @@ public enum FleetSource: Sendable, Equatable {
     case failure(FleetError)
 }
 
-/// The decision on one call of a ``FleetLimiter``.
-///
-/// Times are nanoseconds on the decision's clock: the Redis server's clock
-/// (Unix time), the caller's time in manual-time mode, or the local wall
-/// clock for a failure-policy answer. `now` is the time of the decision.
-public struct FleetDecision: Sendable, Equatable {
-    /// Whether the call is admitted.
-    public var admitted: Bool
-    /// The time of the decision, in ns.
-    public var now: UInt64
-    /// For a dropped call: when a call of the same cost would be admitted, in
-    /// ns, or `nil` when its cost exceeds the burst (never). `now` when admitted.
-    public var retryAt: UInt64?
-    /// For an admitted call: cost-1 calls still admitted right after it.
-    public var remaining: UInt64
-    /// When the key's whole burst is available again, in ns.
-    public var full: UInt64
-    /// Who decided.
-    public var source: FleetSource
-
-    /// The wait before a retry (for `Retry-After`), or `nil` when admitted
-    /// or when the call can never be admitted.
-    public var retryAfter: Duration? {
-        guard !admitted, let at = retryAt else { return nil }
-        return .nanoseconds(Int64(clamping: at >= now ? at - now : 0))
-    }
-}
-
-/// The quota of a key, read without changing it.
-public struct FleetQuota: Sendable, Equatable {
-    /// The policy's burst.
-    public var burst: UInt64
-    /// Cost-1 calls that would be admitted now, one after another.
-    public var remaining: UInt64
-    /// When the whole burst is available again, in ns.
-    public var full: UInt64
-    /// When a call of the asked cost would be admitted, in ns, or `nil` (never).
-    public var retryAt: UInt64?
-    /// The time of the reading, in ns.
-    public var now: UInt64
-    /// Who answered.
-    public var source: FleetSource
-}
-
 /// How a ``FleetLimiter`` connects and what it does when Redis cannot decide.
 public struct FleetConfiguration: Sendable {
     /// What to do when Redis cannot decide in time.
@@ -169,6 +125,28 @@ private func source(_ r: sluice_fleet_result_t) -> FleetSource {
     }
 }
 
+/// A fleet result as the local limiter's decision type. Times are those of the
+/// decision's clock (see ``FleetLimiter``).
+private func rateDecision(_ r: sluice_fleet_result_t) -> RateDecision {
+    let d = r.decision
+    let admitted = d.kind == SLUICE_EMITTED
+    let at = max(r.now, admitted ? d.at : r.now)
+    let outcome: RateDecision.Outcome = admitted
+        ? .admitted(remaining: Int(clamping: d.remaining))
+        : .dropped(retryAt: d.at == UInt64.max ? nil : LimiterInstant(nanoseconds: max(d.at, at)))
+    return RateDecision(outcome: outcome, at: LimiterInstant(nanoseconds: at),
+                        fullAt: LimiterInstant(nanoseconds: max(d.full, at)))
+}
+
+/// A fleet quota read as the local limiter's quota type.
+private func rateQuota(_ r: sluice_fleet_result_t) -> RateQuota {
+    let q = r.quota
+    return RateQuota(at: LimiterInstant(nanoseconds: r.now), burst: Int(clamping: q.burst),
+                     remaining: Int(clamping: q.remaining),
+                     fullAt: LimiterInstant(nanoseconds: max(q.full, r.now)),
+                     retryAt: q.retry == UInt64.max ? nil : LimiterInstant(nanoseconds: max(q.retry, r.now)))
+}
+
 /// A rate limiter shared by a fleet of processes through Redis.
 ///
 /// Each decision is made atomically in Redis by one Lua script following the
@@ -178,6 +156,10 @@ private func source(_ r: sluice_fleet_result_t) -> FleetSource {
 /// locally without a round trip. When Redis cannot answer within the timeout
 /// the failure policy decides. See docs/fleet.md.
 ///
+/// It is a ``RateDecider``: its decisions are ``RateDecision``s like the
+/// local ``RateLimiter``'s, so ``RateLimitHeaders`` and the server middleware
+/// take it unchanged.
+///
 /// The limiter runs its own libevent loop on a thread of its own
 /// (`sluice_fleet_start`); every method may be called from any task or thread.
 ///
@@ -186,16 +168,19 @@ private func source(_ r: sluice_fleet_result_t) -> FleetSource {
 /// config.prefix = "api"
 /// let fleet = try FleetLimiter(policy: .rate(limit: 100, per: .seconds(1), burst: 20),
 ///                              configuration: config)
-/// let decision = try await fleet.call("user:42")
-/// if !decision.admitted { /* 429, Retry-After: decision.retryAfter */ }
+/// let decision = try await fleet.call("user:42")   // a RateDecision
+/// if !decision.isAdmitted {
+///     /* 429, with RateLimitHeaders(fleet.policy, decision)!.fields */
+/// }
 /// ```
-public final class FleetLimiter: @unchecked Sendable {
+public final class FleetLimiter: RateDecider, @unchecked Sendable {
+    /// The rate policy the decisions follow.
+    public let policy: LimiterPolicy
     private let fleet: OpaquePointer
     private let stateLock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private var closed = false
     private var freed = false
     private var finalStats = sluice_fleet_stats_t()
-    private let burst: UInt64
 
     /// Creates a limiter and starts connecting (without waiting).
     ///
@@ -236,7 +221,7 @@ public final class FleetLimiter: @unchecked Sendable {
         }
         guard rc == 0, let out else { throw LimiterError(rawValue: rc) }
         self.fleet = out
-        self.burst = cPolicy.burst
+        self.policy = policy
         pthread_mutex_init(stateLock, nil)
     }
 
@@ -281,6 +266,12 @@ public final class FleetLimiter: @unchecked Sendable {
 
     /// Asks whether a call of `cost` units on `key` is admitted.
     ///
+    /// The decision is the local rate limiter's type, so ``RateLimitHeaders``
+    /// and the server middleware read it unchanged. Its instants are on the
+    /// decision's clock: the Redis server's (Unix time, ns), the caller's
+    /// `now` in manual-time mode, or the local wall clock for a failure-policy
+    /// answer. To know who decided, use ``decide(_:cost:now:)``.
+    ///
     /// - Parameters:
     ///   - key: the key.
     ///   - cost: the units the call weighs (1 to 10^12).
@@ -288,26 +279,52 @@ public final class FleetLimiter: @unchecked Sendable {
     /// - Returns: the decision (from Redis, the cache or the failure policy).
     /// - Throws: ``FleetError/closed`` after ``close()``, or another
     ///   ``FleetError`` for an invalid key or cost.
-    public func call<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError) -> FleetDecision {
-        let result: Result<FleetDecision, FleetError> = await withCheckedContinuation { cont in
-            let pending = Pending { r in
-                if r.status != 0 { cont.resume(returning: .failure(FleetError(code: r.status))); return }
-                let d = r.decision
-                let admitted = d.kind == SLUICE_EMITTED
-                cont.resume(returning: .success(FleetDecision(
-                    admitted: admitted, now: r.now,
-                    retryAt: admitted ? r.now : (d.at == UInt64.max ? nil : d.at),
-                    remaining: d.remaining, full: d.full, source: source(r))))
+    public func call<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError) -> RateDecision {
+        try await decide(key, cost: cost, now: now).decision
+    }
+
+    /// As ``call(_:cost:now:)``, and says who decided: Redis, the local cache
+    /// of certain drops, or the failure policy (with the reason).
+    ///
+    /// - Parameters:
+    ///   - key: the key.
+    ///   - cost: the units the call weighs (1 to 10^12).
+    ///   - now: manual-time mode only: the call's time in ns.
+    /// - Returns: the decision and its source.
+    /// - Throws: as ``call(_:cost:now:)``.
+    public func decide<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError)
+        -> (decision: RateDecision, source: FleetSource) {
+        let result: Result<(decision: RateDecision, source: FleetSource), FleetError> =
+            await withCheckedContinuation { cont in
+                let pending = Pending { r in
+                    if r.status != 0 { cont.resume(returning: .failure(FleetError(code: r.status))); return }
+                    cont.resume(returning: .success((rateDecision(r), source(r))))
+                }
+                let rc = submit(key, { k, user in
+                    sluice_fleet_call(fleet, k, cost, now, fleetCallback, user)
+                }, pending)
+                if rc != 0 { cont.resume(returning: .failure(FleetError(code: rc))) }
             }
-            let rc = submit(key, { k, user in
-                sluice_fleet_call(fleet, k, cost, now, fleetCallback, user)
-            }, pending)
-            if rc != 0 { cont.resume(returning: .failure(FleetError(code: rc))) }
-        }
         return try result.get()
     }
 
-    /// Reads a key's quota without changing it (always asks Redis).
+    /// ``RateDecider``: decides about one call of `key` weighing `cost` units
+    /// now (server time): ``call(_:cost:now:)``.
+    ///
+    /// - Parameters:
+    ///   - key: the client's key.
+    ///   - cost: units, 1 to 10^12.
+    /// - Returns: the decision.
+    /// - Throws: a ``FleetError`` (``FleetError/closed`` after ``close()``,
+    ///   ``FleetError/code(_:)`` for a cost out of range).
+    public func check(_ key: String, cost: Int = 1) async throws(FleetError) -> RateDecision {
+        guard cost >= 1 else { throw FleetError.code(Int32(SLUICE_ERANGE.rawValue)) }
+        return try await call(key, cost: UInt64(cost))
+    }
+
+    /// Reads a key's quota without changing it (always asks Redis), as the
+    /// local limiter's quota type (instants on the decision's clock, as
+    /// ``call(_:cost:now:)``).
     ///
     /// - Parameters:
     ///   - key: the key.
@@ -315,14 +332,11 @@ public final class FleetLimiter: @unchecked Sendable {
     ///   - now: manual-time mode only: the time in ns.
     /// - Returns: the quota.
     /// - Throws: as ``call(_:cost:now:)``.
-    public func quota<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError) -> FleetQuota {
-        let result: Result<FleetQuota, FleetError> = await withCheckedContinuation { cont in
+    public func quota<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError) -> RateQuota {
+        let result: Result<RateQuota, FleetError> = await withCheckedContinuation { cont in
             let pending = Pending { r in
                 if r.status != 0 { cont.resume(returning: .failure(FleetError(code: r.status))); return }
-                let q = r.quota
-                cont.resume(returning: .success(FleetQuota(
-                    burst: q.burst, remaining: q.remaining, full: q.full,
-                    retryAt: q.retry == UInt64.max ? nil : q.retry, now: r.now, source: source(r))))
+                cont.resume(returning: .success(rateQuota(r)))
             }
             let rc = submit(key, { k, user in
                 sluice_fleet_quota(fleet, k, cost, now, fleetCallback, user)

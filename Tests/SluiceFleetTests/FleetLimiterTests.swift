@@ -82,31 +82,128 @@ private func config(port: Int, prefix: String) -> FleetConfiguration {
     return c
 }
 
+/// The same calls through a fleet limiter (manual time) and a local
+/// RateLimiter on a manual clock: the decisions must be equal.
+private struct Twin {
+    let fleet: FleetLimiter
+    let local: RateLimiter<String>
+    let clock = ManualLimiterClock()
+
+    init(port: Int, prefix: String, policy: LimiterPolicy) throws {
+        var c = config(port: port, prefix: prefix)
+        c.manualTime = true
+        fleet = try FleetLimiter(policy: policy, configuration: c)
+        local = try RateLimiter<String>(policy, scheduler: .manual(clock))
+    }
+
+    /// One call on both at `now` (ns, never earlier than the last); returns
+    /// the fleet's decision and source after checking it equals the local one.
+    func call(_ key: String, cost: Int = 1, now: UInt64,
+              sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> (decision: RateDecision, source: FleetSource, local: RateDecision) {
+        if now > clock.now.nanoseconds { clock.advance(to: LimiterInstant(nanoseconds: now)) }
+        let fleetAnswer = try await fleet.decide(key, cost: UInt64(cost), now: now)
+        let localDecision = try local.check(key, cost: cost)
+        #expect(fleetAnswer.decision == localDecision, "\(key) cost \(cost) at \(now)", sourceLocation: sourceLocation)
+        return (fleetAnswer.decision, fleetAnswer.source, localDecision)
+    }
+}
+
 @Suite("FleetLimiter (needs redis-server)")
 struct FleetLimiterTests {
-    @Test("decisions from Redis and the cache, quota, cancel (manual time)")
+    @Test("decisions equal the local RateLimiter's, from Redis and the cache; quota, cancel (manual time)")
     func decisions() async throws {
         guard let redis = RedisServer() else { return } // no redis-server: nothing to test
-        var c = config(port: redis.port, prefix: "swift-manual")
-        c.manualTime = true
-        let fleet = try FleetLimiter(policy: .rate(limit: 2, per: .seconds(1), burst: 2), configuration: c)
+        let twin = try Twin(port: redis.port, prefix: "swift-manual",
+                            policy: .rate(limit: 2, per: .seconds(1), burst: 2))
+        let fleet = twin.fleet
         defer { fleet.close() }
-        let a = try await fleet.call("k", now: 0)
-        #expect(a.admitted && a.source == .redis && a.remaining == 1 && a.full == 500_000_000)
-        let b = try await fleet.call("k", now: 0)
-        #expect(b.admitted && b.remaining == 0 && b.full == 1_000_000_000)
-        let d = try await fleet.call("k", now: 1)
-        #expect(!d.admitted && d.source == .cache && d.retryAt == 500_000_000)
-        #expect(d.retryAfter == .nanoseconds(499_999_999))
-        let big = try await fleet.call("k", cost: 3, now: 2)
-        #expect(!big.admitted && big.retryAt == nil)
+        let a = try await twin.call("k", now: 0)
+        #expect(a.source == .redis && a.decision.isAdmitted && a.decision.remaining == 1)
+        #expect(a.decision.fullAt == LimiterInstant(nanoseconds: 500_000_000))
+        let b = try await twin.call("k", now: 0)
+        #expect(b.decision.isAdmitted && b.decision.remaining == 0
+            && b.decision.fullAt == LimiterInstant(nanoseconds: 1_000_000_000))
+        let d = try await twin.call("k", now: 1)
+        #expect(!d.decision.isAdmitted && d.source == .cache
+            && d.decision.retryAt == LimiterInstant(nanoseconds: 500_000_000))
+        #expect(d.decision.retryAfter == .nanoseconds(499_999_999))
+        let big = try await twin.call("k", cost: 3, now: 2)
+        #expect(big.decision.isNeverAdmitted)
+        // a drop Redis decides (the cache knows nothing of "j" yet)
+        _ = try await twin.call("j", cost: 2, now: 3)
+        let j = try await twin.call("j", now: 4)
+        #expect(!j.decision.isAdmitted && j.source == .cache)
         let q = try await fleet.quota("k", now: 250_000_000)
-        #expect(q.remaining == 0 && q.full == 1_000_000_000 && q.retryAt == 500_000_000 && q.source == .redis)
+        let lq = try twin.local.quota(for: "k")
+        twin.clock.advance(to: LimiterInstant(nanoseconds: 250_000_000))
+        let lq2 = try twin.local.quota(for: "k")
+        #expect(lq.burst == 2)
+        #expect(q == lq2, "fleet \(q) local \(lq2)")
         try await fleet.cancel("k", now: 300_000_000)
-        let e = try await fleet.call("k", now: 300_000_001)
-        #expect(e.admitted && e.source == .redis)
+        try twin.local.reset("k")
+        let e = try await twin.call("k", now: 300_000_001)
+        #expect(e.decision.isAdmitted && e.source == .redis)
         let s = fleet.stats
-        #expect(s.calls == 5 && s.cacheDropped >= 1 && s.cancels == 1)
+        #expect(s.calls == 7 && s.cacheDropped >= 2 && s.cancels == 1)
+    }
+
+    @Test("a random mix of keys, costs and times: every decision equals the local one")
+    func randomTwin() async throws {
+        guard let redis = RedisServer() else { return }
+        let twin = try Twin(port: redis.port, prefix: "swift-random",
+                            policy: .rate(limit: 5, per: .milliseconds(100), burst: 3))
+        defer { twin.fleet.close() }
+        var rng = SystemRandomNumberGenerator()
+        var now: UInt64 = 1_000
+        var admitted = 0, dropped = 0
+        for _ in 0..<400 {
+            now += UInt64.random(in: 0...15_000_000, using: &rng)
+            let key = "r\(Int.random(in: 0..<4, using: &rng))"
+            let cost = Int.random(in: 1...4, using: &rng)
+            let r = try await twin.call(key, cost: cost, now: now)
+            if r.decision.isAdmitted { admitted += 1 } else { dropped += 1 }
+        }
+        #expect(admitted > 20 && dropped > 20) // both paths exercised
+    }
+
+    @Test("RateLimitHeaders gives the same fields for the fleet's decisions as for the local ones")
+    func headers() async throws {
+        guard let redis = RedisServer() else { return }
+        let policy = LimiterPolicy.rate(limit: 3, per: .seconds(2), burst: 3)
+        let twin = try Twin(port: redis.port, prefix: "swift-headers", policy: policy)
+        defer { twin.fleet.close() }
+        let times: [UInt64] = [0, 0, 0, 1, 10_000_000, 700_000_000, 1_400_000_000, 1_400_000_001, 5_000_000_000]
+        var sawRetry = false, sawNever = false, sawRemaining = false
+        for (i, t) in times.enumerated() {
+            let cost = i == 3 ? 5 : 1 // one call above the burst: no Retry-After
+            let r = try await twin.call("h", cost: cost, now: t)
+            let fleetFields = RateLimitHeaders(twin.fleet.policy, r.decision, name: "api")!
+            let localFields = RateLimitHeaders(twin.local.policy, r.local, name: "api")!
+            #expect(fleetFields == localFields, "call \(i): \(fleetFields) vs \(localFields)")
+            #expect(fleetFields.fields.map(\.name) == localFields.fields.map(\.name))
+            #expect(fleetFields.fields.map(\.value) == localFields.fields.map(\.value))
+            if fleetFields.retryAfter != nil { sawRetry = true }
+            if r.decision.isNeverAdmitted { sawNever = true }
+            if r.decision.remaining > 0 { sawRemaining = true }
+        }
+        #expect(sawRetry && sawNever && sawRemaining)
+    }
+
+    @Test("a FleetLimiter is a RateDecider (server time)")
+    func decider() async throws {
+        guard let redis = RedisServer() else { return }
+        let decider: any RateDecider = try FleetLimiter(policy: .rate(limit: 2, per: .seconds(60), burst: 2),
+                                                        configuration: config(port: redis.port, prefix: "swift-decider"))
+        defer { (decider as? FleetLimiter)?.close() }
+        let first = try await decider.check("c", cost: 1)
+        let second = try await decider.check("c", cost: 1)
+        let third = try await decider.check("c", cost: 1)
+        #expect(first.isAdmitted && first.remaining == 1)
+        #expect(second.isAdmitted && second.remaining == 0)
+        #expect(!third.isAdmitted && third.retryAfterSeconds == 30)
+        #expect(RateLimitHeaders(decider.policy, third)?.retryAfter == "30")
+        await #expect(throws: FleetError.self) { _ = try await decider.check("c", cost: 0) }
     }
 
     @Test("server time, concurrent callers: never more than the burst at once")
@@ -116,7 +213,7 @@ struct FleetLimiterTests {
                                      configuration: config(port: redis.port, prefix: "swift-concurrent"))
         defer { fleet.close() }
         let admitted = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for _ in 0..<200 { group.addTask { try await fleet.call(UInt64(7)).admitted } }
+            for _ in 0..<200 { group.addTask { try await fleet.call(UInt64(7)).isAdmitted } }
             var n = 0
             for try await ok in group where ok { n += 1 }
             return n
@@ -130,8 +227,8 @@ struct FleetLimiterTests {
         c.port = 1 // nothing listens on port 1
         c.onFailure = .open
         let open = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
-        let a = try await open.call("x")
-        #expect(a.admitted && a.source == .failure(.notConnected))
+        let a = try await open.decide("x")
+        #expect(a.decision.isAdmitted && a.source == .failure(.notConnected))
         open.close()
         await #expect(throws: FleetError.closed) { try await open.call("x") }
 
@@ -139,7 +236,7 @@ struct FleetLimiterTests {
         let closed = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
         defer { closed.close() }
         let b = try await closed.call("x")
-        #expect(!b.admitted && b.retryAfter == .seconds(2))
+        #expect(!b.isAdmitted && b.retryAfter == .seconds(2) && b.retryAfterSeconds == 2)
     }
 
     @Test("only rate policies")
