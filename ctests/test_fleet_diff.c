@@ -3,7 +3,9 @@
  * cancels) over the full ranges (times up to 10^19 ns, limits, bursts and costs
  * up to 10^12, fractional T) run in manual-time mode through a private Redis
  * and are compared with an independent model of the spec and with the core
- * (sluice_limiter_*), one answer at a time and then pipelined, up to and
+ * (sluice_limiter_*), one answer at a time and then pipelined (in batches:
+ * one script run decides many requests in order, the same key repeatedly;
+ * and with max_batch 1), up to and
  * past the end of the clock (2^64-1 ns, where calls are dropped for ever). Decisions that
  * the local cache answered (certain drops) must be drops whose times are never
  * later than Redis's. */
@@ -118,7 +120,7 @@ static void check_quota(const char *what, int i, const sluice_fleet_result_t *re
 }
 
 static sluice_fleet_t *new_fleet(struct event_base *base, int port, const tf_model_t *m, const char *prefix,
-                                 bool cache) {
+                                 bool cache, size_t max_batch) {
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = sluice_rate(m->limit, (int64_t)m->per, m->burst);
@@ -129,6 +131,7 @@ static sluice_fleet_t *new_fleet(struct event_base *base, int port, const tf_mod
     c.timeout_ns = 5000000000ull; /* generous: a slow CI machine is not a fault here */
     c.cache_slots = cache ? 0 : SIZE_MAX;
     c.cache_ttl_ns = 60000000000ull;
+    c.max_batch = max_batch;
     sluice_fleet_t *f = NULL;
     int rc = sluice_fleet_new(&f, base, &c);
     CHECK(rc == 0, "sluice_fleet_new: %s", sluice_fleet_strerror(rc));
@@ -145,7 +148,7 @@ int main(void) {
     CHECK(base, "event_base_new");
 
     bool have_cost = sluice_limiter_submit_cost != NULL && sluice_limiter_quota != NULL;
-    uint64_t n_redis = 0, n_cache = 0, n_core = 0;
+    uint64_t n_redis = 0, n_cache = 0, n_core = 0, n_batches = 0, n_sent = 0;
     enum { POLICIES = 60, OPS = 80 };
     static op_t ops[OPS];
     for (int p = 0; p < POLICIES; p++) {
@@ -155,7 +158,11 @@ int main(void) {
         bool pipelined = p % 2 == 1;
         char prefix[32];
         snprintf(prefix, sizeof prefix, "diff%d", p);
-        sluice_fleet_t *f = new_fleet(base, redis.port, &m, prefix, p % 3 != 2);
+        /* pipelined: the requests of one loop iteration go in batches (one
+         * EVALSHA decides up to max_batch of them, the same key many times);
+         * every fourth policy with max_batch 1 (one key per command) */
+        size_t max_batch = p % 4 == 3 ? 1 : p % 8 == 1 ? 5 : 0;
+        sluice_fleet_t *f = new_fleet(base, redis.port, &m, prefix, p % 3 != 2, max_batch);
         sluice_limiter_t *core = NULL;
         sluice_config_t lc;
         memset(&lc, 0, sizeof lc);
@@ -229,10 +236,24 @@ int main(void) {
         CHECK(st.timeouts == 0 && st.bad_replies == 0 && st.failure_admitted + st.failure_dropped == 0,
               "unexpected faults: timeouts %llu bad %llu", (unsigned long long)st.timeouts,
               (unsigned long long)st.bad_replies);
+        uint64_t sent = st.redis_admitted + st.redis_dropped + st.quotas; /* requests the script decided */
+        if (max_batch == 1)
+            CHECK(st.batches == sent, "max_batch 1: %llu script runs for %llu requests", (unsigned long long)st.batches,
+                  (unsigned long long)sent);
+        else if (pipelined && sent > 40)
+            CHECK(st.batches * 2 < sent, "pipelined: %llu script runs for %llu requests (no batching?)",
+                  (unsigned long long)st.batches, (unsigned long long)sent);
+        else if (!pipelined)
+            CHECK(st.batches == sent, "sequential: %llu script runs for %llu requests",
+                  (unsigned long long)st.batches, (unsigned long long)sent);
+        n_batches += st.batches;
+        n_sent += sent;
         sluice_fleet_free(f);
     }
-    fprintf(stderr, TEST_NAME ": %llu redis decisions, %llu cache drops, %llu compared with the core%s\n",
+    fprintf(stderr, TEST_NAME ": %llu redis decisions, %llu cache drops, %llu compared with the core, %llu requests "
+            "in %llu script runs%s\n",
             (unsigned long long)n_redis, (unsigned long long)n_cache, (unsigned long long)n_core,
+            (unsigned long long)n_sent, (unsigned long long)n_batches,
             sluice_limiter_submit_cost ? "" : " (core without weighted calls: cost-1 calls only)");
     CHECK(n_cache > 0, "the cache never answered");
     event_base_free(base);

@@ -46,7 +46,7 @@ struct req {
     uint64_t seq;       /* f->cancel_seq when sent: replies older than a cancel do not teach the cache */
     sluice_fleet_fn fn;
     void *user;
-    bool answered, listed, evalled;
+    bool answered, listed;
     int in_redis; /* hiredis callbacks outstanding */
     sluice_key_kind_t kind;
     uint64_t u64;
@@ -66,7 +66,7 @@ struct slot {
 struct stats {
     uint64_t calls, quotas, cancels, redis_admitted, redis_dropped, cache_dropped, failure_admitted,
         failure_dropped, fallback_admitted, fallback_dropped, timeouts, unavailable, bad_replies, noscript,
-        connects, disconnects, in_flight, closed;
+        connects, disconnects, in_flight, closed, batches;
 };
 
 struct sluice_fleet {
@@ -91,6 +91,10 @@ struct sluice_fleet {
 
     struct req *whead, *wtail;
     sluice_limiter_t *fallback;
+
+    struct req **batch; /* requests processed, not sent yet (each holds one in_redis count) */
+    size_t batch_n;
+    size_t batches_out; /* batches sent and not replied to */
 
     struct slot *cache;
     size_t cache_mask;
@@ -316,6 +320,7 @@ static bool cache_answer(struct sluice_fleet *f, struct req *r) {
 
 static void connect_now(struct sluice_fleet *f);
 static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
+static void flush_batch(struct sluice_fleet *f, bool force);
 
 static void schedule_reconnect(struct sluice_fleet *f) {
     if (f->closing || evtimer_pending(f->reconn, NULL)) return;
@@ -364,6 +369,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
     evtimer_del(f->stall);
     STAT_INC(f, disconnects);
     schedule_reconnect(f);
+    flush_batch(f, false); /* requests held for a batch: answered now */
 }
 
 static void script_loaded(redisAsyncContext *ac, void *reply, void *privdata) {
@@ -417,6 +423,7 @@ static void conn_tmo_cb(evutil_socket_t fd, short what, void *arg) {
     (void)what;
     struct sluice_fleet *f = arg;
     if (f->state == ST_CONNECTING) drop_connection(f);
+    flush_batch(f, false);
 }
 
 static void stall_cb(evutil_socket_t fd, short what, void *arg) {
@@ -424,47 +431,120 @@ static void stall_cb(evutil_socket_t fd, short what, void *arg) {
     (void)what;
     struct sluice_fleet *f = arg;
     if (f->degraded && f->ac) drop_connection(f);
+    flush_batch(f, false);
 }
 
 /* ------------------------------------------------------------------ sending */
 
-static int send_req(struct sluice_fleet *f, struct req *r, bool eval) {
-    char now_s[24] = "", nper_s[40];
-    if (f->cfg.manual_time) {
-        sluice__fleet_u128_str(r->now, now_s);
-    }
-    sluice__fleet_u128_str((fl_u128)r->cost * f->rate.per, nper_s);
-    const char *op = r->op == SLUICE_FLEET_QUOTA ? "Q" : "C";
-    const char *argv[12];
-    size_t lens[12];
-    int n = 0;
-    if (r->op == SLUICE_FLEET_CANCEL) {
-        argv[n] = "DEL", lens[n++] = 3;
-        argv[n] = r->data + r->raw_len, lens[n++] = r->rkey_len;
-    } else {
-        if (eval) {
-            argv[n] = "EVAL", lens[n++] = 4;
-            argv[n] = sluice_fleet_script(), lens[n++] = sluice__fleet_script_len();
-        } else {
-            argv[n] = "EVALSHA", lens[n++] = 7;
-            argv[n] = f->sha, lens[n++] = 40;
-        }
-        argv[n] = "1", lens[n++] = 1;
-        argv[n] = r->data + r->raw_len, lens[n++] = r->rkey_len;
-        argv[n] = op, lens[n++] = 1;
-        argv[n] = now_s, lens[n++] = strlen(now_s);
-        argv[n] = f->limit_s, lens[n++] = strlen(f->limit_s);
-        argv[n] = nper_s, lens[n++] = strlen(nper_s);
-        argv[n] = f->bper_s, lens[n++] = strlen(f->bper_s);
-        argv[n] = f->extra_s, lens[n++] = strlen(f->extra_s);
-        argv[n] = f->cend_s, lens[n++] = strlen(f->cend_s);
-    }
-    if (!f->ac || redisAsyncCommandArgv(f->ac, reply_cb, r, n, argv, lens) != REDIS_OK) return -1;
+/* A cancel: DEL, alone (calls and quota reads go in batches). */
+static int send_req(struct sluice_fleet *f, struct req *r) {
+    const char *argv[2] = { "DEL", r->data + r->raw_len };
+    size_t lens[2] = { 3, r->rkey_len };
+    if (!f->ac || redisAsyncCommandArgv(f->ac, reply_cb, r, 2, argv, lens) != REDIS_OK) return -1;
     r->in_redis++;
     r->seq = f->cancel_seq;
     r->sent_real = real_now();
     STAT_INC(f, in_flight);
     return 0;
+}
+
+/* Requests decided by one run of the script, in order (see the script's "B" form). */
+struct batch {
+    struct sluice_fleet *f;
+    size_t n;
+    bool evalled; /* sent with EVAL after NOSCRIPT: not resent again */
+    struct req *r[];
+};
+
+static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
+
+/* Sends reqs[0..n) as one EVALSHA (EVAL when `eval`). Each request must hold
+ * one in_redis count, which becomes the batch's. @return 0, or -1 when
+ * nothing was sent (the caller answers them). */
+static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n, bool eval) {
+    if (!f->ac || n == 0) return -1;
+    size_t argc = 3 + n + 5 + 3 * n;
+    struct batch *b = malloc(sizeof *b + n * sizeof b->r[0]);
+    const char **argv = malloc(argc * sizeof *argv);
+    size_t *lens = malloc(argc * sizeof *lens);
+    char *nums = malloc(n * 64); /* per request: now (24 bytes) and cost*per (40) */
+    int rc = -1;
+    if (!b || !argv || !lens || !nums) goto out;
+    b->f = f;
+    b->n = n;
+    b->evalled = eval;
+    size_t k = 0;
+    char nkeys[24];
+    if (eval) {
+        argv[k] = "EVAL", lens[k++] = 4;
+        argv[k] = sluice_fleet_script(), lens[k++] = sluice__fleet_script_len();
+    } else {
+        argv[k] = "EVALSHA", lens[k++] = 7;
+        argv[k] = f->sha, lens[k++] = 40;
+    }
+    argv[k] = nkeys, lens[k++] = sluice__fleet_u128_str(n, nkeys);
+    for (size_t i = 0; i < n; i++) argv[k] = reqs[i]->data + reqs[i]->raw_len, lens[k++] = reqs[i]->rkey_len;
+    argv[k] = "B", lens[k++] = 1;
+    argv[k] = f->limit_s, lens[k++] = strlen(f->limit_s);
+    argv[k] = f->bper_s, lens[k++] = strlen(f->bper_s);
+    argv[k] = f->extra_s, lens[k++] = strlen(f->extra_s);
+    argv[k] = f->cend_s, lens[k++] = strlen(f->cend_s);
+    for (size_t i = 0; i < n; i++) {
+        const struct req *r = reqs[i];
+        char *now_s = nums + 64 * i, *nper_s = now_s + 24;
+        argv[k] = r->op == SLUICE_FLEET_QUOTA ? "Q" : "C", lens[k++] = 1;
+        argv[k] = now_s, lens[k++] = f->cfg.manual_time ? sluice__fleet_u128_str(r->now, now_s) : 0;
+        argv[k] = nper_s, lens[k++] = sluice__fleet_u128_str((fl_u128)r->cost * f->rate.per, nper_s);
+    }
+    if (redisAsyncCommandArgv(f->ac, batch_reply_cb, b, (int)argc, argv, lens) != REDIS_OK) goto out;
+    uint64_t sent = real_now();
+    for (size_t i = 0; i < n; i++) {
+        struct req *r = reqs[i];
+        b->r[i] = r;
+        r->seq = f->cancel_seq;
+        r->sent_real = sent;
+    }
+    STAT_ADD(f, in_flight, n);
+    STAT_INC(f, batches);
+    f->batches_out++;
+    b = NULL; /* hiredis holds it until batch_reply_cb */
+    rc = 0;
+out:
+    free(b);
+    free(argv);
+    free(lens);
+    free(nums);
+    return rc;
+}
+
+/* Sends the requests waiting in f->batch as one batch: at once when `force`
+ * (a cancel must follow them), when the batch is full, or when fewer than
+ * BATCHES_OUT batches await their reply; otherwise they wait for the next
+ * reply (under load, batches grow by themselves; at light load a request goes
+ * out at once). Requests answered meanwhile (timeouts) are left out. Without
+ * a connection, each is answered by the failure policy. */
+#define BATCHES_OUT 2
+static void flush_batch(struct sluice_fleet *f, bool force) {
+    if (f->batch_n == 0) return;
+    if (!force && f->ac && f->batch_n < f->cfg.max_batch && f->batches_out >= BATCHES_OUT) return;
+    size_t n = 0;
+    for (size_t i = 0; i < f->batch_n; i++) {
+        struct req *r = f->batch[i];
+        if (r->answered) {
+            r->in_redis--;
+            req_release(r);
+        } else {
+            f->batch[n++] = r;
+        }
+    }
+    f->batch_n = 0;
+    if (n == 0 || send_batch(f, f->batch, n, false) == 0) return;
+    for (size_t i = 0; i < n; i++) {
+        struct req *r = f->batch[i];
+        r->in_redis--;
+        STAT_INC(f, unavailable);
+        answer_failure(f, r, SLUICE_FLEET_ENOTCONN);
+    }
 }
 
 static void arm_timeout(struct sluice_fleet *f) {
@@ -491,6 +571,9 @@ static void insert_waiting(struct sluice_fleet *f, struct req *r) {
 
 static void process(struct sluice_fleet *f, struct req *r) {
     if (r->op == SLUICE_FLEET_CANCEL) {
+        /* calls before the cancel go first, and their replies must not teach
+         * the cache (they are sent with the sequence before the cancel) */
+        flush_batch(f, true);
         cache_forget(f, r);
         if (f->fallback) sluice_limiter_cancel(f->fallback, req_key(r), f->cfg.manual_time ? r->now : real_now());
     } else if (r->op == SLUICE_FLEET_CALL && cache_answer(f, r)) {
@@ -511,7 +594,16 @@ static void process(struct sluice_fleet *f, struct req *r) {
         answer_failure(f, r, SLUICE_FLEET_ETIMEDOUT);
         return;
     }
-    if (send_req(f, r, false) != 0) {
+    if (r->op != SLUICE_FLEET_CANCEL) {
+        /* decided with the others of this loop iteration (flush_batch) */
+        insert_waiting(f, r);
+        if (f->batch_n == f->cfg.max_batch) flush_batch(f, true);
+        r->in_redis++; /* held by f->batch */
+        f->batch[f->batch_n++] = r;
+        if (f->batch_n == f->cfg.max_batch) flush_batch(f, true);
+        return;
+    }
+    if (send_req(f, r) != 0) {
         STAT_INC(f, unavailable);
         answer_failure(f, r, SLUICE_FLEET_ENOTCONN);
         return;
@@ -534,6 +626,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
         process(f, q);
         q = next;
     }
+    flush_batch(f, false);
 }
 
 static void tmo_cb(evutil_socket_t fd, short what, void *arg) {
@@ -553,6 +646,7 @@ static void tmo_cb(evutil_socket_t fd, short what, void *arg) {
         answer_failure(f, r, SLUICE_FLEET_ETIMEDOUT);
     }
     arm_timeout(f);
+    flush_batch(f, false); /* leaves out the requests just answered */
 }
 
 /* ------------------------------------------------------------------ replies */
@@ -568,36 +662,38 @@ static bool bulk_u64(const redisReply *e, uint64_t *out) {
     return true;
 }
 
-/* Interprets a reply. @return 0, -1 for an error reply (the stream is fine),
- * -2 for a reply of the wrong shape (the stream cannot be trusted). */
-static int interpret(struct sluice_fleet *f, struct req *r, const redisReply *rep, sluice_fleet_result_t *res,
-                     uint64_t *t_out, fl_u128 *tat_out) {
+/* Interprets a call's or quota read's three values in a batch reply
+ * ({admitted 1|0, t, TAT}; 0 for a quota read). @return 0, or -1 when they
+ * are not valid (the stream cannot be trusted). */
+static int interpret_item(struct sluice_fleet *f, const struct req *r, redisReply *const *e,
+                          sluice_fleet_result_t *res, uint64_t *t_out, fl_u128 *tat_out) {
     memset(res, 0, sizeof *res);
     res->source = SLUICE_FLEET_SOURCE_REDIS;
-    if (rep->type == REDIS_REPLY_ERROR) return -1;
-    if (r->op == SLUICE_FLEET_CANCEL) return rep->type == REDIS_REPLY_INTEGER ? 0 : -2;
-    if (rep->type != REDIS_REPLY_ARRAY) return -2;
     uint64_t t;
     fl_u128 tat;
+    if (e[0]->type != REDIS_REPLY_INTEGER || (e[0]->integer != 0 && e[0]->integer != 1) || !bulk_u64(e[1], &t) ||
+        !bulk_u128(e[2], &tat))
+        return -1;
     if (r->op == SLUICE_FLEET_QUOTA) {
-        if (rep->elements != 2 || !bulk_u64(rep->element[0], &t) || !bulk_u128(rep->element[1], &tat)) return -2;
-        if (sluice__fleet_quota_from(&f->rate, r->cost, t, tat, &res->quota) != 0) return -2;
-    } else {
-        if (rep->elements != 3 || rep->element[0]->type != REDIS_REPLY_INTEGER ||
-            (rep->element[0]->integer != 0 && rep->element[0]->integer != 1) || !bulk_u64(rep->element[1], &t) ||
-            !bulk_u128(rep->element[2], &tat))
-            return -2;
-        if (sluice__fleet_call_decision(&f->rate, r->cost, rep->element[0]->integer == 1, t, tat, &res->decision) !=
-            0)
-            return -2;
+        if (e[0]->integer != 0 || sluice__fleet_quota_from(&f->rate, r->cost, t, tat, &res->quota) != 0) return -1;
+    } else if (sluice__fleet_call_decision(&f->rate, r->cost, e[0]->integer == 1, t, tat, &res->decision) != 0) {
+        return -1;
     }
-    if (f->cfg.manual_time && t != r->now) return -2;
+    if (f->cfg.manual_time && t != r->now) return -1;
     res->now = t;
     *t_out = t;
     *tat_out = tat;
     return 0;
 }
 
+/* Any reply: Redis is alive. */
+static void alive(struct sluice_fleet *f) {
+    f->degraded = false;
+    evtimer_del(f->stall);
+    f->backoff = f->cfg.backoff_min_ns;
+}
+
+/* The reply to a cancel (DEL). */
 static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
     struct req *r = privdata;
     struct sluice_fleet *f = r->f;
@@ -611,44 +707,101 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         else answer_failure(f, r, ac->err == REDIS_ERR_PROTOCOL ? SLUICE_FLEET_EPROTO : SLUICE_FLEET_ENOTCONN);
         return;
     }
-    /* any reply: Redis is alive */
-    f->degraded = false;
-    evtimer_del(f->stall);
-    f->backoff = f->cfg.backoff_min_ns;
-    if (rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !r->evalled &&
-        r->op != SLUICE_FLEET_CANCEL) {
-        STAT_INC(f, noscript);
-        r->evalled = true;
-        if (!r->answered && send_req(f, r, true) == 0) return;
-        if (!r->answered) answer_failure(f, r, SLUICE_FLEET_ENOTCONN); /* frees r */
-        else req_release(r);
-        return;
-    }
-    sluice_fleet_result_t res;
-    uint64_t t = 0;
-    fl_u128 tat = 0;
-    int rc = interpret(f, r, rep, &res, &t, &tat);
-    if (rc != 0) {
+    alive(f);
+    if (rep->type != REDIS_REPLY_INTEGER) {
         STAT_INC(f, bad_replies);
         if (!r->answered) answer_failure(f, r, SLUICE_FLEET_EPROTO); /* frees r */
         else req_release(r);
-        if (rc == -2) drop_connection(f);
+        if (rep->type != REDIS_REPLY_ERROR) drop_connection(f);
         return;
     }
-    if (r->op != SLUICE_FLEET_CANCEL) {
+    sluice_fleet_result_t res;
+    memset(&res, 0, sizeof res);
+    res.source = SLUICE_FLEET_SOURCE_REDIS;
+    if (!r->answered) answer(f, r, &res);
+    else req_release(r);
+    flush_batch(f, false);
+}
+
+/* The reply to a batch: each request answered in order. */
+static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
+    struct batch *b = privdata;
+    struct sluice_fleet *f = b->f;
+    redisReply *rep = reply;
+    size_t n = b->n;
+    for (size_t i = 0; i < n; i++) b->r[i]->in_redis--;
+    __atomic_fetch_sub(&f->st.in_flight, (uint64_t)n, __ATOMIC_RELAXED);
+    f->batches_out--;
+    if (!rep || ac != f->ac) {
+        /* the connection is gone (or being freed) */
+        int cause = ac->err == REDIS_ERR_PROTOCOL ? SLUICE_FLEET_EPROTO : SLUICE_FLEET_ENOTCONN;
+        for (size_t i = 0; i < n; i++) {
+            struct req *r = b->r[i];
+            if (r->answered) req_release(r);
+            else if (f->closing) answer_closed(f, r);
+            else answer_failure(f, r, cause);
+        }
+        free(b);
+        if (!f->closing) flush_batch(f, false);
+        return;
+    }
+    alive(f);
+    if (rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !b->evalled) {
+        /* the script cache was flushed: the same batch once more with EVAL */
+        STAT_INC(f, noscript);
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct req *r = b->r[i];
+            if (r->answered) req_release(r);
+            else b->r[m++] = r;
+        }
+        for (size_t i = 0; i < m; i++) b->r[i]->in_redis++; /* held for the resend */
+        if (m && send_batch(f, b->r, m, true) != 0) {
+            for (size_t i = 0; i < m; i++) {
+                b->r[i]->in_redis--;
+                answer_failure(f, b->r[i], SLUICE_FLEET_ENOTCONN);
+            }
+        }
+        free(b);
+        flush_batch(f, false);
+        return;
+    }
+    /* an error reply leaves the stream fine; a reply of the wrong shape does not */
+    bool shape = rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 * n;
+    bool bad = !shape;
+    for (size_t i = 0; i < n; i++) {
+        struct req *r = b->r[i];
+        sluice_fleet_result_t res;
+        uint64_t t = 0;
+        fl_u128 tat = 0;
+        if (!shape || interpret_item(f, r, rep->element + 3 * i, &res, &t, &tat) != 0) {
+            if (shape) bad = true;
+            if (!r->answered) answer_failure(f, r, SLUICE_FLEET_EPROTO); /* frees r */
+            else req_release(r);
+            continue;
+        }
         if (!f->cfg.manual_time) {
             /* the script ran after the request was sent: server - local <= t - sent */
             f->off = (int64_t)(t - r->sent_real);
             f->have_off = true;
         }
         cache_learn(f, r, t, tat);
-        if (r->op == SLUICE_FLEET_CALL && !r->answered) {
+        if (r->answered) {
+            req_release(r);
+            continue;
+        }
+        if (r->op == SLUICE_FLEET_CALL) {
             if (res.decision.kind == SLUICE_EMITTED) STAT_INC(f, redis_admitted);
             else STAT_INC(f, redis_dropped);
         }
+        answer(f, r, &res);
     }
-    if (!r->answered) answer(f, r, &res);
-    else req_release(r);
+    free(b);
+    if (!shape || bad) {
+        STAT_INC(f, bad_replies);
+        if (rep->type != REDIS_REPLY_ERROR) drop_connection(f);
+    }
+    flush_batch(f, false);
 }
 
 /* ------------------------------------------------------------------ public API */
@@ -684,6 +837,8 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     if (!c->stall_ns) c->stall_ns = c->timeout_ns * 10 > 1000 * MS ? c->timeout_ns * 10 : 1000 * MS;
     if (!c->cache_ttl_ns) c->cache_ttl_ns = 1000 * MS;
     if (!c->manual_ttl_extra_ms) c->manual_ttl_extra_ms = 600000;
+    if (!c->max_batch) c->max_batch = 32;
+    if (c->max_batch > 1024) c->max_batch = 1024;
     f->backoff = c->backoff_min_ns;
 
     f->rate.limit = p->limit;
@@ -704,6 +859,9 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     if (f->prefix) memcpy(f->prefix, pre, f->prefix_len);
     c->host = NULL;
     c->prefix = NULL;
+
+    f->batch = malloc(c->max_batch * sizeof *f->batch);
+    if (!f->batch) goto nomem;
 
     if (c->cache_slots != SIZE_MAX) {
         size_t n = 1, want = c->cache_slots ? c->cache_slots : 4096;
@@ -744,6 +902,7 @@ nomem:
     if (f->conn_tmo) event_free(f->conn_tmo);
     if (f->stall) event_free(f->stall);
     if (f->fallback) sluice_limiter_free(f->fallback);
+    free(f->batch);
     free(f->cache);
     free(f->prefix);
     free(f->host);
@@ -887,6 +1046,13 @@ void sluice_fleet_free(sluice_fleet_t *f) {
         answer_closed(f, q);
         q = next;
     }
+    for (size_t i = 0; i < f->batch_n; i++) { /* held, never sent */
+        struct req *r = f->batch[i];
+        r->in_redis--;
+        if (r->answered) req_release(r);
+        else answer_closed(f, r);
+    }
+    f->batch_n = 0;
     while (f->whead) answer_closed(f, f->whead);
     if (f->ac) {
         redisAsyncContext *ac = f->ac;
@@ -904,6 +1070,7 @@ void sluice_fleet_free(sluice_fleet_t *f) {
         free(f->cache);
     }
     pthread_mutex_destroy(&f->mu);
+    free(f->batch);
     free(f->prefix);
     free(f->host);
     free(f);
@@ -931,6 +1098,7 @@ int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {
     LD(disconnects);
     LD(in_flight);
     LD(closed);
+    LD(batches);
 #undef LD
     return 0;
 }
