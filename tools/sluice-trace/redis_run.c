@@ -1,8 +1,8 @@
 /*
  * redis_run.c — see redis_run.h. Steps are pipelined (a window of requests
  * in flight on the one connection, which Redis runs in order), answers kept
- * per step, then printed in step order exactly as the local runner formats
- * them: a rate call is decided at once (emit or drop), a quota line prints
+ * per step, then printed in step order by the local runner's own formatter
+ * (Sources/CSluiceTrace, trace-internal.h): a rate call is decided at once (emit or drop), a quota line prints
  * its peek, `pending` is always "no", and cancel, flush and close print
  * nothing for a rate policy.
  */
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "sluice_fleet.h"
+#include "trace-internal.h" /* the runners' line formatter (sluice__trace_put_*) */
 
 #define NS_PER_MS 1000000ull
 #define WINDOW 256
@@ -39,8 +40,6 @@ static void on_result(void *user, const sluice_fleet_result_t *res) {
     s->done++;
     s->res = *res;
 }
-
-static uint64_t ceil_ms(uint64_t ns) { return ns / NS_PER_MS + (ns % NS_PER_MS != 0); }
 
 int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluice_trace_output_fn on_output,
                             void *user) {
@@ -148,55 +147,35 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
         goto out;
     }
 
-    /* print, in step order, what the local run prints */
+    /* print, in step order, what the local run prints, through the trace
+     * library's own formatter (trace-internal.h): a call emits or drops at
+     * once, `pending` is always "no" for a rate policy, and cancel, flush and
+     * close print nothing */
+    sluice_trace_run_options_t opt;
+    memset(&opt, 0, sizeof opt);
+    opt.on_output = on_output;
+    opt.user = user;
+    sluice_trace_run_result_t res;
+    memset(&res, 0, sizeof res);
+    struct sluice__trace_sink sink;
+    if (sluice__trace_sink_init(&sink, trace, &opt, &res) != SLUICE_TRACE_OK) {
+        fprintf(stderr, "error: out of memory\n");
+        status = 1;
+        goto out;
+    }
     for (size_t i = 0; i < n; i++) {
         sluice_trace_step_t st;
         sluice_trace_step(trace, i, &st);
-        sluice_trace_output_t o;
-        memset(&o, 0, sizeof o);
-        o.time_ms = st.time_ms;
-        o.step = i;
-        o.key = st.key;
-        o.key_len = st.key_len;
-        size_t cap = 128 + st.key_len + st.value_len;
-        char *buf = malloc(cap);
-        if (!buf) {
-            fprintf(stderr, "error: out of memory\n");
-            status = 1;
-            goto out;
-        }
-        int k = -1;
         const sluice_fleet_result_t *r = &slots[i].res;
-        if (st.verb == SLUICE_TRACE_CALL) {
-            bool emit = r->decision.kind == SLUICE_EMITTED;
-            o.kind = emit ? SLUICE_TRACE_OUT_EMIT : SLUICE_TRACE_OUT_DROP;
-            o.value = st.value;
-            o.value_len = st.value_len;
-            k = snprintf(buf, cap, "%llu %s %.*s %.*s", (unsigned long long)st.time_ms, emit ? "emit" : "drop",
-                         (int)st.key_len, st.key, (int)st.value_len, st.value);
-        } else if (st.verb == SLUICE_TRACE_PENDING) {
-            o.kind = SLUICE_TRACE_OUT_PENDING;
-            k = snprintf(buf, cap, "%llu pending %.*s no", (unsigned long long)st.time_ms, (int)st.key_len, st.key);
-        } else if (st.verb == SLUICE_TRACE_QUOTA) {
-            o.kind = SLUICE_TRACE_OUT_QUOTA;
-            o.remaining = r->quota.remaining;
-            o.full_ms = ceil_ms(r->quota.full);
-            o.retry_never = r->quota.retry == SLUICE_NEVER;
-            o.retry_ms = o.retry_never ? SLUICE_TRACE_NEVER : ceil_ms(r->quota.retry);
-            char retry[32];
-            if (o.retry_never) snprintf(retry, sizeof retry, "never");
-            else snprintf(retry, sizeof retry, "%llu", (unsigned long long)o.retry_ms);
-            k = snprintf(buf, cap, "%llu quota %.*s remaining=%llu full=%llu retry=%s", (unsigned long long)st.time_ms,
-                         (int)st.key_len, st.key, (unsigned long long)o.remaining, (unsigned long long)o.full_ms,
-                         retry);
-        }
-        if (k >= 0) {
-            o.text = buf;
-            o.text_len = (size_t)k;
-            if (on_output) on_output(user, &o);
-        }
-        free(buf);
+        if (st.verb == SLUICE_TRACE_CALL)
+            sluice__trace_put_value(&sink, r->decision.kind == SLUICE_EMITTED ? SLUICE_TRACE_OUT_EMIT : SLUICE_TRACE_OUT_DROP,
+                                    st.time_ms, i, SIZE_MAX);
+        else if (st.verb == SLUICE_TRACE_PENDING)
+            sluice__trace_put_pending(&sink, st.time_ms, i, false);
+        else if (st.verb == SLUICE_TRACE_QUOTA)
+            sluice__trace_put_quota(&sink, st.time_ms, i, &r->quota);
     }
+    sluice__trace_sink_free(&sink);
 
 out:
     sluice_fleet_free(f); /* answers what is left (SLUICE_ECLOSED) */
