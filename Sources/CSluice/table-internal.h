@@ -193,14 +193,22 @@ static inline uint32_t sluice__slot_tag(uint64_t s) { return (uint32_t)(s >> 32)
 static inline uint32_t sluice__slot_idx(uint64_t s) { return (uint32_t)s - 1; }
 static inline size_t sluice__home(uint32_t tag, uint32_t bits) { return (size_t)(tag >> (32 - bits)); }
 
-/* Index of the live entry for the key, or SLUICE__NONE. */
+/* A lookup missed after SLUICE__STRONG_PROBE or more slots (table.c). */
+void sluice__table_long_miss(const struct sluice__table *t);
+
+/* Index of the live entry for the key, or SLUICE__NONE. A miss that scanned
+ * SLUICE__STRONG_PROBE slots or more switches the table to SipHash (entries
+ * do not move; the table is never a const object, only this view of it). */
 static inline uint32_t sluice__table_find(const struct sluice__table *t, const struct sluice__keyref *k) {
     uint32_t tag = sluice__table_tag(t, k);
     size_t mask = ((size_t)1 << t->slot_bits) - 1;
-    size_t i = sluice__home(tag, t->slot_bits);
+    size_t home = sluice__home(tag, t->slot_bits), i = home;
     for (;;) {
         uint64_t s = t->slots[i];
-        if (s == 0) return SLUICE__NONE;
+        if (s == 0) {
+            if (((i - home) & mask) >= SLUICE__STRONG_PROBE) sluice__table_long_miss(t);
+            return SLUICE__NONE;
+        }
         if (sluice__slot_tag(s) == tag) {
             uint32_t idx = sluice__slot_idx(s);
             if (sluice__entry_matches(sluice__entry_at(t, idx), k)) return idx;

@@ -61,6 +61,13 @@ static int index_resize(struct sluice__table *t, uint32_t bits) {
     return 0;
 }
 
+void sluice__table_long_miss(const struct sluice__table *ct) {
+    /* Lookups take a const pointer because they do not change what the
+     * table holds; the table object itself is never const. */
+    struct sluice__table *t = (struct sluice__table *)(uintptr_t)ct;
+    if (!t->strong) sluice__table_use_strong_hash(t);
+}
+
 /* Switches to SipHash-1-3 for good: every live entry's tag becomes the top
  * of its key's SipHash under the seed and the index is rebuilt in place
  * from the slab, at the same size. O(index + entries), once per table; no
