@@ -77,6 +77,11 @@ void sluice__prefetch_prepared(const sluice_limiter_t *limiter, const sluice__pk
 /* Keys holding a pending value right now. */
 uint64_t sluice__limiter_pending(const sluice_limiter_t *limiter);
 
+/* At the key cap, before a refusal: frees one expired rate entry if the
+ * limiter holds one (rate keys arm no timer, limiter-internal.h). Returns 1
+ * or 0 (always 0 for other policies, whose due timers advance() runs). */
+size_t sluice__limiter_reclaim(sluice_limiter_t *limiter, uint64_t now);
+
 /* Keys with state (live entries) right now. */
 uint64_t sluice__limiter_live(const sluice_limiter_t *limiter);
 

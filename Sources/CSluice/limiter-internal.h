@@ -14,10 +14,18 @@
  * owns the rows of its state machine (docs/semantics.md): what a call does
  * to an idle or live key, what its timer does, and its invariants.
  *
- * An entry exists exactly while its key is not idle, and every live entry
- * has exactly one armed timer: the end of its window (throttle, audit), its
- * debounce deadline, or for rate the instant its TAT is reached (when the key
- * becomes indistinguishable from a fresh one and its memory is released).
+ * For throttle, audit and debounce an entry exists exactly while its key is
+ * not idle, and every live entry has exactly one armed timer: the end of its
+ * window (throttle, audit) or its debounce deadline.
+ *
+ * Rate entries have no timer. A rate entry keeps its TAT (node.deadline is
+ * `full`, the TAT rounded up; the wheel node is never linked), and once
+ * full <= now the key is idle: a call treats it as fresh (the state is reset
+ * in place, no removal and no insertion), a quota peek reads a fresh quota.
+ * Its memory is reclaimed lazily (policy-rate.c): a few entries are examined
+ * after each key created, a resumable pass over the slab runs from
+ * advance() once the sweep is due (next_deadline() says when), and at the
+ * key cap a pass reclaims an expired entry before a new key is refused.
  */
 #ifndef SLUICE_LIMITER_INTERNAL_H
 #define SLUICE_LIMITER_INTERNAL_H
@@ -115,6 +123,13 @@ struct sluice_limiter {
     /* rate: times are scaled by `limit` (exact for a fractional T = per / limit) */
     uint64_t limit, burst, per;
     uint64_t t_q, t_r;  /* the emission interval T = per / limit, as t_q + t_r / limit ns */
+    /* rate: lazy expiry (policy-rate.c) */
+    uint64_t rate_lb;       /* <= every rate entry's full (UINT64_MAX: no entry) */
+    uint64_t rate_every;    /* least spacing of the sweeps asked for; idle time before the creation sweep frees a key */
+    uint64_t rate_last;     /* when the last complete pass ended */
+    uint64_t rate_pass_min; /* the least full seen by the pass in progress (and of keys created since) */
+    uint32_t rate_pass;     /* the pass in progress: next entry index */
+    uint32_t rate_step;     /* the sweep after each created key: next entry index */
 
     sluice_event_fn on_event;
     void *user;
@@ -171,6 +186,13 @@ void sluice__debounce_fire(struct sluice_limiter *l, uint32_t idx);
 int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                       uint64_t cost, uint64_t t, sluice_decision_t *d);
 void sluice__rate_fire(struct sluice_limiter *l, uint32_t idx);
+
+/* Rate's lazy expiry (policy-rate.c). reclaim: frees idle rate entries at
+ * `now` (at most `max`, 0 for no bound) by the resumable pass, until none is
+ * left; returns how many. next: when advance() should run it (UINT64_MAX
+ * with no entry). Both O(1) when no entry can be idle. */
+size_t sluice__rate_reclaim(struct sluice_limiter *l, uint64_t now, size_t max);
+uint64_t sluice__rate_next(const struct sluice_limiter *l);
 
 /* Creates the entry of an idle key (timer unarmed, nothing pending).
  * Returns 0 and its index, SLUICE_EFULL at the key cap (counted) or

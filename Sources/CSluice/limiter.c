@@ -74,6 +74,10 @@ void sluice__limiter_remove_key(struct sluice_limiter *l, uint32_t idx) {
 static void entry_moved(void *ctx, uint32_t to) {
     struct sluice_limiter *l = ctx;
     sluice__wheel_relocate(&l->wheel, to);
+    /* rate: an entry moved below the expiry pass's position would be missed
+     * by it; start the pass again (policy-rate.c) */
+    l->rate_pass = 0;
+    l->rate_pass_min = UINT64_MAX;
 }
 
 void sluice__report(struct sluice_limiter *l, const struct sluice__event *pe) {
@@ -120,6 +124,7 @@ static uint32_t due_first(struct sluice_limiter *l, const struct sluice__keyref 
         uint32_t idx = sluice__table_find(&l->table, k);
         if (idx == SLUICE__NONE) return SLUICE__NONE;
         if (sluice__entry_of(l, idx)->node.deadline > now) return idx;
+        if (l->kind == SLUICE_RATE) return idx; /* no timer: an expired rate entry is idle in place */
         sluice__wheel_del(&l->wheel, idx);
         policy_fire(l, idx);
         if (unusable(l)) {
@@ -258,13 +263,18 @@ int sluice__limiter_submit_keyref(struct sluice_limiter *l, const struct sluice_
     }
     int rc;
     l->depth++;
-    bool stopped;
-    uint32_t idx = due_first(l, k, now, &stopped);
+    bool stopped = false;
+    /* rate keys have no timers (lazy expiry, policy-rate.c): just the lookup */
+    uint32_t idx = l->kind == SLUICE_RATE ? sluice__table_find(&l->table, k) : due_first(l, k, now, &stopped);
     if (!stopped && idx == SLUICE__NONE && l->max_keys && l->table.live >= l->max_keys) {
         /* At the cap, keys whose windows have ended may still hold entries
          * until their timers run: run them first, so the answer does not
-         * depend on whether the loop happened to advance. */
-        advance_locked(l, now, 0);
+         * depend on whether the loop happened to advance. Rate: free one
+         * expired entry if there is one (policy-rate.c). */
+        if (l->kind == SLUICE_RATE)
+            sluice__rate_reclaim(l, now, 1);
+        else
+            advance_locked(l, now, 0);
         idx = unusable(l) ? SLUICE__NONE : due_first(l, k, now, &stopped);
         if (unusable(l)) stopped = true;
     }
@@ -439,6 +449,11 @@ static inline void prefetch_entry(const struct sluice_limiter *l, uint32_t i) {
 }
 
 static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max) {
+    if (l->kind == SLUICE_RATE) {
+        /* no timers: the lazy expiry frees the idle entries (policy-rate.c) */
+        sluice__wheel_advance(&l->wheel, now);
+        return (int64_t)sluice__rate_reclaim(l, now, max);
+    }
     sluice__wheel_advance(&l->wheel, now);
     int64_t n = 0;
     uint32_t ca = SLUICE__NONE, cb = SLUICE__NONE;
@@ -467,6 +482,11 @@ static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max
         if (unusable(l)) break;
     }
     return n;
+}
+
+size_t sluice__limiter_reclaim(sluice_limiter_t *l, uint64_t now) {
+    if (unusable(l) || l->kind != SLUICE_RATE) return 0;
+    return sluice__rate_reclaim(l, now < l->now_seen ? l->now_seen : now, 1);
 }
 
 int64_t sluice_limiter_advance(sluice_limiter_t *l, uint64_t now, size_t max_timers) {
@@ -514,6 +534,7 @@ int sluice_limiter_close(sluice_limiter_t *l, uint64_t now, sluice_close_mode_t 
 
 uint64_t sluice_limiter_next_deadline(const sluice_limiter_t *l) {
     if (!l || l->closed || l->dying) return UINT64_MAX;
+    if (l->kind == SLUICE_RATE) return sluice__rate_next(l); /* the lazy expiry's next sweep */
     return sluice__wheel_next(&l->wheel);
 }
 
@@ -555,14 +576,14 @@ int sluice_limiter_check(const sluice_limiter_t *l) {
             if (sluice__wheel_node_armed(&e->node)) FAIL("free entry %u has an armed timer", i);
             continue;
         }
-        if (!sluice__wheel_node_armed(&e->node)) FAIL("live entry %u has no armed timer", i);
+        if (!sluice__wheel_node_armed(&e->node) && l->kind != SLUICE_RATE) FAIL("live entry %u has no armed timer", i);
         if (e->flags & SLUICE__F_PENDING) pend++;
         const char *why = l->ops->check ? l->ops->check(l, e) : NULL;
         if (why) FAIL("entry %u: %s", i, why);
     }
     if (pend != l->pending) FAIL("pending count %llu, but %llu entries hold a token", (unsigned long long)l->pending,
                                  (unsigned long long)pend);
-    if (l->wheel.count != l->table.live)
+    if (l->wheel.count != (l->kind == SLUICE_RATE ? 0 : l->table.live))
         FAIL("wheel holds %llu timers for %llu live keys", (unsigned long long)l->wheel.count,
              (unsigned long long)l->table.live);
     /* Every scheduled token is pending or was reported exactly once. A call

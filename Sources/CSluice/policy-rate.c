@@ -6,9 +6,39 @@
  * burst * per and a call of cost n weighs n * per. Scaled values fit in 128
  * bits (a time below 2^64 times a limit up to 10^12, a burst or cost up to
  * 10^12 times a period up to 10^18). A key's TAT is kept as q + r / limit ns:
- * q in the timer deadline (rounded up: deadline = q + (r != 0)) and r in the
- * entry's token word, so the timer fires exactly when TAT <= now and the key
- * goes back to idle (a fresh quota, no memory).
+ * q in the node's deadline field (rounded up: deadline = q + (r != 0), the
+ * key's `full`) and r in the entry's token word.
+ *
+ * Lazy expiry. A rate entry arms no timer: a key whose full <= now is idle
+ * (a fresh quota) wherever its entry still is, and a call on it resets the
+ * state in place. So a call costs no wheel operation, and a key that goes
+ * idle between calls costs no removal, insertion or timer fire. Idle entries
+ * are reclaimed three ways, all in this file. Let S = rate_every =
+ * max(burst * T, 1 ms), the longest an untouched key stays live:
+ *
+ *  - after each key created, the next RATE_STEP entries of a cursor going
+ *    round the slab are examined, and freed if idle for S or more (not
+ *    sooner: a key used less often than once per T but more often than
+ *    once per S is not removed and created again on the hot path). Every
+ *    entry is examined within top / RATE_STEP creations, so without a cap
+ *    and without a loop the slab holds at most about twice the keys used in
+ *    the last 2 S;
+ *  - sluice__rate_reclaim(), a pass over the slab that can stop and resume
+ *    (`rate_pass`), freeing every idle entry, run by advance().
+ *    next_deadline() asks for it at max(rate_lb, rate_last + S): the
+ *    earliest full, but at most once per S after the previous pass, so a
+ *    loop sweeps at most once per S and an idle key's memory is released
+ *    within S of its quota filling up (when a loop advances the limiter);
+ *  - at the key cap (the core's or the loop layer's), before a new key is
+ *    refused, the pass runs until it frees one idle entry or finds none
+ *    (then rate_lb > now, and the refusal is exact: every held key is live).
+ *    Resumed where it stopped, it costs O(top) per complete pass, not per
+ *    refusal: refusals while rate_lb > now are O(1).
+ *
+ * rate_lb is a lower bound of every entry's full: a complete pass sets it to
+ * the least full it kept, a key created lowers it, and a call only raises a
+ * key's full. When now < rate_lb no entry can be idle and the pass does no
+ * work.
  *
  * The clock ends at UINT64_MAX ns, and so does every quota: a call that
  * would push a key's TAT past it is dropped with a retry time of "never"
@@ -19,6 +49,11 @@
 #include "limiter-internal.h"
 
 __extension__ typedef unsigned __int128 u128;
+
+/* Entries examined after each key created. */
+#define RATE_STEP 2u
+/* The least spacing of the sweeps a loop is asked for (1 ms). */
+#define RATE_EVERY_MIN UINT64_C(1000000)
 
 static const char *explain(const sluice_policy_t *p, int *code) {
     *code = SLUICE_EINVAL;
@@ -38,6 +73,14 @@ static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
     l->t_q = l->per / l->limit;
     l->t_r = l->per % l->limit;
     l->pass_through = false;
+    /* sweeps no closer than burst * T (rounded up), nor than RATE_EVERY_MIN */
+    u128 bt = (u128)l->burst * l->per;
+    u128 every = bt / l->limit + (bt % l->limit != 0);
+    l->rate_every = every > UINT64_MAX ? UINT64_MAX : (uint64_t)every;
+    if (l->rate_every < RATE_EVERY_MIN) l->rate_every = RATE_EVERY_MIN;
+    l->rate_lb = l->rate_pass_min = UINT64_MAX;
+    l->rate_last = 0;
+    l->rate_pass = l->rate_step = 0;
     return 0;
 }
 
@@ -101,17 +144,25 @@ static inline struct qr entry_tat(const struct sluice__entry *e) {
     return t;
 }
 
+static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t);
+
 /* ---- rows ---- */
 
 int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                       uint64_t cost, uint64_t t, sluice_decision_t *d) {
     /* call(t, v, n) | tat = max(TAT, t), new = tat + n*T. If new - t <=
      * burst*T: emit v, TAT = new. Otherwise drop v; TAT unchanged.
-     * A live key's TAT is > t: a key whose TAT <= t was fired (removed) first. */
+     * An entry whose full <= t is idle (TAT <= t): its state is t's. */
     (void)token;
     struct qr tat = { t, 0 };
-    if (idx != SLUICE__NONE) tat = entry_tat(sluice__entry_of(l, idx));
-    uint64_t full_now = idx != SLUICE__NONE ? sluice__entry_of(l, idx)->node.deadline : t;
+    uint64_t full_now = t;
+    if (idx != SLUICE__NONE) {
+        const struct sluice__entry *e = sluice__entry_of(l, idx);
+        if (e->node.deadline > t) {
+            tat = entry_tat(e);
+            full_now = e->node.deadline;
+        }
+    }
     if (cost > l->burst) {
         /* never admitted: the retry time is "never" */
         d->kind = SLUICE_DROPPED;
@@ -142,24 +193,86 @@ int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, 
     } else {
         next = qr_of(l, fresh);
     }
-    if (idx == SLUICE__NONE) {
+    bool created = idx == SLUICE__NONE;
+    if (created) {
         int rc = sluice__limiter_add_key(l, k, &idx);
         if (rc) return rc;
     }
     struct sluice__entry *e = sluice__entry_of(l, idx);
     e->token = next.r;
     uint64_t dl = qr_ceil(next);
-    sluice__wheel_set(&l->wheel, idx, dl);
+    e->node.deadline = dl; /* no timer: the TAT is read on access */
     d->kind = SLUICE_EMITTED;
     d->at = t;
     d->full = dl;
     u128 room = ts + bt < clock_end(l) ? ts + bt : clock_end(l);
     d->remaining = floor_per(l, room - qr_scaled(l, next));
+    if (created) {
+        if (dl < l->rate_lb) l->rate_lb = dl;
+        if (dl < l->rate_pass_min) l->rate_pass_min = dl;
+        step(l, idx, t);
+    }
     return 0;
 }
 
-void sluice__rate_fire(struct sluice_limiter *l, uint32_t idx) {
-    sluice__limiter_remove_key(l, idx); /* TAT reached: the key is fresh again */
+/* Only close() reaches it (rate entries arm no timer): frees an expired entry. */
+void sluice__rate_fire(struct sluice_limiter *l, uint32_t idx) { sluice__limiter_remove_key(l, idx); }
+
+/* ---- lazy expiry ---- */
+
+static void reclaimed_all(struct sluice_limiter *l) {
+    l->rate_lb = l->rate_pass_min = UINT64_MAX;
+    l->rate_pass = 0;
+}
+
+/* The sweep after a key was created (`keep`, never freed here). */
+static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t) {
+    for (unsigned j = 0; j < RATE_STEP; j++) {
+        uint32_t i = l->rate_step;
+        if (i >= l->table.top) i = 0;
+        l->rate_step = i + 1;
+        struct sluice__entry *e = sluice__entry_of(l, i);
+        if (i != keep && e->state == SLUICE__LIVE && sluice__sat_add(e->node.deadline, l->rate_every) <= t)
+            sluice__limiter_remove_key(l, i);
+    }
+}
+
+size_t sluice__rate_reclaim(struct sluice_limiter *l, uint64_t now, size_t max) {
+    size_t n = 0;
+    /* Ends when no entry is idle: a pass ends with rate_lb = the least full
+     * it kept, so rate_lb > now unless part of the pass ran at an earlier
+     * time or keys were created since it began; then one more pass, all at
+     * `now`, settles it. */
+    while (l->table.live != 0 && now >= l->rate_lb) {
+        if (l->rate_pass >= l->table.top) {
+            l->rate_lb = l->rate_pass_min;
+            l->rate_pass_min = UINT64_MAX;
+            l->rate_pass = 0;
+            l->rate_last = now;
+            continue;
+        }
+        if (max && n >= max) break;
+        uint32_t i = l->rate_pass++;
+        struct sluice__entry *e = sluice__entry_of(l, i);
+        if (e->state != SLUICE__LIVE) continue;
+        if (e->node.deadline <= now) {
+            sluice__limiter_remove_key(l, i);
+            n++;
+        } else if (e->node.deadline < l->rate_pass_min) {
+            l->rate_pass_min = e->node.deadline;
+        }
+    }
+    if (l->table.live == 0) {
+        reclaimed_all(l);
+        l->rate_last = now;
+    }
+    return n;
+}
+
+uint64_t sluice__rate_next(const struct sluice_limiter *l) {
+    if (l->table.live == 0) return UINT64_MAX;
+    uint64_t at = sluice__sat_add(l->rate_last, l->rate_every);
+    return at > l->rate_lb ? at : l->rate_lb;
 }
 
 /* flush does nothing for rate (there is never a pending value). */
@@ -196,6 +309,8 @@ static void quota(const struct sluice_limiter *l, uint32_t idx, uint64_t cost, u
 }
 
 static const char *check(const struct sluice_limiter *l, const struct sluice__entry *e) {
+    if (sluice__wheel_node_armed(&e->node)) return "rate entry with an armed timer";
+    if (e->node.deadline < l->rate_lb) return "rate entry's full below the sweep's lower bound";
     if (e->flags & SLUICE__F_PENDING) return "rate key holds a pending value";
     if (e->flags & SLUICE__F_POLICY) return "rate entry with a debounce flag";
     if (e->token >= l->limit) return "rate remainder not below limit";

@@ -304,7 +304,12 @@ static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_
     if (sluice__key_is_live(s->core, k)) return 0;
     if (!budget_take(m)) {
         bool stalled = false;
-        sluice__shard_advance(m, s, now, SIZE_MAX, &stalled);
+        /* rate: an idle entry of this shard, one at a time (a whole pass
+         * per refusal would cost O(keys) per call of a spray) */
+        if (sluice__limiter_reclaim(s->core, now))
+            sluice__shard_settle_keys(s);
+        else
+            sluice__shard_advance(m, s, now, SIZE_MAX, &stalled);
         if (!sluice__outbox_reserve(m, &s->out, want, want * k->len)) return SLUICE_ENOMEM;
         if (sluice__key_is_live(s->core, k)) return 0;
         if (!budget_take(m)) {
