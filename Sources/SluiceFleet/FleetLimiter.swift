@@ -71,6 +71,10 @@ public struct FleetConfiguration: Sendable {
     public var cacheTTL: Duration = .seconds(1)
     /// Use the time passed with each request instead of Redis's clock (tests, traces).
     public var manualTime: Bool = false
+    /// Most calls and quota reads decided by one script run (requests queued
+    /// together are sent as one batch, decided in order). 1 for Redis Cluster:
+    /// a batch names keys of different hash slots.
+    public var maxBatch: Int = 32
 
     /// A configuration with the defaults (127.0.0.1:6379, 50 ms timeout, fail closed).
     public init() {}
@@ -90,6 +94,8 @@ public struct FleetStats: Sendable {
     public var timeouts, unavailable: UInt64
     /// Invalid replies, NOSCRIPT resends, connections made and lost.
     public var badReplies, noscript, connects, disconnects: UInt64
+    /// Script runs sent to Redis (each decides a batch of calls and quota reads).
+    public var batches: UInt64
 }
 
 private func durationNs(_ d: Duration) -> UInt64 {
@@ -198,6 +204,7 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
         c.manual_time = configuration.manualTime
         c.cache_slots = configuration.cacheSlots.map { max(1, $0) } ?? Int(bitPattern: UInt.max) // SIZE_MAX: none
         c.cache_ttl_ns = durationNs(configuration.cacheTTL)
+        c.max_batch = max(1, configuration.maxBatch)
         switch configuration.onFailure {
         case .closed(let retry):
             c.on_failure = SLUICE_FLEET_FAIL_CLOSED
@@ -378,6 +385,6 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
             failureAdmitted: s.failure_admitted, failureDropped: s.failure_dropped,
             fallbackAdmitted: s.fallback_admitted, fallbackDropped: s.fallback_dropped,
             timeouts: s.timeouts, unavailable: s.unavailable, badReplies: s.bad_replies,
-            noscript: s.noscript, connects: s.connects, disconnects: s.disconnects)
+            noscript: s.noscript, connects: s.connects, disconnects: s.disconnects, batches: s.batches)
     }
 }

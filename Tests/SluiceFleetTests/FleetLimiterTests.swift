@@ -219,6 +219,7 @@ struct FleetLimiterTests {
             return n
         }
         #expect(admitted == 10)
+        #expect(fleet.stats.batches >= 1 && fleet.stats.batches <= 200)
     }
 
     @Test("nothing listening: the failure policy answers")

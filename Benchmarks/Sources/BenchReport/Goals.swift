@@ -118,6 +118,7 @@ extension BenchResults {
                               holds: nil, detail: ""))
         }
         goals += batchGoals()
+        goals += fleetGoals()
         return goals
     }
 

@@ -135,6 +135,15 @@ public struct Row: Codable, Sendable {
     /// fleet: calls admitted, and calls Redis could not decide (timeouts, errors).
     public var admitted: Int?
     public var failures: Int?
+    /// fleet: the load. Closed loop ("mixed", "abuse"): `in_flight` calls
+    /// outstanding (sluice-redis) or connections each with one blocking call
+    /// (redis-per-call), as fast as they go; open loop ("mixed-paced"):
+    /// `offered_per_s` calls per second, latency counted from each call's due time.
+    public var in_flight: Int?
+    public var offered_per_s: Double?
+    /// fleet: the redis-server's CPU time per call, and the script runs (EVALSHA) it made.
+    public var redis_cpu_ns_per_op: Double?
+    public var script_runs: Int?
     /// Wall time of the case (setup included), seconds.
     public var case_s: Double?
     public var note: String?
@@ -150,7 +159,8 @@ public struct Row: Codable, Sendable {
     enum CodingKeys: String, CodingKey {
         case scenario, impl, keys, threads, ops, ns_per_op, bytes_per_key, lateness_us
         case cpu_ns_per_op, wall_ns_per_op, idle_bytes_per_key, peak_rss_bytes, cap, refused, lateness_cdf_us, early, case_s, note
-        case workload, over_admitted, admitted, failures // fleet
+        case workload, over_admitted, admitted, failures, in_flight, offered_per_s, redis_cpu_ns_per_op,
+             script_runs // fleet
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -178,6 +188,10 @@ public struct Row: Codable, Sendable {
         try c.encodeIfPresent(over_admitted, forKey: .over_admitted)
         try c.encodeIfPresent(admitted, forKey: .admitted)
         try c.encodeIfPresent(failures, forKey: .failures)
+        try c.encodeIfPresent(in_flight, forKey: .in_flight)
+        try c.encodeIfPresent(offered_per_s, forKey: .offered_per_s)
+        try c.encodeIfPresent(redis_cpu_ns_per_op.map(Row.round), forKey: .redis_cpu_ns_per_op)
+        try c.encodeIfPresent(script_runs, forKey: .script_runs)
     }
 
     /// Three significant decimals are plenty for noisy timings.

@@ -61,6 +61,9 @@ public enum Plan {
 
     /// fleet: the workload is named by the key count (10,000 keys "mixed", 4 keys "abuse").
     public static func fleetWorkload(keys: Int) -> String { keys <= 16 ? "abuse" : "mixed" }
+    /// fleet, "mixed-paced": the offered load of the open-loop latency case (calls per second,
+    /// well below either implementation's saturation, the load of a busy server).
+    public static let fleetOfferedPerSecond = 5_000.0
 
     public static func cases(quick: Bool, scenarios: Set<String>? = nil, impls: Set<String>? = nil) -> [PlannedCase] {
         var out: [PlannedCase] = []
@@ -169,14 +172,32 @@ public enum CaseRunner {
 
     /// The fleet scenario: the C driver starts its own redis-server, runs the
     /// calls and reports throughput, call latency and over-admission.
+    ///
+    /// "mixed" and "abuse" are closed loops (as fast as they go: throughput,
+    /// and the latency at saturation); the mixed case is run once more as an
+    /// open loop at a fixed offered load, "mixed-paced" (the latency of a
+    /// server that is not saturated), with both implementations at the same load.
     static func runFleet(_ c: PlannedCase, quick: Bool) throws -> [Row] {
         guard c.scenario == Names.fleetScenario else { throw CaseError.unknown("scenario \(c.scenario) for \(c.impl)") }
         let workload = Plan.fleetWorkload(keys: c.keys)
+        let sluice = c.impl == "sluice-redis"
+        let inFlight = sluice ? 256 : 4
+        var rows = [try fleetRow(c, workload: workload, calls: quick ? 10_000 : 50_000, inFlight: inFlight, rate: 0)]
+        if workload == "mixed" {
+            rows.append(try fleetRow(c, workload: "mixed-paced", calls: quick ? 5_000 : 15_000, inFlight: inFlight,
+                                     rate: Plan.fleetOfferedPerSecond))
+        }
+        return rows
+    }
+
+    static func fleetRow(_ c: PlannedCase, workload: String, calls: UInt64, inFlight: Int, rate: Double) throws -> Row {
         var p = cb_fleet_params_t()
-        p.impl = c.impl == "sluice-redis" ? 0 : 1
+        let sluice = c.impl == "sluice-redis"
+        p.impl = sluice ? 0 : 1
         p.workload = workload == "abuse" ? 1 : 0
-        p.calls = quick ? 10_000 : 50_000
-        p.pool = c.impl == "sluice-redis" ? 256 : 4
+        p.calls = calls
+        p.pool = Int32(inFlight)
+        p.rate = rate
         var r = cb_fleet_result_t()
         let t0 = cb_now()
         let rc = cb_fleet(&p, &r)
@@ -190,11 +211,17 @@ public enum CaseRunner {
         row.over_admitted = Int(r.over_admitted)
         row.admitted = Int(r.admitted)
         row.failures = Int(r.failures)
+        row.script_runs = Int(r.script_runs)
+        if r.redis_cpu_ns_per_op > 0 { row.redis_cpu_ns_per_op = r.redis_cpu_ns_per_op }
+        if rate > 0 { row.offered_per_s = rate } else { row.in_flight = inFlight }
         row.case_s = Double(cb_now() - t0) / 1e9
-        row.note = c.impl == "sluice-redis"
-            ? "one pipelined connection, 256 calls in flight, certain drops answered locally"
-            : "blocking EVALSHA per call, 4 connections (one thread each)"
-        return [row]
+        let load = rate > 0
+            ? "open loop, \(Int(rate)) calls/s offered (latency from each call's due time; ns_per_op is 1/rate)"
+            : sluice ? "closed loop, 256 calls in flight" : "closed loop, 4 calls in flight"
+        row.note = (sluice
+            ? "one pipelined connection, calls batched (up to 32 per EVALSHA), certain drops answered locally; "
+            : "blocking EVALSHA per call, 4 connections (one thread each); ") + load
+        return row
     }
 
     static func scenarioCode(_ s: String) -> cb_scenario_t {

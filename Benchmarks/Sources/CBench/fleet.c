@@ -80,6 +80,23 @@ static pid_t start_redis(int port) {
     return -1;
 }
 
+/* The server's CPU time so far (user + system), in ns, or 0 when unknown. */
+static uint64_t redis_cpu_ns(int port) {
+    struct timeval tv = { 1, 0 };
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    uint64_t ns = 0;
+    if (c && !c->err) {
+        redisReply *r = redisCommand(c, "INFO cpu");
+        if (r && r->type == REDIS_REPLY_STRING) {
+            const char *u = strstr(r->str, "used_cpu_user:"), *s = strstr(r->str, "used_cpu_sys:");
+            if (u && s) ns = (uint64_t)((strtod(u + 14, NULL) + strtod(s + 13, NULL)) * 1e9);
+        }
+        if (r) freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return ns;
+}
+
 static void stop_redis(pid_t pid) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -98,6 +115,7 @@ struct run {
     uint64_t *lat; /* per call, ns */
     uint64_t *sent;
     uint64_t done, failures, admitted;
+    uint64_t t0; /* open loop: call i is due at t0 + i/rate */
     pthread_mutex_t mu;
 };
 
@@ -141,8 +159,18 @@ static void on_result(void *user, const sluice_fleet_result_t *res) {
     account(R, c->i, k, res->source == SLUICE_FLEET_SOURCE_REDIS, res->decision.kind == SLUICE_EMITTED, res->now);
 }
 
+static void pace_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    (void)arg; /* only wakes the loop */
+}
+
 static int run_sluice(struct run *R, int port, cb_fleet_result_t *r) {
-    struct event_base *base = event_base_new();
+    /* precise timers: the open loop submits on time (not rounded to ms) */
+    struct event_config *ec = event_config_new();
+    event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
+    struct event_base *base = event_base_new_with_config(ec);
+    event_config_free(ec);
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = sluice_rate(LIMIT, (int64_t)SEC, BURST);
@@ -156,17 +184,42 @@ static int run_sluice(struct run *R, int port, cb_fleet_result_t *r) {
         return -1;
     }
     struct call_ctx *ctx = calloc(R->p->calls, sizeof *ctx);
+    struct event *pace = evtimer_new(base, pace_cb, NULL);
     uint64_t next = 0, window = R->p->pool > 0 ? (uint64_t)R->p->pool : 256;
+    double interval = R->p->rate > 0 ? 1e9 / R->p->rate : 0;
+    uint64_t t0 = now_ns();
     while (R->done < R->p->calls) {
-        while (next < R->p->calls && next - R->done < window) {
-            ctx[next].R = R;
-            ctx[next].i = next;
-            R->sent[next] = now_ns();
-            sluice_fleet_call(f, sluice_key_u64((uint64_t)key_of(R, next)), 1, 0, on_result, &ctx[next]);
-            next++;
+        if (interval > 0) {
+            /* open loop: every call due by now, timed from its due time */
+            uint64_t now = now_ns();
+            while (next < R->p->calls && t0 + (uint64_t)((double)next * interval) <= now) {
+                ctx[next].R = R;
+                ctx[next].i = next;
+                R->sent[next] = t0 + (uint64_t)((double)next * interval);
+                sluice_fleet_call(f, sluice_key_u64((uint64_t)key_of(R, next)), 1, 0, on_result, &ctx[next]);
+                next++;
+            }
+            if (next < R->p->calls) {
+                uint64_t due = t0 + (uint64_t)((double)next * interval), now2 = now_ns();
+                uint64_t wait = due > now2 ? due - now2 : 0;
+                struct timeval tv = { (time_t)(wait / SEC), (suseconds_t)(wait % SEC / 1000) };
+                evtimer_add(pace, &tv);
+            }
+        } else {
+            while (next < R->p->calls && next - R->done < window) {
+                ctx[next].R = R;
+                ctx[next].i = next;
+                R->sent[next] = now_ns();
+                sluice_fleet_call(f, sluice_key_u64((uint64_t)key_of(R, next)), 1, 0, on_result, &ctx[next]);
+                next++;
+            }
         }
         event_base_loop(base, EVLOOP_ONCE);
     }
+    sluice_fleet_stats_t st;
+    sluice_fleet_stats(f, &st);
+    r->script_runs = st.batches;
+    event_free(pace);
     sluice_fleet_free(f);
     event_base_free(base);
     free(ctx);
@@ -204,15 +257,27 @@ static void *worker_main(void *arg) {
     } while (cend);
     for (int i = 0; i < n; i++) cend_s[i] = tmp[n - 1 - i];
     cend_s[n] = '\0';
+    double interval = R->p->rate > 0 ? 1e9 / R->p->rate : 0;
     for (uint64_t i = (uint64_t)w->index; i < R->p->calls; i += (uint64_t)w->count) {
         int k = key_of(R, i);
+        uint64_t due = 0;
+        if (interval > 0) {
+            /* open loop: wait for the call's due time; a worker that falls
+             * behind sends at once, and the wait shows in the latency */
+            due = R->t0 + (uint64_t)((double)i * interval);
+            uint64_t now = now_ns();
+            if (due > now) {
+                struct timespec ts = { (time_t)(due / SEC), (long)(due % SEC) };
+                clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+            }
+        }
         char key[48];
         int kl = snprintf(key, sizeof key, "{bench:u%d}", k);
         const char *argv[] = { "EVALSHA", w->sha, "1", key, "C", "", limit_s, per_s, bper_s, "0", cend_s };
         size_t lens[11];
         for (int j = 0; j < 11; j++) lens[j] = strlen(argv[j]);
         lens[3] = (size_t)kl;
-        R->sent[i] = now_ns();
+        R->sent[i] = interval > 0 ? due : now_ns();
         redisReply *rep = redisCommandArgv(c, 11, argv, lens);
         bool ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3;
         bool adm = ok && rep->element[0]->integer == 1;
@@ -247,6 +312,7 @@ static int run_per_call(struct run *R, int port, cb_fleet_result_t *r) {
     struct worker w[64];
     pthread_t th[64];
     if (P > 64) P = 64;
+    R->t0 = now_ns();
     for (int i = 0; i < P; i++) {
         w[i] = (struct worker){ R, port, i, P, sha, 0 };
         pthread_create(&th[i], NULL, worker_main, &w[i]);
@@ -271,10 +337,13 @@ int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r) {
     R.lat = calloc(p->calls, sizeof *R.lat);
     R.sent = calloc(p->calls, sizeof *R.sent);
     pthread_mutex_init(&R.mu, NULL);
+    uint64_t cpu0 = redis_cpu_ns(port);
     uint64_t t0 = now_ns();
     int rc = p->impl == 0 ? run_sluice(&R, port, r) : run_per_call(&R, port, r);
     uint64_t elapsed = now_ns() - t0;
+    uint64_t cpu1 = redis_cpu_ns(port);
     stop_redis(redis);
+    if (rc == 0 && R.done && cpu0 && cpu1 > cpu0) r->redis_cpu_ns_per_op = (double)(cpu1 - cpu0) / (double)R.done;
     if (rc == 0) {
         r->ops = R.done;
         r->ns_per_op = R.done ? (double)elapsed / (double)R.done : -1;
@@ -285,6 +354,7 @@ int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r) {
             r->max_us = (double)R.lat[R.done - 1] / 1000;
         }
         r->admitted = R.admitted;
+        if (p->impl == 1) r->script_runs = R.done - R.failures;
         r->failures = R.failures;
         const uint64_t T = SEC / LIMIT;
         for (int k = 0; k < R.keys; k++) {

@@ -8,6 +8,9 @@
  *                      request over a small pool of connections (one thread
  *                      each): what a service calling Redis per request does.
  *
+ * Closed loop (rate 0) measures throughput at saturation; open loop (rate > 0)
+ * measures the latency of calls at a fixed offered load.
+ *
  * Workloads (policy: 10 calls per second per key, burst 10):
  *  - "mixed": calls spread over 10,000 keys (most admitted);
  *  - "abuse": calls on 4 keys far over their quota (almost all dropped).
@@ -25,7 +28,12 @@ typedef struct cb_fleet_params {
     int impl;       /**< 0 sluice-redis, 1 redis-per-call */
     int workload;   /**< 0 mixed, 1 abuse */
     uint64_t calls; /**< calls to make */
-    int pool;       /**< redis-per-call: connections (threads); sluice-redis: requests in flight */
+    int pool;       /**< redis-per-call: connections (threads); sluice-redis: requests in flight
+                         (closed loop; ignored when `rate` is set) */
+    double rate;    /**< 0: closed loop (as fast as it goes: throughput); > 0: open loop, the
+                         offered load in calls per second (call i is due at start + i/rate, and
+                         its latency counts from that due time, so a client that falls behind
+                         sees the queueing in its latency) */
 } cb_fleet_params_t;
 
 typedef struct cb_fleet_result {
@@ -35,6 +43,8 @@ typedef struct cb_fleet_result {
     uint64_t admitted;      /**< calls admitted */
     uint64_t over_admitted; /**< admissions beyond burst + elapsed/T, summed over keys (must be 0) */
     uint64_t failures;      /**< calls not decided by Redis or the cache (timeouts, errors) */
+    uint64_t script_runs;   /**< EVALSHA commands Redis ran (sluice-redis: batches) */
+    double redis_cpu_ns_per_op; /**< the server's CPU time (user + system) per call, or 0 */
     char note[160];         /**< empty, or what went wrong */
 } cb_fleet_result_t;
 

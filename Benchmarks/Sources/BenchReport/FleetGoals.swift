@@ -1,0 +1,59 @@
+/// Goals of the fleet scenario (issue 14): a real redis-server, sluice-redis
+/// beside redis-per-call, ratios taken inside one run.
+extension BenchResults {
+    /// The fleet row of an implementation and a workload ("mixed", "abuse", "mixed-paced").
+    func fleetRow(_ impl: String, _ workload: String) -> Row? {
+        rows.first { $0.scenario == Names.fleetScenario && $0.impl == impl && $0.workload == workload }
+    }
+
+    func fleetGoals() -> [Goal] {
+        var goals: [Goal] = []
+        let ours = "sluice-redis", base = "redis-per-call"
+        // F1, F2. decisions per second: sluice-redis >= 3x (mixed) and >= 10x (abuse) redis-per-call.
+        for (workload, goal) in [("mixed", 3.0), ("abuse", 10.0)] {
+            let name = "fleet \(workload): sluice-redis ≥ \(Int(goal))× the decisions/s of redis-per-call"
+            if let s = fleetRow(ours, workload)?.ns_per_op, let b = fleetRow(base, workload)?.ns_per_op, s > 0 {
+                var detail = "sluice-redis \(Format.ns(s)) ns/decision; redis-per-call \(Format.ns(b))"
+                if let rs = fleetRow(ours, workload)?.redis_cpu_ns_per_op, let rb = fleetRow(base, workload)?.redis_cpu_ns_per_op {
+                    detail += "; Redis CPU per decision \(Format.ns(rs)) vs \(Format.ns(rb)) ns"
+                }
+                goals.append(Goal(name: name, measured: Format.ratio(b / s), holds: b / s >= goal, detail: detail))
+            } else {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            }
+        }
+        // F3. p99 decision latency <= 2 ms on loopback, at the offered load of "mixed-paced".
+        do {
+            let name = "fleet: sluice-redis p99 decision latency ≤ 2 ms (loopback, mixed keys at a fixed offered load)"
+            if let paced = fleetRow(ours, "mixed-paced"), let p99 = paced.lateness_us?.p99 {
+                let load = paced.offered_per_s.map { "\(Int($0)) calls/s offered" } ?? "open loop"
+                var detail = "p50 \(Format.us(paced.lateness_us?.p50)) µs at \(load)"
+                if let b = fleetRow(base, "mixed-paced")?.lateness_us?.p99 {
+                    detail += "; redis-per-call p99 \(Format.us(b)) µs at the same load"
+                }
+                if let sat = fleetRow(ours, "mixed"), let sp99 = sat.lateness_us?.p99 {
+                    detail += "; at saturation (closed loop, \(sat.in_flight ?? 0) in flight) p99 \(Format.us(sp99)) µs"
+                }
+                goals.append(Goal(name: name, measured: "\(Format.us(p99)) µs at \(load)", holds: p99 <= 2000,
+                                  detail: detail))
+            } else {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            }
+        }
+        // F4. over_admitted = 0 in every fleet row.
+        do {
+            let name = "fleet: no call admitted beyond the quota (over_admitted = 0)"
+            let fleet = rows.filter { $0.scenario == Names.fleetScenario }
+            let measured = fleet.compactMap { r in r.over_admitted.map { (r, $0) } }
+            if measured.isEmpty {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            } else {
+                let total = measured.reduce(0) { $0 + $1.1 }
+                let worst = measured.filter { $0.1 > 0 }.map { "\($0.0.impl) \($0.0.workload ?? "?"): \($0.1)" }
+                goals.append(Goal(name: name, measured: "\(total) over \(measured.count) rows", holds: total == 0,
+                                  detail: worst.isEmpty ? "every fleet row: 0" : worst.joined(separator: "; ")))
+            }
+        }
+        return goals
+    }
+}
