@@ -561,6 +561,12 @@ SLUICE_EXTERN int sluice_limiter_close(sluice_limiter_t *limiter, uint64_t now, 
  * are handled (0 = no bound); the rest stay due and are handled by the next
  * call, so a huge batch cannot starve an event loop.
  *
+ * A rate limiter has no timers (its keys expire lazily): advance() frees
+ * the memory of every rate key idle at `now` (its quota full again) and
+ * returns how many; O(1) when none can be idle, else a pass over the keys,
+ * which sluice_limiter_next_deadline() asks for at most once per
+ * max(burst * per / limit, 1 ms).
+ *
  * @param limiter the limiter.
  * @param now current time in ns; an earlier time than already seen is clamped.
  * @param max_timers bound on timer transitions for this call, 0 for none.
@@ -584,7 +590,8 @@ SLUICE_EXTERN uint64_t sluice_limiter_next_deadline(const sluice_limiter_t *limi
 
 /** Counters of a limiter. */
 typedef struct sluice_stats {
-    uint64_t live_keys;      /**< keys not idle */
+    uint64_t live_keys;      /**< keys not idle (rate: keys holding memory, which includes idle
+                                  keys not yet reclaimed: see sluice_limiter_advance()) */
     uint64_t pending;        /**< keys holding a pending token */
     uint64_t armed_timers;   /**< timers on the wheel */
     uint64_t memory_bytes;   /**< bytes allocated by this limiter */
