@@ -159,15 +159,23 @@ static inline uint64_t sluice__key_strong_hash(const uint64_t seed[2], const str
     return sluice__siphash13(seed, k->bytes, k->len);
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+#define SLUICE__COLD __attribute__((cold, noinline))
+#define SLUICE__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define SLUICE__COLD
+#define SLUICE__UNLIKELY(x) (x)
+#endif
+
+/* sluice__key_strong_hash() with the table's seed, out of line (table.c):
+ * the fast path stays small. */
+SLUICE__COLD uint64_t sluice__table_strong_hash(const struct sluice__table *t, const struct sluice__keyref *k);
+
 /* The hash the table places a key by: the fast hash the key was prepared
  * with, or SipHash once the table switched. */
 static inline uint64_t sluice__table_hash(const struct sluice__table *t, const struct sluice__keyref *k) {
-#if defined(__GNUC__) || defined(__clang__)
-    if (__builtin_expect(!t->strong, 1)) return k->hash;
-#else
-    if (!t->strong) return k->hash;
-#endif
-    return sluice__key_strong_hash(t->seed, k);
+    if (SLUICE__UNLIKELY(t->strong)) return sluice__table_strong_hash(t, k);
+    return k->hash;
 }
 
 /* The index tag of a key (the top 32 bits of sluice__table_hash()). */
@@ -194,7 +202,7 @@ static inline uint32_t sluice__slot_idx(uint64_t s) { return (uint32_t)s - 1; }
 static inline size_t sluice__home(uint32_t tag, uint32_t bits) { return (size_t)(tag >> (32 - bits)); }
 
 /* A lookup missed after SLUICE__STRONG_PROBE or more slots (table.c). */
-void sluice__table_long_miss(const struct sluice__table *t);
+SLUICE__COLD void sluice__table_long_miss(const struct sluice__table *t);
 
 /* Index of the live entry for the key, or SLUICE__NONE. A miss that scanned
  * SLUICE__STRONG_PROBE slots or more switches the table to SipHash (entries
@@ -206,7 +214,7 @@ static inline uint32_t sluice__table_find(const struct sluice__table *t, const s
     for (;;) {
         uint64_t s = t->slots[i];
         if (s == 0) {
-            if (((i - home) & mask) >= SLUICE__STRONG_PROBE) sluice__table_long_miss(t);
+            if (SLUICE__UNLIKELY(((i - home) & mask) >= SLUICE__STRONG_PROBE)) sluice__table_long_miss(t);
             return SLUICE__NONE;
         }
         if (sluice__slot_tag(s) == tag) {

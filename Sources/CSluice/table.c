@@ -61,6 +61,10 @@ static int index_resize(struct sluice__table *t, uint32_t bits) {
     return 0;
 }
 
+uint64_t sluice__table_strong_hash(const struct sluice__table *t, const struct sluice__keyref *k) {
+    return sluice__key_strong_hash(t->seed, k);
+}
+
 void sluice__table_long_miss(const struct sluice__table *ct) {
     /* Lookups take a const pointer because they do not change what the
      * table holds; the table object itself is never const. */
