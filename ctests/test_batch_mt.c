@@ -121,7 +121,7 @@ static void differential(sluice_loop_t *loop, sluice_policy_t policy, uint64_t m
     cfg.policy = policy;
     cfg.on_event = on_event;
     cfg.max_keys = max_keys;
-    sluice_mt_options_t opt = { 8, SLUICE_MT_REPORT_ALL };
+    sluice_mt_options_t opt = { 8, SLUICE_MT_REPORT_ALL, NULL };
     sluice_mt_t *ma = NULL, *mb = NULL;
     cfg.user = &a;
     LT_OK(sluice_mt_new_with_options(&ma, loop, &cfg, &opt));
@@ -232,7 +232,7 @@ static void threads(sluice_loop_t *loop) {
     cfg.policy = sluice_throttle(1000000, true, true, SLUICE_PICK_LATEST); /* 1 ms windows: real timers */
     cfg.on_event = count_event;
     cfg.user = &c;
-    sluice_mt_options_t opt = { 4, SLUICE_MT_REPORT_ALL };
+    sluice_mt_options_t opt = { 4, SLUICE_MT_REPORT_ALL, NULL };
     sluice_mt_t *m = NULL;
     LT_OK(sluice_mt_new_with_options(&m, loop, &cfg, &opt));
     if (!m) return;

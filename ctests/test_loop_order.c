@@ -162,7 +162,7 @@ static void run_scenario(enum scenario sc, unsigned flags) {
                         : sc == SC_DEBOUNCE ? sluice_debounce(10 * (int64_t)LT_MS, true, true, -1)
                                             : sluice_throttle(60000 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST);
     sluice_config_t c = lt_config(p, on_act, &L);
-    sluice_mt_options_t o = { 2, flags };
+    sluice_mt_options_t o = { 2, flags, NULL };
     LT_OK(sluice_mt_new_with_options(&L.m, L.loop, &c, &o));
 
     struct scen_run R;
@@ -277,7 +277,7 @@ static void test_loop_thread_calls(void) {
     pthread_mutex_init(&L.mu, NULL);
     LT_OK(sluice_loop_attach(&L.loop, base, NULL));
     sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), on_act, &L);
-    sluice_mt_options_t o = { 0, SLUICE_MT_REPORT_ALL };
+    sluice_mt_options_t o = { 0, SLUICE_MT_REPORT_ALL, NULL };
     LT_OK(sluice_mt_new_with_options(&L.m, L.loop, &c, &o));
     sluice_key_t k = sluice_key_u64(1);
     sluice_decision_t d;
@@ -454,7 +454,7 @@ static void run_stress(const char *name, sluice_policy_t policy, unsigned flags)
     LT_OK(sluice_loop_start(&S.loop, NULL));
     sluice_config_t c = lt_config(policy, stress_on_event, NULL);
     c.tick_ns = 100000; /* 0.1 ms: many timer emissions race the workers */
-    sluice_mt_options_t o = { 4, flags };
+    sluice_mt_options_t o = { 4, flags, NULL };
     LT_OK(sluice_mt_new_with_options(&S.m, S.loop, &c, &o));
 
     pthread_t th[NTHREADS];
@@ -588,7 +588,7 @@ static void test_lost_wake(unsigned flags) {
     LT_OK(sluice_loop_attach(&loop, base, NULL)); /* this thread is the loop thread */
     sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST),
                                   count_event, cnt);
-    sluice_mt_options_t o = { 16, flags };
+    sluice_mt_options_t o = { 16, flags, NULL };
     struct lost_wake w = { NULL, flags, sluice_clock_now(), 0, -1 };
     LT_OK(sluice_mt_new_with_options(&w.m, loop, &c, &o));
     lt_sleep_ms(20); /* key 0's calls come 20 ms after the other keys' time */
@@ -632,7 +632,7 @@ static void test_options(void) {
     LT_OK(sluice_loop_start(&loop, NULL));
     sluice_config_t c = lt_config(sluice_throttle(LT_MS, true, true, SLUICE_PICK_LATEST), nop_event, NULL);
     sluice_mt_t *m = NULL;
-    sluice_mt_options_t o = { 0, 8 };
+    sluice_mt_options_t o = { 0, 8, NULL };
     LT_CHECK(sluice_mt_new_with_options(&m, loop, &c, &o) == SLUICE_EINVAL && m == NULL, "unknown flag");
     o.flags = SLUICE_MT_REPORT_ALL;
     o.nshards = SLUICE_MT_SHARDS_MAX + 1;
@@ -670,7 +670,7 @@ static void test_alloc_failures(void) {
         sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST),
                                       count_event, cnt);
         c.allocator = &a;
-        sluice_mt_options_t o = { 4, SLUICE_MT_REPORT_ALL };
+        sluice_mt_options_t o = { 4, SLUICE_MT_REPORT_ALL, NULL };
         sluice_mt_t *m;
         int rc = sluice_mt_new_with_options(&m, loop, &c, &o);
         if (rc != 0) {

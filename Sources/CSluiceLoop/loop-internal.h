@@ -101,7 +101,8 @@ size_t sluice__outbox_room(const struct sluice_mt *m, struct outbox *o, size_t w
 void sluice__outbox_push(const struct sluice_mt *m, struct outbox *o, const sluice_event_t *ev);
 
 /* Hands every event of `o`, in order, to the limiter's callback (no lock
- * held) and empties `o`, keeping its buffers. Returns the number delivered. */
+ * held; `on_events` in runs of up to SLUICE_MT_EVENTS_MAX when set) and
+ * empties `o`, keeping its buffers. Returns the number delivered. */
 size_t sluice__outbox_deliver(struct sluice_mt *m, struct outbox *o);
 
 /* Frees an outbox's buffers. */
@@ -137,6 +138,7 @@ struct sluice_mt {
     /* read-mostly, shared by every caller */
     sluice_loop_t *loop;
     sluice_event_fn on_event;
+    sluice_mt_events_fn on_events; /* when set, replaces on_event (batches) */
     void *user;
     sluice_allocator_t alloc;
     bool has_alloc;

@@ -63,7 +63,10 @@ static void shard_on_event(void *user, const sluice_event_t *ev) {
     struct sluice_mt *m = s->m;
     if (s->direct) {
         atomic_fetch_add_explicit(&m->delivered, 1, memory_order_relaxed);
-        if (m->on_event) m->on_event(m->user, ev);
+        if (m->on_events)
+            m->on_events(m->user, ev, 1);
+        else if (m->on_event)
+            m->on_event(m->user, ev);
         return;
     }
     sluice__outbox_push(m, &s->out, ev);
@@ -162,7 +165,7 @@ void sluice__mt_destroy(struct sluice_mt *m, unsigned built) {
 }
 
 int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t *config, unsigned nshards) {
-    sluice_mt_options_t opt = { nshards, 0 };
+    sluice_mt_options_t opt = { nshards, 0, NULL };
     return sluice_mt_new_with_options(out, loop, config, &opt);
 }
 
@@ -173,7 +176,8 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     unsigned report = options ? options->flags : 0;
     if (nshards > SLUICE_MT_SHARDS_MAX) return SLUICE_EINVAL;
     if (report & ~(unsigned)SLUICE_MT_REPORT_ALL) return SLUICE_EINVAL;
-    if (report && !config->on_event) return SLUICE_EINVAL;
+    sluice_mt_events_fn on_events = options ? options->on_events : NULL;
+    if (report && !config->on_event && !on_events) return SLUICE_EINVAL;
     if (config->allocator && (!config->allocator->alloc || !config->allocator->release)) return SLUICE_EINVAL;
     int rc = sluice_policy_validate(&config->policy);
     if (rc) return rc;
@@ -192,6 +196,7 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     if (pthread_cond_init(&m->dcond, NULL) != 0) goto fail_dmu;
     m->loop = loop;
     m->on_event = config->on_event;
+    m->on_events = on_events;
     m->user = config->user;
     m->nshards = n;
     m->mask = n - 1;

@@ -93,18 +93,28 @@ void sluice__outbox_push(const struct sluice_mt *m, struct outbox *o, const slui
 
 size_t sluice__outbox_deliver(struct sluice_mt *m, struct outbox *o) {
     size_t n = o->n;
+    sluice_event_t batch[SLUICE_MT_EVENTS_MAX];
+    size_t nb = 0; /* events in `batch` (on_events only) */
     for (size_t j = 0; j < n; j++) {
         const struct ob_rec *r = &o->rec[j];
-        sluice_event_t ev;
-        memset(&ev, 0, sizeof ev);
-        ev.kind = (sluice_event_kind_t)r->kind;
-        ev.key = r->is_u64 ? sluice_key_u64(r->u64) : sluice_key_bytes(o->bytes + r->key_off, r->key_len);
-        ev.token = r->token;
-        ev.at = r->at;
-        ev.has_successor = r->has_successor;
-        ev.successor = r->successor;
-        atomic_fetch_add_explicit(&m->delivered, 1, memory_order_relaxed);
-        if (m->on_event) m->on_event(m->user, &ev);
+        sluice_event_t *ev = m->on_events ? &batch[nb++] : &batch[0];
+        memset(ev, 0, sizeof *ev);
+        ev->kind = (sluice_event_kind_t)r->kind;
+        ev->key = r->is_u64 ? sluice_key_u64(r->u64) : sluice_key_bytes(o->bytes + r->key_off, r->key_len);
+        ev->token = r->token;
+        ev->at = r->at;
+        ev->has_successor = r->has_successor;
+        ev->successor = r->successor;
+        if (m->on_events) {
+            if (nb == SLUICE_MT_EVENTS_MAX || j + 1 == n) {
+                atomic_fetch_add_explicit(&m->delivered, nb, memory_order_relaxed);
+                m->on_events(m->user, batch, nb);
+                nb = 0;
+            }
+        } else {
+            atomic_fetch_add_explicit(&m->delivered, 1, memory_order_relaxed);
+            if (m->on_event) m->on_event(m->user, ev);
+        }
     }
     o->n = o->nb = 0;
     return n;

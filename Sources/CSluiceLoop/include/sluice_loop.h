@@ -297,6 +297,27 @@ typedef enum sluice_mt_flag {
     SLUICE_MT_REPORT_ALL = 3
 } sluice_mt_flag_t;
 
+/** Most events handed to one call of a batch callback (sluice_mt_events_fn). */
+#define SLUICE_MT_EVENTS_MAX 64
+
+/**
+ * A loop limiter's batch event callback (sluice_mt_options_t.on_events):
+ * receives the limiter's events several at a time instead of one per call
+ * of `config->on_event`, with the same guarantees (the same thread, outside
+ * every lock, never two calls at once for one limiter, each key's events in
+ * order). The events of one call are consecutive in delivery order: a
+ * receiver that handles `events[0]`, …, `events[count - 1]` in order sees
+ * exactly what `on_event` would have seen. It lets a receiver pay once per
+ * batch for what it would otherwise pay per event (a lock of its own, a
+ * hand-off to another thread).
+ *
+ * @param user the configuration's `user`.
+ * @param events `count` events; the array and the key bytes inside are
+ *        valid only during the call.
+ * @param count 1 to SLUICE_MT_EVENTS_MAX.
+ */
+typedef void (*sluice_mt_events_fn)(void *user, const sluice_event_t *events, size_t count);
+
 /** Options of a loop limiter. Zero-initialise (or pass NULL) for the
  *  defaults, which are those of sluice_mt_new(). */
 typedef struct sluice_mt_options {
@@ -305,6 +326,13 @@ typedef struct sluice_mt_options {
     /** SLUICE_MT_REPORT_* flags, OR-ed; 0 = decisions report immediate
      *  tokens (the default mode). */
     unsigned flags;
+    /** NULL (the default): every event goes to `config->on_event`, one per
+     *  call. Otherwise every event goes here instead, in batches (see
+     *  sluice_mt_events_fn): those the loop delivers (up to
+     *  SLUICE_MT_EVENTS_MAX per call, the events queued together) and
+     *  those reported by sluice_mt_free() (one per call); `config->on_event`
+     *  is then never called and may be NULL. */
+    sluice_mt_events_fn on_events;
 } sluice_mt_options_t;
 
 /**
@@ -345,7 +373,8 @@ SLUICE_EXTERN int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sl
  * @param options the options, or NULL for the defaults (sluice_mt_new(out,
  *        loop, config, 0)).
  * @return as sluice_mt_new(); also SLUICE_EINVAL for an unknown flag, or a
- *         SLUICE_MT_REPORT_* flag without `config->on_event`.
+ *         SLUICE_MT_REPORT_* flag with neither `config->on_event` nor
+ *         `options->on_events`.
  */
 SLUICE_EXTERN int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop,
                                              const sluice_config_t *config,

@@ -9,13 +9,15 @@ struct CLoopLimiter: @unchecked Sendable {
     // @unchecked: a handle to a thread-safe C object.
     @usableFromInline let handle: OpaquePointer
 
-    /// `sluice_mt_new_with_options`.
+    /// `sluice_mt_new_with_options` (`onEvents`: the batch event callback, or nil).
     static func make(
-        _ config: inout sluice_config_t, loop: CLoop, shards: UInt32, flags: sluice_mt_flag_t
+        _ config: inout sluice_config_t, loop: CLoop, shards: UInt32, flags: sluice_mt_flag_t,
+        onEvents: sluice_mt_events_fn? = nil
     ) throws(LimiterError) -> CLoopLimiter {
         var options = sluice_mt_options_t()
         options.nshards = shards
         options.flags = flags.rawValue
+        options.on_events = onEvents
         var limiter: OpaquePointer?
         try LimiterError.check(sluice_mt_new_with_options(&limiter, loop.handle, &config, &options))
         guard let limiter else { throw .outOfMemory }

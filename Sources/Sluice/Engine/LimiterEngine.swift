@@ -120,18 +120,26 @@ final class EngineSink: Sendable {
     /// the record, so that an event recorded by a loop thread is delivered
     /// by that thread, never by a caller that happens to look at the outbox.
     @usableFromInline let handle: @Sendable (EngineEvent) -> Void
+    /// `handle` for a batch of C events, in order (a loop's `on_events`):
+    /// all of them recorded in one critical section, then delivered in one
+    /// drain. Without it at init, one `handle` per event.
+    @usableFromInline let handleMany: @Sendable (UnsafePointer<sluice_event_t>, Int) -> Void
     /// The thread inside a delivery of this sink by a loop, or 0.
     let deliveringThread = Atomic<UInt>(0)
 
     @inlinable
     init(
         record: @escaping @Sendable (EngineEvent) -> Void, recordHeld: @escaping @Sendable (EngineEvent) -> Void,
-        deliver: @escaping @Sendable () -> Void, handle: @escaping @Sendable (EngineEvent) -> Void
+        deliver: @escaping @Sendable () -> Void, handle: @escaping @Sendable (EngineEvent) -> Void,
+        handleMany: (@Sendable (UnsafePointer<sluice_event_t>, Int) -> Void)? = nil
     ) {
         self.record = record
         self.recordHeld = recordHeld
         self.deliver = deliver
         self.handle = handle
+        self.handleMany = handleMany ?? { events, count in
+            for i in 0..<count { handle(EngineEvent(events + i)) }
+        }
     }
 
     /// A sink that ignores events (a decision-only limiter has none).

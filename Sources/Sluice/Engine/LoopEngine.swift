@@ -5,7 +5,10 @@ import Dispatch
 /// The loop engine: a loop limiter (`sluice_mt_t`) on a ``LimiterLoop``.
 /// Time is the system's monotonic clock; the loop thread fires deadlines
 /// and delivers every event, in each key's order (the C layer shards keys
-/// over locks, so calls on different keys run in parallel).
+/// over locks, so calls on different keys run in parallel). Events arrive
+/// in batches (the C layer's `on_events`, up to `SLUICE_MT_EVENTS_MAX` at a
+/// time), which the sink records under one lock and delivers in one drain
+/// (``EngineSink/handleMany``).
 ///
 /// Ownership: the C limiter's `user` pointer is the sink, retained: the loop
 /// may deliver after the last reference to the limiter is gone (a free
@@ -20,12 +23,18 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
     init(loop: LimiterLoop, setup: EngineSetup) throws(LimiterError) {
         self.loop = loop
         var config = setup.config
-        config.on_event = { user, event in
-            guard let user, let event else { return }
-            let sink = Unmanaged<EngineSink>.fromOpaque(user).takeUnretainedValue()
-            let outer = sink.deliveringThread.exchange(currentThreadID(), ordering: .relaxed)
-            sink.handle(EngineEvent(event))
-            sink.deliveringThread.store(outer, ordering: .relaxed)
+        // Events come in batches (`on_events`): the sink records a batch
+        // under one lock and delivers it in one drain. `on_event` is then
+        // never called by the C layer.
+        config.on_event = nil
+        let onEvents: sluice_mt_events_fn = { user, events, count in
+            guard let user, let events else { return }
+            let sink = Unmanaged<EngineSink>.fromOpaque(user)
+            sink._withUnsafeGuaranteedRef { sink in
+                let outer = sink.deliveringThread.exchange(currentThreadID(), ordering: .relaxed)
+                sink.handleMany(events, count)
+                sink.deliveringThread.store(outer, ordering: .relaxed)
+            }
         }
         let sink = Unmanaged.passRetained(setup.sink)
         config.user = sink.toOpaque()
@@ -34,7 +43,8 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
         if setup.reportDrops { flags |= SLUICE_MT_REPORT_DROPPED.rawValue }
         do {
             limiter = try CLoopLimiter.make(
-                &config, loop: loop.cLoop, shards: setup.shards, flags: sluice_mt_flag_t(rawValue: flags))
+                &config, loop: loop.cLoop, shards: setup.shards, flags: sluice_mt_flag_t(rawValue: flags),
+                onEvents: onEvents)
         } catch {
             sink.release()
             throw error

@@ -48,10 +48,19 @@ public struct LimiterDelivery<Key: LimiterKey, Value: Sendable>: Sendable {
     }
 
     @usableFromInline let target: Target
+    /// The body of a `.handler` target, or nil: the common targets read
+    /// without a switch over `Target` per delivery (its layout is only known
+    /// at run time, because of the resilient `AsyncStream.Continuation`, so
+    /// each switch and copy is a call into the runtime).
+    @usableFromInline let handlerBody: (@Sendable (Key, Value) -> Void)?
+    /// The body of an `.events` target, or nil.
+    @usableFromInline let eventsBody: (@Sendable (LimiterEvent<Key, Value>) -> Void)?
 
     @usableFromInline
     init(target: Target) {
         self.target = target
+        if case let .handler(body) = target { handlerBody = body } else { handlerBody = nil }
+        if case let .events(body) = target { eventsBody = body } else { eventsBody = nil }
     }
 
     /// Whether dropped and discarded values are delivered too.
@@ -94,6 +103,14 @@ public struct LimiterDelivery<Key: LimiterKey, Value: Sendable>: Sendable {
     /// Performs one delivery (on the draining thread, without the limiter's lock).
     @inlinable
     func deliver(_ event: LimiterEvent<Key, Value>) {
+        if let handlerBody {
+            if event.kind == .emitted { handlerBody(event.key, event.value) }
+            return
+        }
+        if let eventsBody {
+            eventsBody(event)
+            return
+        }
         switch target {
         case let .handler(body):
             if event.kind == .emitted { body(event.key, event.value) }

@@ -142,7 +142,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     static func makeSink(_ storage: LimiterStorage) -> EngineSink {
         EngineSink(
             record: { storage.record($0) }, recordHeld: { storage.recordLocked($0) },
-            deliver: { storage.deliverIfNeeded() }, handle: { storage.handle($0) })
+            deliver: { storage.deliverIfNeeded() }, handle: { storage.handle($0) },
+            handleMany: { storage.handleMany($0, count: $1) })
     }
 
     /// Runs an engine call: under `lock` when the engine runs under it
@@ -350,6 +351,19 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         if mustDrain { deliverOutbox() }
     }
 
+    /// Records a batch of C events in order in one critical section, then
+    /// delivers the outbox, claimed in that same critical section (see
+    /// ``EngineSink/handleMany``): what ``handle(_:)`` does per event, with
+    /// one lock round trip for the batch.
+    @inlinable
+    func handleMany(_ events: UnsafePointer<sluice_event_t>, count: Int) {
+        pthread_mutex_lock(lock.mutex)
+        for i in 0..<count { recordLocked(EngineEvent(events + i)) }
+        let mustDrain = claimDrain()
+        pthread_mutex_unlock(lock.mutex)
+        if mustDrain { deliverOutbox() }
+    }
+
     /// With the lock held: records one event of the engine — moves the
     /// token's value to the outbox, folds it into its successor
     /// (`combine`), or releases it, at the moment the core gave it up.
@@ -395,14 +409,19 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
 
     /// Delivers the outbox in order, without the lock, until it is empty;
     /// finishes the delivery once a closed limiter holds nothing more. Only
-    /// for the caller that claimed the drain (``claimDrain()``).
+    /// for the caller that claimed the drain (``claimDrain()``). Each lock
+    /// round trip takes every event waiting (``LimiterOutbox/next(closedAndEmpty:into:)``);
+    /// events recorded meanwhile wait for the next one.
     @inlinable
     func deliverOutbox() {
+        var batch = RingBuffer<Event>()
         while true {
-            let next = lock.withLock { outbox.next(closedAndEmpty: closed && slots.count == 0) }
+            pthread_mutex_lock(lock.mutex)
+            let next = outbox.next(closedAndEmpty: closed && slots.count == 0, into: &batch)
+            pthread_mutex_unlock(lock.mutex)
             switch next {
-            case let .deliver(event):
-                delivery.deliver(event)
+            case .deliver:
+                while let event = batch.popFirst() { delivery.deliver(event) }
             case let .finish(waiters):
                 delivery.finish()
                 for waiter in waiters { waiter.resume() }
