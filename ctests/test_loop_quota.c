@@ -1,5 +1,5 @@
 /* test_loop_quota.c — the rate quota API on a loop limiter
- * (sluice_mt_submit_cost, sluice_mt_quota), the per-limiter totals of
+ * (sluice_mt_submit_cost, sluice_mt_quota, sluice_mt_quota_at), the per-limiter totals of
  * sluice_mt_stats (summed over shards), and the successor of a superseded
  * token carried through the outbox to the callback. */
 #include "loop_test_util.h"
@@ -82,6 +82,62 @@ static void test_cost_and_quota(void) {
     LT_OK(sluice_loop_free(loop));
 }
 
+/* A quota read at the caller's time: exact at the instant of a call made
+ * then (what sluice-trace --realtime relies on), never ahead of the clock. */
+static void test_quota_at(void) {
+    printf("quota_at\n");
+    sluice_loop_t *loop;
+    LT_OK(sluice_loop_start(&loop, NULL));
+    sluice_config_t c = lt_config(sluice_rate(10, PER_NS, 0), NULL, NULL);
+    sluice_mt_t *m;
+    LT_OK(sluice_mt_new(&m, loop, &c, 1));
+    sluice_key_t k = sluice_key_bytes("client:1", 8);
+    const uint64_t unit = (uint64_t)PER_NS / 10; /* 10 s */
+    sluice_decision_t d;
+    sluice_quota_t q;
+    uint64_t t0 = sluice_clock_now();
+    LT_OK(sluice_mt_submit_cost_at(m, k, 1, 4, t0, &d));
+    LT_CHECK(d.kind == SLUICE_EMITTED && d.full == t0 + 4 * unit, "cost 4 at t0");
+    /* read later, at t0: exactly the numbers of t0 */
+    lt_sleep_ms(2);
+    LT_OK(sluice_mt_quota_at(m, k, 1, t0, &q));
+    LT_CHECK(q.remaining == 6 && q.full == t0 + 4 * unit && q.retry == t0, "at t0: remaining %llu full %+lld retry %+lld",
+             (unsigned long long)q.remaining, (long long)(q.full - t0), (long long)(q.retry - t0));
+    LT_OK(sluice_mt_quota_at(m, k, 7, t0, &q));
+    LT_CHECK(q.retry == t0 + unit, "cost 7 at t0: retry %+lld, want one unit later", (long long)(q.retry - t0));
+    LT_OK(sluice_mt_quota_at(m, k, 11, t0, &q));
+    LT_CHECK(q.retry == SLUICE_NEVER, "cost 11 > burst: never");
+    /* the plain read is at the clock: no earlier than t0 */
+    LT_OK(sluice_mt_quota(m, k, 1, &q));
+    LT_CHECK(q.retry > t0 && q.retry <= sluice_clock_now() && q.full == t0 + 4 * unit, "quota now: retry after t0");
+    /* earlier than the shard has seen: counts as that time (t0) */
+    LT_OK(sluice_mt_quota_at(m, k, 1, t0 - 1000 * LT_MS, &q));
+    LT_CHECK(q.retry == t0 && q.remaining == 6, "before t0: read at t0 (retry %+lld)", (long long)(q.retry - t0));
+    /* ahead of the clock: refused, nothing read */
+    memset(&q, 0xA5, sizeof q);
+    LT_CHECK(sluice_mt_quota_at(m, k, 1, sluice_clock_now() + 1000 * LT_MS, &q) == SLUICE_ERANGE, "ahead: ERANGE");
+    LT_CHECK(q.burst == UINT64_C(0xA5A5A5A5A5A5A5A5), "ahead: out untouched");
+    LT_CHECK(sluice_mt_quota_at(m, k, 0, t0, &q) == SLUICE_ERANGE, "quota_at cost 0");
+    LT_CHECK(sluice_mt_quota_at(NULL, k, 1, t0, &q) == SLUICE_EINVAL, "quota_at NULL limiter");
+    /* the other key operations at a time: ahead of the clock refused (the
+     * key keeps its history), then a cancel at t0 forgets it at t0 */
+    uint64_t ahead = sluice_clock_now() + 1000 * LT_MS;
+    LT_CHECK(sluice_mt_flush_at(m, k, ahead) == SLUICE_ERANGE, "flush_at ahead: ERANGE");
+    LT_CHECK(sluice_mt_pending_at(m, k, ahead) == SLUICE_ERANGE, "pending_at ahead: ERANGE");
+    LT_CHECK(sluice_mt_cancel_at(m, k, ahead) == SLUICE_ERANGE, "cancel_at ahead: ERANGE");
+    LT_OK(sluice_mt_quota_at(m, k, 1, t0, &q));
+    LT_CHECK(q.remaining == 6, "after the refused calls: remaining %llu", (unsigned long long)q.remaining);
+    LT_CHECK(sluice_mt_flush_at(m, k, t0) == 0 && sluice_mt_pending_at(m, k, t0) == 0, "rate: nothing pending");
+    LT_CHECK(sluice_mt_cancel_at(m, k, t0) == 0, "cancel_at t0");
+    LT_OK(sluice_mt_quota_at(m, k, 1, t0, &q));
+    LT_CHECK(q.remaining == 10 && q.full == t0 && q.retry == t0, "cancelled at t0: fresh at t0 (full %+lld)",
+             (long long)(q.full - t0));
+    LT_OK(sluice_mt_close(m, SLUICE_CLOSE_DRAIN));
+    LT_CHECK(sluice_mt_quota_at(m, k, 1, t0, &q) == SLUICE_ECLOSED, "quota_at after close");
+    sluice_mt_free(m);
+    LT_OK(sluice_loop_free(loop));
+}
+
 /* ------------------------------------------------------------------ totals and successors */
 
 struct seen {
@@ -147,6 +203,7 @@ static void test_totals(void) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_cost_and_quota();
+    test_quota_at();
     test_totals();
     LT_MAIN_END();
 }

@@ -1,11 +1,13 @@
 /* test_loop_realtime.c — `sluice-trace --realtime` against the spec.
  *
- * Every conformance vector (Tests/Vectors) and a few rate and
- * many-key traces written here run twice: through sluice_trace_run() (manual clock,
- * exact: the oracle) and through sluice_trace_run_realtime() (real loop, real
- * clock). Per key, the lines must be the same in the same order, and each
- * real time must be at or after the spec time (never early) and at most
- * REALTIME_SLACK_MS later. A run that is late or differs (the machine is
+ * Every conformance vector (Tests/Vectors) short enough to replay in real
+ * time — v2 ones with weighted calls and quota lines included — and a few
+ * rate, quota and many-key traces written here run twice: through
+ * sluice_trace_run() (manual clock, exact: the oracle) and through
+ * sluice_trace_run_realtime() (real loop, real clock). Per key, the lines
+ * must be the same in the same order — every field after the time: a quota
+ * line's remaining, full and retry included — and each real time must be at
+ * or after the spec time (never early) and at most REALTIME_SLACK_MS later. A run that is late or differs (the machine is
  * shared and noisy: a stall at the wrong instant changes what real time
  * does) is tried again a few times before failing; an early line fails at
  * once. The sluice-trace binary itself is run once with --realtime. */
@@ -22,8 +24,8 @@
 
 struct line {
     uint64_t time;
-    char key[64];
-    char rest[96]; /* "verb value" */
+    char key[128];
+    char rest[256]; /* the verb and every field after the key ("emit VALUE", "quota remaining=R full=F retry=S") */
 };
 
 struct lines {
@@ -46,14 +48,15 @@ static void parse_lines(const char *text, struct lines *out) {
             }
             struct line *l = &out->v[out->n++];
             memset(l, 0, sizeof *l);
-            char buf[256];
+            char buf[512];
             snprintf(buf, sizeof buf, "%.*s", (int)len, p);
-            char verb[32] = "", key[64] = "", tail[64] = "";
+            char verb[32] = "", key[128] = "";
             unsigned long long t = 0;
-            sscanf(buf, "%llu %31s %63s %63s", &t, verb, key, tail);
+            int tail = 0;
+            sscanf(buf, "%llu %31s %127s %n", &t, verb, key, &tail);
             l->time = t;
             snprintf(l->key, sizeof l->key, "%s", key);
-            snprintf(l->rest, sizeof l->rest, "%s %s", verb, tail);
+            snprintf(l->rest, sizeof l->rest, "%s %s", verb, tail > 0 ? buf + tail : "");
         }
         p += len + (e ? 1 : 0);
     }
@@ -141,7 +144,7 @@ static void check_trace(const char *name, const char *text) {
     LT_CHECK(rc == 0, "%s: manual run", name);
     struct lines want;
     parse_lines(spec, &want);
-    char why[256] = "";
+    char why[1024] = "";
     enum verdict v = WRONG;
     for (int attempt = 1; attempt <= TRIES; attempt++) {
         char *real = run_to_string(t, true, &rc);
@@ -180,7 +183,9 @@ static char *slurp(const char *path) {
     return b;
 }
 
-static int vectors_in(const char *dir) {
+/* Runs the vectors of `dir` short enough for real time; returns how many
+ * ran, and in *v2 how many of them are of format v2 (cost=, quota). */
+static int vectors_in(const char *dir, int *v2) {
     DIR *d = opendir(dir);
     if (!d) return 0;
     int count = 0;
@@ -198,9 +203,9 @@ static int vectors_in(const char *dir) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         char *text = slurp(path);
         if (text) {
-            /* long traces would take minutes of real time: keep the short ones */
-            /* (v2 traces are skipped: a real-time quota line reads the real
-             * clock, a little after its instant, and may differ by design) */
+            /* long traces would take minutes of real time: keep the short
+             * ones (rate ones up to 10 s: every rate vector but those of
+             * huge times, which would take years) */
             sluice_trace_t *t;
             sluice_trace_error_t err;
             bool short_enough = false;
@@ -209,12 +214,13 @@ static int vectors_in(const char *dir) {
                 sluice_trace_step_t last;
                 sluice_policy_t pol = sluice_trace_policy(t);
                 const int64_t ms = 1000000;
-                short_enough = !sluice_trace_is_v2(t) &&
-                               (n == 0 || (sluice_trace_step(t, n - 1, &last) == 0 && last.time_ms <= 5000));
+                uint64_t longest = pol.kind == SLUICE_RATE ? 10000 : 5000;
+                short_enough = n == 0 || (sluice_trace_step(t, n - 1, &last) == 0 && last.time_ms <= longest);
                 if (pol.kind != SLUICE_RATE)
                     short_enough = short_enough && pol.interval_ns <= 2000 * ms && pol.max_wait_ns <= 5000 * ms;
                 else
                     short_enough = short_enough && pol.per_ns <= 5000 * ms;
+                if (short_enough && sluice_trace_is_v2(t)) (*v2)++;
                 sluice_trace_free(t);
             }
             if (short_enough) {
@@ -249,18 +255,19 @@ int main(void) {
 #ifdef SLUICE_SOURCE_DIR
     if (!src) src = SLUICE_SOURCE_DIR;
 #endif
-    int count = 0;
+    int count = 0, v2 = 0;
     if (src) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/Tests/Vectors", src);
-        count += vectors_in(dir);
+        count += vectors_in(dir, &v2);
         LT_CHECK(count > 0, "no vectors in %s", dir);
+        LT_CHECK(v2 > 0, "no vector of format v2 (cost=, quota) in %s", dir);
         const char *exe = getenv("SLUICE_TRACE");
         snprintf(dir, sizeof dir, "%s/Tests/Vectors/audit-spec-example.trace", src);
         LT_CHECK(access(dir, R_OK) == 0, "%s: not readable", dir);
         if (exe && access(dir, R_OK) == 0) check_binary(exe, dir);
     }
-    printf("%d vectors\n", count);
+    printf("%d vectors (%d of format v2)\n", count, v2);
 
     /* rate on real time (every boundary at least 10 ms from a call) */
     check_trace("rate: burst then refill",
@@ -271,6 +278,14 @@ int main(void) {
                 "policy rate limit=1 per=50 burst=3\n"
                 "0 call K 1\n0 call K 2\n0 call K 3\n0 call K 4\n60 call K 5\n70 call K 6\n"
                 "120 call K 7\n200 pending K\n210 flush K\n");
+    /* quota lines read at their step's instant: at a refill, at the
+     * instant the burst is back, with a cost above what is left and above
+     * the burst, on a fractional spacing (333.33 ms) */
+    check_trace("rate: weighted calls and quota lines",
+                "policy rate limit=3 per=1000 burst=3\n"
+                "0 quota A\n0 call A a cost=2\n0 quota A cost=2\n0 quota A cost=4\n10 call B b cost=3\n"
+                "10 quota B\n333 quota A cost=2\n334 quota A cost=2\n334 call A c cost=2\n"
+                "666 quota A\n667 quota A\n1000 quota B\n1010 quota B cost=3\n1010 call B d cost=3\n");
     check_trace("throttle trailing only, pick first",
                 "policy throttle interval=60 leading=false pick=first\n"
                 "0 call A a\n10 call A b\n30 call B x\n70 call A c\n80 call A d\n200 close drain\n");

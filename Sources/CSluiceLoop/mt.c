@@ -279,7 +279,7 @@ struct call {
     enum call_kind kind;
     uint64_t token;
     uint64_t cost;   /* CALL_SUBMIT */
-    bool have_now;   /* the caller gave the time (sluice_mt_submit_at and _cost_at) */
+    bool have_now;   /* the caller gave the time (sluice_mt_*_at) */
     uint64_t now;
     sluice_decision_t *decision;
 };
@@ -520,7 +520,23 @@ int sluice_mt_pending(sluice_mt_t *m, sluice_key_t key) {
     return key_call(m, key, &c);
 }
 
-int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quota_t *out) {
+int sluice_mt_flush_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
+    struct call c = { CALL_FLUSH, 0, 0, true, now, NULL };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_cancel_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
+    struct call c = { CALL_CANCEL, 0, 0, true, now, NULL };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_pending_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
+    struct call c = { CALL_PENDING, 0, 0, true, now, NULL };
+    return key_call(m, key, &c);
+}
+
+static int quota_call(sluice_mt_t *m, sluice_key_t key, uint64_t cost, bool have_now, uint64_t at,
+                      sluice_quota_t *out) {
     if (!m || !out) return SLUICE_EINVAL;
     if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
     sluice__pkey_t k;
@@ -528,12 +544,24 @@ int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quot
     if (rc) return rc;
     struct shard *s = sluice__shard_at(m, (unsigned)k.hash & m->mask);
     uint64_t now = sluice_clock_now();
+    if (have_now) { /* as key_call(): not ahead of the clock */
+        if (at > now && at - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
+        now = at;
+    }
     pthread_mutex_lock(&s->mu);
     /* A read: the shard's core hashes the key again (same seed) and changes
      * nothing, so no event, deadline or key count moves. */
     rc = sluice_limiter_quota(s->core, key, cost, now, out);
     pthread_mutex_unlock(&s->mu);
     return rc;
+}
+
+int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quota_t *out) {
+    return quota_call(m, key, cost, false, 0, out);
+}
+
+int sluice_mt_quota_at(sluice_mt_t *m, sluice_key_t key, uint64_t cost, uint64_t now, sluice_quota_t *out) {
+    return quota_call(m, key, cost, true, now, out);
 }
 
 /* ------------------------------------------------------------------ close, counters */

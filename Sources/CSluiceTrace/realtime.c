@@ -119,10 +119,11 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
         }
         break;
     case SLUICE_TRACE_QUOTA: {
-        /* read at the real clock, a little after the step's instant; its
-         * times become ms since start, rounded up */
+        /* read at the step's own instant, as a call is made at it: the
+         * quota is the spec's (the step runs before the limiter's clock
+         * passes that instant); its times become ms since start, rounded up */
         sluice_quota_t q;
-        rc = sluice_mt_quota(r->m, key, s->cost, &q);
+        rc = sluice_mt_quota_at(r->m, key, s->cost, at, &q);
         if (rc != 0) {
             rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: quota failed: %s", s->line, sluice_strerror(rc));
             break;
@@ -135,13 +136,16 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
     }
     case SLUICE_TRACE_FLUSH:
     case SLUICE_TRACE_CANCEL:
-        rc = s->verb == SLUICE_TRACE_FLUSH ? sluice_mt_flush(r->m, key) : sluice_mt_cancel(r->m, key);
+        /* at the step's instant too: one made at the real clock would move
+         * the shard's clock (every key's) past the instant of the next
+         * steps of the same millisecond */
+        rc = s->verb == SLUICE_TRACE_FLUSH ? sluice_mt_flush_at(r->m, key, at) : sluice_mt_cancel_at(r->m, key, at);
         if (rc < 0)
             rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: %s failed: %s", s->line,
                     s->verb == SLUICE_TRACE_FLUSH ? "flush" : "cancel", sluice_strerror(rc));
         break;
     case SLUICE_TRACE_PENDING:
-        rc = sluice_mt_pending(r->m, key);
+        rc = sluice_mt_pending_at(r->m, key, at);
         if (rc < 0)
             rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: pending failed: %s", s->line, sluice_strerror(rc));
         else

@@ -106,8 +106,9 @@
  * live until the loop (or a call on that shard) has run its timer. Calls on
  * live keys do not touch the cap's shared counter.
  *
- * Caller-given times: sluice_mt_submit_at() and sluice_mt_submit_cost_at()
- * take `now` from the caller (tests, replays). A shard has one clock for
+ * Caller-given times: sluice_mt_submit_at(), sluice_mt_submit_cost_at(),
+ * sluice_mt_quota_at() and sluice_mt_flush_at(), sluice_mt_cancel_at(),
+ * sluice_mt_pending_at() take `now` from the caller (tests, replays). A shard has one clock for
  * all its keys, so a time ahead of the real clock would move it for every
  * key of the shard (other keys' rate state, debounce timers). Such a time
  * is refused: a `now` later than sluice_clock_now() read by the call plus
@@ -523,6 +524,25 @@ SLUICE_EXTERN int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *cal
 SLUICE_EXTERN int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quota_t *out);
 
 /**
+ * sluice_mt_quota() at a time given by the caller, under the rule of
+ * sluice_mt_submit_at(): for tests and replays that read a quota at the
+ * instant of their step rather than a little later. `now` may not be ahead
+ * of the clock; a time earlier than the key's shard has already seen counts
+ * as that later time. Like sluice_mt_quota(), a read: nothing changes.
+ *
+ * @param m a loop limiter with a rate policy.
+ * @param key the key.
+ * @param cost the cost to compute `retry` for, 1 to SLUICE_RATE_MAX.
+ * @param now the time of the read, in ns on sluice_clock_now()'s clock, at
+ *        most sluice_clock_now() + SLUICE_MT_SUBMIT_AT_SLACK_NS.
+ * @param out receives the quota at that time.
+ * @return as sluice_mt_quota(), and SLUICE_ERANGE for a `now` ahead of the
+ *         clock.
+ */
+SLUICE_EXTERN int sluice_mt_quota_at(sluice_mt_t *m, sluice_key_t key, uint64_t cost, uint64_t now,
+                                     sluice_quota_t *out);
+
+/**
  * Emits the key's pending value now (an SLUICE_EVENT_EMIT, delivered as
  * described for sluice_mt_submit()) and returns the key to idle with its
  * timer disarmed. For rate, does nothing.
@@ -554,6 +574,49 @@ SLUICE_EXTERN int sluice_mt_cancel(sluice_mt_t *m, sluice_key_t key);
  * @return 1 or 0, or an error as for sluice_mt_flush().
  */
 SLUICE_EXTERN int sluice_mt_pending(sluice_mt_t *m, sluice_key_t key);
+
+/**
+ * sluice_mt_flush() at a time given by the caller, under the rule of
+ * sluice_mt_submit_at() (not ahead of the clock; a time earlier than the
+ * key's shard has already seen counts as that later time). For replays
+ * whose every step happens at its own instant (sluice-trace --realtime): an
+ * operation made at the clock, a little after its instant, would move the
+ * shard's clock (every key's) past the instant of the next steps.
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @param now the time of the flush, in ns on sluice_clock_now()'s clock, at
+ *        most sluice_clock_now() + SLUICE_MT_SUBMIT_AT_SLACK_NS.
+ * @return as sluice_mt_flush(), and SLUICE_ERANGE for a `now` ahead of the
+ *         clock (nothing done).
+ */
+SLUICE_EXTERN int sluice_mt_flush_at(sluice_mt_t *m, sluice_key_t key, uint64_t now);
+
+/**
+ * sluice_mt_cancel() at a time given by the caller, under the rule of
+ * sluice_mt_flush_at().
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @param now the time of the cancel, at most sluice_clock_now() +
+ *        SLUICE_MT_SUBMIT_AT_SLACK_NS.
+ * @return as sluice_mt_cancel(), and SLUICE_ERANGE for a `now` ahead of the
+ *         clock (nothing done).
+ */
+SLUICE_EXTERN int sluice_mt_cancel_at(sluice_mt_t *m, sluice_key_t key, uint64_t now);
+
+/**
+ * sluice_mt_pending() at a time given by the caller, under the rule of
+ * sluice_mt_flush_at() (deadlines due by then fire first, as for any call).
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @param now the time of the question, at most sluice_clock_now() +
+ *        SLUICE_MT_SUBMIT_AT_SLACK_NS.
+ * @return as sluice_mt_pending(), and SLUICE_ERANGE for a `now` ahead of
+ *         the clock.
+ */
+SLUICE_EXTERN int sluice_mt_pending_at(sluice_mt_t *m, sluice_key_t key, uint64_t now);
 
 /**
  * Closes the limiter while the loop runs: deadlines due now fire first,
