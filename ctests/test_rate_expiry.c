@@ -4,7 +4,7 @@
  * A rate key arms no timer: its state (TAT) is read on access, a key whose
  * quota is full again is idle wherever its entry still is, and idle entries
  * are reclaimed by a sweep (limiter-internal.h, policy-rate.c). What must
- * hold, each checked below on a manual clock:
+ * hold, each checked below on a manual clock (7: the real one):
  *
  *  1. calls on a warm key arm no timer and do not move next_deadline();
  *  2. a key that went idle between calls is reset in place: no removal, no
@@ -24,15 +24,23 @@
  *  6. randomized against the reference model (ctests/ref) with a cap:
  *     every decision, quota and refusal is the model's (a refusal exactly
  *     when the key is idle in the model and `cap` keys are live in it), and
- *     sluice_limiter_check() holds after every operation.
+ *     sluice_limiter_check() holds after every operation;
+ *  7. the loop layer's cap (sluice_mt_t, one shard, on a base that is never
+ *     run, so no sweep and no timer can free anything): a new key is
+ *     refused while the held keys are live and admitted once one is idle,
+ *     the call itself freeing the idle entry.
  */
 #define TEST_NAME "test_rate_expiry"
 #include <inttypes.h>
 #include <stdint.h>
 #include <string.h>
 
+#include <event2/event.h>
+#include <time.h>
+
 #include "ref/ref_model.h"
 #include "sluice.h"
+#include "sluice_loop.h"
 #include "support/check.h"
 
 #define MS UINT64_C(1000000)
@@ -288,12 +296,58 @@ static void test_random_vs_model(void) {
     printf("test_rate_expiry: %" PRIu64 " refusals at the cap, all where the model had cap keys live\n", refusals);
 }
 
+/* 7 */
+static void sleep_ms(unsigned ms) {
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static void test_loop_cap(void) {
+    enum { CAP = 8 };
+    struct event_base *base = event_base_new();
+    CHECK(base != NULL, "event_base_new");
+    sluice_loop_t *loop;
+    CHECK(sluice_loop_attach(&loop, base, NULL) == 0, "attach");
+    sluice_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_rate(10, (int64_t)SEC, 1); /* T = 100 ms, burst 1: a key is live for 100 ms */
+    c.max_keys = CAP;
+    sluice_mt_options_t opt;
+    memset(&opt, 0, sizeof opt);
+    opt.nshards = 1;
+    sluice_mt_t *m;
+    CHECK(sluice_mt_new_with_options(&m, loop, &c, &opt) == 0, "sluice_mt_new_with_options");
+    sluice_decision_t d;
+    uint64_t t0 = sluice_clock_now();
+    for (uint64_t k = 0; k < CAP; k++)
+        CHECK(sluice_mt_submit(m, sluice_key_u64(k), k, &d) == 0 && d.kind == SLUICE_EMITTED, "key %" PRIu64, k);
+    int rc = sluice_mt_submit(m, sluice_key_u64(100), 100, &d);
+    if (sluice_clock_now() < t0 + 100 * MS) {
+        CHECK(rc == SLUICE_EFULL, "a new key while %d keys are live: rc %d", CAP, rc);
+    } else {
+        fprintf(stderr, "test_rate_expiry: note: more than 100 ms between calls; the refusal part is skipped\n");
+    }
+    sleep_ms(120); /* every key is idle now; the base never ran */
+    CHECK(sluice_mt_submit(m, sluice_key_u64(101), 101, &d) == 0 && d.kind == SLUICE_EMITTED,
+          "a new key once a held key is idle");
+    for (uint64_t k = 102; k < 102 + CAP - 1; k++)
+        CHECK(sluice_mt_submit(m, sluice_key_u64(k), k, &d) == 0, "new key %" PRIu64 " in place of an idle one", k);
+    sluice_mt_stats_t st;
+    CHECK(sluice_mt_stats(m, &st) == 0 && st.core.live_keys == CAP && st.core.armed_timers == 0,
+          "live %" PRIu64 ", timers %" PRIu64, st.core.live_keys, st.core.armed_timers);
+    sluice_mt_free(m);
+    CHECK(sluice_loop_free(loop) == 0, "loop free");
+    event_base_free(base);
+}
+
 int main(void) {
     test_warm_and_idle_in_place();
     test_sweep_on_creation();
     test_cap();
     test_sweep_deadline();
     test_random_vs_model();
+    test_loop_cap();
     printf("test_rate_expiry: ok\n");
     return 0;
 }
