@@ -199,7 +199,7 @@ static int vectors_in(const char *dir, int *v2) {
     }
     closedir(d);
     for (int i = 0; i < n; i++) {
-        char path[4096];
+        char path[8192];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         char *text = slurp(path);
         if (text) {
