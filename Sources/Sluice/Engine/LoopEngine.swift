@@ -14,10 +14,11 @@ import Dispatch
 /// may deliver after the last reference to the limiter is gone (a free
 /// requested inside a callback is finished by the loop); ``shutdown()``
 /// releases it once `sluice_mt_free()` has returned.
+@usableFromInline
 final class LoopEngine: LimiterEngine, @unchecked Sendable {
     // @unchecked: every stored property is a `let`; the C object is thread-safe.
     let loop: LimiterLoop
-    private let limiter: CLoopLimiter
+    @usableFromInline let limiter: CLoopLimiter
     private let sink: Unmanaged<EngineSink>
 
     init(loop: LimiterLoop, setup: EngineSetup) throws(LimiterError) {
@@ -53,19 +54,24 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
     }
 
     /// Thread-safe by itself; its events come from the loop thread.
+    @usableFromInline
     var runsUnderCallerLock: Bool { false }
 
+    @usableFromInline
     var now: UInt64 { CLoop.now }
 
+    @inlinable
     func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32 {
         limiter.submit(key, token: token, cost: cost, into: &decision)
     }
 
+    @usableFromInline
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32 {
         limiter.quota(key, cost: cost, into: &quota)
     }
 
     /// `sluice_mt_submit_many`: one lock per shard per group of calls.
+    @usableFromInline
     func submitMany(
         _ calls: UnsafePointer<sluice_call_t>, count: Int, decisions: UnsafeMutablePointer<sluice_decision_t>,
         results: UnsafeMutablePointer<Int32>
@@ -73,13 +79,20 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
         _ = sluice_mt_submit_many(limiter.handle, calls, count, decisions, results)
     }
 
+    @usableFromInline
     func flush(_ key: sluice_key_t) -> Int32 { limiter.flush(key) }
+    @usableFromInline
     func cancel(_ key: sluice_key_t) -> Int32 { limiter.cancel(key) }
+    @usableFromInline
     func pending(_ key: sluice_key_t) -> Int32 { limiter.pending(key) }
+    @usableFromInline
     func close(_ mode: sluice_close_mode_t) -> Int32 { limiter.close(mode) }
+    @usableFromInline
     func stats() -> sluice_stats_t { limiter.stats().core }
+    @usableFromInline
     func checkInvariants() -> Int32 { 0 }
 
+    @usableFromInline
     func shutdown() {
         let insideOwnDelivery =
             sink._withUnsafeGuaranteedRef { $0.deliveringThread.load(ordering: .relaxed) } == currentThreadID()

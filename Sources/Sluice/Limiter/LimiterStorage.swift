@@ -25,7 +25,10 @@ import Darwin
 /// - a thread-safe engine (loop) is called without `lock` (its thread
 ///   records events taking `lock`): a submit takes `lock` to store the value
 ///   (before the core can report its token), calls the engine, then takes
-///   `lock` again to act on the decision.
+///   `lock` again to act on the decision — on a loop engine only when the
+///   value is left to the submit (a failed call, a drop without a report):
+///   otherwise an event reports it, and the loop thread that records the
+///   event delivers it.
 /// The engine reports every emission through ``record(_:)``
 /// (`reportImmediate`), in each key's order, so the decision of an emitted
 /// value is informational; a value dropped at once is released by the
@@ -49,6 +52,12 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// calls it directly, with no retain and release of an existential per
     /// call (`engine`, never cleared, keeps it alive). Set once, in init.
     @exclusivity(unchecked) @usableFromInline var manualEngine: Unmanaged<ManualEngine>?
+    /// `engine` when it is a loop engine, unretained (as `manualEngine`).
+    /// Every event of a loop engine goes through the sink's
+    /// `handle`/`handleMany`, which record and claim the delivery in one
+    /// critical section: a submit that leaves no value to release has
+    /// nothing to do under `lock` after the call. Set once, in init.
+    @exclusivity(unchecked) @usableFromInline var loopEngine: Unmanaged<LoopEngine>?
     @usableFromInline let observesDrops: Bool
     /// The engine runs under `lock` (see the class comment). Set once, in init.
     @exclusivity(unchecked) @usableFromInline var serial = false
@@ -111,6 +120,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         }
         self.engine = engine
         if let manual = engine as? ManualEngine { manualEngine = Unmanaged.passUnretained(manual) }
+        if let loop = engine as? LoopEngine { loopEngine = Unmanaged.passUnretained(loop) }
         serial = engine.runsUnderCallerLock
     }
 
@@ -217,6 +227,18 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             // One critical section: the engine records this call's events
             // under the lock we hold.
             rc = key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
+        } else if let loopEngine {
+            pthread_mutex_unlock(lock.mutex)
+            rc = loopEngine._withUnsafeGuaranteedRef { engine in
+                key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
+            }
+            if rc == 0 && (decision.kind != SLUICE_DROPPED || observesDrops) {
+                // The token is the loop's now (an event will report it, and
+                // whoever records an event claims its delivery): nothing to
+                // release, nothing to claim.
+                return decision
+            }
+            pthread_mutex_lock(lock.mutex)
         } else {
             let engine = self.engine!
             pthread_mutex_unlock(lock.mutex)
