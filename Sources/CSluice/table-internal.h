@@ -161,9 +161,11 @@ static inline uint64_t sluice__key_strong_hash(const uint64_t seed[2], const str
 
 #if defined(__GNUC__) || defined(__clang__)
 #define SLUICE__COLD __attribute__((cold, noinline))
+#define SLUICE__HOT_INLINE inline __attribute__((always_inline))
 #define SLUICE__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define SLUICE__COLD
+#define SLUICE__HOT_INLINE inline
 #define SLUICE__UNLIKELY(x) (x)
 #endif
 
@@ -206,8 +208,10 @@ SLUICE__COLD void sluice__table_long_miss(const struct sluice__table *t);
 
 /* Index of the live entry for the key, or SLUICE__NONE. A miss that scanned
  * SLUICE__STRONG_PROBE slots or more switches the table to SipHash (entries
- * do not move; the table is never a const object, only this view of it). */
-static inline uint32_t sluice__table_find(const struct sluice__table *t, const struct sluice__keyref *k) {
+ * do not move; the table is never a const object, only this view of it).
+ * Always inlined: clang otherwise makes it a call on every submit (callgrind,
+ * throttle-hot: 28 more instructions per submit). */
+static SLUICE__HOT_INLINE uint32_t sluice__table_find(const struct sluice__table *t, const struct sluice__keyref *k) {
     uint32_t tag = sluice__table_tag(t, k);
     size_t mask = ((size_t)1 << t->slot_bits) - 1;
     size_t home = sluice__home(tag, t->slot_bits), i = home;
