@@ -26,15 +26,17 @@
  * sluice_mt_free() on its own limiter.
  *
  * Where the callback runs: while the loop runs, on the loop thread only,
- * one event at a time (never two callbacks of one limiter at once). A call
- * made *on the loop thread* (for instance from an evhttp request handler or
- * a timer of the caller's) delivers the events it caused before it returns,
- * so that thread sees events and decisions in order. A call from another
- * thread wakes the loop, which delivers them shortly after. Events of one
- * key are always delivered in the order they happened. When no loop thread
- * runs (an owned loop after sluice_loop_stop()) events are delivered by the
- * calling thread before the call returns (or, if another thread is
- * delivering for the limiter at that moment, by that one).
+ * one event at a time (or one batch at a time with the batch callback,
+ * sluice_mt_options_t.on_events; never two callbacks of one limiter at
+ * once). A call made *on the loop thread* (for instance from an evhttp
+ * request handler or a timer of the caller's) delivers the events it caused
+ * before it returns, so that thread sees events and decisions in order. A
+ * call from another thread wakes the loop, which delivers them shortly
+ * after. Events of one key are always delivered in the order they happened.
+ * When no loop thread runs (an owned loop after sluice_loop_stop()) events
+ * are delivered by the calling thread before the call returns (or, if
+ * another thread is delivering for the limiter at that moment, by that
+ * one).
  *
  * Per-key order across threads: two reporting modes
  * --------------------------------------------------
@@ -328,11 +330,11 @@ typedef struct sluice_mt_options {
      *  tokens (the default mode). */
     unsigned flags;
     /** NULL (the default): every event goes to `config->on_event`, one per
-     *  call. Otherwise every event goes here instead, in batches (see
-     *  sluice_mt_events_fn): those the loop delivers (up to
-     *  SLUICE_MT_EVENTS_MAX per call, the events queued together) and
-     *  those reported by sluice_mt_free() (one per call); `config->on_event`
-     *  is then never called and may be NULL. */
+     *  call. Otherwise every event goes here instead, in batches of up to
+     *  SLUICE_MT_EVENTS_MAX consecutive events (see sluice_mt_events_fn);
+     *  the values still pending that sluice_mt_free() reports as discarded
+     *  come one per call. `config->on_event` is then never called and may
+     *  be NULL. */
     sluice_mt_events_fn on_events;
 } sluice_mt_options_t;
 
