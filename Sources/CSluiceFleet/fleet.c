@@ -595,7 +595,8 @@ static void process(struct sluice_fleet *f, struct req *r) {
         return;
     }
     if (r->op != SLUICE_FLEET_CANCEL) {
-        /* decided with the others of this loop iteration (flush_batch) */
+        /* decided in a batch with the requests queued beside it (flush_batch:
+         * sent now, or at the next reply while two batches are out) */
         insert_waiting(f, r);
         if (f->batch_n == f->cfg.max_batch) flush_batch(f, true);
         r->in_redis++; /* held by f->batch */

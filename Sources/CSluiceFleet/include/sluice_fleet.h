@@ -15,12 +15,13 @@
  * clock. In manual-time mode (config.manual_time) the caller passes its own
  * time with each call: for traces and tests.
  *
- * Batches. The calls and quota reads queued in one iteration of the loop are
- * sent together: one EVALSHA decides up to config.max_batch of them, in
- * order, exactly as the same requests one by one (a key may appear twice),
- * at one reading of the server's clock. This cuts Redis's cost per decision
- * (one script run, one clock reading, one reply). A batch names keys of any
- * hash slot, so with Redis Cluster set max_batch to 1.
+ * Batches. Calls and quota reads are sent in batches: one EVALSHA decides up
+ * to config.max_batch of them, in order, exactly as the same requests one by
+ * one (a key may appear twice), at one reading of the server's clock. A
+ * request waits for a batch only while two batches await their reply, so at
+ * light load it goes out at once, and under load batches grow. This cuts
+ * Redis's cost per decision (one script run, one clock reading, one command).
+ * A batch names keys of any hash slot, so with Redis Cluster set max_batch to 1.
  *
  * Threads. A fleet limiter lives on one libevent event_base, run by one
  * thread (the loop thread). sluice_fleet_call(), _quota() and _cancel() may be
@@ -139,9 +140,8 @@ typedef struct sluice_fleet_config {
     uint64_t cache_ttl_ns;        /**< how long a cache entry is trusted; 0 = 1 s */
     uint64_t manual_ttl_extra_ms; /**< manual time: added to each key's Redis expiry (trace
                                        time is not Redis time); 0 = 10 minutes */
-    size_t max_batch;             /**< most calls and quota reads decided by one EVALSHA:
-                                       the requests queued in one loop iteration are sent
-                                       together, in order, up to this many per command;
+    size_t max_batch;             /**< most calls and quota reads decided by one EVALSHA
+                                       (sent together, decided in order; see "Batches");
                                        0 = 32; 1 = one key per command (Redis Cluster:
                                        a batch spans keys of different hash slots) */
 } sluice_fleet_config_t;
