@@ -175,6 +175,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
             ],
             path: "Sources/SluiceHummingbird"
         ),

@@ -2,6 +2,7 @@
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOHTTP1
 import Sluice
 import SluiceHTTP
 
@@ -82,10 +83,74 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
                 status: HTTPResponse.Status(code: rejection.status), headers: fields,
                 body: ResponseBody(byteBuffer: ByteBuffer(string: rejection.body)))
         }
-        var response = try await next(request, context)
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            // The answer the framework makes of the error carries the fields too.
+            throw Self.addingFields(fields, to: error)
+        }
         response.headers.append(contentsOf: fields)
         return response
     }
+
+    /// `error`, made to answer with `fields` too: an `HTTPError` with the fields
+    /// added to its own (its type kept), `NIOHTTP1.HTTPParserError` unchanged (the
+    /// server closes the connection: there is no answer), any other error wrapped
+    /// in a ``RateLimitFieldsError``.
+    @usableFromInline
+    static func addingFields(_ fields: HTTPFields, to error: any Error) -> any Error {
+        if fields.isEmpty || error is HTTPParserError { return error }
+        if var httpError = error as? HTTPError {
+            httpError.headers.append(contentsOf: fields)
+            return httpError
+        }
+        return RateLimitFieldsError(error, fields: fields)
+    }
+}
+
+/// An error thrown by the responder after ``RateLimitMiddleware``, with the
+/// rate-limit fields that the answer made of it must carry.
+///
+/// Its answer is the underlying error's (an `HTTPResponseError`'s own response)
+/// with the fields added; for any other error, `500 Internal Server Error` with
+/// no body, as Hummingbird answers an error it does not know, and the fields.
+/// (An `HTTPError` is not wrapped: the fields are added to its `headers`.)
+public struct RateLimitFieldsError: HTTPResponseError, CustomStringConvertible {
+    /// The error the responder threw.
+    public let underlying: any Error
+    /// The fields added to its answer (`RateLimit-Policy`, `RateLimit`).
+    public let fields: HTTPFields
+
+    /// Wraps `underlying`.
+    ///
+    /// - Parameters:
+    ///   - underlying: the error thrown by the next responder.
+    ///   - fields: the fields its answer carries besides its own.
+    public init(_ underlying: any Error, fields: HTTPFields) {
+        self.underlying = underlying
+        self.fields = fields
+    }
+
+    /// The underlying error's status, or 500.
+    public var status: HTTPResponse.Status {
+        (underlying as? any HTTPResponseError)?.status ?? .internalServerError
+    }
+
+    /// The underlying error's answer (or a bare 500) with ``fields`` added.
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var response: Response
+        if let error = underlying as? any HTTPResponseError {
+            response = try error.response(from: request, context: context)
+        } else {
+            response = Response(status: .internalServerError, body: .init())
+        }
+        response.headers.append(contentsOf: fields)
+        return response
+    }
+
+    /// The underlying error's description (for logs).
+    public var description: String { String(describing: underlying) }
 }
 
 extension RateLimitMiddleware where Context: RemoteAddressRequestContext {

@@ -98,10 +98,77 @@ public struct SluiceRateLimitMiddleware: AsyncMiddleware {
                 status: HTTPResponseStatus(statusCode: rejection.status), headers: headers,
                 body: .init(string: rejection.body))
         }
-        let response = try await next.respond(to: request)
+        let response: Response
+        do {
+            response = try await next.respond(to: request)
+        } catch {
+            // The answer ErrorMiddleware makes of the error carries the fields too.
+            throw Self.addingFields(verdict, to: error, environment: request.application.environment)
+        }
         if let value = verdict.ratePolicy { response.headers.replaceOrAdd(name: "RateLimit-Policy", value: value) }
         if let value = verdict.rateLimit { response.headers.replaceOrAdd(name: "RateLimit", value: value) }
         return response
     }
+
+    /// `error`, made to answer with the verdict's fields too: an `Abort` with the
+    /// fields in its `headers` (its type kept), any other error wrapped in a
+    /// ``RateLimitFieldsError``.
+    static func addingFields(
+        _ verdict: RateLimitGate.Verdict, to error: any Error, environment: Environment
+    ) -> any Error {
+        guard verdict.ratePolicy != nil || verdict.rateLimit != nil else { return error }
+        if var abort = error as? Abort {
+            if let value = verdict.ratePolicy { abort.headers.replaceOrAdd(name: "RateLimit-Policy", value: value) }
+            if let value = verdict.rateLimit { abort.headers.replaceOrAdd(name: "RateLimit", value: value) }
+            return abort
+        }
+        return RateLimitFieldsError(error, verdict: verdict, environment: environment)
+    }
+}
+
+/// An error thrown by the responder after ``SluiceRateLimitMiddleware``, with
+/// the rate-limit fields that the answer made of it must carry.
+///
+/// It is an `AbortError` with the underlying error's status, reason and headers
+/// when that is an `AbortError`; otherwise 500 with the reason Vapor's default
+/// `ErrorMiddleware` would give (a `DebuggableError`'s reason; else "Something
+/// went wrong." in release, the error's description otherwise). In both cases
+/// `RateLimit-Policy` and `RateLimit` are added to ``headers``. (An `Abort` is not
+/// wrapped: the fields are added to its own `headers`.)
+public struct RateLimitFieldsError: AbortError, CustomStringConvertible {
+    /// The error the responder threw.
+    public let underlying: any Error
+    /// The status of the answer.
+    public let status: HTTPResponseStatus
+    /// The reason in the answer's body.
+    public let reason: String
+    /// The underlying error's headers with `RateLimit-Policy` and `RateLimit`.
+    public let headers: HTTPHeaders
+
+    /// Wraps `underlying`.
+    ///
+    /// - Parameters:
+    ///   - underlying: the error thrown by the next responder.
+    ///   - verdict: the decision whose fields the answer carries.
+    ///   - environment: the application's (release: a 500's reason is not shown).
+    public init(_ underlying: any Error, verdict: RateLimitGate.Verdict, environment: Environment) {
+        self.underlying = underlying
+        var headers: HTTPHeaders
+        if let abort = underlying as? any AbortError {
+            (status, reason, headers) = (abort.status, abort.reason, abort.headers)
+        } else if let debuggable = underlying as? any DebuggableError {
+            (status, reason, headers) = (.internalServerError, debuggable.reason, [:])
+        } else {
+            status = .internalServerError
+            reason = environment.isRelease ? "Something went wrong." : String(describing: underlying)
+            headers = [:]
+        }
+        if let value = verdict.ratePolicy { headers.replaceOrAdd(name: "RateLimit-Policy", value: value) }
+        if let value = verdict.rateLimit { headers.replaceOrAdd(name: "RateLimit", value: value) }
+        self.headers = headers
+    }
+
+    /// The underlying error's description (for logs).
+    public var description: String { String(describing: underlying) }
 }
 #endif

@@ -198,6 +198,49 @@ struct RateLimitMiddlewareTests {
         }
     }
 
+    /// A handler that throws: the answer Hummingbird makes of the error keeps its
+    /// status and body and carries both fields (the error's own headers kept).
+    @Test("an error thrown by the handler is answered with the RateLimit fields", arguments: ["http", "custom", "plain"])
+    func thrownError(kind: String) async throws {
+        let clock = ManualLimiterClock()
+        let limiter = try RateLimiter<String>(limit: 2, per: .seconds(10), scheduler: .manual(clock))
+        let router = Router()
+        router.add(middleware: headerKeyed(limiter))
+        router.get("/") { _, _ -> String in
+            switch kind {
+            case "http": throw HTTPError(.notFound, headers: [HTTPField.Name("X-Own")!: "kept"], message: "no such thing")
+            case "custom": throw TeapotError()
+            default: throw PlainError()
+            }
+        }
+        try await Application(responder: router.buildResponder()).test(.router) { client in
+            for expected in ["\"default\";r=1;t=5", "\"default\";r=0;t=10"] {
+                try await client.execute(uri: "/", method: .get, headers: [clientID: "a"]) { response in
+                    #expect(response.headers[ratePolicyField] == "\"default\";q=2;w=10")
+                    #expect(response.headers[rateLimitField] == expected)
+                    #expect(response.headers[values: rateLimitField].count == 1)
+                    switch kind {
+                    case "http":
+                        #expect(response.status == .notFound)
+                        #expect(response.headers[HTTPField.Name("X-Own")!] == "kept")
+                        #expect(String(buffer: response.body).contains("no such thing"))
+                    case "custom":
+                        #expect(response.status.code == 418)
+                        #expect(response.headers[HTTPField.Name("X-Teapot")!] == "yes")
+                        #expect(String(buffer: response.body) == "short and stout")
+                    default:
+                        #expect(response.status == .internalServerError)
+                    }
+                }
+            }
+            // The third is refused before the handler: the 429 as usual.
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "a"]) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers[retryAfterField] == "5")
+            }
+        }
+    }
+
     @Test("forwarding headers: parsing and trust")
     func forwardedParsing() {
         let trust = ForwardedHeaders.trust(["10.0.0.1", "10.0.0.2"])
@@ -222,6 +265,19 @@ struct RateLimitMiddlewareTests {
         #expect(object?["detail"] as? String == "c\\d\n\u{1}")
     }
 }
+
+/// An error that makes its own answer (418, a header, a body).
+struct TeapotError: HTTPResponseError {
+    var status: HTTPResponse.Status { .init(code: 418) }
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        Response(
+            status: status, headers: [HTTPField.Name("X-Teapot")!: "yes"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: "short and stout")))
+    }
+}
+
+/// An error Hummingbird knows nothing about (a 500).
+struct PlainError: Error {}
 
 final class FailureLog: Sendable {
     private let lines = Mutex<[String]>([])

@@ -63,6 +63,49 @@ struct SluiceRateLimitMiddlewareTests {
         }
     }
 
+    /// A handler that throws: the answer ErrorMiddleware makes of the error keeps
+    /// its status, reason and headers, and carries both fields.
+    @Test("an error thrown by the handler is answered with the RateLimit fields", arguments: ["abort", "custom", "plain"])
+    func thrownError(kind: String) async throws {
+        let clock = ManualLimiterClock()
+        let limiter = try RateLimiter<String>(limit: 2, per: .seconds(10), scheduler: .manual(clock))
+        try await withApp { app in
+            app.grouped(SluiceRateLimitMiddleware(limiter, key: { $0.headers.first(name: "X-Client-Id") }))
+                .get { _ -> String in
+                    switch kind {
+                    case "abort": throw Abort(.notFound, headers: ["X-Own": "kept"], reason: "no such thing")
+                    case "custom": throw TeapotError()
+                    default: throw PlainError()
+                    }
+                }
+            for expected in ["\"default\";r=1;t=5", "\"default\";r=0;t=10"] {
+                try await app.testing().test(.GET, "/", headers: ["X-Client-Id": "a"]) { response in
+                    #expect(response.headers.first(name: "RateLimit-Policy") == "\"default\";q=2;w=10")
+                    #expect(response.headers.first(name: "RateLimit") == expected)
+                    #expect(response.headers["RateLimit"].count == 1)
+                    let reason = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))
+                        as? [String: Any])?["reason"] as? String
+                    switch kind {
+                    case "abort":
+                        #expect(response.status == .notFound)
+                        #expect(response.headers.first(name: "X-Own") == "kept")
+                        #expect(reason == "no such thing")
+                    case "custom":
+                        #expect(response.status.code == 418)
+                        #expect(response.headers.first(name: "X-Teapot") == "yes")
+                        #expect(reason == "short and stout")
+                    default:
+                        #expect(response.status == .internalServerError)
+                    }
+                }
+            }
+            try await app.testing().test(.GET, "/", headers: ["X-Client-Id": "a"]) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers.first(name: "Retry-After") == "5")
+            }
+        }
+    }
+
     @Test("keyed by the peer address on a running server; X-Forwarded-For only from a trusted proxy")
     func clientAddress() async throws {
         for trusted in [false, true] {
@@ -82,4 +125,14 @@ struct SluiceRateLimitMiddlewareTests {
         }
     }
 }
+
+/// An AbortError of its own (418, a header, a reason).
+struct TeapotError: AbortError {
+    var status: HTTPResponseStatus { .init(statusCode: 418) }
+    var reason: String { "short and stout" }
+    var headers: HTTPHeaders { ["X-Teapot": "yes"] }
+}
+
+/// An error Vapor knows nothing about (a 500).
+struct PlainError: Error {}
 #endif
