@@ -10,19 +10,48 @@ import Testing
 @testable import SluiceCLI
 import SluiceNIO
 
-/// Tests/ (this file is Tests/SluiceNIOTests/NIOEngineTests.swift).
-private let vectorsDirectory = URL(fileURLWithPath: #filePath)
-    .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Vectors")
-
-/// Every `*.trace` of Tests/Vectors that has a `.expected` file.
-private func vectorTraces() -> [String] {
-    let names = (try? FileManager.default.contentsOfDirectory(atPath: vectorsDirectory.path)) ?? []
-    return names.sorted().filter { $0.hasSuffix(".trace") }.map { vectorsDirectory.appendingPathComponent($0).path }
-        .filter { FileManager.default.fileExists(atPath: String($0.dropLast(".trace".count)) + ".expected") }
-}
-
 /// NIO's clock is an Int64 of nanoseconds: traces past it cannot run on a NIO loop.
 private let nioLimitMilliseconds = UInt64(Int64.max) / 1_000_000
+
+/// Every vector of Tests/Vectors with an expected output.
+private func expectedVectors() -> [String] {
+    VectorPaths.traces().filter {
+        FileManager.default.fileExists(atPath: String($0.dropLast(".trace".count)) + ".expected")
+    }
+}
+
+/// The NIO engine (`LimiterScheduler.eventLoop`) on an `EmbeddedEventLoop`:
+/// manual time, tasks run on the caller's thread inside `advanceTime`.
+struct EmbeddedLoopEngine: ManualTimeEngine, @unchecked Sendable {
+    let loop = EmbeddedEventLoop()
+    var scheduler: LimiterScheduler { .eventLoop(loop) }
+    var now: LimiterInstant { LimiterInstant(nanoseconds: loop.now.uptimeNanoseconds) }
+    func advanceTime(to instant: LimiterInstant) async {
+        loop.advanceTime(to: .uptimeNanoseconds(min(instant.nanoseconds, UInt64(Int64.max))))
+    }
+    func runAll() async { loop.advanceTime(to: .uptimeNanoseconds(UInt64(Int64.max))) }
+    func finish() async throws { try await loop.shutdownGracefully() }
+}
+
+/// The NIO engine on a `NIOAsyncTestingEventLoop`: manual time, tasks run on
+/// the loop's own thread while the test awaits `advanceTime`.
+struct AsyncTestingLoopEngine: ManualTimeEngine {
+    let loop = NIOAsyncTestingEventLoop()
+    var scheduler: LimiterScheduler { .eventLoop(loop) }
+    var now: LimiterInstant { LimiterInstant(nanoseconds: loop.now.uptimeNanoseconds) }
+    func advanceTime(to instant: LimiterInstant) async {
+        await loop.advanceTime(to: .uptimeNanoseconds(min(instant.nanoseconds, UInt64(Int64.max))))
+    }
+    func runAll() async { await loop.advanceTime(to: .uptimeNanoseconds(UInt64(Int64.max))) }
+    func finish() async throws {
+        // First let the loop run what calls from this thread queued (a limiter's
+        // deinit cancels its wake-up: the promise is failed by a task queued on
+        // the loop); shutting down at once would drop that task and leave the
+        // promise unfulfilled.
+        await loop.run()
+        await loop.shutdownGracefully()
+    }
+}
 
 /// A host that counts the wake-ups a limiter schedules and cancels.
 final class CountingHost: LimiterTimerHost {
@@ -45,73 +74,49 @@ final class CountingHost: LimiterTimerHost {
     }
 }
 
-/// Replays a trace through `Limiter<String, String>` on an EmbeddedEventLoop
-/// (manual time: `advanceTime`), printing the trace format's lines.
-func replayOnEmbeddedLoop(_ trace: Trace) throws -> [String] {
-    let loop = EmbeddedEventLoop()
-    let log = Mutex<[String]>([])
-    let record: @Sendable (String) -> Void = { line in log.withLock { $0.append(line) } }
-    let limiter = try Limiter<String, String>(
-        trace.policy, scheduler: .eventLoop(loop), maxKeys: nil, tick: .milliseconds(1), combine: nil,
-        delivery: .events { event in
-            let verb = switch event.kind {
-            case .emitted: "emit"
-            case .dropped: "drop"
-            case .discarded: "discard"
-            }
-            record("\(event.at.nanoseconds / 1_000_000) \(verb) \(event.key) \(event.value)")
-        },
-        seed: (0x736C_7569_6365_2D74, 0x7472_6163_652D_7632), makeSink: { LimiterStorage.makeSink($0) })
-    func ms(_ instant: LimiterInstant?) -> String {
-        guard let instant else { return "never" }
-        let ns = instant.nanoseconds
-        return String(ns / 1_000_000 + (ns % 1_000_000 == 0 ? 0 : 1))
+/// Runs a behaviour case, then shuts the loop down even when the case threw
+/// (a NIO test loop freed with tasks still scheduled stops the process).
+func run(_ test: BehaviourCase, on engine: some ManualTimeEngine) async {
+    do {
+        try await test.body(engine)
+    } catch {
+        Issue.record(error, "\(test.name)")
     }
-    var closed = false
-    for step in trace.steps {
-        loop.advanceTime(to: .uptimeNanoseconds(step.time * 1_000_000))
-        switch step.verb {
-        case let .call(value, cost):
-            if cost == 1 && !step.hasCost {
-                try limiter.submit(value, for: step.key)
-            } else {
-                try limiter.submit(value, for: step.key, cost: Int(cost))
-            }
-        case let .quota(cost):
-            let quota = try limiter.quota(for: step.key, cost: Int(cost))
-            record("\(step.time) quota \(step.key) remaining=\(quota.remaining) full=\(ms(quota.fullAt)) retry=\(ms(quota.retryAt))")
-        case .cancel:
-            try limiter.cancel(step.key)
-        case .flush:
-            try limiter.flush(step.key)
-        case .pending:
-            let yes = try limiter.pending(step.key)
-            record("\(step.time) pending \(step.key) \(yes ? "yes" : "no")")
-        case let .close(drain):
-            try limiter.close(drain: drain)
-            closed = true
-        }
+    do {
+        try await engine.finish()
+    } catch {
+        Issue.record(error, "shutting the loop down")
     }
-    if !closed { loop.advanceTime(to: .uptimeNanoseconds(UInt64(Int64.max))) }
-    let lines = log.withLock { $0 }
-    if !closed { try limiter.close(drain: false) }
-    try loop.syncShutdownGracefully()
-    return lines
 }
 
 @Suite("NIO engine")
 struct NIOEngineTests {
     @Test("there are vectors to run") func vectorsExist() {
-        #expect(vectorTraces().count >= 60)
+        #expect(expectedVectors().count >= 60)
         for family in ["throttle-", "debounce-", "audit-", "rate-"] {
-            #expect(vectorTraces().contains { ($0 as NSString).lastPathComponent.hasPrefix(family) }, "\(family)")
+            #expect(expectedVectors().contains { ($0 as NSString).lastPathComponent.hasPrefix(family) }, "\(family)")
         }
     }
 
-    /// Every vector with an expected output, on an EmbeddedEventLoop with
-    /// manual time: per key the same lines in order, as a multiset equal.
-    @Test("vector on an EmbeddedEventLoop", arguments: vectorTraces())
-    func vector(path: String) throws {
+    /// The behaviour suite of Tests/Behaviour (also run on the manual clock by
+    /// SluiceTests), on both NIO loops with manual time.
+    @Test("behaviour on an EmbeddedEventLoop", arguments: Behaviour.cases)
+    func behaviourEmbedded(_ test: BehaviourCase) async throws {
+        let engine = EmbeddedLoopEngine()
+        await run(test, on: engine)
+    }
+
+    @Test("behaviour on a NIOAsyncTestingEventLoop", arguments: Behaviour.cases)
+    func behaviourAsyncTesting(_ test: BehaviourCase) async throws {
+        let engine = AsyncTestingLoopEngine()
+        await run(test, on: engine)
+    }
+
+    /// Every vector with an expected output, replayed (the shared `LimiterReplay`)
+    /// on an EmbeddedEventLoop and on a NIOAsyncTestingEventLoop: per key the
+    /// same lines in order, as a multiset equal.
+    @Test("vector on NIO loops with manual time", arguments: expectedVectors())
+    func vector(path: String) async throws {
         let base = String(path.dropLast(".trace".count))
         let expected = try String(contentsOfFile: base + ".expected", encoding: .utf8)
             .split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
@@ -119,17 +124,16 @@ struct NIOEngineTests {
         // Skipped: times past NIO's clock (Int64 ns, about 292 years).
         let outputTimes = expected.compactMap { UInt64($0.split(separator: " ").first ?? "") }
         guard (trace.steps.map(\.time) + outputTimes).allSatisfy({ $0 < nioLimitMilliseconds }) else { return }
-        let actual = try replayOnEmbeddedLoop(trace)
-        func byKey(_ lines: [String]) -> [String: [String]] {
-            Dictionary(grouping: lines) { line in
-                let fields = line.split(separator: " ")
-                return fields.count > 2 ? String(fields[2]) : ""
-            }
-        }
-        #expect(byKey(actual) == byKey(expected), "per-key output of \(path)")
-        #expect(actual.sorted() == expected.sorted(), "output of \(path) as a multiset")
-        let times = actual.compactMap { UInt64($0.split(separator: " ").first ?? "") }
-        #expect(times == times.sorted(), "output of \(path) is not in time order")
+        let embedded = EmbeddedLoopEngine()
+        compareVectorOutput(
+            actual: try await LimiterReplay(trace).run(on: embedded), expected: expected,
+            name: path + " (EmbeddedEventLoop)")
+        try await embedded.finish()
+        let asyncTesting = AsyncTestingLoopEngine()
+        compareVectorOutput(
+            actual: try await LimiterReplay(trace).run(on: asyncTesting), expected: expected,
+            name: path + " (NIOAsyncTestingEventLoop)")
+        try await asyncTesting.finish()
     }
 
     @Test("a deadline that moves later keeps the scheduled task; a wake-up with nothing due re-arms")
@@ -166,24 +170,6 @@ struct NIOEngineTests {
         #expect(host.scheduled.load(ordering: .relaxed) == idle + 1)
         try limiter.close(drain: true)
         #expect(out.withLock { $0.map(\.1).sorted() } == [1, 2, 49], "close(drain) emits the pending values")
-        try loop.syncShutdownGracefully()
-    }
-
-    @Test("rate limiter on an EmbeddedEventLoop: exact quotas on the loop's time")
-    func rateOnEmbedded() throws {
-        let loop = EmbeddedEventLoop()
-        let limiter = try RateLimiter<String>(limit: 2, per: .seconds(1), scheduler: .eventLoop(loop))
-        #expect(try limiter.check("k").isAdmitted)
-        #expect(try limiter.check("k").isAdmitted)
-        let third = try limiter.check("k")
-        #expect(!third.isAdmitted)
-        #expect(third.retryAfter == .milliseconds(500))
-        loop.advanceTime(by: .milliseconds(499))
-        #expect(try !limiter.check("k").isAdmitted)
-        loop.advanceTime(by: .milliseconds(1))
-        #expect(try limiter.check("k").isAdmitted)
-        #expect(limiter.statistics.admitted == 3)
-        #expect(limiter.statistics.dropped == 2)
         try loop.syncShutdownGracefully()
     }
 

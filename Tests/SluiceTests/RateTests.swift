@@ -14,64 +14,6 @@ import Testing
 struct RateTests {
     let policy = LimiterPolicy.rate(limit: 2, per: .seconds(1))
 
-    @Test("RateLimiter.check: remaining, fullAt, retryAt by hand (manual clock)")
-    func checkByHand() throws {
-        let clock = ManualLimiterClock()
-        let limiter = try RateLimiter<String>(policy, scheduler: .manual(clock))
-        let first = try limiter.check("a")
-        #expect(first.outcome == .admitted(remaining: 1))
-        #expect(first.at == instant(0) && first.fullAt == instant(500))
-        #expect(first.retryAt == nil && first.retryAfter == nil && first.retryAfterSeconds == nil)
-        #expect(first.secondsUntilFull == 1)
-        let second = try limiter.check("a")
-        #expect(second.outcome == .admitted(remaining: 0) && second.fullAt == instant(1000))
-        let third = try limiter.check("a")
-        #expect(third.outcome == .dropped(retryAt: instant(500)))
-        #expect(!third.isAdmitted && third.remaining == 0 && third.fullAt == instant(1000))
-        #expect(third.retryAfter == .milliseconds(500))
-        #expect(third.retryAfterSeconds == 1, "0.5 s rounds up to 1")
-        // A dropped call changed nothing: at 0.5 s one call is admitted again.
-        clock.advance(to: instant(500))
-        #expect(try limiter.check("a").outcome == .admitted(remaining: 0))
-        // Keys are independent.
-        #expect(try limiter.check("b").outcome == .admitted(remaining: 1))
-    }
-
-    @Test("a weighted call is admitted whole or not at all; above the burst it is never admitted")
-    func cost() throws {
-        let clock = ManualLimiterClock()
-        let limiter = try RateLimiter<Int>(policy, scheduler: .manual(clock))
-        let two = try limiter.check(1, cost: 2)
-        #expect(two.outcome == .admitted(remaining: 0) && two.fullAt == instant(1000))
-        clock.advance(to: instant(400))
-        let one = try limiter.check(1)
-        #expect(one.outcome == .dropped(retryAt: instant(500)))
-        #expect(one.retryAfter == .milliseconds(100) && one.retryAfterSeconds == 1)
-        let never = try limiter.check(2, cost: 3)
-        #expect(never.outcome == .dropped(retryAt: nil))
-        #expect(never.isNeverAdmitted && never.retryAfter == nil && never.retryAfterSeconds == nil)
-        #expect(try limiter.check(2).outcome == .admitted(remaining: 1), "the never-admitted call counted nothing")
-        #expect(throws: LimiterError.outOfRange) { try limiter.check(3, cost: 0) }
-    }
-
-    @Test("quota reads without changing anything")
-    func quota() throws {
-        let clock = ManualLimiterClock()
-        let limiter = try RateLimiter<String>(policy, scheduler: .manual(clock))
-        clock.advance(to: instant(100))
-        let fresh = try limiter.quota(for: "k")
-        #expect(fresh == RateQuota(at: instant(100), burst: 2, remaining: 2, fullAt: instant(100), retryAt: instant(100)))
-        #expect(fresh.secondsUntilFull == 0)
-        _ = try limiter.check("k", cost: 2)
-        let spent = try limiter.quota(for: "k", cost: 2)
-        #expect(spent.remaining == 0 && spent.fullAt == instant(1100) && spent.retryAt == instant(1100))
-        #expect(try limiter.quota(for: "k").retryAt == instant(600))
-        #expect(try limiter.quota(for: "k", cost: 3).retryAt == nil, "never: above the burst")
-        #expect(try limiter.quota(for: "k") == limiter.quota(for: "k"), "a read changes nothing")
-        try limiter.reset("k")
-        #expect(try limiter.quota(for: "k").remaining == 2)
-    }
-
     @Test("RateLimiter refuses other policies, and a closed limiter")
     func misuse() throws {
         #expect(throws: LimiterError.invalidArgument) {

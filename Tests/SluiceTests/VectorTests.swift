@@ -6,7 +6,8 @@ import Testing
 
 /// Runs every conformance vector of Tests/Vectors through the trace library
 /// (the one parser and runner, in C), and replays it through the Swift
-/// `Limiter<String, String>` on a manual clock.
+/// `Limiter<String, String>` on a manual clock (`LimiterReplay`, shared with
+/// the NIO engine's tests: Tests/Behaviour).
 ///
 /// - `NAME.trace` + `NAME.expected`: the output must match. Lines of one key
 ///   must be equal and in the same order; between different keys at the same
@@ -22,7 +23,7 @@ struct VectorTests {
     }
 
     @Test("vector", arguments: VectorPaths.traces())
-    func vector(path: String) throws {
+    func vector(path: String) async throws {
         let base = String(path.dropLast(".trace".count))
         let input = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         let fm = FileManager.default
@@ -56,7 +57,7 @@ struct VectorTests {
         compare(actual: randomSeeded, expected: expected, name: path + " (random seed)")
 
         // The Swift layer end to end: Limiter<String, String> on a manual clock.
-        let replayed = try LimiterReplay(trace).run()
+        let replayed = try await LimiterReplay(trace).run()
         compare(actual: replayed, expected: expected, name: path + " (Limiter, manual clock)")
     }
 
@@ -75,7 +76,7 @@ struct VectorTests {
         let expected = try trace.run()
         // Only traces whose outcome does not hang on exact timing (a call
         // exactly at a deadline, a rate boundary hit exactly).
-        guard try Self.isRobustInRealTime(trace, expected: expected) else { return }
+        guard try await Self.isRobustInRealTime(trace, expected: expected) else { return }
         // A busy machine can make a run late (never early): try up to 3 times.
         var problems: [String] = []
         for _ in 0..<3 {
@@ -91,13 +92,13 @@ struct VectorTests {
     /// Whether delays of up to 15 ms per step leave every key's lines as
     /// they are: only then can a real-time run be compared with the exact
     /// one. (Replayed through the Swift Limiter, which can delay steps.)
-    static func isRobustInRealTime(_ trace: Trace, expected: [TraceLine]) throws -> Bool {
+    static func isRobustInRealTime(_ trace: Trace, expected: [TraceLine]) async throws -> Bool {
         let want = Dictionary(grouping: expected.map(\.text), by: { Self.field($0, 2) })
             .mapValues { $0.map { Self.dropTime($0) } }
         for seed: UInt64 in 1...4 {
             var rng = SplitMix64(seed: seed)
             let delays = trace.steps.map { _ in UInt64.random(in: 0..<15_000_000, using: &rng) }
-            let delayed = try LimiterReplay(trace, stepDelay: { delays[$0] }).run()
+            let delayed = try await LimiterReplay(trace, stepDelay: { delays[$0] }).run()
             let got = Dictionary(grouping: delayed, by: { Self.field($0, 2) }).mapValues { $0.map { Self.dropTime($0) } }
             guard got == want else { return false }
         }
@@ -114,14 +115,14 @@ struct VectorTests {
     }
 
     @Test("enough vectors are checked in real time")
-    func realtimeCoverage() throws {
+    func realtimeCoverage() async throws {
         var robust: [String] = []
         for path in VectorPaths.traces() where FileManager.default.fileExists(
             atPath: String(path.dropLast(".trace".count)) + ".expected")
         {
             let trace = try Trace(parsing: [UInt8](Data(contentsOf: URL(fileURLWithPath: path))))
             guard let last = trace.steps.last, last.time <= 2_000 else { continue }
-            if try Self.isRobustInRealTime(trace, expected: trace.run()) { robust.append(path) }
+            if try await Self.isRobustInRealTime(trace, expected: trace.run()) { robust.append(path) }
         }
         #expect(robust.count >= 10, "only \(robust.count) vectors can be checked in real time")
     }
@@ -150,78 +151,8 @@ struct VectorTests {
         return (early, other)
     }
 
-    /// Compares output lines per key in order, and as a multiset.
+    /// Compares output lines per key in order, and as a multiset (Behaviour/LimiterReplay.swift).
     func compare(actual: [String], expected: [String], name: String) {
-        func byKey(_ lines: [String]) -> [String: [String]] {
-            Dictionary(grouping: lines) { Self.field($0, 2) }
-        }
-        #expect(byKey(actual) == byKey(expected), "per-key output of \(name)")
-        #expect(actual.sorted() == expected.sorted(), "output of \(name) as a multiset")
-        // Time order overall.
-        let times = actual.compactMap { UInt64($0.split(separator: " ").first ?? "") }
-        #expect(times == times.sorted(), "output of \(name) is not in time order")
-    }
-}
-
-/// Replays a parsed trace through the Swift `Limiter<String, String>` on a
-/// manual clock (1 ms tick) and prints the lines the format specifies: a
-/// test of the Swift layer against the vectors (the trace tool itself runs
-/// the C runner).
-struct LimiterReplay {
-    let trace: Trace
-    var stepDelay: ((Int) -> UInt64)?
-
-    init(_ trace: Trace, stepDelay: ((Int) -> UInt64)? = nil) {
-        self.trace = trace
-        self.stepDelay = stepDelay
-    }
-
-    func run() throws -> [String] {
-        let clock = ManualLimiterClock()
-        let log = Locked<[String]>([])
-        let record: @Sendable (String) -> Void = { line in log.withLock { $0.append(line) } }
-        let limiter = try Limiter<String, String>(
-            trace.policy, scheduler: .manual(clock), maxKeys: nil, tick: .milliseconds(1), combine: nil,
-            delivery: .events { event in
-                let verb = switch event.kind {
-                case .emitted: "emit"
-                case .dropped: "drop"
-                case .discarded: "discard"
-                }
-                record("\(event.at.nanoseconds / 1_000_000) \(verb) \(event.key) \(event.value)")
-            },
-            seed: (0x736C_7569_6365_2D74, 0x7472_6163_652D_7632), makeSink: { LimiterStorage.makeSink($0) })
-        func ms(_ instant: LimiterInstant?) -> String {
-            guard let instant else { return "never" }
-            let ns = instant.nanoseconds
-            return String(ns / 1_000_000 + (ns % 1_000_000 == 0 ? 0 : 1))
-        }
-        var closed = false
-        for (index, step) in trace.steps.enumerated() {
-            clock.advance(to: LimiterInstant(nanoseconds: step.time * 1_000_000 + (stepDelay?(index) ?? 0)))
-            switch step.verb {
-            case let .call(value, cost):
-                if cost == 1 && !step.hasCost {
-                    try limiter.submit(value, for: step.key)
-                } else {
-                    try limiter.submit(value, for: step.key, cost: Int(cost))
-                }
-            case let .quota(cost):
-                let quota = try limiter.quota(for: step.key, cost: Int(cost))
-                record("\(step.time) quota \(step.key) remaining=\(quota.remaining) full=\(ms(quota.fullAt)) retry=\(ms(quota.retryAt))")
-            case .cancel:
-                try limiter.cancel(step.key)
-            case .flush:
-                try limiter.flush(step.key)
-            case .pending:
-                let yes = try limiter.pending(step.key)
-                record("\(step.time) pending \(step.key) \(yes ? "yes" : "no")")
-            case let .close(drain):
-                try limiter.close(drain: drain)
-                closed = true
-            }
-        }
-        if !closed { clock.runUntilIdle() }
-        return log.withLock { $0 }
+        compareVectorOutput(actual: actual, expected: expected, name: name)
     }
 }
