@@ -234,10 +234,11 @@ public enum CaseRunner {
         if rate > 0 { row.offered_per_s = rate } else { row.in_flight = inFlight }
         row.case_s = Double(cb_now() - t0) / 1e9
         let load = rate > 0
-            ? "open loop, \(Int(rate)) calls/s offered (latency from each call's due time; ns_per_op is 1/rate)"
+            ? "open loop, \(Int(rate)) calls/s offered by 4 threads (latency from each call's due time; ns_per_op is 1/rate)"
             : sluice ? "closed loop, 256 calls in flight" : "closed loop, 4 calls in flight"
         row.note = (sluice
-            ? "one pipelined connection, calls batched (up to 32 per EVALSHA), certain drops answered locally; "
+            ? "one pipelined connection, calls batched (up to 32 per EVALSHA), certain drops answered locally"
+                + (rate > 0 ? ", on its own loop thread; " : "; ")
             : "blocking EVALSHA per call, 4 connections (one thread each); ") + load
         return row
     }

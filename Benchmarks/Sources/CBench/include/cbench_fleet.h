@@ -33,7 +33,9 @@ typedef struct cb_fleet_params {
     double rate;    /**< 0: closed loop (as fast as it goes: throughput); > 0: open loop, the
                          offered load in calls per second (call i is due at start + i/rate, and
                          its latency counts from that due time, so a client that falls behind
-                         sees the queueing in its latency) */
+                         sees the queueing in its latency); sluice-redis then runs on a
+                         loop thread of its own and 4 threads make the calls, as
+                         redis-per-call's 4 */
 } cb_fleet_params_t;
 
 typedef struct cb_fleet_result {
