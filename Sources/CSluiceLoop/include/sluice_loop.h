@@ -105,8 +105,11 @@
  * the cap while it runs, and gives it back if the key did not become live).
  * Before refusing, a call runs the due deadlines of its own shard, as the
  * core does; a key of another shard whose deadline has passed counts as
- * live until the loop (or a call on that shard) has run its timer. Calls on
- * live keys do not touch the cap's shared counter.
+ * live until the loop (or a call on that shard) has run its timer. Rate
+ * keys have no timers (their state expires lazily): before refusing, a call
+ * frees one idle rate key of its own shard if there is one; an idle rate key
+ * of another shard counts as live until that shard's next sweep or cap check
+ * frees it. Calls on live keys do not touch the cap's shared counter.
  *
  * Caller-given times: sluice_mt_submit_at(), sluice_mt_submit_cost_at(),
  * sluice_mt_quota_at() and sluice_mt_flush_at(), sluice_mt_cancel_at(),
