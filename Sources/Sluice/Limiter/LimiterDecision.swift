@@ -263,7 +263,12 @@ public struct RateQuota: Hashable, Sendable {
 /// more, later, in exactly one of ``emittedLater``, ``dropped`` or
 /// ``discarded``.
 public struct LimiterStatistics: Hashable, Sendable {
-    /// Keys with state (not idle) now.
+    /// Keys with state now. For ``LimiterPolicy/rate(limit:per:burst:)``
+    /// this includes keys that have fully recovered (idle) but whose memory
+    /// is not freed yet: rate state expires lazily, without a timer per key
+    /// (a few idle keys are freed as new keys come, all of them by the
+    /// loop's periodic sweep, and one before a new key would be refused at
+    /// the key cap).
     public var liveKeys: Int
     /// Keys holding a pending value now.
     public var pendingValues: Int
