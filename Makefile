@@ -196,17 +196,26 @@ soak: build
 # consumer-check: a package using only the Sluice library fetches no NIO, Hummingbird,
 # Vapor, swift-metrics (package traits, all off by default).
 # servers-test: one build of the root package with the server traits on (SluiceNIO,
-# SluiceHummingbird, SluiceVapor, SluiceMetrics, their tests and the examples' binaries),
-# their tests, then each example tested with curl (Examples/*/test.sh).
+# SluiceHummingbird, SluiceVapor, SluiceMetrics and their tests), the tests; then each
+# example built as the standalone package a user runs (`swift run --package-path ...`) and
+# tested with curl (Examples/*/test.sh). The examples are built in the same scratch path:
+# SwiftPM reuses the frameworks compiled for the tests (Sluice's modules, the example and
+# a few modules whose flags differ compile again), so CI builds NIO, Hummingbird and Vapor
+# once. SwiftPM keeps one cached build plan per scratch path (debug.yaml), not per root
+# package: it is removed before each build so that each package's own plan is made.
 SERVERS_SCRATCH ?= .build-servers
 SERVERS_TRAITS ?= NIO,Hummingbird,Vapor,Metrics
-.PHONY: consumer-check servers-test
+.PHONY: consumer-check servers-test servers-bench
 consumer-check:
 	tools/consumer-check.sh
 servers-test:
+	rm -f $(SERVERS_SCRATCH)/debug.yaml
 	$(SWIFT) build --build-tests --traits $(SERVERS_TRAITS) --scratch-path $(SERVERS_SCRATCH) -j $(JOBS)
 	$(SWIFT) test --skip-build --traits $(SERVERS_TRAITS) --scratch-path $(SERVERS_SCRATCH) \
 	  --filter 'Sluice(NIO|Hummingbird|Vapor|Metrics)Tests'
-	SERVER_BIN=$(SERVERS_SCRATCH)/debug/HummingbirdServerExample SERVER_NAME=hummingbird-server \
-	  Examples/hummingbird-server/test.sh
-	SERVER_BIN=$(SERVERS_SCRATCH)/debug/VaporServerExample Examples/vapor-server/test.sh
+	rm -f $(SERVERS_SCRATCH)/debug.yaml
+	$(SWIFT) build --package-path Examples/hummingbird-server --scratch-path $(SERVERS_SCRATCH) -j $(JOBS)
+	SERVER_BIN=$(SERVERS_SCRATCH)/debug/hummingbird-server Examples/hummingbird-server/test.sh
+	rm -f $(SERVERS_SCRATCH)/debug.yaml
+	$(SWIFT) build --package-path Examples/vapor-server --scratch-path $(SERVERS_SCRATCH) -j $(JOBS)
+	SERVER_BIN=$(SERVERS_SCRATCH)/debug/vapor-server Examples/vapor-server/test.sh

@@ -229,29 +229,6 @@ let package = Package(
             ],
             path: "Tests/SluiceMetricsTests"
         ),
-        // The examples' sources built here too (trait-gated), so that CI builds the
-        // frameworks once: Examples/*/test.sh run these binaries (SERVER_BIN).
-        .executableTarget(
-            name: "HummingbirdServerExample",
-            dependencies: [
-                "Sluice", "SluiceHTTP", "SluiceHummingbird", "SluiceMetrics", "SluiceNIO",
-                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
-                .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Hummingbird"])),
-                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
-                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Hummingbird"])),
-                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Hummingbird"])),
-            ],
-            path: "Examples/hummingbird-server/Sources/hummingbird-server"
-        ),
-        .executableTarget(
-            name: "VaporServerExample",
-            dependencies: [
-                "Sluice", "SluiceHTTP", "SluiceNIO", "SluiceVapor",
-                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
-            ],
-            path: "Examples/vapor-server/Sources/vapor-server"
-        ),
         .testTarget(
             name: "SluiceVaporTests",
             dependencies: [

@@ -8,14 +8,15 @@
 //       --port 8080 --limit 10 --per 60
 //   Examples/hummingbird-server/test.sh     (curl against a running server)
 //
-// The same sources are also a trait-gated target of the root package
-// (HummingbirdServerExample), which CI builds once together with the middleware tests.
+// The command line and the document store are shared with the Vapor example
+// (../server-support). `make servers-test` builds this package and runs test.sh.
 import PackageDescription
 
 let package = Package(
     name: "hummingbird-server",
     platforms: [.macOS(.v14)],
     dependencies: [
+        .package(path: "../server-support"),
         .package(name: "Sluice", path: "../..", traits: ["Hummingbird"]),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
@@ -27,6 +28,7 @@ let package = Package(
         .executableTarget(
             name: "hummingbird-server",
             dependencies: [
+                .product(name: "ExampleServerSupport", package: "server-support"),
                 .product(name: "Sluice", package: "Sluice"),
                 .product(name: "SluiceHTTP", package: "Sluice"),
                 .product(name: "SluiceHummingbird", package: "Sluice"),

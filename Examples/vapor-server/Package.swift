@@ -4,16 +4,17 @@
 // (docs/servers.md). Depends on the Sluice package two folders up with its Vapor trait on.
 //
 //   swift run -c release --package-path Examples/vapor-server vapor-server --port 8080 --limit 10 --per 60
-//   SERVER_NAME=vapor-server Examples/hummingbird-server/test.sh   (the same curl test)
+//   Examples/vapor-server/test.sh   (the same curl test as the Hummingbird example's)
 //
-// The same sources are also a trait-gated target of the root package (VaporServerExample),
-// which CI builds once together with the middleware tests.
+// The command line and the document store are shared with the Hummingbird example
+// (../server-support). `make servers-test` builds this package and runs test.sh.
 import PackageDescription
 
 let package = Package(
     name: "vapor-server",
     platforms: [.macOS(.v13)],
     dependencies: [
+        .package(path: "../server-support"),
         .package(name: "Sluice", path: "../..", traits: ["Vapor"]),
         .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
     ],
@@ -21,6 +22,7 @@ let package = Package(
         .executableTarget(
             name: "vapor-server",
             dependencies: [
+                .product(name: "ExampleServerSupport", package: "server-support"),
                 .product(name: "Sluice", package: "Sluice"),
                 .product(name: "SluiceHTTP", package: "Sluice"),
                 .product(name: "SluiceNIO", package: "Sluice"),

@@ -13,8 +13,9 @@
 //
 // Every save prints "saved ID CONTENT" on stdout. On SIGTERM/SIGINT the server stops
 // taking requests, then the limiters are drained (pending saves are made), then it exits.
-#if canImport(Hummingbird)
-import Foundation
+// The command line and the document store are shared with Examples/vapor-server
+// (Examples/server-support); what is left here is the Hummingbird wiring.
+import ExampleServerSupport
 import HTTPTypes
 import Hummingbird
 import NIOCore
@@ -26,63 +27,6 @@ import SluiceHTTP
 import SluiceHummingbird
 import SluiceMetrics
 import SluiceNIO
-import Synchronization
-
-struct Options {
-    var host = "127.0.0.1"
-    var port = 8080
-    var limit = 10
-    var per = 60.0
-    var debounceMilliseconds = 500
-    var trustedProxies: Set<String> = []
-    var shadow = false
-    var noLimit = false
-    var quotaOnSluiceLoop = false
-
-    static let usage = """
-        usage: hummingbird-server [--host ADDR] [--port PORT] [--limit N] [--per SECONDS]
-                                  [--debounce-ms MS] [--trust-proxy ADDR]... [--shadow] [--no-limit] [--quota-on-sluice-loop]
-        """
-
-    static func parse(_ arguments: [String]) -> Options {
-        var options = Options()
-        var rest = arguments[...]
-        func fail(_ message: String) -> Never {
-            FileHandle.standardError.write(Data("hummingbird-server: \(message)\n\(usage)\n".utf8))
-            exit(2)
-        }
-        func value(_ flag: String) -> String {
-            guard let value = rest.popFirst() else { fail("\(flag) needs a value") }
-            return value
-        }
-        while let flag = rest.popFirst() {
-            switch flag {
-            case "--host": options.host = value(flag)
-            case "--port":
-                guard let port = Int(value(flag)), (0...65535).contains(port) else { fail("bad --port") }
-                options.port = port
-            case "--limit":
-                guard let limit = Int(value(flag)), limit >= 1 else { fail("--limit must be an integer >= 1") }
-                options.limit = limit
-            case "--per":
-                guard let per = Double(value(flag)), per > 0, per <= 86_400 * 365 else { fail("bad --per") }
-                options.per = per
-            case "--debounce-ms":
-                guard let ms = Int(value(flag)), ms >= 1 else { fail("--debounce-ms must be >= 1") }
-                options.debounceMilliseconds = ms
-            case "--trust-proxy": options.trustedProxies.insert(value(flag))
-            case "--shadow": options.shadow = true
-            case "--no-limit": options.noLimit = true  // GET / without the middleware (for wrk)
-            case "--quota-on-sluice-loop": options.quotaOnSluiceLoop = true  // Sluice's own loop (for wrk)
-            case "--help", "-h":
-                print(usage)
-                exit(0)
-            default: fail("unknown argument \(flag)")
-            }
-        }
-        return options
-    }
-}
 
 /// A request context that knows the client's address.
 struct ClientContext: RequestContext, RemoteAddressRequestContext {
@@ -94,22 +38,7 @@ struct ClientContext: RequestContext, RemoteAddressRequestContext {
     }
 }
 
-/// Saved documents: how many saves, and the last content.
-/// Writes a line to stdout at once (unbuffered: a test reads it while the server runs).
-func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
-}
-
-final class DocumentStore: Sendable {
-    private let documents = Mutex<[String: (saves: Int, content: String)]>([:])
-    func save(_ id: String, _ content: String) {
-        documents.withLock { $0[id] = (($0[id]?.saves ?? 0) + 1, content) }
-        say("saved \(id) \(content)")
-    }
-    func get(_ id: String) -> (saves: Int, content: String)? { documents.withLock { $0[id] } }
-}
-
-let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
+let options = ServerOptions.parse(Array(CommandLine.arguments.dropFirst()), program: "hummingbird-server")
 var logger = Logger(label: "hummingbird-server")
 logger.logLevel = .notice
 
@@ -120,7 +49,7 @@ let forwarded: ForwardedHeaders = options.trustedProxies.isEmpty ? .ignore : .tr
 // Its clock and timers are a NIO event loop of the server's group (SluiceNIO): no thread
 // of Sluice's own. (--quota-on-sluice-loop: Sluice's default loop instead, for comparison.)
 let quota = try RateLimiter<String>(
-    limit: options.limit, per: .nanoseconds(Int64(options.per * 1_000_000_000)),
+    limit: options.limit, per: options.perDuration,
     scheduler: options.quotaOnSluiceLoop ? .default : .eventLoop(MultiThreadedEventLoopGroup.singleton.next()),
     maxKeys: 1_000_000)
 // The debounced saves: a Limiter whose timers are tasks of a NIO event loop.
@@ -174,6 +103,3 @@ let group = ServiceGroup(
     configuration: .init(services: [limiters, app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
 try await group.run()
 say("stopped")
-#else
-print("hummingbird-server: built without Hummingbird (the Sluice package's Hummingbird trait is off)")
-#endif

@@ -9,80 +9,14 @@
 //
 // Every save prints "saved ID CONTENT". On SIGTERM/SIGINT the server stops, then the
 // debounce limiter is drained (pending saves are made) before the process exits.
-#if canImport(Vapor)
-import Foundation
+// The command line and the document store are shared with Examples/hummingbird-server
+// (Examples/server-support); what is left here is the Vapor wiring.
+import ExampleServerSupport
 import Sluice
 import SluiceHTTP
 import SluiceNIO
 import SluiceVapor
-import Synchronization
 import Vapor
-
-struct Options {
-    var host = "127.0.0.1"
-    var port = 8080
-    var limit = 10
-    var per = 60.0
-    var debounceMilliseconds = 500
-    var trustedProxies: Set<String> = []
-    var shadow = false
-
-    static let usage = """
-        usage: vapor-server [--host ADDR] [--port PORT] [--limit N] [--per SECONDS]
-                            [--debounce-ms MS] [--trust-proxy ADDR]... [--shadow]
-        """
-
-    static func parse(_ arguments: [String]) -> Options {
-        var options = Options()
-        var rest = arguments[...]
-        func fail(_ message: String) -> Never {
-            FileHandle.standardError.write(Data("vapor-server: \(message)\n\(usage)\n".utf8))
-            exit(2)
-        }
-        func value(_ flag: String) -> String {
-            guard let value = rest.popFirst() else { fail("\(flag) needs a value") }
-            return value
-        }
-        while let flag = rest.popFirst() {
-            switch flag {
-            case "--host": options.host = value(flag)
-            case "--port":
-                guard let port = Int(value(flag)), (0...65535).contains(port) else { fail("bad --port") }
-                options.port = port
-            case "--limit":
-                guard let limit = Int(value(flag)), limit >= 1 else { fail("--limit must be an integer >= 1") }
-                options.limit = limit
-            case "--per":
-                guard let per = Double(value(flag)), per > 0, per <= 86_400 * 365 else { fail("bad --per") }
-                options.per = per
-            case "--debounce-ms":
-                guard let ms = Int(value(flag)), ms >= 1 else { fail("--debounce-ms must be >= 1") }
-                options.debounceMilliseconds = ms
-            case "--trust-proxy": options.trustedProxies.insert(value(flag))
-            case "--shadow": options.shadow = true
-            case "--help", "-h":
-                print(usage)
-                exit(0)
-            default: fail("unknown argument \(flag)")
-            }
-        }
-        return options
-    }
-}
-
-/// Writes a line to stdout at once (unbuffered: a test reads it while the server runs).
-func say(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
-}
-
-final class DocumentStore: Sendable {
-    private let documents = Mutex<[String: (saves: Int, content: String)]>([:])
-    func save(_ id: String, _ content: String) {
-        documents.withLock { $0[id] = (($0[id]?.saves ?? 0) + 1, content) }
-        say("saved \(id) \(content)")
-    }
-    func get(_ id: String) -> (saves: Int, content: String)? { documents.withLock { $0[id] } }
-}
 
 /// Drains the debounce limiter when the application shuts down.
 struct DrainOnShutdown: LifecycleHandler {
@@ -92,7 +26,7 @@ struct DrainOnShutdown: LifecycleHandler {
     }
 }
 
-let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
+let options = ServerOptions.parse(Array(CommandLine.arguments.dropFirst()), program: "vapor-server")
 // Vapor's own command-line parsing is not used: it would read our flags.
 let app = try await Application.make(Environment(name: "production", arguments: ["vapor-server"]))
 app.logger.logLevel = .notice
@@ -100,10 +34,11 @@ app.http.server.configuration.hostname = options.host
 app.http.server.configuration.port = options.port
 let forwarded: ForwardedHeaders = options.trustedProxies.isEmpty ? .ignore : .trust(options.trustedProxies)
 
-// The quota's clock and timers: one of Vapor's event loops (SluiceNIO), no thread of Sluice's own.
+// The quota's clock and timers: one of Vapor's event loops (SluiceNIO), no thread of
+// Sluice's own. (--quota-on-sluice-loop: Sluice's default loop instead, for comparison.)
 let quota = try RateLimiter<String>(
-    limit: options.limit, per: .nanoseconds(Int64(options.per * 1_000_000_000)),
-    scheduler: .eventLoop(app.eventLoopGroup.next()), maxKeys: 1_000_000)
+    limit: options.limit, per: options.perDuration,
+    scheduler: options.quotaOnSluiceLoop ? .default : .eventLoop(app.eventLoopGroup.next()), maxKeys: 1_000_000)
 let store = DocumentStore()
 // The debounced saves: timers are tasks of one of Vapor's event loops.
 let saves = try Limiter<String, String>(
@@ -115,7 +50,10 @@ app.lifecycle.use(DrainOnShutdown(saves: saves))
 @Sendable func client(_ request: Request) -> String? {
     request.headers.first(name: "X-Client-Id") ?? SluiceRateLimitMiddleware.clientAddress(request, forwarded)
 }
-app.grouped(SluiceRateLimitMiddleware(quota, shadow: options.shadow, key: client)).get { request in
+// --no-limit: the same route without the middleware (the baseline for wrk).
+let limited: any RoutesBuilder =
+    options.noLimit ? app : app.grouped(SluiceRateLimitMiddleware(quota, shadow: options.shadow, key: client))
+limited.get { request in
     "hello \(client(request) ?? "?")\n"
 }
 app.put("docs", ":id") { request -> HTTPStatus in
@@ -142,6 +80,3 @@ do {
 }
 try await app.asyncShutdown()
 say("stopped")
-#else
-print("vapor-server: built without Vapor (the Sluice package's Vapor trait is off)")
-#endif
