@@ -5,11 +5,7 @@
 #include <event2/thread.h>
 #include <time.h>
 
-uint64_t sluice_clock_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
+uint64_t sluice_clock_now(void) { return sluice__clock_now(); }
 
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
 static int threads_rc;

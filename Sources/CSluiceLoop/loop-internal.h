@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility push(hidden)
@@ -50,6 +51,16 @@ struct event;
 #define SLM_SPARE_KEEP 4096
 /* After an allocation failure in the timer pass, retry this much later. */
 #define SLM_RETRY_NS UINT64_C(1000000)
+
+/* ------------------------------------------------------------------ clock (clock.c) */
+
+/* sluice_clock_now(), inline for the loop layer's own calls (one read of
+ * CLOCK_MONOTONIC per call on a key, without a call into clock.c). */
+static inline uint64_t sluice__clock_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
 
 /* ------------------------------------------------------------------ bindings (binding.c) */
 
@@ -81,10 +92,10 @@ struct ob_rec {
 };
 
 struct outbox {
+    size_t n, cap; /* records (first: a call reads these four to check its room) */
+    size_t nb, capb; /* key bytes */
     struct ob_rec *rec;
-    size_t n, cap;
     unsigned char *bytes;
-    size_t nb, capb;
 };
 
 struct sluice_mt;
@@ -114,22 +125,31 @@ void sluice__mt_release(const struct sluice_mt *m, void *p, size_t size);
 
 /* ------------------------------------------------------------------ limiter (mt.c) */
 
+/* A shard. Every call on a key takes its lock and reads or writes the
+ * fields of the first two lines, from whichever thread calls, so they are
+ * kept to two lines: the lock with what every call reads (the core, its
+ * published deadline, the longest key) on the first (glibc's mutex is 40
+ * bytes), the outbox's counts on the second; what only the live-key cap,
+ * teardown or stats use comes after. */
 struct shard {
     pthread_mutex_t mu;
     sluice_limiter_t *core;
-    struct sluice_mt *m;
-    struct outbox out;
+    _Atomic uint64_t next; /* the core's next deadline, written under mu */
     size_t max_keylen;     /* longest byte key submitted to this shard: bounds an event's bytes */
+    struct outbox out;
+    struct sluice_mt *m;
     uint64_t charged;      /* live keys of this shard counted in m->live_keys (max_keys only) */
     uint64_t full_refusals; /* new keys refused because of max_keys */
     bool direct;           /* teardown: events go straight to the user */
-    _Atomic uint64_t next; /* the core's next deadline, written under mu */
 };
 
-/* A shard padded to whole cache lines, so two shards never share one. */
+/* A shard padded to whole pairs of cache lines (and the shard array aligned
+ * to a pair), so two shards never share a line, nor a pair of lines that an
+ * adjacent-line prefetcher fetches together. */
+#define SLM_SHARD_ALIGN (2 * SLM_CACHE_LINE)
 union shard_slot {
     struct shard s;
-    unsigned char pad[(sizeof(struct shard) + SLM_CACHE_LINE - 1) / SLM_CACHE_LINE * SLM_CACHE_LINE];
+    unsigned char pad[(sizeof(struct shard) + SLM_SHARD_ALIGN - 1) / SLM_SHARD_ALIGN * SLM_SHARD_ALIGN];
 };
 
 enum mt_state { MT_OPEN = 0, MT_CLOSED = 1, MT_FREEING = 2 };
@@ -179,8 +199,9 @@ struct sluice_mt {
 
 static inline struct shard *sluice__shard_at(const struct sluice_mt *m, unsigned i) { return &m->shards[i].s; }
 
-/* Publishes the shard core's next deadline in `next` (shard locked). */
-void sluice__shard_publish_next(struct shard *s);
+/* Publishes the shard core's next deadline in `next` (shard locked) and
+ * returns it. */
+uint64_t sluice__shard_publish_next(struct shard *s);
 
 /* Brings the live-key budget in line with the shard core after a call that
  * may have let keys go idle (shard locked). Touches the shared counter only

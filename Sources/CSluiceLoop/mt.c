@@ -73,9 +73,10 @@ static void shard_on_event(void *user, const sluice_event_t *ev) {
     atomic_fetch_add_explicit(&m->queued, 1, memory_order_relaxed);
 }
 
-void sluice__shard_publish_next(struct shard *s) {
+uint64_t sluice__shard_publish_next(struct shard *s) {
     uint64_t next = sluice_limiter_next_deadline(s->core);
     if (next != atomic_load_explicit(&s->next, memory_order_relaxed)) atomic_store(&s->next, next);
+    return next;
 }
 
 void sluice__shard_settle_keys(struct shard *s) {
@@ -208,14 +209,14 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     atomic_init(&m->armed, UINT64_MAX);
     atomic_init(&m->wake, false);
 
-    m->shards_raw_size = (size_t)n * sizeof(union shard_slot) + SLM_CACHE_LINE;
+    m->shards_raw_size = (size_t)n * sizeof(union shard_slot) + SLM_SHARD_ALIGN;
     m->shards_raw = sluice__mt_alloc(m, m->shards_raw_size);
     if (!m->shards_raw) {
         sluice__mt_destroy(m, 0);
         return SLUICE_ENOMEM;
     }
     memset(m->shards_raw, 0, m->shards_raw_size);
-    uintptr_t base = ((uintptr_t)m->shards_raw + SLM_CACHE_LINE - 1) & ~(uintptr_t)(SLM_CACHE_LINE - 1);
+    uintptr_t base = ((uintptr_t)m->shards_raw + SLM_SHARD_ALIGN - 1) & ~(uintptr_t)(SLM_SHARD_ALIGN - 1);
     m->shards = (union shard_slot *)base;
 
     /* Every shard gets the whole configuration, max_keys included: the core
@@ -271,6 +272,15 @@ fail_m:
 }
 
 /* ------------------------------------------------------------------ calls on a key */
+
+/* The per-call functions below are inlined into each public call, so each
+ * gets its own copy with its kind and options known: a submit does not pay
+ * for the switch, the struct in memory or the time argument it lacks. */
+#if defined(__GNUC__) || defined(__clang__)
+#define MT_HOT static inline __attribute__((always_inline))
+#else
+#define MT_HOT static inline
+#endif
 
 /* What a call on a key does. */
 enum call_kind { CALL_SUBMIT, CALL_FLUSH, CALL_CANCEL, CALL_PENDING };
@@ -329,7 +339,7 @@ static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_
 /* The part of a call on a key made under its shard's lock (held by the
  * caller): outbox room, the core call, the reported event, the live-key
  * count. Returns the call's result. */
-static int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, sluice_key_t key,
+MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, sluice_key_t key,
                              const struct call *c, uint64_t now) {
     /* A call produces at most two events, both of its own key: a due
      * emission (timers first) and a superseded value; with reporting flags a
@@ -370,7 +380,7 @@ static int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
     return rc;
 }
 
-static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c) {
+MT_HOT int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c) {
     if (!m) return SLUICE_EINVAL;
     if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
     sluice__pkey_t k;
@@ -381,7 +391,7 @@ static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c)
      * a time older than one the shard has seen counts as that later one. A
      * time given by the caller may not run ahead of the clock: the shard's
      * clock would move for every key of the shard. */
-    uint64_t now = sluice_clock_now();
+    uint64_t now = sluice__clock_now();
     if (c->have_now) {
         if (c->now > now && c->now - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
         now = c->now;
@@ -389,8 +399,7 @@ static int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c)
     pthread_mutex_lock(&s->mu);
     size_t before = s->out.n;
     rc = shard_call_locked(m, s, &k, key, c, now);
-    sluice__shard_publish_next(s);
-    uint64_t next = atomic_load_explicit(&s->next, memory_order_relaxed);
+    uint64_t next = sluice__shard_publish_next(s);
     bool produced = s->out.n != before;
     pthread_mutex_unlock(&s->mu);
     if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
@@ -473,8 +482,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
                 }
                 done[j] = true;
             }
-            sluice__shard_publish_next(s);
-            uint64_t next = atomic_load_explicit(&s->next, memory_order_relaxed);
+            uint64_t next = sluice__shard_publish_next(s);
             if (s->out.n != before) produced = true;
             pthread_mutex_unlock(&s->mu);
             if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
