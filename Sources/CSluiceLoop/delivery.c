@@ -114,7 +114,6 @@ static bool deliver_pass(struct sluice_mt *m) {
         struct outbox batch;
         if (!take_outbox(m, sluice__shard_at(m, i), &batch)) continue;
         any = true;
-        atomic_fetch_sub_explicit(&m->queued, batch.n, memory_order_relaxed);
         sluice__outbox_deliver(m, &batch);
         if (batch.cap > SLM_SPARE_KEEP) sluice__outbox_release(m, &batch);
         m->spare = batch;
@@ -165,7 +164,8 @@ static bool deliver(struct sluice_mt *m) {
  * and the callback's run disarms the timer as before (a non-persistent
  * event is deleted, timeout included, before its callback runs). */
 static void wake(struct sluice_mt *m) {
-    if (!atomic_exchange(&m->wake, true) && m->ev) event_active(m->ev, EV_READ, 0);
+    /* a plain load first: while a wake-up is pending, callers only read the line */
+    if (!atomic_load(&m->wake) && !atomic_exchange(&m->wake, true) && m->ev) event_active(m->ev, EV_READ, 0);
 }
 
 static bool loop_inline(const struct sluice_loop *loop) {

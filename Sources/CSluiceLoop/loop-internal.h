@@ -193,8 +193,9 @@ struct sluice_mt {
     struct outbox spare;                   /* the deliverer's */
     unsigned rr;                           /* loop thread: first shard of the next pass */
 
-    /* counters */
-    atomic_ullong wakeups, arms, budget_passes, delivered, queued;
+    /* counters (written by the loop thread or the deliverer; the events
+     * waiting are the shards' outbox counts, summed when read) */
+    atomic_ullong wakeups, arms, budget_passes, delivered;
 };
 
 static inline struct shard *sluice__shard_at(const struct sluice_mt *m, unsigned i) { return &m->shards[i].s; }

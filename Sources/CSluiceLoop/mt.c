@@ -70,7 +70,6 @@ static void shard_on_event(void *user, const sluice_event_t *ev) {
         return;
     }
     sluice__outbox_push(m, &s->out, ev);
-    atomic_fetch_add_explicit(&m->queued, 1, memory_order_relaxed);
 }
 
 uint64_t sluice__shard_publish_next(struct shard *s) {
@@ -367,7 +366,6 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
             ev.token = c->token;
             ev.at = sluice__limiter_now(s->core); /* the call's time, as the core clamped it */
             sluice__outbox_push(m, o, &ev);
-            atomic_fetch_add_explicit(&m->queued, 1, memory_order_relaxed);
         }
         if (rc == 0 && c->decision) *c->decision = dec;
         break;
@@ -648,6 +646,7 @@ int sluice_mt_stats(sluice_mt_t *m, sluice_mt_stats_t *out) {
         int rc = s->core ? sluice_limiter_stats(s->core, &st) : SLUICE_ECLOSED;
         out->core.memory_bytes += s->out.cap * sizeof(struct ob_rec) + s->out.capb;
         out->core.full_refusals += s->full_refusals;
+        out->events_queued += s->out.n; /* counted per shard: no counter shared by the callers */
         pthread_mutex_unlock(&s->mu);
         if (rc == 0) add_stats(&out->core, &st);
     }
@@ -658,7 +657,6 @@ int sluice_mt_stats(sluice_mt_t *m, sluice_mt_stats_t *out) {
     out->timer_arms = atomic_load_explicit(&m->arms, memory_order_relaxed);
     out->budget_passes = atomic_load_explicit(&m->budget_passes, memory_order_relaxed);
     out->events_delivered = atomic_load_explicit(&m->delivered, memory_order_relaxed);
-    out->events_queued = atomic_load_explicit(&m->queued, memory_order_relaxed);
     return 0;
 }
 
