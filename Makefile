@@ -219,3 +219,10 @@ servers-test:
 	rm -f $(SERVERS_SCRATCH)/debug.yaml
 	$(SWIFT) build --package-path Examples/vapor-server --scratch-path $(SERVERS_SCRATCH) -j $(JOBS)
 	SERVER_BIN=$(SERVERS_SCRATCH)/debug/vapor-server Examples/vapor-server/test.sh
+
+# servers-bench (not CI): the middleware's cost, wrk on loopback against the Hummingbird example
+# (release) with and without the middleware at 100,000 distinct clients (docs/servers.md).
+# Variables of Examples/hummingbird-server/bench.sh pass through: ROUNDS, DURATION,
+# CONNECTIONS, SERVER_CPUS, WRK_CPUS, PERF_STAT.
+servers-bench:
+	Examples/hummingbird-server/bench.sh

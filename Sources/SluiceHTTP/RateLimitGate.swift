@@ -28,10 +28,14 @@ public struct RateLimitGate: Sendable {
     public var onFailure: FailureMode
     /// Called for every failure to decide (for a log line; see SluiceMetrics).
     public var failureObserver: (@Sendable (_ key: String, _ error: any Error) -> Void)?
-    /// The `RateLimit-Policy` value (the same for every answer: made once) and
-    /// the policy's item (`"NAME"`) that starts the `RateLimit` value.
-    let policyField: String?
-    let policyItem: Substring
+    /// The `RateLimit-Policy` value (the same for every answer: made once), or
+    /// `nil` when the decider's policy is not a rate policy.
+    public let ratePolicyValue: String?
+    /// The start of every `RateLimit` value, `"NAME";r=`, as UTF-8.
+    let rateLimitPrefix: [UInt8]
+    /// The decider when it is the local limiter: asked directly (a synchronous
+    /// call, no existential async call per request).
+    let local: RateLimiter<String>?
 
     /// A gate.
     ///
@@ -56,9 +60,14 @@ public struct RateLimitGate: Sendable {
             decider.policy, RateQuota(
                 at: LimiterInstant(nanoseconds: 0), burst: 1, remaining: 1, fullAt: LimiterInstant(nanoseconds: 0),
                 retryAt: nil), name: policyName)
-        policyField = fields?.ratePolicy
-        policyItem = fields.map { $0.rateLimit.prefix(upTo: $0.rateLimit.lastIndex(of: ";")!) }
-            .flatMap { $0.prefix(upTo: $0.lastIndex(of: ";")!) } ?? ""
+        ratePolicyValue = fields?.ratePolicy
+        // "NAME";r=1;t=0 -> "NAME";r=
+        rateLimitPrefix = fields.map { fields in
+            let value = fields.rateLimit
+            let head = value[..<value.lastIndex(of: ";")!]
+            return Array(head[..<head.lastIndex(of: ";")!].utf8) + Array(";r=".utf8)
+        } ?? []
+        local = decider as? RateLimiter<String>
     }
 
     /// What to do with one request.
@@ -103,9 +112,21 @@ public struct RateLimitGate: Sendable {
     public func evaluate(key: String, cost: Int = 1) async -> Verdict {
         let decision: RateDecision
         do {
-            decision = try await decider.check(key, cost: max(1, cost))
+            if let local {
+                decision = try local.check(key, cost: max(1, cost))
+            } else {
+                decision = try await decider.check(key, cost: max(1, cost))
+            }
         } catch {
-            failureObserver?(key, error)
+            return failed(key: key, error: error)
+        }
+        return verdict(decision)
+    }
+
+    /// The verdict when no decision could be made.
+    func failed(key: String, error: any Error) -> Verdict {
+        failureObserver?(key, error)
+        do {
             if shadow || onFailure == .allow { return Verdict(decision: nil, rejection: nil) }
             if let error = error as? LimiterError, error == .keyTooLong {
                 return Verdict(
@@ -124,13 +145,17 @@ public struct RateLimitGate: Sendable {
                         status: 503, title: "Service Unavailable",
                         detail: "The rate limiter cannot take this client now; retry later.")))
         }
+    }
+
+    /// The verdict of a decision.
+    func verdict(_ decision: RateDecision) -> Verdict {
         // The fields of RateLimitHeaders, the policy's made once (see init).
         var verdict = Verdict(decision: decision, rejection: nil)
-        if let policyField {
-            verdict.ratePolicy = policyField
-            verdict.rateLimit = "\(policyItem);r=\(decision.remaining);t=\(decision.secondsUntilFull)"
+        if let ratePolicyValue {
+            verdict.ratePolicy = ratePolicyValue
+            verdict.rateLimit = rateLimitValue(remaining: decision.remaining, seconds: decision.secondsUntilFull)
             // In shadow mode the request goes through: no Retry-After on its answer.
-            if !shadow { verdict.retryAfter = decision.retryAfterSeconds.map(String.init) }
+            if !shadow, let seconds = decision.retryAfterSeconds { verdict.retryAfter = String(seconds) }
         }
         guard !decision.isAdmitted, !shadow else {
             return verdict
@@ -144,6 +169,41 @@ public struct RateLimitGate: Sendable {
         verdict.rejection = Rejection(
             status: 429, body: Self.problem(status: 429, title: "Too Many Requests", detail: detail))
         return verdict
+    }
+
+    /// `"NAME";r=REMAINING;t=SECONDS`, written into one new string (no
+    /// interpolation, no intermediate strings).
+    func rateLimitValue(remaining: Int, seconds: Int) -> String {
+        let prefix = rateLimitPrefix
+        return String(unsafeUninitializedCapacity: prefix.count + 2 * 20 + 3) { buffer in
+            var at = 0
+            for byte in prefix {
+                buffer[at] = byte
+                at += 1
+            }
+            at = Self.writeDecimal(remaining, into: buffer, at: at)
+            for byte in ";t=".utf8 {
+                buffer[at] = byte
+                at += 1
+            }
+            return Self.writeDecimal(seconds, into: buffer, at: at)
+        }
+    }
+
+    /// Writes `value` (negative values as 0) in decimal at `at`; returns the end.
+    static func writeDecimal(_ value: Int, into buffer: UnsafeMutableBufferPointer<UInt8>, at start: Int) -> Int {
+        var value = UInt64(max(0, value))
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: up to 20 digits, written backwards
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            repeat {
+                scratch[23 - count] = UInt8(truncatingIfNeeded: 48 + value % 10)
+                value /= 10
+                count += 1
+            } while value != 0
+            for i in 0..<count { buffer[start + i] = scratch[24 - count + i] }
+        }
+        return start + count
     }
 
     /// An RFC 9457 problem details object (`type` is `about:blank`: the

@@ -42,6 +42,9 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     public let gate: RateLimitGate
     @usableFromInline let key: KeyFunction
     @usableFromInline let cost: CostFunction?
+    /// The `RateLimit-Policy` field, the same on every answer: made (and
+    /// validated) once.
+    @usableFromInline let policyField: HTTPField?
 
     /// Middleware keyed by a closure.
     ///
@@ -63,6 +66,7 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             decider, policyName: policyName, shadow: shadow, onFailure: onFailure, failureObserver: failureObserver)
         self.key = key
         self.cost = cost
+        policyField = gate.ratePolicyValue.map { HTTPField(name: .rateLimitPolicy, value: $0) }
     }
 
     // @inlinable: specialized for the application's Context in its module
@@ -73,11 +77,8 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     ) async throws -> Response {
         guard let key = key(request, context) else { return try await next(request, context) }
         let verdict = await gate.evaluate(key: key, cost: cost?(request, context) ?? 1)
-        var fields = HTTPFields()
-        if let value = verdict.retryAfter { fields.append(HTTPField(name: .retryAfter, value: value)) }
-        if let value = verdict.ratePolicy { fields.append(HTTPField(name: .rateLimitPolicy, value: value)) }
-        if let value = verdict.rateLimit { fields.append(HTTPField(name: .rateLimit, value: value)) }
         if let rejection = verdict.rejection {
+            var fields = fields(verdict)
             fields.append(HTTPField(name: .contentType, value: rejection.contentType))
             return Response(
                 status: HTTPResponse.Status(code: rejection.status), headers: fields,
@@ -88,10 +89,23 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             response = try await next(request, context)
         } catch {
             // The answer the framework makes of the error carries the fields too.
-            throw Self.addingFields(fields, to: error)
+            throw Self.addingFields(fields(verdict), to: error)
         }
-        response.headers.append(contentsOf: fields)
+        // Straight into the response's fields (no HTTPFields of our own to copy).
+        if let value = verdict.retryAfter { response.headers.append(HTTPField(name: .retryAfter, value: value)) }
+        if verdict.ratePolicy != nil, let policyField { response.headers.append(policyField) }
+        if let value = verdict.rateLimit { response.headers.append(HTTPField(name: .rateLimit, value: value)) }
         return response
+    }
+
+    /// The verdict's fields: `Retry-After`, `RateLimit-Policy`, `RateLimit` (those it has).
+    @usableFromInline
+    func fields(_ verdict: RateLimitGate.Verdict) -> HTTPFields {
+        var fields = HTTPFields()
+        if let value = verdict.retryAfter { fields.append(HTTPField(name: .retryAfter, value: value)) }
+        if verdict.ratePolicy != nil, let policyField { fields.append(policyField) }
+        if let value = verdict.rateLimit { fields.append(HTTPField(name: .rateLimit, value: value)) }
+        return fields
     }
 
     /// `error`, made to answer with `fields` too: an `HTTPError` with the fields

@@ -5,7 +5,7 @@ import Hummingbird
 import NIOCore
 import HummingbirdTesting
 import Sluice
-import SluiceHTTP
+@testable import SluiceHTTP
 import SluiceHummingbird
 import Testing
 
@@ -255,6 +255,19 @@ struct RateLimitMiddlewareTests {
                 peer: "10.0.0.1", forwarded: ["for=192.0.2.60;proto=http;by=203.0.113.43, for=\"[2001:db8:cafe::17]:4711\""],
                 xForwardedFor: ["6.6.6.6"]) == "2001:db8:cafe::17")
         #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: ["For=\"192.0.2.43:47011\""], xForwardedFor: []) == "192.0.2.43")
+    }
+
+    @Test("the RateLimit value is written without interpolation, digits exact up to Int.max; the policy field made once")
+    func rateLimitValue() throws {
+        let limiter = try RateLimiter<String>(limit: 5, per: .seconds(7), scheduler: .manual(ManualLimiterClock()))
+        for name in ["default", "a-much-longer-policy-name"] {
+            let gate = RateLimitGate(limiter, policyName: name)
+            #expect(gate.ratePolicyValue == "\"\(name)\";q=5;w=7")
+            for (r, t) in [(0, 0), (9, 10), (10, 9), (1_234_567_890, Int.max), (Int.max, 1)] {
+                #expect(gate.rateLimitValue(remaining: r, seconds: t) == "\"\(name)\";r=\(r);t=\(t)")
+            }
+            #expect(gate.rateLimitValue(remaining: -3, seconds: -1) == "\"\(name)\";r=0;t=0")
+        }
     }
 
     @Test("problem details escape JSON")
