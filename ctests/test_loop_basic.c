@@ -351,12 +351,15 @@ static void test_close(sluice_close_mode_t mode) {
 
 static void test_free_in_callback(void) {
     /* One timer transition per pass: the first pass emits one value, whose
-     * callback frees the limiter; the other 59 are then discarded. */
+     * callback frees the limiter; the other 59 are then discarded. The
+     * window is long enough for the 60 submits to be made before the first
+     * emission even under a sanitizer on a loaded machine (a submit after
+     * the free would be the test's own use after free). */
     sluice_loop_config_t lc = { 1 };
     sluice_loop_t *loop;
     LT_OK(sluice_loop_start(&loop, &lc));
     struct recorder *r = rec_new(loop);
-    sluice_config_t c = lt_config(sluice_audit(5 * LT_MS), on_rec, r);
+    sluice_config_t c = lt_config(sluice_audit(300 * LT_MS), on_rec, r);
     sluice_mt_t *m;
     LT_OK(sluice_mt_new(&m, loop, &c, 0));
     pthread_mutex_lock(&r->sync.mu);
