@@ -10,7 +10,7 @@ import SluiceHTTP
 ///
 /// For each request it takes a key (a closure on the request: an API key
 /// header, the user, a route parameter; the client address by default) and
-/// a cost (1 unless configured), asks the ``SluiceHTTP/RateDecider`` — a
+/// a cost (1 unless configured), asks the ``Sluice/RateDecider`` — a
 /// ``Sluice/RateLimiter`` by default, on the local machine — and:
 ///
 /// - admitted: calls the next responder and adds `RateLimit-Policy` and
@@ -49,7 +49,7 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Middleware keyed by a closure.
     ///
     /// - Parameters:
-    ///   - decider: what decides (a `RateLimiter<String>`, or any ``SluiceHTTP/RateDecider``).
+    ///   - decider: what decides (a `RateLimiter<String>`, or any ``Sluice/RateDecider``).
     ///   - policyName: the name in the `RateLimit*` fields.
     ///   - shadow: decide, count and add headers, but never reject.
     ///   - onFailure: what to answer when no decision can be made.

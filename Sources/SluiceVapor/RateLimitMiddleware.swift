@@ -37,7 +37,7 @@ public struct SluiceRateLimitMiddleware: AsyncMiddleware {
     /// Middleware keyed by a closure.
     ///
     /// - Parameters:
-    ///   - decider: what decides (a `RateLimiter<String>`, or any ``SluiceHTTP/RateDecider``).
+    ///   - decider: what decides (a `RateLimiter<String>`, or any ``Sluice/RateDecider``).
     ///   - policyName: the name in the `RateLimit*` fields.
     ///   - shadow: decide, count and add headers, but never reject.
     ///   - onFailure: what to answer when no decision can be made.
