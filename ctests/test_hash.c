@@ -469,6 +469,7 @@ static void broken_fast_hash(void) {
     CHECK(sluice_limiter_advance(l, 3 * SEC, SIZE_MAX) >= 0, "advance");
     CHECK(sluice_limiter_stats(l, &st) == 0 && st.live_keys == 0, "entries left: %" PRIu64, st.live_keys);
     CHECK(l->table.strong, "the switch is for good");
+    CHECK(st.hash_fallbacks == 1, "stats report the switch");
     CHECK(sluice_limiter_check(l) == 0, "check after expiry");
     /* and works again from empty */
     for (size_t i = 0; i < cap; i++) {
@@ -640,6 +641,11 @@ static void invisible(void) {
     }
     for (int i = 0; i < 3; i++) CHECK(sluice_limiter_check(l[i]) == 0, "check at the end");
     CHECK(!l[0]->table.strong && l[1]->table.strong && l[2]->table.strong, "which tables switched");
+    for (int i = 0; i < 3; i++) {
+        sluice_stats_t st;
+        CHECK(sluice_limiter_stats(l[i], &st) == 0 && st.hash_fallbacks == (i == 0 ? 0u : 1u),
+              "limiter %d: hash_fallbacks %" PRIu64, i, st.hash_fallbacks);
+    }
     printf("  invisible: %" PRIu64 " random ops (submit, batches, flush, cancel, pending, advance) on %d keys:"
            " never switched = switched at start = switched halfway (%" PRIu64 " events)\n",
            ops, POOL, g_rec[0].n);

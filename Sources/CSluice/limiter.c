@@ -554,6 +554,7 @@ int sluice_limiter_stats(const sluice_limiter_t *l, sluice_stats_t *out) {
     out->emitted_later = l->count.reported[SLUICE_EVENT_EMIT];
     out->dropped = l->count.decided[SLUICE_DROPPED] + l->count.reported[SLUICE_EVENT_DROP];
     out->discarded = l->count.reported[SLUICE_EVENT_DISCARD];
+    out->hash_fallbacks = l->table.strong ? 1 : 0;
     return 0;
 }
 

@@ -625,6 +625,7 @@ static void add_stats(sluice_stats_t *sum, const sluice_stats_t *st) {
     sum->emitted_later += st->emitted_later;
     sum->dropped += st->dropped;
     sum->discarded += st->discarded;
+    sum->hash_fallbacks += st->hash_fallbacks;
 }
 
 int sluice_mt_stats(sluice_mt_t *m, sluice_mt_stats_t *out) {

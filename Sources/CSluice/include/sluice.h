@@ -608,6 +608,12 @@ typedef struct sluice_stats {
     uint64_t emitted_later;  /**< scheduled tokens emitted later (timer, flush, drain) */
     uint64_t dropped;        /**< tokens dropped: at their call, superseded, or cancelled */
     uint64_t discarded;      /**< tokens handed back by close(discard) or free */
+    /** Key indexes that switched from the fast hash to SipHash-1-3 because a
+     *  probe sequence grew past its bound (1,024 slots): 1 or 0 for a
+     *  limiter, the number of shards for a loop limiter. Random keys
+     *  essentially never do this; a non-zero value is a sign of keys crafted
+     *  to collide, which the switch has defeated (docs/reliability.md). */
+    uint64_t hash_fallbacks;
 } sluice_stats_t;
 
 /**

@@ -288,6 +288,11 @@ public struct LimiterStatistics: Hashable, Sendable {
     public var discarded: Int
     /// New keys refused because of `maxKeys`.
     public var refusedAtCap: Int
+    /// Key indexes that switched from the fast hash to SipHash-1-3 because
+    /// probes grew long (0 or 1; for a sharded loop limiter, the number of
+    /// shards). Random keys essentially never cause it: a non-zero value is
+    /// a sign of keys crafted to collide, which the switch defeated.
+    public var hashFallbacks: Int
 
     /// Keys with state (the former name of ``liveKeys``).
     public var keys: Int { liveKeys }
@@ -304,5 +309,6 @@ public struct LimiterStatistics: Hashable, Sendable {
         dropped = Int(clamping: stats.dropped)
         discarded = Int(clamping: stats.discarded)
         refusedAtCap = Int(clamping: stats.full_refusals)
+        hashFallbacks = Int(clamping: stats.hash_fallbacks)
     }
 }
