@@ -206,7 +206,8 @@ static void *pacer_main(void *arg) {
     return NULL;
 }
 
-static int run_sluice_paced(struct run *R, int port, cb_fleet_result_t *r) {
+/* The limiter both sluice-redis cases use. */
+static sluice_fleet_config_t bench_config(int port) {
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = sluice_rate(LIMIT, (int64_t)SEC, BURST);
@@ -214,12 +215,22 @@ static int run_sluice_paced(struct run *R, int port, cb_fleet_result_t *r) {
     c.prefix = "bench";
     c.prefix_len = 5;
     c.timeout_ns = 2 * SEC;
+    return c;
+}
+
+static int run_sluice_paced(struct run *R, int port, cb_fleet_result_t *r) {
+    sluice_fleet_config_t c = bench_config(port);
     sluice_fleet_t *f = NULL;
     if (sluice_fleet_start(&f, &c) != 0) {
         snprintf(r->note, sizeof r->note, "sluice_fleet_start failed");
         return -1;
     }
     struct call_ctx *ctx = calloc(R->p->calls, sizeof *ctx);
+    if (!ctx) {
+        snprintf(r->note, sizeof r->note, "out of memory");
+        sluice_fleet_free(f);
+        return -1;
+    }
     enum { P = 4 };
     struct pacer pw[P];
     pthread_t th[P];
@@ -251,19 +262,18 @@ static int run_sluice(struct run *R, int port, cb_fleet_result_t *r) {
     event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
     struct event_base *base = event_base_new_with_config(ec);
     event_config_free(ec);
-    sluice_fleet_config_t c;
-    memset(&c, 0, sizeof c);
-    c.policy = sluice_rate(LIMIT, (int64_t)SEC, BURST);
-    c.port = port;
-    c.prefix = "bench";
-    c.prefix_len = 5;
-    c.timeout_ns = 2 * SEC;
+    sluice_fleet_config_t c = bench_config(port);
     sluice_fleet_t *f = NULL;
     if (sluice_fleet_new(&f, base, &c) != 0) {
         snprintf(r->note, sizeof r->note, "sluice_fleet_new failed");
         return -1;
     }
     struct call_ctx *ctx = calloc(R->p->calls, sizeof *ctx);
+    if (!ctx) {
+        snprintf(r->note, sizeof r->note, "out of memory");
+        sluice_fleet_free(f);
+        return -1;
+    }
     struct event *pace = evtimer_new(base, pace_cb, NULL);
     uint64_t next = 0, window = R->p->pool > 0 ? (uint64_t)R->p->pool : 256;
     double interval = R->p->rate > 0 ? 1e9 / R->p->rate : 0;
