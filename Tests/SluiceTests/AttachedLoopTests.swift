@@ -66,7 +66,7 @@ struct AttachedLoopTests {
         let out = Recorder<String, Int>()
         do {
             let binding = app.binding!
-            let limiter = try Limiter<String, Int>(.debounce(interval: .milliseconds(5)), scheduler: .loop(binding)) {
+            let limiter = try Limiter<String, Int>(.debounce(interval: .milliseconds(50)), scheduler: .loop(binding)) {
                 key, value in
                 onLoop.withLock { $0.append(binding.isLoopThread) }
                 out.add(key, value)
