@@ -95,14 +95,14 @@ static void teardown(struct sluice_mt *m);
 
 /* Takes a shard's queued events, or returns false when it has none. */
 static bool take_outbox(struct sluice_mt *m, struct shard *s, struct outbox *batch) {
-    pthread_mutex_lock(&s->mu);
+    sluice__lock(&s->mu);
     if (s->out.n == 0) {
-        pthread_mutex_unlock(&s->mu);
+        sluice__unlock(&s->mu);
         return false;
     }
     *batch = s->out;
     s->out = m->spare;
-    pthread_mutex_unlock(&s->mu);
+    sluice__unlock(&s->mu);
     return true;
 }
 
@@ -200,10 +200,10 @@ static void on_loop_event(evutil_socket_t fd, short what, void *arg) {
             more = true;
             break;
         }
-        pthread_mutex_lock(&s->mu);
+        sluice__lock(&s->mu);
         budget -= sluice__shard_advance(m, s, now, budget, &stalled);
         if (budget == 0 && atomic_load_explicit(&s->next, memory_order_relaxed) <= now) more = true;
-        pthread_mutex_unlock(&s->mu);
+        sluice__unlock(&s->mu);
     }
     if (more) atomic_fetch_add_explicit(&m->budget_passes, 1, memory_order_relaxed);
     if (deliver(m)) return;
@@ -237,11 +237,11 @@ static void teardown(struct sluice_mt *m) {
      * or held while the callback runs). */
     for (unsigned i = 0; i < m->nshards; i++) {
         struct shard *s = sluice__shard_at(m, i);
-        pthread_mutex_lock(&s->mu); /* orders us after every earlier holder */
+        sluice__lock(&s->mu); /* orders us after every earlier holder */
         s->direct = true;
         sluice_limiter_t *core = s->core;
         s->core = NULL;
-        pthread_mutex_unlock(&s->mu);
+        sluice__unlock(&s->mu);
         sluice_limiter_free(core);
     }
     sluice_loop_t *loop = m->loop;

@@ -24,9 +24,6 @@
  * every core call the shard settles its count with the core's (a key that
  * went idle gives its unit back; a reservation the call did not use is given
  * back too). Calls on live keys, the hot path, never touch the counter. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE 1 /* PTHREAD_MUTEX_ADAPTIVE_NP (glibc); without it, plain mutexes */
-#endif
 #include "loop-internal.h"
 
 #include <stdlib.h>
@@ -122,22 +119,6 @@ size_t sluice__shard_advance(struct sluice_mt *m, struct shard *s, uint64_t now,
 
 /* ------------------------------------------------------------------ creation */
 
-/* A shard's critical section is short (tens of ns): where glibc offers it,
- * an adaptive mutex spins a little before sleeping, instead of a futex
- * round trip through the kernel each time two threads meet on one shard. */
-static int shard_mutex_init(pthread_mutex_t *mu) {
-#if defined(PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP)
-    pthread_mutexattr_t a;
-    if (pthread_mutexattr_init(&a) != 0) return -1;
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
-    int rc = pthread_mutex_init(mu, &a);
-    pthread_mutexattr_destroy(&a);
-    return rc;
-#else
-    return pthread_mutex_init(mu, NULL);
-#endif
-}
-
 static unsigned round_pow2(unsigned n) {
     unsigned p = 1;
     while (p < n) p <<= 1;
@@ -149,7 +130,7 @@ void sluice__mt_destroy(struct sluice_mt *m, unsigned built) {
         struct shard *s = sluice__shard_at(m, i);
         if (s->core) sluice_limiter_free(s->core);
         sluice__outbox_release(m, &s->out);
-        pthread_mutex_destroy(&s->mu);
+        sluice__lock_destroy(&s->mu);
     }
     sluice__outbox_release(m, &m->spare);
     if (m->shards_raw) sluice__mt_release(m, m->shards_raw, m->shards_raw_size);
@@ -233,7 +214,7 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
         struct shard *s = sluice__shard_at(m, i);
         s->m = m;
         atomic_init(&s->next, UINT64_MAX);
-        if (shard_mutex_init(&s->mu) != 0) {
+        if (sluice__lock_init(&s->mu) != 0) {
             sluice__mt_destroy(m, i);
             return SLUICE_ENOMEM;
         }
@@ -394,12 +375,12 @@ MT_HOT int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c)
         if (c->now > now && c->now - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
         now = c->now;
     }
-    pthread_mutex_lock(&s->mu);
+    sluice__lock(&s->mu);
     size_t before = s->out.n;
     rc = shard_call_locked(m, s, &k, key, c, now);
     uint64_t next = sluice__shard_publish_next(s);
     bool produced = s->out.n != before;
-    pthread_mutex_unlock(&s->mu);
+    sluice__unlock(&s->mu);
     if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
     if (produced) sluice__mt_deliver_or_wake(m); /* m may be gone afterwards (a free from a callback) */
     return rc;
@@ -461,7 +442,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
                 last = i + 1;
                 while (last < g && !krc[last] && shard_of[last] == si) last++;
             }
-            pthread_mutex_lock(&s->mu);
+            sluice__lock(&s->mu);
             for (size_t j = i; j < last; j++)
                 if (!done[j] && !krc[j] && shard_of[j] == si) sluice__prefetch_prepared(s->core, &k[j], 0);
             for (size_t j = i; j < last; j++)
@@ -482,7 +463,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             }
             uint64_t next = sluice__shard_publish_next(s);
             if (s->out.n != before) produced = true;
-            pthread_mutex_unlock(&s->mu);
+            sluice__unlock(&s->mu);
             if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
         }
     }
@@ -554,11 +535,11 @@ static int quota_call(sluice_mt_t *m, sluice_key_t key, uint64_t cost, bool have
         if (at > now && at - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
         now = at;
     }
-    pthread_mutex_lock(&s->mu);
+    sluice__lock(&s->mu);
     /* A read: the shard's core hashes the key again (same seed) and changes
      * nothing, so no event, deadline or key count moves. */
     rc = sluice_limiter_quota(s->core, key, cost, now, out);
-    pthread_mutex_unlock(&s->mu);
+    sluice__unlock(&s->mu);
     return rc;
 }
 
@@ -575,7 +556,7 @@ int sluice_mt_quota_at(sluice_mt_t *m, sluice_key_t key, uint64_t cost, uint64_t
 int sluice_mt_close(sluice_mt_t *m, sluice_close_mode_t mode) {
     if (!m || (mode != SLUICE_CLOSE_DRAIN && mode != SLUICE_CLOSE_DISCARD)) return SLUICE_EINVAL;
     if (atomic_load(&m->state) != MT_OPEN) return SLUICE_ECLOSED;
-    for (unsigned i = 0; i < m->nshards; i++) pthread_mutex_lock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = 0; i < m->nshards; i++) sluice__lock(&sluice__shard_at(m, i)->mu);
     int rc = 0;
     bool produced = false;
     if (atomic_load(&m->state) != MT_OPEN) {
@@ -607,7 +588,7 @@ int sluice_mt_close(sluice_mt_t *m, sluice_close_mode_t mode) {
             }
         }
     }
-    for (unsigned i = m->nshards; i-- > 0;) pthread_mutex_unlock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = m->nshards; i-- > 0;) sluice__unlock(&sluice__shard_at(m, i)->mu);
     if (produced) sluice__mt_deliver_or_wake(m);
     return rc;
 }
@@ -634,21 +615,21 @@ int sluice_mt_stats(sluice_mt_t *m, sluice_mt_stats_t *out) {
     /* The live keys at one instant: every shard locked at once (in order,
      * as close does), for a count that can be compared with max_keys (a sum
      * taken shard by shard could count a key that moved twice). */
-    for (unsigned i = 0; i < m->nshards; i++) pthread_mutex_lock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = 0; i < m->nshards; i++) sluice__lock(&sluice__shard_at(m, i)->mu);
     for (unsigned i = 0; i < m->nshards; i++) {
         const struct shard *s = sluice__shard_at(m, i);
         if (s->core) out->core.live_keys += sluice__limiter_live(s->core);
     }
-    for (unsigned i = m->nshards; i-- > 0;) pthread_mutex_unlock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = m->nshards; i-- > 0;) sluice__unlock(&sluice__shard_at(m, i)->mu);
     for (unsigned i = 0; i < m->nshards; i++) {
         struct shard *s = sluice__shard_at(m, i);
         sluice_stats_t st;
-        pthread_mutex_lock(&s->mu);
+        sluice__lock(&s->mu);
         int rc = s->core ? sluice_limiter_stats(s->core, &st) : SLUICE_ECLOSED;
         out->core.memory_bytes += s->out.cap * sizeof(struct ob_rec) + s->out.capb;
         out->core.full_refusals += s->full_refusals;
         out->events_queued += s->out.n; /* counted per shard: no counter shared by the callers */
-        pthread_mutex_unlock(&s->mu);
+        sluice__unlock(&s->mu);
         if (rc == 0) add_stats(&out->core, &st);
     }
     out->core.memory_bytes += sizeof *m + m->shards_raw_size;
