@@ -91,7 +91,11 @@ static int child(int port, int wfd) {
     c.port = port;
     c.prefix = "multi";
     c.prefix_len = 5;
-    c.timeout_ns = 500 * MS;
+    /* generous: a reply slowed by the loaded machine (three processes and
+     * Redis on two cores, a sanitizer) is not a fault here, and each
+     * timeout is a failure answer that counts against the quota's lower
+     * bound and the 5% of failure answers allowed */
+    c.timeout_ns = 5 * SEC;
     if (sluice_fleet_new(&fleet, base, &c) != 0) return 2;
     pthread_t th[THREADS];
     for (int i = 0; i < THREADS; i++) pthread_create(&th[i], NULL, submitter, NULL);

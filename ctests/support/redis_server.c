@@ -71,7 +71,7 @@ int test_free_port(void) {
 int test_redis_command(int port, const char *cmd, char *out, size_t out_len) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     if (s < 0) return -1;
-    struct timeval tv = { 1, 0 };
+    struct timeval tv = { 5, 0 }; /* Redis on a loaded machine can take a while */
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     struct sockaddr_in a;
@@ -151,7 +151,7 @@ int test_redis_start(test_redis_t *r, int port) {
     }
     r->pid = pid;
     r->port = port;
-    for (int i = 0; i < 500; i++) { /* up to 5 s */
+    for (int i = 0; i < 3000; i++) { /* up to 30 s: a loaded machine can be slow to start it */
         char out[64];
         if (test_redis_command(port, "PING", out, sizeof out) == 0 && strncmp(out, "+PONG", 5) == 0) return 0;
         int st;
