@@ -148,7 +148,15 @@ struct sluice_limiter {
     int depth;           /* nesting of public calls (callbacks re-enter) */
     bool closed;         /* close() done */
     bool dying;          /* free() requested */
+    /* Nonzero when a submit cannot take the short path for a live key
+     * (limiter.c, submit_hot): closed, dying or pass-through. Kept by
+     * sluice__gate_update() whenever one of those changes. */
+    uint8_t gate;
 };
+
+static inline void sluice__gate_update(struct sluice_limiter *l) {
+    l->gate = (uint8_t)(l->closed || l->dying || l->pass_through);
+}
 
 /* ---- helpers for the policies (limiter.c) ---- */
 
@@ -259,7 +267,72 @@ static inline void sluice__capture_superseded(struct sluice__event *pe, const st
 }
 
 /* Counts and delivers a captured event (the transition is complete). */
-void sluice__report(struct sluice_limiter *l, const struct sluice__event *pe);
+static inline void sluice__report(struct sluice_limiter *l, const struct sluice__event *pe) {
+    l->count.reported[pe->ev.kind & 3]++;
+    if (l->on_event) l->on_event(l->user, &pe->ev);
+}
+
+/* ---- the rows of a call on a live key, shared by the policies' call()
+ * and the short path of submit (limiter.c) ----
+ * Each brings the entry to its new state and fills *d (kind and at; the
+ * caller has zeroed remaining and full), and returns true when an event was
+ * captured in *pe: the caller reports it (after which it may store the
+ * decision where a callback can see it). The entry's deadline is after t
+ * (timers first has run). */
+
+/* throttle OPEN | call(t, v) | trailing off: drop v. No pending: pending = v.
+ * pick latest: drop pending, pending = v. pick first: drop v */
+static inline bool sluice__throttle_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
+                                         uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
+    d->at = e->node.deadline;
+    uint8_t f = e->flags;
+    if (!l->trailing || ((f & SLUICE__F_PENDING) && l->pick_first)) {
+        d->kind = SLUICE_DROPPED;
+        return false;
+    }
+    d->kind = SLUICE_SCHEDULED;
+    if (!(f & SLUICE__F_PENDING)) {
+        sluice__set_pending(l, e, token);
+        return false;
+    }
+    sluice__capture_superseded(pe, e, e->token, token, t);
+    e->token = token;
+    return true;
+}
+
+/* audit OPEN | call(t, v) | drop pending, pending = v */
+static inline bool sluice__audit_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token, uint64_t t,
+                                      sluice_decision_t *d, struct sluice__event *pe) {
+    (void)l;
+    sluice__capture_superseded(pe, e, e->token, token, t);
+    e->token = token;
+    d->kind = SLUICE_SCHEDULED;
+    d->at = e->node.deadline;
+    return true;
+}
+
+/* debounce ACTIVE | call(t, v), without maxWait | last = t (the deadline
+ * becomes t + W); trailing ? (drop pending if any; pending = v) : drop v.
+ * (With maxWait: sluice__debounce_call.) */
+static inline bool sluice__debounce_live(struct sluice_limiter *l, uint32_t idx, struct sluice__entry *e,
+                                         uint64_t token, uint64_t t, sluice_decision_t *d,
+                                         struct sluice__event *pe) {
+    uint64_t dl = sluice__sat_add(t, l->interval);
+    sluice__wheel_set_later(&l->wheel, idx, &e->node, dl);
+    d->at = dl;
+    if (!l->trailing) {
+        d->kind = SLUICE_DROPPED;
+        return false;
+    }
+    d->kind = SLUICE_SCHEDULED;
+    if (e->flags & SLUICE__F_PENDING) {
+        sluice__capture_superseded(pe, e, e->token, token, t);
+        e->token = token;
+        return true;
+    }
+    sluice__set_pending(l, e, token);
+    return false;
+}
 
 /* ---- entry points for a hashed key (limiter.c) ----
  * The body of sluice_limiter_submit_cost() and of

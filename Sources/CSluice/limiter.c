@@ -80,11 +80,6 @@ static void entry_moved(void *ctx, uint32_t to) {
     l->rate_pass_min = UINT64_MAX;
 }
 
-void sluice__report(struct sluice_limiter *l, const struct sluice__event *pe) {
-    l->count.reported[pe->ev.kind & 3]++;
-    if (l->on_event) l->on_event(l->user, &pe->ev);
-}
-
 /* ------------------------------------------------------------------ call plumbing */
 
 static inline bool unusable(const struct sluice_limiter *l) { return l->closed || l->dying; }
@@ -118,10 +113,17 @@ static inline uint64_t clamp_now(struct sluice_limiter *l, uint64_t now) {
 /* Timers first: fires the key's deadlines due at `now`. Returns the key's
  * entry index afterwards (SLUICE__NONE if idle), or SLUICE__NONE with
  * *stopped set when a callback closed or freed the limiter. */
-static uint32_t due_first(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t now, bool *stopped) {
+#define FIND_NOT_DONE UINT32_C(0xFFFFFFFE) /* no entry index (above SLUICE__ENTRY_MAX) */
+_Static_assert(FIND_NOT_DONE > SLUICE__ENTRY_MAX && FIND_NOT_DONE != SLUICE__NONE, "FIND_NOT_DONE names no entry");
+
+/* `found`: the key's find in the limiter's current state, when the caller
+ * has just made it, else FIND_NOT_DONE. */
+static uint32_t due_first_from(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t now, bool *stopped,
+                               uint32_t found) {
     *stopped = false;
     for (;;) {
-        uint32_t idx = sluice__table_find(&l->table, k);
+        uint32_t idx = found != FIND_NOT_DONE ? found : sluice__table_find(&l->table, k);
+        found = FIND_NOT_DONE;
         if (idx == SLUICE__NONE) return SLUICE__NONE;
         if (sluice__entry_of(l, idx)->node.deadline > now) return idx;
         if (l->kind == SLUICE_RATE) return idx; /* no timer: an expired rate entry is idle in place */
@@ -132,6 +134,10 @@ static uint32_t due_first(struct sluice_limiter *l, const struct sluice__keyref 
             return SLUICE__NONE;
         }
     }
+}
+
+static inline uint32_t due_first(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t now, bool *stopped) {
+    return due_first_from(l, k, now, stopped, FIND_NOT_DONE);
 }
 
 /* ------------------------------------------------------------------ create / free */
@@ -174,6 +180,7 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
     l->ops = sluice__policy_ops_of((int)p->kind);
     l->kind = (uint8_t)p->kind;
     size_t ext = l->ops->setup(l, p);
+    sluice__gate_update(l);
     l->on_event = cfg->on_event;
     l->user = cfg->user;
     l->max_keys = cfg->max_keys;
@@ -228,10 +235,12 @@ void sluice_limiter_free(sluice_limiter_t *l) {
     if (!l) return;
     if (l->depth > 0) {
         l->dying = true; /* carried out by leave() when the outermost call returns */
+        sluice__gate_update(l);
         return;
     }
     if (l->dying) return;
     l->dying = true; /* from here on, calls from callbacks fail with SLUICE_ECLOSED */
+    sluice__gate_update(l);
     if (!l->closed) {
         l->depth++;
         shut(l, l->now_seen, SLUICE_EVENT_DISCARD);
@@ -242,8 +251,17 @@ void sluice_limiter_free(sluice_limiter_t *l) {
 
 /* ------------------------------------------------------------------ submit */
 
-int sluice__limiter_submit_keyref(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t token,
-                                  uint64_t cost, uint64_t now, sluice_decision_t *out) {
+#if defined(__GNUC__) || defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
+
+/* The whole of a call, every case, for a key checked and hashed. `found`:
+ * the key's find in the current state when the caller has just made it,
+ * else FIND_NOT_DONE. Writes the decision as the policies fill it. */
+static NOINLINE int submit_general(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t token,
+                                   uint64_t cost, uint64_t now, sluice_decision_t *out, uint32_t found) {
     if (unusable(l)) return SLUICE_ECLOSED;
     if (cost != 1) {
         if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
@@ -265,7 +283,11 @@ int sluice__limiter_submit_keyref(struct sluice_limiter *l, const struct sluice_
     l->depth++;
     bool stopped = false;
     /* rate keys have no timers (lazy expiry, policy-rate.c): just the lookup */
-    uint32_t idx = l->kind == SLUICE_RATE ? sluice__table_find(&l->table, k) : due_first(l, k, now, &stopped);
+    uint32_t idx;
+    if (l->kind == SLUICE_RATE)
+        idx = found != FIND_NOT_DONE ? found : sluice__table_find(&l->table, k);
+    else
+        idx = due_first_from(l, k, now, &stopped, found);
     if (!stopped && idx == SLUICE__NONE && l->max_keys && l->table.live >= l->max_keys) {
         /* At the cap, keys whose windows have ended may still hold entries
          * until their timers run: run them first, so the answer does not
@@ -288,68 +310,172 @@ int sluice__limiter_submit_keyref(struct sluice_limiter *l, const struct sluice_
     return rc;
 }
 
-int sluice_limiter_submit_cost(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t cost, uint64_t now,
-                               sluice_decision_t *d) {
+/* submit_general() for a batch: the caller's decision is written only when
+ * the call returns (a callback during the call sees it untouched). */
+static NOINLINE int submit_general_isolated(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t token,
+                                            uint64_t cost, uint64_t now, sluice_decision_t *out, uint32_t found) {
+    if (!out) return submit_general(l, k, token, cost, now, NULL, found);
+    sluice_decision_t d = *out;
+    int rc = submit_general(l, k, token, cost, now, &d, found);
+    *out = d;
+    return rc;
+}
+
+/* The short path of a call: the everyday call on a live key of a built-in
+ * policy, with cost 1 on a usable limiter (the caller checked l->gate and
+ * the cost) at `now` (clamped by the caller), when nothing of the key is due
+ * (timers first has nothing to do) and, for debounce, without maxWait. It
+ * runs the same rows (limiter-internal.h, sluice__*_live; rate:
+ * sluice__rate_call) and counts the same totals as the general path, and
+ * writes the caller's decision once, when the call is done (after the event
+ * it reports, if any). Returns false, having changed nothing, for any other
+ * case: the caller then takes submit_general() with the find already made. */
+static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx, uint64_t token, uint64_t now,
+                                         sluice_decision_t *out) {
+    struct sluice__entry *e = sluice__entry_of(l, idx);
+    sluice_decision_t d;
+    struct sluice__event pe;
+    bool have;
+    d.remaining = d.full = 0;
+    switch (l->kind) {
+    case SLUICE_THROTTLE:
+        if (e->node.deadline <= now) return false;
+        have = sluice__throttle_live(l, e, token, now, &d, &pe);
+        break;
+    case SLUICE_DEBOUNCE:
+        if (e->node.deadline <= now || l->has_max_wait) return false;
+        have = sluice__debounce_live(l, idx, e, token, now, &d, &pe);
+        break;
+    case SLUICE_AUDIT:
+        if (e->node.deadline <= now) return false;
+        have = sluice__audit_live(l, e, token, now, &d, &pe);
+        break;
+    case SLUICE_RATE: {
+        /* a live or idle-in-place entry: no event, no key created (the
+         * keyref is only used to create one) */
+        sluice_decision_t *dr = out ? out : &d;
+        dr->remaining = dr->full = 0;
+        (void)sluice__rate_call(l, NULL, idx, token, 1, now, dr);
+        l->count.decided[dr->kind & 3]++;
+        return true;
+    }
+    default: return false;
+    }
+    if (have) {
+        /* the callback may re-enter, close or free: held as any call */
+        l->depth++;
+        sluice__report(l, &pe);
+        l->count.decided[d.kind & 3]++;
+        if (out) *out = d;
+        leave(l);
+        return true;
+    }
+    l->count.decided[d.kind & 3]++;
+    if (out) *out = d;
+    return true;
+}
+
+/* A call on a key checked and hashed: the short path when it applies, else
+ * the general one. `isolate`: a batch call (see submit_general_isolated). */
+static SLUICE__HOT_INLINE int submit_hot(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t token,
+                                         uint64_t cost, uint64_t now, sluice_decision_t *out, bool isolate) {
+    uint32_t idx = FIND_NOT_DONE;
+    if (SLUICE__LIKELY(l->gate == 0 && cost == 1)) {
+        idx = sluice__table_find(&l->table, k);
+        if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), out)) return 0;
+    }
+    if (isolate) return submit_general_isolated(l, k, token, cost, now, out, idx);
+    return submit_general(l, k, token, cost, now, out, idx);
+}
+
+int sluice__limiter_submit_keyref(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t token,
+                                  uint64_t cost, uint64_t now, sluice_decision_t *out) {
+    return submit_hot(l, k, token, cost, now, out, false);
+}
+
+/* An integer key, cost 1, on a usable limiter whose index uses the fast
+ * hash: the key is hashed and found without a keyref (built only for the
+ * general path). */
+static NOINLINE int submit_u64_general(struct sluice_limiter *l, uint64_t key, uint64_t hash, uint64_t token,
+                                       uint64_t now, sluice_decision_t *d, uint32_t found) {
+    struct sluice__keyref k = { NULL, 0, key, true, hash };
+    return submit_general(l, &k, token, 1, now, d, found);
+}
+
+static SLUICE__HOT_INLINE int submit_u64(struct sluice_limiter *l, uint64_t key, uint64_t token, uint64_t now,
+                                         sluice_decision_t *d) {
+    uint64_t hash = sluice__fast_hash_u64(l->seed, key);
+    uint32_t idx = sluice__table_find_u64(&l->table, key, hash);
+    if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), d)) return 0;
+    return submit_u64_general(l, key, hash, token, now, d, idx);
+}
+
+static SLUICE__HOT_INLINE int submit_key(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t cost,
+                                         uint64_t now, sluice_decision_t *d) {
     if (!l) return SLUICE_EINVAL;
+    if (SLUICE__LIKELY(key.kind == SLUICE_KEY_U64 && cost == 1 && (l->gate | l->table.strong) == 0))
+        return submit_u64(l, key.u64, token, now, d);
     if (unusable(l)) return SLUICE_ECLOSED;
     struct sluice__keyref k;
     int rc = sluice__limiter_key(l, key, &k);
     if (rc) return rc;
-    return sluice__limiter_submit_keyref(l, &k, token, cost, now, d);
+    return submit_hot(l, &k, token, cost, now, d, false);
+}
+
+int sluice_limiter_submit_cost(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t cost, uint64_t now,
+                               sluice_decision_t *d) {
+    return submit_key(l, key, token, cost, now, d);
 }
 
 int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t now,
                           sluice_decision_t *d) {
-    return sluice_limiter_submit_cost(l, key, token, 1, now, d);
+    return submit_key(l, key, token, 1, now, d);
 }
 
-/* A batch is handled in groups of BATCH_GROUP calls, in three passes over
- * each group: (1) validate and hash every key and prefetch its home index
- * slot; (2) read each home slot (by now in flight or in cache) and, when its
- * tag is the key's, prefetch the entry it names; (3) make the calls in order,
- * through the same path as a single call. Passes 1 and 2 only read and
- * prefetch, so a call of pass 3 that changes the table (a key created or
- * removed, the index resized, a callback re-entering) can only make a hint
- * useless, never wrong. */
-#define BATCH_GROUP 32
+/* A batch runs as a pipeline over its calls (as DPDK's bulk lookups do):
+ * call i + SLOT_AHEAD is validated and hashed and its home index slot
+ * prefetched; the slot of call i + ENTRY_AHEAD (asked for earlier, by now
+ * in cache or on its way) is read and, when its tag is the key's, the entry
+ * it names prefetched; then call i is made, through the same short path as
+ * a single call. The hints only read and prefetch, so a call that changes
+ * the table (a key created or removed, the index resized, a callback
+ * re-entering) can only make a hint useless, never wrong; the same key twice
+ * in a batch is simply found twice. */
+#define SLOT_AHEAD 8u
+#define ENTRY_AHEAD 4u
+#define RING 16u /* a power of two above SLOT_AHEAD */
+_Static_assert((RING & (RING - 1)) == 0 && RING > SLOT_AHEAD && SLOT_AHEAD > ENTRY_AHEAD, "batch pipeline sizes");
 
 int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
                                sluice_decision_t *decisions, int *results) {
     if (!l || (n && !calls)) return SLUICE_EINVAL;
     int first = 0;
-    struct sluice__keyref k[BATCH_GROUP];
-    int krc[BATCH_GROUP];
+    struct sluice__keyref k[RING];
+    int krc[RING];
+    size_t prepared = 0;
     /* Held across the whole batch: a free from a callback waits for its end. */
     l->depth++;
-    for (size_t base = 0; base < n; base += BATCH_GROUP) {
-        size_t m = n - base < BATCH_GROUP ? n - base : BATCH_GROUP;
-        bool hint = !unusable(l) && !l->pass_through && l->table.live != 0;
-        for (size_t j = 0; j < m; j++) {
-            krc[j] = sluice__limiter_key(l, calls[base + j].key, &k[j]);
-            if (hint && krc[j] == 0) sluice__prefetch_slot(l, &k[j]);
+    for (size_t i = 0; i < n; i++) {
+        size_t upto = n - i > SLOT_AHEAD ? i + SLOT_AHEAD + 1 : n;
+        for (; prepared < upto; prepared++) {
+            size_t j = prepared & (RING - 1);
+            krc[j] = sluice__limiter_key(l, calls[prepared].key, &k[j]);
+            if (krc[j] == 0) sluice__prefetch_slot(l, &k[j]);
         }
-        if (hint)
-            for (size_t j = 0; j < m; j++)
-                if (krc[j] == 0) sluice__prefetch_entry(l, &k[j]);
-        for (size_t j = 0; j < m; j++) {
-            const sluice_call_t *c = &calls[base + j];
-            int rc;
-            if (unusable(l)) {
-                rc = SLUICE_ECLOSED; /* as sluice_limiter_submit_cost() checks it before the key */
-            } else if (krc[j]) {
-                rc = krc[j];
-            } else if (decisions) {
-                /* the decision goes to the caller's array when the call has
-                 * returned, before the next one starts */
-                sluice_decision_t d = decisions[base + j];
-                rc = sluice__limiter_submit_keyref(l, &k[j], c->token, c->cost, now, &d);
-                decisions[base + j] = d;
-            } else {
-                rc = sluice__limiter_submit_keyref(l, &k[j], c->token, c->cost, now, NULL);
-            }
-            if (results) results[base + j] = rc;
-            if (rc && !first) first = rc;
+        if (n - i > ENTRY_AHEAD) {
+            size_t j = (i + ENTRY_AHEAD) & (RING - 1);
+            if (krc[j] == 0 && l->table.live != 0) sluice__prefetch_entry(l, &k[j]);
         }
+        size_t j = i & (RING - 1);
+        int rc;
+        if (unusable(l))
+            rc = SLUICE_ECLOSED; /* as sluice_limiter_submit_cost() checks it before the key */
+        else if (krc[j])
+            rc = krc[j];
+        else
+            rc = submit_hot(l, &k[j], calls[i].token, calls[i].cost, now, decisions ? &decisions[i] : NULL, true);
+        if (results) results[i] = rc;
+        if (rc && !first) first = rc;
     }
     leave(l);
     return first;
@@ -519,6 +645,7 @@ static void shut(struct sluice_limiter *l, uint64_t now, sluice_event_kind_t kin
         }
     }
     l->closed = true;
+    sluice__gate_update(l);
     discard_all(l, now, kind);
 }
 

@@ -31,13 +31,9 @@ int sluice__audit_call(struct sluice_limiter *l, const struct sluice__keyref *k,
         d->at = end;
         return 0;
     }
-    /* OPEN | call(t, v) | drop pending, pending = v */
-    struct sluice__entry *e = sluice__entry_of(l, idx);
+    /* OPEN: sluice__audit_live (limiter-internal.h) */
     struct sluice__event pe;
-    sluice__capture_superseded(&pe, e, e->token, token, t);
-    e->token = token;
-    d->at = e->node.deadline;
-    sluice__report(l, &pe);
+    if (sluice__audit_live(l, sluice__entry_of(l, idx), token, t, d, &pe)) sluice__report(l, &pe);
     return 0;
 }
 

@@ -69,6 +69,11 @@ int sluice__debounce_call(struct sluice_limiter *l, const struct sluice__keyref 
     }
     struct sluice__entry *e = sluice__entry_of(l, idx);
     struct sluice__event pe;
+    if (!l->has_max_wait) {
+        /* the common rows (limiter-internal.h) */
+        if (sluice__debounce_live(l, idx, e, token, t, d, &pe)) sluice__report(l, &pe);
+        return 0;
+    }
     bool have = false;
     if (l->has_max_wait && l->leading && (e->flags & F_MAXDUE)) {
         /* ACTIVE | call(t, v), maxDue and leading | emit v; last = start = t; maxDue = false */

@@ -38,22 +38,9 @@ int sluice__throttle_call(struct sluice_limiter *l, const struct sluice__keyref 
         sluice__open_window(l, e, idx, token, t, end, d);
         return 0;
     }
-    /* OPEN | call(t, v) | trailing off: drop v. No pending: pending = v.
-     * pick latest: drop pending, pending = v. pick first: drop v */
-    struct sluice__entry *e = sluice__entry_of(l, idx);
-    d->at = e->node.deadline;
-    if (!l->trailing || ((e->flags & SLUICE__F_PENDING) && l->pick_first)) {
-        d->kind = SLUICE_DROPPED;
-    } else if (!(e->flags & SLUICE__F_PENDING)) {
-        sluice__set_pending(l, e, token);
-        d->kind = SLUICE_SCHEDULED;
-    } else {
-        struct sluice__event pe;
-        sluice__capture_superseded(&pe, e, e->token, token, t);
-        e->token = token;
-        d->kind = SLUICE_SCHEDULED;
-        sluice__report(l, &pe);
-    }
+    /* OPEN: sluice__throttle_live (limiter-internal.h) */
+    struct sluice__event pe;
+    if (sluice__throttle_live(l, sluice__entry_of(l, idx), token, t, d, &pe)) sluice__report(l, &pe);
     return 0;
 }
 

@@ -168,7 +168,9 @@ static inline uint64_t sluice__key_strong_hash(const uint64_t seed[2], const str
 #define SLUICE__COLD __attribute__((cold, noinline))
 #define SLUICE__HOT_INLINE inline __attribute__((always_inline))
 #define SLUICE__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define SLUICE__LIKELY(x) __builtin_expect(!!(x), 1)
 #else
+#define SLUICE__LIKELY(x) (x)
 #define SLUICE__COLD
 #define SLUICE__HOT_INLINE inline
 #define SLUICE__UNLIKELY(x) (x)
@@ -229,6 +231,28 @@ static SLUICE__HOT_INLINE uint32_t sluice__table_find(const struct sluice__table
         if (sluice__slot_tag(s) == tag) {
             uint32_t idx = sluice__slot_idx(s);
             if (sluice__entry_matches(sluice__entry_at(t, idx), k)) return idx;
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/* sluice__table_find() for an integer key with its fast hash, on a table
+ * that has not switched to SipHash (!t->strong): the same answer, with the
+ * same switch after a long miss. */
+static SLUICE__HOT_INLINE uint32_t sluice__table_find_u64(const struct sluice__table *t, uint64_t key, uint64_t hash) {
+    uint32_t tag = (uint32_t)(hash >> 32);
+    size_t mask = ((size_t)1 << t->slot_bits) - 1;
+    size_t home = sluice__home(tag, t->slot_bits), i = home;
+    for (;;) {
+        uint64_t s = t->slots[i];
+        if (s == 0) {
+            if (SLUICE__UNLIKELY(((i - home) & mask) >= SLUICE__STRONG_PROBE)) sluice__table_long_miss(t);
+            return SLUICE__NONE;
+        }
+        if (sluice__slot_tag(s) == tag) {
+            uint32_t idx = sluice__slot_idx(s);
+            const struct sluice__entry *e = sluice__entry_at(t, idx);
+            if (e->key == key && (e->flags & SLUICE__KEY_U64)) return idx;
         }
         i = (i + 1) & mask;
     }

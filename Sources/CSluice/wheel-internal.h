@@ -117,6 +117,16 @@ void sluice__wheel_del(struct sluice__wheel *w, uint32_t idx);
  * an unarmed node. */
 void sluice__wheel_set(struct sluice__wheel *w, uint32_t idx, uint64_t deadline_ns);
 
+/* sluice__wheel_set() for node `n` (node `idx`) with the common case
+ * inline: an armed node moved later only stores its new deadline. */
+static inline void sluice__wheel_set_later(struct sluice__wheel *w, uint32_t idx, struct sluice__wheel_node *n,
+                                           uint64_t deadline_ns) {
+    if (sluice__wheel_node_armed(n) && deadline_ns >= n->deadline)
+        n->deadline = deadline_ns;
+    else
+        sluice__wheel_set(w, idx, deadline_ns);
+}
+
 /* Moves the wheel to `now_ns` (clamped: time never goes back). Reached slots
  * are spliced onto the expired list. O(levels + occupied slots reached). */
 void sluice__wheel_advance(struct sluice__wheel *w, uint64_t now_ns);
