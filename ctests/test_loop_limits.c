@@ -104,9 +104,10 @@ static void test_cap_due_first(void) {
     sluice_loop_t *loop;
     LT_OK(sluice_loop_attach(&loop, base, NULL));
     struct counter cnt = { 0 };
-    /* Windows long enough that a thread descheduled on a loaded machine
-     * between the submits below still finds them running. */
-    sluice_config_t c = lt_config(sluice_throttle(200 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), count_event, &cnt);
+    /* Windows long enough (1 s) that a thread descheduled on a loaded
+     * machine between the submits below still finds them running (200 ms
+     * left that to chance under a sanitizer). */
+    sluice_config_t c = lt_config(sluice_throttle(1000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), count_event, &cnt);
     c.max_keys = 2;
     sluice_mt_t *m;
     LT_OK(sluice_mt_new(&m, loop, &c, 1));
@@ -115,7 +116,7 @@ static void test_cap_due_first(void) {
     LT_OK(sluice_mt_submit(m, sluice_key_u64(1), 2, &d)); /* pending: emitted at the window's end */
     LT_OK(sluice_mt_submit(m, sluice_key_u64(2), 3, &d));
     LT_CHECK(sluice_mt_submit(m, sluice_key_u64(3), 4, &d) == SLUICE_EFULL, "full while both windows run");
-    lt_sleep_ms(450); /* both windows (and key 1's trailing window) are over; the base never ran */
+    lt_sleep_ms(2200); /* both windows (and key 1's trailing window) are over; the base never ran */
     uint64_t events_before = atomic_load(&cnt.events);
     LT_OK(sluice_mt_submit(m, sluice_key_u64(3), 5, &d));
     LT_CHECK(d.kind == SLUICE_EMITTED, "key 3 accepted once the due deadlines ran");
@@ -306,15 +307,17 @@ static void test_submit_at_future(void) {
     sluice_loop_t *loop;
     LT_OK(sluice_loop_start(&loop, NULL));
     struct counter cnt = { 0 };
-    /* one shard: keys A and B share its clock */
-    sluice_config_t c = lt_config(sluice_throttle(1000 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST), count_event, &cnt);
+    /* one shard: keys A and B share its clock; 5 s windows, so B's is still
+     * running at the check below however slow the machine (and a 10 s jump
+     * of the clock would still end it) */
+    sluice_config_t c = lt_config(sluice_throttle(5000 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST), count_event, &cnt);
     sluice_mt_t *m;
     LT_OK(sluice_mt_new(&m, loop, &c, 1));
     sluice_decision_t d;
     sluice_key_t a = sluice_key_bytes("A", 1), b = sluice_key_bytes("B", 1);
     LT_OK(sluice_mt_submit(m, b, 1, &d));
     LT_CHECK(d.kind == SLUICE_EMITTED, "B leads");
-    uint64_t b_end = d.at + 1000 * LT_MS; /* EMITTED: `at` is the call's time */
+    uint64_t b_end = d.at + 5000 * LT_MS; /* EMITTED: `at` is the call's time */
     /* 10 s ahead: refused, token not taken, nothing moves */
     d.kind = SLUICE_SCHEDULED;
     LT_CHECK(sluice_mt_submit_at(m, a, 2, sluice_clock_now() + 10000 * LT_MS, &d) == SLUICE_ERANGE,
@@ -334,7 +337,7 @@ static void test_submit_at_future(void) {
     LT_CHECK(d.kind == SLUICE_EMITTED, "A now");
     uint64_t a_at = d.at;
     LT_OK(sluice_mt_submit_at(m, a, 5, 1, &d));
-    LT_CHECK(d.kind == SLUICE_DROPPED && d.at == a_at + 1000 * LT_MS, "a time in the past counts as the shard's clock");
+    LT_CHECK(d.kind == SLUICE_DROPPED && d.at == a_at + 5000 * LT_MS, "a time in the past counts as the shard's clock");
     LT_CHECK(sluice_mt_submit_at(NULL, a, 6, 0, &d) == SLUICE_EINVAL, "NULL limiter");
     sluice_mt_free(m);
     LT_OK(sluice_loop_free(loop));
