@@ -88,7 +88,8 @@ int main(void) {
     uint64_t took = tf_mono() - t0;
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 4, "nothing listening: status %d", st);
     CHECK(out[0] == '\0', "nothing listening: printed %s", out);
-    CHECK(took < 5000000000ull, "nothing listening: took %llu ms", (unsigned long long)(took / 1000000));
+    /* a bound on hanging, not a speed claim: generous for a loaded machine */
+    CHECK(took < 20000000000ull, "nothing listening: took %llu ms", (unsigned long long)(took / 1000000));
     free(out);
     snprintf(cmd, sizeof cmd, "'%s' --redis 127.0.0.1:%d '%s' 2>&1 >/dev/null", exe, port, path);
     out = run(cmd, &st);
