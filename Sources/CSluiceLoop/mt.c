@@ -333,11 +333,14 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
     if (k->len > s->max_keylen) s->max_keylen = k->len;
     switch (c->kind) {
     case CALL_SUBMIT: {
-        sluice_decision_t dec;
+        /* The core writes the caller's decision directly (as
+         * sluice_limiter_submit() does): no copy on the hot path. */
+        sluice_decision_t local;
+        sluice_decision_t *dec = c->decision ? c->decision : &local;
         rc = m->max_keys ? reserve_key(m, s, k, now, want) : 0;
-        if (rc == 0) rc = sluice__submit_prepared(s->core, k, c->token, c->cost, now, &dec);
+        if (rc == 0) rc = sluice__submit_prepared(s->core, k, c->token, c->cost, now, dec);
         sluice_event_kind_t kind;
-        if (rc == 0 && m->report && reported_event(m->report, &dec, &kind)) {
+        if (rc == 0 && m->report && reported_event(m->report, dec, &kind)) {
             /* Reported in the outbox too, after the events of this call, so
              * that the callback sees the key's tokens in order. */
             sluice_event_t ev;
@@ -348,7 +351,6 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
             ev.at = sluice__limiter_now(s->core); /* the call's time, as the core clamped it */
             sluice__outbox_push(m, o, &ev);
         }
-        if (rc == 0 && c->decision) *c->decision = dec;
         break;
     }
     case CALL_FLUSH: rc = sluice__key_op(s->core, k, SLUICE__OP_FLUSH, now); break;
