@@ -8,8 +8,9 @@ import CSluice
 /// own — and events are delivered inside the call that caused them, on its
 /// thread, under that lock.
 ///
-/// Ownership: the core's `user` pointer is this engine, unretained: the core
-/// calls back only during a call made through this engine.
+/// Ownership: the core's `user` pointer is this engine's ``state`` (which
+/// names the engine, unretained): the core calls back only during a call
+/// made through this engine.
 @usableFromInline
 final class ManualEngine: LimiterEngine, @unchecked Sendable {
     // @unchecked: `core` is set once in init; `sink` and the core are
@@ -19,7 +20,15 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     /// The caller holds `lock` around every call (see ``runsUnderCallerLock``).
     @usableFromInline
     let runsUnderCallerLock: Bool
-    @exclusivity(unchecked) @usableFromInline var core: CLimiter?
+    /// The core (`nil` once shut down), kept in ``state``.
+    @inlinable
+    var core: CLimiter? {
+        get { state.pointee.core }
+        set { state.pointee.core = newValue }
+    }
+    /// What the event callback and a limiter's submit path use (the core's
+    /// `user` pointer), at a fixed address; freed in deinit.
+    @usableFromInline let state: UnsafeMutablePointer<ManualEngineState>
     /// Cleared by shutdown(): the sink holds the storage, which holds this engine.
     private var sink: EngineSink?
     /// `sink`, unretained, for the event callback: read with no retain and
@@ -40,26 +49,47 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         sinkRef = Unmanaged.passUnretained(setup.sink)
         reportImmediate = setup.reportImmediate
         reportDrops = setup.reportDrops
-        collected = .allocate(capacity: 4)
+        state = .allocate(capacity: 1)
+        state.initialize(
+            to: ManualEngineState(
+                fast: false, collecting: false, count: 0, capacity: 4, events: .allocate(capacity: 4), core: nil,
+                clock: Unmanaged.passUnretained(clock)))
         var config = setup.config
         config.start_ns = clock.nowNanoseconds
         config.on_event = { user, event in
             guard let user, let event else { return }
-            Unmanaged<ManualEngine>.fromOpaque(user)._withUnsafeGuaranteedRef {
-                if $0.collecting { return $0.collect(EngineEvent(event)) }  // the caller records it
-                if $0.batch != nil { $0.reportBatchReturned() }  // submitMany: calls that returned first
-                $0.report(EngineEvent(event))
+            let state = user.assumingMemoryBound(to: ManualEngineState.self)
+            // A limiter's single submit (see `LimiterStorage.submitManual`):
+            // kept for it, nothing else to check.
+            if state.pointee.fast, state.pointee.count < state.pointee.capacity {
+                (state.pointee.events + state.pointee.count).initialize(to: EngineEvent(event))
+                state.pointee.count &+= 1
+                return
             }
+            state.pointee.engine._withUnsafeGuaranteedRef { $0.handleEvent(event) }
         }
-        config.user = Unmanaged.passUnretained(self).toOpaque()
+        config.user = UnsafeMutableRawPointer(state)
         core = try CLimiter.make(&config)
+        state.pointee.engine = Unmanaged.passUnretained(self)
         link = ClockLink(self)
         clock.register(link)
     }
 
+    /// The event callback's general path (out of line: the single submit's
+    /// collecting path is inlined in the callback).
+    @inline(never)
+    private func handleEvent(_ event: UnsafePointer<sluice_event_t>) {
+        if collecting {  // the caller records it
+            return collect(EngineEvent(event))
+        }
+        if batch != nil { reportBatchReturned() }  // submitMany: calls that returned first
+        report(EngineEvent(event))
+    }
+
     deinit {
         core?.free()
-        collected.deallocate()  // EngineEvent is trivial
+        state.pointee.events.deallocate()  // EngineEvent is trivial
+        state.deallocate()  // trivial
     }
 
     @usableFromInline
@@ -71,12 +101,27 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     /// core call, see `LimiterStorage.submit`), the core's events are kept
     /// in `collected` for that caller to record, specialized for its key
     /// and value types, instead of going through the sink's closures.
-    @exclusivity(unchecked) @usableFromInline var collecting = false
+    @inlinable
+    var collecting: Bool {
+        get { state.pointee.collecting }
+        set { state.pointee.collecting = newValue }
+    }
     /// The events kept while `collecting`: the first `collectedCount` of a
     /// buffer of `collectedCapacity` (grown when a call reports more).
-    @exclusivity(unchecked) @usableFromInline var collected: UnsafeMutablePointer<EngineEvent>
-    @exclusivity(unchecked) @usableFromInline var collectedCount = 0
-    @exclusivity(unchecked) private var collectedCapacity = 4
+    @inlinable
+    var collected: UnsafeMutablePointer<EngineEvent> {
+        get { state.pointee.events }
+        set { state.pointee.events = newValue }
+    }
+    @inlinable
+    var collectedCount: Int {
+        get { state.pointee.count }
+        set { state.pointee.count = newValue }
+    }
+    private var collectedCapacity: Int {
+        get { state.pointee.capacity }
+        set { state.pointee.capacity = newValue }
+    }
 
     /// Keeps an event for the collecting caller.
     @inline(__always)
@@ -263,4 +308,42 @@ private final class ClockLink: ManualClockClient, @unchecked Sendable {
     var nextDeadline: UInt64? { current?.nextDeadline }
 
     func fire(through now: UInt64) { current?.fire(through: now) }
+}
+
+/// The state a manual engine shares with the core's event callback (whose
+/// `user` pointer it is) and with its limiter's submit path
+/// (`LimiterStorage.submitManual`), at a fixed address: they read it with
+/// no hop through the engine object. Guarded by the engine's lock.
+@usableFromInline
+struct ManualEngineState {
+    /// A limiter's single submit is collecting (with `collecting`): the
+    /// callback appends while there is room, nothing else to check.
+    @usableFromInline var fast: Bool
+    /// The core's events are kept in `events` for the caller (see
+    /// ``ManualEngine/collecting``).
+    @usableFromInline var collecting: Bool
+    /// Events kept: the first `count` of `capacity`.
+    @usableFromInline var count: Int
+    @usableFromInline var capacity: Int
+    @usableFromInline var events: UnsafeMutablePointer<EngineEvent>
+    /// The core (`nil` once shut down).
+    @usableFromInline var core: CLimiter?
+    /// The engine's clock (the engine holds it).
+    @usableFromInline var clock: Unmanaged<ManualLimiterClock>
+    /// The engine (set once the engine is initialized).
+    var engine: Unmanaged<ManualEngine>!
+
+    @usableFromInline
+    init(
+        fast: Bool, collecting: Bool, count: Int, capacity: Int, events: UnsafeMutablePointer<EngineEvent>,
+        core: CLimiter?, clock: Unmanaged<ManualLimiterClock>
+    ) {
+        self.fast = fast
+        self.collecting = collecting
+        self.count = count
+        self.capacity = capacity
+        self.events = events
+        self.core = core
+        self.clock = clock
+    }
 }

@@ -52,6 +52,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// calls it directly, with no retain and release of an existential per
     /// call (`engine`, never cleared, keeps it alive). Set once, in init.
     @exclusivity(unchecked) @usableFromInline var manualEngine: Unmanaged<ManualEngine>?
+    /// `manualEngine` when the engine runs under `lock` (always, for a
+    /// limiter's manual engine): ``submit(_:for:cost:)`` takes
+    /// ``submitManual(_:for:cost:_:)``. Set once, in init.
+    @exclusivity(unchecked) @usableFromInline var manual: UnsafeMutablePointer<ManualEngineState>?
     /// `engine` when it is a loop engine, unretained (as `manualEngine`).
     /// Every event of a loop engine goes through the sink's
     /// `handle`/`handleMany`, which record and claim the delivery in one
@@ -59,6 +63,11 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// nothing to do under `lock` after the call. Set once, in init.
     @exclusivity(unchecked) @usableFromInline var loopEngine: Unmanaged<LoopEngine>?
     @usableFromInline let observesDrops: Bool
+    /// `lock`'s mutex (read with no hop through the lock object).
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// Neither `combine` nor `observesDrops`: a DROP event only releases
+    /// its value.
+    @usableFromInline let quietDrops: Bool
     /// The engine runs under `lock` (see the class comment). Set once, in init.
     @exclusivity(unchecked) @usableFromInline var serial = false
     @usableFromInline let combine: (@Sendable (Value, Value) -> Value)?
@@ -92,6 +101,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         self.delivery = delivery
         self.observesDrops = delivery.observesDrops
         self.combine = combine
+        mutex = lock.mutex
+        quietDrops = combine == nil && !delivery.observesDrops
         var config: sluice_config_t
         do {
             config = try Self.coreConfig(policy: policy, maxKeys: maxKeys, tick: tick, seed: seed)
@@ -119,7 +130,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             throw LimiterError.explaining(error, policy: policy, maxKeys: maxKeys, tick: tick)
         }
         self.engine = engine
-        if let manual = engine as? ManualEngine { manualEngine = Unmanaged.passUnretained(manual) }
+        if let manual = engine as? ManualEngine {
+            manualEngine = Unmanaged.passUnretained(manual)
+            if manual.runsUnderCallerLock { self.manual = manual.state }
+        }
         if let loop = engine as? LoopEngine { loopEngine = Unmanaged.passUnretained(loop) }
         serial = engine.runsUnderCallerLock
     }
@@ -193,36 +207,14 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
 
     @inlinable
     func submit(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
+        if let manual { return try submitManual(value, for: key, cost: cost, manual) }
         checkNotCombining()
         var decision = sluice_decision_t()
         let rc: Int32
         let mustDrain: Bool
         pthread_mutex_lock(lock.mutex)
         let token = slots.insert(key: key, value: value)
-        if serial, let manualEngine {
-            // The hot path of a limiter on a manual clock: the core called
-            // directly, its events collected by the engine and recorded
-            // here, then the immediate decision reported as
-            // ManualEngine.submit reports it (reportImmediate, and
-            // reportDrops = observesDrops): one specialized critical section.
-            rc = manualEngine._withUnsafeGuaranteedRef { engine -> Int32 in
-                guard let core = engine.coreForCaller else { return LimiterError.closed.rawValue }
-                let now = engine.clock.nowNanoseconds
-                engine.collecting = true
-                let rc = key.withCoreKey { core.submit($0, token: token, cost: cost, now: now, into: &decision) }
-                engine.collecting = false
-                for i in 0..<engine.collectedCount { recordLocked(engine.collected[i]) }
-                engine.collectedCount = 0
-                if rc == 0 {
-                    if decision.kind == SLUICE_EMITTED {
-                        recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
-                    } else if decision.kind == SLUICE_DROPPED, observesDrops {
-                        recordLocked(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
-                    }
-                }
-                return rc
-            }
-        } else if serial {
+        if serial {
             let engine = self.engine!
             // One critical section: the engine records this call's events
             // under the lock we hold.
@@ -253,6 +245,66 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         pthread_mutex_unlock(lock.mutex)
         if mustDrain { deliverOutbox() }
         try LimiterError.check(rc)
+        return decision
+    }
+
+    /// ``submit(_:for:cost:)`` on a manual engine: the hot path of a limiter
+    /// on a ``ManualLimiterClock``, one specialized critical section. The
+    /// core is called directly; its events are collected by the engine's
+    /// callback and recorded here (a superseded value that nobody observes
+    /// is released on the spot), then the immediate decision is reported as
+    /// `ManualEngine.submit` reports it (reportImmediate, and reportDrops =
+    /// observesDrops).
+    @inlinable @inline(__always)
+    func submitManual(
+        _ value: Value, for key: Key, cost: UInt64, _ engine: UnsafeMutablePointer<ManualEngineState>
+    ) throws(LimiterError) -> sluice_decision_t {
+        if combine != nil { checkNotCombining() }
+        var decision = sluice_decision_t()
+        let rc: Int32
+        pthread_mutex_lock(mutex)
+        let token = slots.insert(key: key, value: value)
+        if let core = engine.pointee.core {
+            let now = engine.pointee.clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
+            engine.pointee.fast = true
+            engine.pointee.collecting = true
+            rc = key.withCoreKey { core.submit($0, token: token, cost: cost, now: now, into: &decision) }
+            engine.pointee.fast = false
+            engine.pointee.collecting = false
+            let count = engine.pointee.count
+            if count != 0 {
+                let events = engine.pointee.events
+                for i in 0..<count {
+                    let event = events[i]
+                    if quietDrops && event.kind == SLUICE_EVENT_DROP {
+                        slots.discard(event.token)  // superseded or dropped, unobserved: released here
+                    } else {
+                        recordLocked(event)
+                    }
+                }
+                engine.pointee.count = 0
+            }
+            if rc >= 0 {
+                if decision.kind == SLUICE_EMITTED {
+                    recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
+                } else if decision.kind == SLUICE_DROPPED {
+                    if observesDrops {
+                        recordLocked(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
+                    } else {
+                        slots.discard(token)  // dropped without a report: released here
+                    }
+                }
+            } else {
+                slots.discard(token)  // not taken
+            }
+        } else {
+            rc = LimiterError.closed.rawValue
+            slots.discard(token)
+        }
+        let mustDrain = claimDrain()
+        pthread_mutex_unlock(mutex)
+        if mustDrain { deliverOutbox() }
+        if rc < 0 { throw LimiterError(rawValue: rc) }
         return decision
     }
 

@@ -18,24 +18,30 @@
 /// Not thread-safe: the owning limiter guards it with its lock.
 @usableFromInline
 struct SlotTable<Key, Value>: ~Copyable {
+    /// A slot: its header, then the entry, which is initialized only while
+    /// the slot is held. A held slot has an odd generation (a free slot an
+    /// even one), and tokens carry the generation of their slot: a token
+    /// whose generation matches its slot's is held, with no separate
+    /// occupancy flag to read, write or clear (an `Optional` entry cost a
+    /// tag write and a `take` on every insert and remove).
     @usableFromInline
     struct Slot {
         @usableFromInline var generation: UInt32
         @usableFromInline var nextFree: Int32
-        @usableFromInline var entry: (key: Key, value: Value)?
+        @usableFromInline var entry: (key: Key, value: Value)
 
         @inlinable
-        init(generation: UInt32, nextFree: Int32, entry: (key: Key, value: Value)?) {
+        init(generation: UInt32, nextFree: Int32, entry: (key: Key, value: Value)) {
             self.generation = generation
             self.nextFree = nextFree
             self.entry = entry
         }
     }
 
-    /// `capacity` slots, of which the first `used` are initialized.
+    /// `capacity` slots, of which the first `used` have a header (held or free).
     @usableFromInline var base: UnsafeMutablePointer<Slot>
     @usableFromInline var capacity: Int
-    /// Slots ever handed out (initialized); the others are raw memory.
+    /// Slots ever handed out (their header initialized); the others are raw memory.
     @usableFromInline var used = 0
     @usableFromInline var freeHead: Int32 = -1
     /// Values held.
@@ -43,14 +49,25 @@ struct SlotTable<Key, Value>: ~Copyable {
 
     @inlinable
     init() {
+        assert(MemoryLayout<Slot>.offset(of: \Slot.entry) == Swift.max(8, MemoryLayout<(key: Key, value: Value)>.alignment))
         capacity = 16
         base = .allocate(capacity: capacity)
     }
 
     @inlinable
     deinit {
-        base.deinitialize(count: used)
-        base.deallocate()
+        if !_isPOD(Key.self) || !_isPOD(Value.self) {
+            for i in 0..<used where base[i].generation & 1 == 1 { Self.entry(base + i).deinitialize(count: 1) }
+        }
+        base.deallocate()  // the headers are trivial
+    }
+
+    /// The entry of a slot (initialized only while the slot is held).
+    @inlinable @inline(__always)
+    static func entry(_ slot: UnsafeMutablePointer<Slot>) -> UnsafeMutablePointer<(key: Key, value: Value)> {
+        // Declaration order: the entry follows the 8-byte header, at its own alignment.
+        UnsafeMutableRawPointer(slot).advanced(by: Swift.max(8, MemoryLayout<(key: Key, value: Value)>.alignment))
+            .assumingMemoryBound(to: (key: Key, value: Value).self)
     }
 
     /// Stores a value and returns its token.
@@ -64,15 +81,16 @@ struct SlotTable<Key, Value>: ~Copyable {
             let index = Int(truncatingIfNeeded: freeHead)
             let slot = base + index
             freeHead = slot.pointee.nextFree
-            slot.pointee.nextFree = -1
-            slot.pointee.entry = (key, value)
-            return UInt64(slot.pointee.generation) << 32 | UInt64(index)
+            let generation = slot.pointee.generation &+ 1  // odd: held
+            slot.pointee.generation = generation
+            Self.entry(slot).initialize(to: (key, value))
+            return UInt64(generation) << 32 | UInt64(index)
         }
         if used == capacity { grow() }
         let index = used
-        (base + index).initialize(to: Slot(generation: 0, nextFree: -1, entry: (key, value)))
+        (base + index).initialize(to: Slot(generation: 1, nextFree: -1, entry: (key, value)))
         used = index + 1
-        return UInt64(index)
+        return 1 << 32 | UInt64(index)
     }
 
     /// Doubles the buffer (slots move; tokens are indices, so they stay valid).
@@ -81,19 +99,29 @@ struct SlotTable<Key, Value>: ~Copyable {
         precondition(capacity < Int(Int32.max), "too many values held at once")
         let newCapacity = Swift.min(capacity * 2, Int(Int32.max))
         let newBase = UnsafeMutablePointer<Slot>.allocate(capacity: newCapacity)
-        newBase.moveInitialize(from: base, count: used)
+        if _isBitwiseTakable(Slot.self) {
+            UnsafeMutableRawPointer(newBase).copyMemory(from: base, byteCount: used * MemoryLayout<Slot>.stride)
+        } else {
+            for i in 0..<used {
+                let from = base + i, to = newBase + i
+                to.pointee.generation = from.pointee.generation
+                to.pointee.nextFree = from.pointee.nextFree
+                if from.pointee.generation & 1 == 1 { Self.entry(to).moveInitialize(from: Self.entry(from), count: 1) }
+            }
+        }
         base.deallocate()
         base = newBase
         capacity = newCapacity
     }
 
     /// The slot of a held token, or `nil` for a stale or unknown token.
-    @inlinable
+    @inlinable @inline(__always)
     func slot(of token: UInt64) -> UnsafeMutablePointer<Slot>? {
         let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
         guard index < used else { return nil }
         let slot = base + index
-        guard UInt64(slot.pointee.generation) == token >> 32, slot.pointee.entry != nil else { return nil }
+        // Only odd generations are handed out, and a slot has one only while held.
+        guard UInt64(slot.pointee.generation) == token >> 32, token & (1 << 32) != 0 else { return nil }
         return slot
     }
 
@@ -103,28 +131,41 @@ struct SlotTable<Key, Value>: ~Copyable {
         slot(of: token) != nil
     }
 
-    /// Takes the key and value of a token out of the table and frees its slot.
-    @inlinable
-    mutating func remove(_ token: UInt64) -> (key: Key, value: Value) {
-        let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
-        guard index < used else { staleToken() }
-        let slot = base + index
-        guard UInt64(slot.pointee.generation) == token >> 32, let entry = slot.pointee.entry.take() else {
-            staleToken()
-        }
-        slot.pointee.generation &+= 1
+    /// Frees a held slot (its entry already moved out or deinitialized).
+    @inlinable @inline(__always)
+    mutating func free(_ slot: UnsafeMutablePointer<Slot>, index: Int) {
+        slot.pointee.generation &+= 1  // even: free
         slot.pointee.nextFree = freeHead
         freeHead = Int32(truncatingIfNeeded: index)
         count &-= 1
+    }
+
+    /// Takes the key and value of a token out of the table and frees its slot.
+    @inlinable @inline(__always)
+    mutating func remove(_ token: UInt64) -> (key: Key, value: Value) {
+        guard let slot = slot(of: token) else { staleToken() }
+        let entry = Self.entry(slot).move()
+        free(slot, index: Int(truncatingIfNeeded: token & 0xFFFF_FFFF))
         return entry
+    }
+
+    /// Releases the key and value of a token and frees its slot (nothing is
+    /// read for keys and values that are trivially copyable).
+    @inlinable @inline(__always)
+    mutating func discard(_ token: UInt64) {
+        guard let slot = slot(of: token) else { staleToken() }
+        Self.entry(slot).deinitialize(count: 1)
+        free(slot, index: Int(truncatingIfNeeded: token & 0xFFFF_FFFF))
     }
 
     /// Replaces the value of a token with `transform(value)`.
     @inlinable
     mutating func update(_ token: UInt64, _ transform: (Value) -> Value) {
         guard let slot = slot(of: token) else { staleToken() }
-        let entry = slot.pointee.entry.take()!
-        slot.pointee.entry = (entry.key, transform(entry.value))
+        let entry = Self.entry(slot)
+        // Moved out and back: `transform` gets the only reference to the value.
+        let old = entry.move()
+        entry.initialize(to: (old.key, transform(old.value)))
     }
 
 }
