@@ -180,24 +180,31 @@ struct NIOEngineTests {
         let loop = group.next()
         let other = group.next()
         let delivered = Mutex<[(Int, Bool, UInt64)]>([])
-        let limiter = try Limiter<String, Int>(.debounce(interval: .milliseconds(50)), scheduler: .eventLoop(loop)) {
+        // 1 s: the five submits coalesce even when a loaded machine stalls
+        // the submitting thread between them (50 ms could let 0 fire first).
+        let limiter = try Limiter<String, Int>(.debounce(interval: .seconds(1)), scheduler: .eventLoop(loop)) {
             _, value in
             delivered.withLock { $0.append((value, loop.inEventLoop, NIODeadline.now().uptimeNanoseconds)) }
         }
-        // Submitted from the other loop's thread.
-        let submittedAt = try await other.submit { () -> UInt64 in
-            for i in 0..<5 { _ = try? limiter.submit(i, for: "doc") }
-            return NIODeadline.now().uptimeNanoseconds
+        // Submitted from the other loop's thread. The time read just before
+        // the last submit: its deadline is at least 1 s after it (a time read
+        // after the submits could be later than that on a stalled thread).
+        let lastSubmitAtLeast = try await other.submit { () -> UInt64 in
+            var before: UInt64 = 0
+            for i in 0..<5 {
+                before = NIODeadline.now().uptimeNanoseconds
+                _ = try? limiter.submit(i, for: "doc")
+            }
+            return before
         }.get()
-        var waited = 0
-        while delivered.withLock({ $0.isEmpty }) && waited < 5_000 {
+        let giveUp = ContinuousClock.now + .seconds(30)
+        while delivered.withLock({ $0.isEmpty }) && ContinuousClock.now < giveUp {
             try await Task.sleep(for: .milliseconds(10))
-            waited += 10
         }
         let got = delivered.withLock { $0 }
         #expect(got.map(\.0) == [4])
         #expect(got.first?.1 == true, "delivered on the limiter's loop")
-        if let at = got.first?.2 { #expect(at >= submittedAt + 50_000_000, "never early") }
+        if let at = got.first?.2 { #expect(at >= lastSubmitAtLeast + 1_000_000_000, "never early") }
         try await limiter.close(drain: true)
         try await group.shutdownGracefully()
     }
