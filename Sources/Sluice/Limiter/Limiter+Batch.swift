@@ -61,25 +61,25 @@ extension LimiterStorage {
                             (results.baseAddress! + i).initialize(to: 0)
                         }
                         let engine = self.engine!
-                        pthread_mutex_lock(lock.mutex)
+                        lock.lock()
                         for i in 0..<n { calls[i].token = slots.insert(key: list[i].1, value: list[i].0) }
                         if serial {
                             engine.submitMany(
                                 calls.baseAddress!, count: n, decisions: decisions.baseAddress!,
                                 results: results.baseAddress!)
                         } else {
-                            pthread_mutex_unlock(lock.mutex)
+                            lock.unlock()
                             engine.submitMany(
                                 calls.baseAddress!, count: n, decisions: decisions.baseAddress!,
                                 results: results.baseAddress!)
-                            pthread_mutex_lock(lock.mutex)
+                            lock.lock()
                         }
                         for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
                             // Not taken, or dropped without a report: released here.
                             _ = slots.remove(calls[i].token)
                         }
                         let mustDrain = claimDrain()
-                        pthread_mutex_unlock(lock.mutex)
+                        lock.unlock()
                         if mustDrain { deliverOutbox() }
                         for i in 0..<n { body(results[i], decisions[i]) }
                     }

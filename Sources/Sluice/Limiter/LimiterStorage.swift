@@ -63,8 +63,6 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// nothing to do under `lock` after the call. Set once, in init.
     @exclusivity(unchecked) @usableFromInline var loopEngine: Unmanaged<LoopEngine>?
     @usableFromInline let observesDrops: Bool
-    /// `lock`'s mutex (read with no hop through the lock object).
-    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     /// Neither `combine` nor `observesDrops`: a DROP event only releases
     /// its value.
     @usableFromInline let quietDrops: Bool
@@ -101,7 +99,6 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         self.delivery = delivery
         self.observesDrops = delivery.observesDrops
         self.combine = combine
-        mutex = lock.mutex
         quietDrops = combine == nil && !delivery.observesDrops
         var config: sluice_config_t
         do {
@@ -178,16 +175,16 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     func engineCall<R>(_ body: (any LimiterEngine) -> R) -> (R, mustDrain: Bool) {
         let engine = self.engine!
         if serial {
-            pthread_mutex_lock(lock.mutex)
+            lock.lock()
             let result = body(engine)
             let mustDrain = claimDrain()
-            pthread_mutex_unlock(lock.mutex)
+            lock.unlock()
             return (result, mustDrain)
         }
         let result = body(engine)
-        pthread_mutex_lock(lock.mutex)
+        lock.lock()
         let mustDrain = claimDrain()
-        pthread_mutex_unlock(lock.mutex)
+        lock.unlock()
         return (result, mustDrain)
     }
 
@@ -212,7 +209,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         var decision = sluice_decision_t()
         let rc: Int32
         let mustDrain: Bool
-        pthread_mutex_lock(lock.mutex)
+        lock.lock()
         let token = slots.insert(key: key, value: value)
         if serial {
             let engine = self.engine!
@@ -220,7 +217,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             // under the lock we hold.
             rc = key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
         } else if let loopEngine {
-            pthread_mutex_unlock(lock.mutex)
+            lock.unlock()
             rc = loopEngine._withUnsafeGuaranteedRef { engine in
                 key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
             }
@@ -230,19 +227,19 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
                 // release, nothing to claim.
                 return decision
             }
-            pthread_mutex_lock(lock.mutex)
+            lock.lock()
         } else {
             let engine = self.engine!
-            pthread_mutex_unlock(lock.mutex)
+            lock.unlock()
             rc = key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
-            pthread_mutex_lock(lock.mutex)
+            lock.lock()
         }
         if rc < 0 || (decision.kind == SLUICE_DROPPED && !observesDrops) {
             // Not taken, or dropped without a report: released here.
             _ = slots.remove(token)
         }
         mustDrain = claimDrain()
-        pthread_mutex_unlock(lock.mutex)
+        lock.unlock()
         if mustDrain { deliverOutbox() }
         try LimiterError.check(rc)
         return decision
@@ -262,7 +259,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         if combine != nil { checkNotCombining() }
         var decision = sluice_decision_t()
         let rc: Int32
-        pthread_mutex_lock(mutex)
+        lock.lock()
         let token = slots.insert(key: key, value: value)
         if let core = engine.pointee.core {
             let now = engine.pointee.clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
@@ -302,7 +299,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             slots.discard(token)
         }
         let mustDrain = claimDrain()
-        pthread_mutex_unlock(mutex)
+        lock.unlock()
         if mustDrain { deliverOutbox() }
         if rc < 0 { throw LimiterError(rawValue: rc) }
         return decision
@@ -409,19 +406,19 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// own lock), taking `lock` (see ``recordLocked(_:)``).
     @inlinable
     func record(_ event: EngineEvent) {
-        pthread_mutex_lock(lock.mutex)
+        lock.lock()
         recordLocked(event)
-        pthread_mutex_unlock(lock.mutex)
+        lock.unlock()
     }
 
     /// Records one event and delivers the outbox, claimed in the same
     /// critical section (see ``EngineSink/handle``).
     @inlinable
     func handle(_ event: EngineEvent) {
-        pthread_mutex_lock(lock.mutex)
+        lock.lock()
         recordLocked(event)
         let mustDrain = claimDrain()
-        pthread_mutex_unlock(lock.mutex)
+        lock.unlock()
         if mustDrain { deliverOutbox() }
     }
 
@@ -431,10 +428,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// one lock round trip for the batch.
     @inlinable
     func handleMany(_ events: UnsafePointer<sluice_event_t>, count: Int) {
-        pthread_mutex_lock(lock.mutex)
+        lock.lock()
         for i in 0..<count { recordLocked(EngineEvent(events + i)) }
         let mustDrain = claimDrain()
-        pthread_mutex_unlock(lock.mutex)
+        lock.unlock()
         if mustDrain { deliverOutbox() }
     }
 
@@ -490,9 +487,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     func deliverOutbox() {
         var batch = RingBuffer<Event>()
         while true {
-            pthread_mutex_lock(lock.mutex)
+            lock.lock()
             let next = outbox.next(closedAndEmpty: closed && slots.count == 0, into: &batch)
-            pthread_mutex_unlock(lock.mutex)
+            lock.unlock()
             switch next {
             case .deliver:
                 while let event = batch.popFirst() { delivery.deliver(event) }
