@@ -316,10 +316,28 @@ static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_
     return 0;
 }
 
+/* Appends the event that also reports a submit's token emitted or dropped
+ * at once (reporting flags), after the events of the call, so that the
+ * callback sees the key's tokens in order. Off the hot path: a limiter
+ * without flags never calls it. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, cold))
+#endif
+static void push_reported(struct sluice_mt *m, struct shard *s, const sluice_key_t *key, uint64_t token,
+                          sluice_event_kind_t kind) {
+    sluice_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kind;
+    ev.key = *key;
+    ev.token = token;
+    ev.at = sluice__limiter_now(s->core); /* the call's time, as the core clamped it */
+    sluice__outbox_push(m, &s->out, &ev);
+}
+
 /* The part of a call on a key made under its shard's lock (held by the
  * caller): outbox room, the core call, the reported event, the live-key
  * count. Returns the call's result. */
-MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, sluice_key_t key,
+MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, const sluice_key_t *key,
                              const struct call *c, uint64_t now) {
     /* A call produces at most two events, both of its own key: a due
      * emission (timers first) and a superseded value; with reporting flags a
@@ -327,7 +345,7 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
     const size_t want = c->kind == CALL_SUBMIT && m->report ? 3 : 2;
     struct outbox *o = &s->out;
     int rc = 0;
-    if ((o->cap - o->n < want || o->capb - o->nb < want * k->len) &&
+    if ((o->cap - o->n < want || (k->len && o->capb - o->nb < want * k->len)) &&
         !sluice__outbox_reserve(m, o, want, want * k->len))
         return SLUICE_ENOMEM;
     if (k->len > s->max_keylen) s->max_keylen = k->len;
@@ -340,17 +358,7 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
         rc = m->max_keys ? reserve_key(m, s, k, now, want) : 0;
         if (rc == 0) rc = sluice__submit_prepared(s->core, k, c->token, c->cost, now, dec);
         sluice_event_kind_t kind;
-        if (rc == 0 && m->report && reported_event(m->report, dec, &kind)) {
-            /* Reported in the outbox too, after the events of this call, so
-             * that the callback sees the key's tokens in order. */
-            sluice_event_t ev;
-            memset(&ev, 0, sizeof ev);
-            ev.kind = kind;
-            ev.key = key;
-            ev.token = c->token;
-            ev.at = sluice__limiter_now(s->core); /* the call's time, as the core clamped it */
-            sluice__outbox_push(m, o, &ev);
-        }
+        if (rc == 0 && m->report && reported_event(m->report, dec, &kind)) push_reported(m, s, key, c->token, kind);
         break;
     }
     case CALL_FLUSH: rc = sluice__key_op(s->core, k, SLUICE__OP_FLUSH, now); break;
@@ -379,7 +387,7 @@ MT_HOT int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c)
     }
     sluice__lock(&s->mu);
     size_t before = s->out.n;
-    rc = shard_call_locked(m, s, &k, key, c, now);
+    rc = shard_call_locked(m, s, &k, &key, c, now);
     uint64_t next = sluice__shard_publish_next(s);
     bool produced = s->out.n != before;
     sluice__unlock(&s->mu);
@@ -455,7 +463,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
                 const sluice_call_t *cl = &calls[base + j];
                 struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0,
                                   decisions ? &decisions[base + j] : NULL };
-                int rc = shard_call_locked(m, s, &k[j], cl->key, &c, now);
+                int rc = shard_call_locked(m, s, &k[j], &cl->key, &c, now);
                 if (results) results[base + j] = rc;
                 if (rc && base + j < first_at) {
                     first = rc;
