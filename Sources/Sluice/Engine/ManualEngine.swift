@@ -61,10 +61,19 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             let state = user.assumingMemoryBound(to: ManualEngineState.self)
             // A limiter's single submit (see `LimiterStorage.submitManual`):
             // kept for it, nothing else to check.
-            if state.pointee.fast, state.pointee.count < state.pointee.capacity {
-                (state.pointee.events + state.pointee.count).initialize(to: EngineEvent(event))
-                state.pointee.count &+= 1
-                return
+            if state.pointee.fast {
+                // A value dropped (superseded) that nobody observes, in a
+                // table of trivial values: its slot freed here.
+                if let slots = state.pointee.trivialSlots, event.pointee.kind == SLUICE_EVENT_DROP,
+                   slots.pointee.releaseTrivial(event.pointee.token)
+                {
+                    return
+                }
+                if state.pointee.count < state.pointee.capacity {
+                    (state.pointee.events + state.pointee.count).initialize(to: EngineEvent(event))
+                    state.pointee.count &+= 1
+                    return
+                }
             }
             state.pointee.engine._withUnsafeGuaranteedRef { $0.handleEvent(event) }
         }
@@ -332,6 +341,12 @@ struct ManualEngineState {
     @usableFromInline var clock: Unmanaged<ManualLimiterClock>
     /// The engine (set once the engine is initialized).
     var engine: Unmanaged<ManualEngine>!
+    /// Set by a limiter whose drops nobody observes (no `combine`, no
+    /// drop events) and whose keys and values are trivially copyable: while
+    /// `fast`, the callback frees a dropped value's slot in this table
+    /// itself instead of keeping the event (a token it does not find held
+    /// is kept, for the caller to catch).
+    @usableFromInline var trivialSlots: UnsafeMutablePointer<SlotTableHeader>?
 
     @usableFromInline
     init(

@@ -129,7 +129,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         self.engine = engine
         if let manual = engine as? ManualEngine {
             manualEngine = Unmanaged.passUnretained(manual)
-            if manual.runsUnderCallerLock { self.manual = manual.state }
+            if manual.runsUnderCallerLock {
+                self.manual = manual.state
+                if quietDrops && SlotTable<Key, Value>.isTrivial { manual.state.pointee.trivialSlots = slots.header }
+            }
         }
         if let loop = engine as? LoopEngine { loopEngine = Unmanaged.passUnretained(loop) }
         serial = engine.runsUnderCallerLock

@@ -38,21 +38,55 @@ struct SlotTable<Key, Value>: ~Copyable {
         }
     }
 
+    /// The table's bookkeeping, at a fixed address: a manual engine's event
+    /// callback frees the slots of trivial values through it
+    /// (``SlotTableHeader/releaseTrivial(_:)``).
+    @usableFromInline let header: UnsafeMutablePointer<SlotTableHeader>
+
     /// `capacity` slots, of which the first `used` have a header (held or free).
-    @usableFromInline var base: UnsafeMutablePointer<Slot>
-    @usableFromInline var capacity: Int
+    @inlinable
+    var base: UnsafeMutablePointer<Slot> {
+        get { header.pointee.base.assumingMemoryBound(to: Slot.self) }
+        nonmutating set { header.pointee.base = UnsafeMutableRawPointer(newValue) }
+    }
+    @inlinable
+    var capacity: Int {
+        get { header.pointee.capacity }
+        nonmutating set { header.pointee.capacity = newValue }
+    }
     /// Slots ever handed out (their header initialized); the others are raw memory.
-    @usableFromInline var used = 0
-    @usableFromInline var freeHead: Int32 = -1
+    @inlinable
+    var used: Int {
+        get { header.pointee.used }
+        nonmutating set { header.pointee.used = newValue }
+    }
+    @inlinable
+    var freeHead: Int32 {
+        get { header.pointee.freeHead }
+        nonmutating set { header.pointee.freeHead = newValue }
+    }
     /// Values held.
-    @usableFromInline var count = 0
+    @inlinable
+    var count: Int {
+        get { header.pointee.count }
+        nonmutating set { header.pointee.count = newValue }
+    }
 
     @inlinable
     init() {
         assert(MemoryLayout<Slot>.offset(of: \Slot.entry) == Swift.max(8, MemoryLayout<(key: Key, value: Value)>.alignment))
-        capacity = 16
-        base = .allocate(capacity: capacity)
+        header = .allocate(capacity: 1)
+        header.initialize(
+            to: SlotTableHeader(
+                base: UnsafeMutableRawPointer(UnsafeMutablePointer<Slot>.allocate(capacity: 16)), capacity: 16, used: 0,
+                freeHead: -1, count: 0, stride: MemoryLayout<Slot>.stride))
     }
+
+    /// Whether the keys and values are trivially copyable: releasing one is
+    /// freeing its slot, which ``SlotTableHeader/releaseTrivial(_:)`` does
+    /// without knowing their types.
+    @inlinable
+    static var isTrivial: Bool { _isPOD(Key.self) && _isPOD(Value.self) }
 
     @inlinable
     deinit {
@@ -60,6 +94,7 @@ struct SlotTable<Key, Value>: ~Copyable {
             for i in 0..<used where base[i].generation & 1 == 1 { Self.entry(base + i).deinitialize(count: 1) }
         }
         base.deallocate()  // the headers are trivial
+        header.deallocate()  // trivial
     }
 
     /// The entry of a slot (initialized only while the slot is held).
@@ -168,6 +203,47 @@ struct SlotTable<Key, Value>: ~Copyable {
         entry.initialize(to: (old.key, transform(old.value)))
     }
 
+}
+
+/// The bookkeeping of a ``SlotTable``, at a fixed address.
+@usableFromInline
+struct SlotTableHeader {
+    @usableFromInline var base: UnsafeMutableRawPointer
+    @usableFromInline var capacity: Int
+    @usableFromInline var used: Int
+    @usableFromInline var freeHead: Int32
+    @usableFromInline var count: Int
+    /// `MemoryLayout<Slot>.stride`.
+    @usableFromInline let stride: Int
+
+    @inlinable
+    init(base: UnsafeMutableRawPointer, capacity: Int, used: Int, freeHead: Int32, count: Int, stride: Int) {
+        self.base = base
+        self.capacity = capacity
+        self.used = used
+        self.freeHead = freeHead
+        self.count = count
+        self.stride = stride
+    }
+
+    /// Frees the slot of a held token of a table whose keys and values are
+    /// trivially copyable (``SlotTable/isTrivial``: nothing to release), what
+    /// ``SlotTable/discard(_:)`` does for them, without knowing their types.
+    /// Returns `false`, changing nothing, for a token that is not held.
+    @inlinable @inline(__always)
+    mutating func releaseTrivial(_ token: UInt64) -> Bool {
+        let index = Int(truncatingIfNeeded: token & 0xFFFF_FFFF)
+        guard index < used else { return false }
+        let slot = base + index &* stride
+        // The slot's header: generation (odd while held), then nextFree.
+        let generation = slot.load(as: UInt32.self)
+        guard UInt64(generation) == token >> 32, token & (1 << 32) != 0 else { return false }
+        slot.storeBytes(of: generation &+ 1, as: UInt32.self)
+        slot.storeBytes(of: freeHead, toByteOffset: 4, as: Int32.self)
+        freeHead = Int32(truncatingIfNeeded: index)
+        count &-= 1
+        return true
+    }
 }
 
 /// The trap for a token the slot table does not hold (out of line: cold).
