@@ -212,7 +212,7 @@ int sluice__limiter_add_key(struct sluice_limiter *l, const struct sluice__keyre
 void sluice__limiter_remove_key(struct sluice_limiter *l, uint32_t idx);
 
 /* Marks a pending token / takes it back (pending flag and count). */
-static inline void sluice__set_pending(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token) {
+static SLUICE__HOT_INLINE void sluice__set_pending(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token) {
     if (!(e->flags & SLUICE__F_PENDING)) l->pending++;
     e->flags |= SLUICE__F_PENDING;
     e->token = token;
@@ -248,7 +248,7 @@ struct sluice__event {
     unsigned char keybuf[SLUICE_KEY_MAX];
 };
 
-static inline void sluice__capture(struct sluice__event *pe, const struct sluice__entry *e,
+static SLUICE__HOT_INLINE void sluice__capture(struct sluice__event *pe, const struct sluice__entry *e,
                                    sluice_event_kind_t kind, uint64_t token, uint64_t at) {
     pe->ev.kind = kind;
     pe->ev.key = sluice__entry_key(e, pe->keybuf);
@@ -259,7 +259,7 @@ static inline void sluice__capture(struct sluice__event *pe, const struct sluice
 }
 
 /* A DROP of a pending token superseded by `successor` of the same key. */
-static inline void sluice__capture_superseded(struct sluice__event *pe, const struct sluice__entry *e,
+static SLUICE__HOT_INLINE void sluice__capture_superseded(struct sluice__event *pe, const struct sluice__entry *e,
                                               uint64_t token, uint64_t successor, uint64_t at) {
     sluice__capture(pe, e, SLUICE_EVENT_DROP, token, at);
     pe->ev.has_successor = true;
@@ -267,7 +267,7 @@ static inline void sluice__capture_superseded(struct sluice__event *pe, const st
 }
 
 /* Counts and delivers a captured event (the transition is complete). */
-static inline void sluice__report(struct sluice_limiter *l, const struct sluice__event *pe) {
+static SLUICE__HOT_INLINE void sluice__report(struct sluice_limiter *l, const struct sluice__event *pe) {
     l->count.reported[pe->ev.kind & 3]++;
     if (l->on_event) l->on_event(l->user, &pe->ev);
 }
@@ -282,7 +282,7 @@ static inline void sluice__report(struct sluice_limiter *l, const struct sluice_
 
 /* throttle OPEN | call(t, v) | trailing off: drop v. No pending: pending = v.
  * pick latest: drop pending, pending = v. pick first: drop v */
-static inline bool sluice__throttle_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
+static SLUICE__HOT_INLINE bool sluice__throttle_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
                                          uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
     d->at = e->node.deadline;
     uint8_t f = e->flags;
@@ -301,7 +301,7 @@ static inline bool sluice__throttle_live(struct sluice_limiter *l, struct sluice
 }
 
 /* audit OPEN | call(t, v) | drop pending, pending = v */
-static inline bool sluice__audit_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token, uint64_t t,
+static SLUICE__HOT_INLINE bool sluice__audit_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token, uint64_t t,
                                       sluice_decision_t *d, struct sluice__event *pe) {
     (void)l;
     sluice__capture_superseded(pe, e, e->token, token, t);
@@ -314,7 +314,7 @@ static inline bool sluice__audit_live(struct sluice_limiter *l, struct sluice__e
 /* debounce ACTIVE | call(t, v), without maxWait | last = t (the deadline
  * becomes t + W); trailing ? (drop pending if any; pending = v) : drop v.
  * (With maxWait: sluice__debounce_call.) */
-static inline bool sluice__debounce_live(struct sluice_limiter *l, uint32_t idx, struct sluice__entry *e,
+static SLUICE__HOT_INLINE bool sluice__debounce_live(struct sluice_limiter *l, uint32_t idx, struct sluice__entry *e,
                                          uint64_t token, uint64_t t, sluice_decision_t *d,
                                          struct sluice__event *pe) {
     uint64_t dl = sluice__sat_add(t, l->interval);

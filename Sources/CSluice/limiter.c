@@ -321,6 +321,17 @@ static NOINLINE int submit_general_isolated(struct sluice_limiter *l, const stru
     return rc;
 }
 
+/* Field by field: a copy of the whole struct makes compilers load it with
+ * 16-byte moves, which cannot be forwarded from the narrower stores that
+ * just filled it (a store-forwarding stall on every call). */
+static SLUICE__HOT_INLINE void put_decision(sluice_decision_t *out, const sluice_decision_t *d) {
+    if (!out) return;
+    out->kind = d->kind;
+    out->at = d->at;
+    out->remaining = 0;
+    out->full = 0;
+}
+
 /* The short path of a call: the everyday call on a live key of a built-in
  * policy, with cost 1 on a usable limiter (the caller checked l->gate and
  * the cost) at `now` (clamped by the caller), when nothing of the key is due
@@ -361,17 +372,15 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
     }
     default: return false;
     }
-    if (have) {
-        /* the callback may re-enter, close or free: held as any call */
-        l->depth++;
-        sluice__report(l, &pe);
-        l->count.decided[d.kind & 3]++;
-        if (out) *out = d;
-        leave(l);
-        return true;
-    }
+    /* Every change to the limiter is made before the event is reported, the
+     * decision counted too (sluice_limiter_check's token balance holds
+     * exactly during the callback): a callback that re-enters, closes or
+     * even frees the limiter finds the call complete, and after it only the
+     * caller's decision is written. So no depth is needed here: no entry
+     * index is held across the callback. */
     l->count.decided[d.kind & 3]++;
-    if (out) *out = d;
+    if (have) sluice__report(l, &pe);
+    put_decision(out, &d);
     return true;
 }
 
@@ -397,24 +406,25 @@ int sluice__limiter_submit_keyref(struct sluice_limiter *l, const struct sluice_
  * hash: the key is hashed and found without a keyref (built only for the
  * general path). */
 static NOINLINE int submit_u64_general(struct sluice_limiter *l, uint64_t key, uint64_t hash, uint64_t token,
-                                       uint64_t now, sluice_decision_t *d, uint32_t found) {
+                                       uint64_t now, sluice_decision_t *d, uint32_t found, bool isolate) {
     struct sluice__keyref k = { NULL, 0, key, true, hash };
+    if (isolate) return submit_general_isolated(l, &k, token, 1, now, d, found);
     return submit_general(l, &k, token, 1, now, d, found);
 }
 
-static SLUICE__HOT_INLINE int submit_u64(struct sluice_limiter *l, uint64_t key, uint64_t token, uint64_t now,
-                                         sluice_decision_t *d) {
-    uint64_t hash = sluice__fast_hash_u64(l->seed, key);
+/* `hash`: the key's fast hash under the limiter's seed. */
+static SLUICE__HOT_INLINE int submit_u64(struct sluice_limiter *l, uint64_t key, uint64_t hash, uint64_t token,
+                                         uint64_t now, sluice_decision_t *d, bool isolate) {
     uint32_t idx = sluice__table_find_u64(&l->table, key, hash);
     if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), d)) return 0;
-    return submit_u64_general(l, key, hash, token, now, d, idx);
+    return submit_u64_general(l, key, hash, token, now, d, idx, isolate);
 }
 
 static SLUICE__HOT_INLINE int submit_key(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t cost,
                                          uint64_t now, sluice_decision_t *d) {
     if (!l) return SLUICE_EINVAL;
     if (SLUICE__LIKELY(key.kind == SLUICE_KEY_U64 && cost == 1 && (l->gate | l->table.strong) == 0))
-        return submit_u64(l, key.u64, token, now, d);
+        return submit_u64(l, key.u64, sluice__fast_hash_u64(l->seed, key.u64), token, now, d, false);
     if (unusable(l)) return SLUICE_ECLOSED;
     struct sluice__keyref k;
     int rc = sluice__limiter_key(l, key, &k);
@@ -432,50 +442,102 @@ int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token,
     return submit_key(l, key, token, 1, now, d);
 }
 
-/* A batch runs as a pipeline over its calls (as DPDK's bulk lookups do):
- * call i + SLOT_AHEAD is validated and hashed and its home index slot
- * prefetched; the slot of call i + ENTRY_AHEAD (asked for earlier, by now
- * in cache or on its way) is read and, when its tag is the key's, the entry
- * it names prefetched; then call i is made, through the same short path as
- * a single call. The hints only read and prefetch, so a call that changes
- * the table (a key created or removed, the index resized, a callback
- * re-entering) can only make a hint useless, never wrong; the same key twice
- * in a batch is simply found twice. */
-#define SLOT_AHEAD 8u
-#define ENTRY_AHEAD 4u
-#define RING 16u /* a power of two above SLOT_AHEAD */
-_Static_assert((RING & (RING - 1)) == 0 && RING > SLOT_AHEAD && SLOT_AHEAD > ENTRY_AHEAD, "batch pipeline sizes");
+/* A batch runs in groups of GROUP calls, as DPDK's bulk lookups do. First
+ * every key of the group is validated and hashed and its home index slot
+ * prefetched, so all the group's index misses are in flight together; then
+ * the calls are made in order, through the same short path as a single
+ * call, and ENTRY_AHEAD calls before each one the slots from its key's home
+ * (by now in cache or on the way) are read up to the key's tag or an empty
+ * slot, and the entry named there is prefetched. The hints only read and
+ * prefetch, so a call that changes the table (a key created or removed, the
+ * index resized, a callback re-entering) can only make a hint useless,
+ * never wrong; the same key twice in a batch is simply found twice. (A table
+ * that switched to SipHash gets no entry hints: its tags are not the
+ * prepared hash.) */
+#define GROUP 32u
+#define ENTRY_AHEAD 8u
+#define ENTRY_SCAN 4u /* index slots an entry hint looks at */
+
+static SLUICE__HOT_INLINE void hint_slot(const struct sluice_limiter *l, uint64_t hash) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(&l->table.slots[sluice__home((uint32_t)(hash >> 32), l->table.slot_bits)]);
+#else
+    (void)l;
+    (void)hash;
+#endif
+}
+
+static SLUICE__HOT_INLINE void hint_entry(const struct sluice_limiter *l, uint64_t hash) {
+    const struct sluice__table *t = &l->table;
+    if (t->strong) return;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    size_t mask = ((size_t)1 << t->slot_bits) - 1;
+    size_t i = sluice__home(tag, t->slot_bits);
+    for (unsigned n = 0; n < ENTRY_SCAN; n++, i = (i + 1) & mask) {
+        uint64_t s = t->slots[i];
+        if (s == 0) return;
+        if (sluice__slot_tag(s) == tag) {
+            if (sluice__slot_idx(s) < t->top) {
+#if defined(__GNUC__) || defined(__clang__)
+                __builtin_prefetch(sluice__entry_at(t, sluice__slot_idx(s)));
+#endif
+            }
+            return;
+        }
+    }
+}
+
+/* A batch call off the short path: the checks and the general call. `k`:
+ * the prepared key (byte keys), or NULL for an integer key of `hash`. */
+static NOINLINE int batch_call_general(struct sluice_limiter *l, const sluice_call_t *c, int krc,
+                                       const struct sluice__keyref *k, uint64_t hash, uint64_t now,
+                                       sluice_decision_t *d) {
+    if (unusable(l)) return SLUICE_ECLOSED; /* as sluice_limiter_submit_cost() checks it before the key */
+    if (krc) return krc;
+    struct sluice__keyref ku = { NULL, 0, c->key.u64, true, hash };
+    return submit_hot(l, k ? k : &ku, c->token, c->cost, now, d, true);
+}
 
 int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
                                sluice_decision_t *decisions, int *results) {
     if (!l || (n && !calls)) return SLUICE_EINVAL;
     int first = 0;
-    struct sluice__keyref k[RING];
-    int krc[RING];
-    size_t prepared = 0;
+    struct sluice__keyref kb[GROUP]; /* byte keys */
+    uint64_t hash[GROUP];
+    int krc[GROUP];
+    bool fast[GROUP]; /* an integer key of cost 1 */
     /* Held across the whole batch: a free from a callback waits for its end. */
     l->depth++;
-    for (size_t i = 0; i < n; i++) {
-        size_t upto = n - i > SLOT_AHEAD ? i + SLOT_AHEAD + 1 : n;
-        for (; prepared < upto; prepared++) {
-            size_t j = prepared & (RING - 1);
-            krc[j] = sluice__limiter_key(l, calls[prepared].key, &k[j]);
-            if (krc[j] == 0) sluice__prefetch_slot(l, &k[j]);
+    for (size_t base = 0; base < n; base += GROUP) {
+        const sluice_call_t *cg = calls + base;
+        size_t m = n - base < GROUP ? n - base : GROUP;
+        for (size_t j = 0; j < m; j++) {
+            if (cg[j].key.kind == SLUICE_KEY_U64) {
+                hash[j] = sluice__fast_hash_u64(l->seed, cg[j].key.u64);
+                krc[j] = 0;
+                fast[j] = cg[j].cost == 1;
+            } else {
+                fast[j] = false;
+                hash[j] = 0;
+                if ((krc[j] = sluice__limiter_key(l, cg[j].key, &kb[j])) != 0) continue;
+                hash[j] = kb[j].hash;
+            }
+            hint_slot(l, hash[j]);
         }
-        if (n - i > ENTRY_AHEAD) {
-            size_t j = (i + ENTRY_AHEAD) & (RING - 1);
-            if (krc[j] == 0 && l->table.live != 0) sluice__prefetch_entry(l, &k[j]);
+        for (size_t j = 0; j < m && j < ENTRY_AHEAD; j++)
+            if (krc[j] == 0) hint_entry(l, hash[j]);
+        for (size_t j = 0; j < m; j++) {
+            if (j + ENTRY_AHEAD < m && krc[j + ENTRY_AHEAD] == 0) hint_entry(l, hash[j + ENTRY_AHEAD]);
+            sluice_decision_t *d = decisions ? &decisions[base + j] : NULL;
+            int rc;
+            if (SLUICE__LIKELY(fast[j] && (l->gate | l->table.strong) == 0))
+                rc = submit_u64(l, cg[j].key.u64, hash[j], cg[j].token, now, d, true);
+            else
+                rc = batch_call_general(l, &cg[j], krc[j], cg[j].key.kind == SLUICE_KEY_U64 ? NULL : &kb[j], hash[j],
+                                        now, d);
+            if (results) results[base + j] = rc;
+            if (rc && !first) first = rc;
         }
-        size_t j = i & (RING - 1);
-        int rc;
-        if (unusable(l))
-            rc = SLUICE_ECLOSED; /* as sluice_limiter_submit_cost() checks it before the key */
-        else if (krc[j])
-            rc = krc[j];
-        else
-            rc = submit_hot(l, &k[j], calls[i].token, calls[i].cost, now, decisions ? &decisions[i] : NULL, true);
-        if (results) results[i] = rc;
-        if (rc && !first) first = rc;
     }
     leave(l);
     return first;
