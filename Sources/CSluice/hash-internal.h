@@ -70,10 +70,27 @@ static inline uint64_t sluice__load32(const unsigned char *p) {
     return v;
 }
 
+/* The words of the integer-key hash under a seed, computed once per seed
+ * (a limiter keeps them: two fewer constants and XORs per call). */
+struct sluice__u64_hash_key {
+    uint64_t k0, k1, k2;
+};
+
+static inline struct sluice__u64_hash_key sluice__u64_hash_key(const uint64_t seed[2]) {
+    struct sluice__u64_hash_key k = { seed[0], seed[1] ^ SLUICE__HC0, seed[0] ^ seed[1] ^ SLUICE__HC2 };
+    return k;
+}
+
+/* sluice__fast_hash_u64() with the words of its seed. */
+static inline uint64_t sluice__fast_hash_u64_keyed(const struct sluice__u64_hash_key *k, uint64_t x) {
+    uint64_t h = sluice__fold(x ^ k->k0, k->k1);
+    return sluice__fold(h ^ SLUICE__HC1, k->k2);
+}
+
 /* The fast hash of an integer key under `seed`. */
 static inline uint64_t sluice__fast_hash_u64(const uint64_t seed[2], uint64_t x) {
-    uint64_t h = sluice__fold(x ^ seed[0], seed[1] ^ SLUICE__HC0);
-    return sluice__fold(h ^ SLUICE__HC1, seed[0] ^ seed[1] ^ SLUICE__HC2);
+    struct sluice__u64_hash_key k = sluice__u64_hash_key(seed);
+    return sluice__fast_hash_u64_keyed(&k, x);
 }
 
 /* Keys longer than 16 bytes (hash.c). */

@@ -134,6 +134,7 @@ struct sluice_limiter {
     sluice_event_fn on_event;
     void *user;
     uint64_t seed[2];
+    struct sluice__u64_hash_key u64_key; /* sluice__u64_hash_key(seed) */
     uint64_t max_keys;
     uint64_t pending;   /* entries holding a pending token */
 

@@ -24,6 +24,12 @@ _Static_assert(SLUICE__NONE == SLUICE__WHEEL_NONE, "the table and the wheel shar
 _Static_assert(offsetof(struct sluice__entry, node) == 0, "the wheel finds an entry's node at offset 0");
 _Static_assert(SLUICE__ENTRY_MAX <= SLUICE__WHEEL_INDEX_MAX, "every entry index is a valid wheel node index");
 
+#if defined(__GNUC__) || defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE
+#endif
+
 /* ------------------------------------------------------------------ dispatch
  * The built-in policies are called directly (no indirect call on the hot
  * path); a policy added to sluice__policies[] alone goes through its ops. */
@@ -90,8 +96,7 @@ static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max
 
 /* Called when a public call returns: carries out a deferred free, or tidies
  * memory when nothing holds an index. */
-static void leave(struct sluice_limiter *l) {
-    if (--l->depth > 0) return;
+static NOINLINE void leave_outermost(struct sluice_limiter *l) {
     if (l->dying) {
         if (!l->closed) {
             l->depth++;
@@ -102,6 +107,10 @@ static void leave(struct sluice_limiter *l) {
         return;
     }
     if (l->table.live < l->table.shrink_below) sluice__table_maybe_shrink(&l->table);
+}
+
+static SLUICE__HOT_INLINE void leave(struct sluice_limiter *l) {
+    if (--l->depth == 0 && SLUICE__UNLIKELY(l->dying || l->table.live < l->table.shrink_below)) leave_outermost(l);
 }
 
 static inline uint64_t clamp_now(struct sluice_limiter *l, uint64_t now) {
@@ -191,6 +200,7 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
         sluice__mem_release(&mem, l, sizeof *l);
         return SLUICE_ENOMEM;
     }
+    l->u64_key = sluice__u64_hash_key(l->seed);
     l->now_seen = cfg->start_ns;
     uint32_t stride = (uint32_t)(sizeof(struct sluice__entry) + ext);
     if ((rc = sluice__table_init(&l->table, &l->mem, stride, l->seed)) != 0) {
@@ -250,12 +260,6 @@ void sluice_limiter_free(sluice_limiter_t *l) {
 }
 
 /* ------------------------------------------------------------------ submit */
-
-#if defined(__GNUC__) || defined(__clang__)
-#define NOINLINE __attribute__((noinline))
-#else
-#define NOINLINE
-#endif
 
 /* The whole of a call, every case, for a key checked and hashed. `found`:
  * the key's find in the current state when the caller has just made it,
@@ -347,21 +351,14 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
     sluice_decision_t d;
     struct sluice__event pe;
     bool have;
-    d.remaining = d.full = 0;
-    switch (l->kind) {
-    case SLUICE_THROTTLE:
+    /* (remaining and full are 0 for these policies: put_decision) */
+    if (l->kind == SLUICE_THROTTLE) {
         if (e->node.deadline <= now) return false;
         have = sluice__throttle_live(l, e, token, now, &d, &pe);
-        break;
-    case SLUICE_DEBOUNCE:
+    } else if (l->kind == SLUICE_DEBOUNCE) {
         if (e->node.deadline <= now || l->has_max_wait) return false;
         have = sluice__debounce_live(l, idx, e, token, now, &d, &pe);
-        break;
-    case SLUICE_AUDIT:
-        if (e->node.deadline <= now) return false;
-        have = sluice__audit_live(l, e, token, now, &d, &pe);
-        break;
-    case SLUICE_RATE: {
+    } else if (l->kind == SLUICE_RATE) {
         /* a live or idle-in-place entry: no event, no key created (the
          * keyref is only used to create one) */
         sluice_decision_t *dr = out ? out : &d;
@@ -369,17 +366,25 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
         (void)sluice__rate_call(l, NULL, idx, token, 1, now, dr);
         l->count.decided[dr->kind & 3]++;
         return true;
-    }
-    default: return false;
+    } else if (l->kind == SLUICE_AUDIT) {
+        if (e->node.deadline <= now) return false;
+        have = sluice__audit_live(l, e, token, now, &d, &pe);
+    } else {
+        return false;
     }
     /* Every change to the limiter is made before the event is reported, the
      * decision counted too (sluice_limiter_check's token balance holds
-     * exactly during the callback): a callback that re-enters, closes or
-     * even frees the limiter finds the call complete, and after it only the
-     * caller's decision is written. So no depth is needed here: no entry
-     * index is held across the callback. */
+     * exactly during the callback): a callback that re-enters or closes the
+     * limiter finds the call complete. It is held (depth) only so that a
+     * free from the callback waits for the call's end, as documented. */
     l->count.decided[d.kind & 3]++;
-    if (have) sluice__report(l, &pe);
+    if (have) {
+        l->depth++;
+        sluice__report(l, &pe);
+        put_decision(out, &d);
+        leave(l);
+        return true;
+    }
     put_decision(out, &d);
     return true;
 }
@@ -424,7 +429,7 @@ static SLUICE__HOT_INLINE int submit_key(sluice_limiter_t *l, sluice_key_t key, 
                                          uint64_t now, sluice_decision_t *d) {
     if (!l) return SLUICE_EINVAL;
     if (SLUICE__LIKELY(key.kind == SLUICE_KEY_U64 && cost == 1 && (l->gate | l->table.strong) == 0))
-        return submit_u64(l, key.u64, sluice__fast_hash_u64(l->seed, key.u64), token, now, d, false);
+        return submit_u64(l, key.u64, sluice__fast_hash_u64_keyed(&l->u64_key, key.u64), token, now, d, false);
     if (unusable(l)) return SLUICE_ECLOSED;
     struct sluice__keyref k;
     int rc = sluice__limiter_key(l, key, &k);
@@ -460,7 +465,7 @@ int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token,
 
 static SLUICE__HOT_INLINE void hint_slot(const struct sluice_limiter *l, uint64_t hash) {
 #if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(&l->table.slots[sluice__home((uint32_t)(hash >> 32), l->table.slot_bits)]);
+    __builtin_prefetch(&l->table.slots[sluice__table_home(&l->table, (uint32_t)(hash >> 32))]);
 #else
     (void)l;
     (void)hash;
@@ -471,8 +476,8 @@ static SLUICE__HOT_INLINE void hint_entry(const struct sluice_limiter *l, uint64
     const struct sluice__table *t = &l->table;
     if (t->strong) return;
     uint32_t tag = (uint32_t)(hash >> 32);
-    size_t mask = ((size_t)1 << t->slot_bits) - 1;
-    size_t i = sluice__home(tag, t->slot_bits);
+    size_t mask = t->slot_mask;
+    size_t i = sluice__table_home(t, tag);
     for (unsigned n = 0; n < ENTRY_SCAN; n++, i = (i + 1) & mask) {
         uint64_t s = t->slots[i];
         if (s == 0) return;
@@ -513,7 +518,7 @@ int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, 
         size_t m = n - base < GROUP ? n - base : GROUP;
         for (size_t j = 0; j < m; j++) {
             if (cg[j].key.kind == SLUICE_KEY_U64) {
-                hash[j] = sluice__fast_hash_u64(l->seed, cg[j].key.u64);
+                hash[j] = sluice__fast_hash_u64_keyed(&l->u64_key, cg[j].key.u64);
                 krc[j] = 0;
                 fast[j] = cg[j].cost == 1;
             } else {

@@ -95,6 +95,8 @@ struct sluice__table {
     /* index */
     uint64_t *slots;
     uint32_t slot_bits;
+    uint32_t slot_shift; /* 32 - slot_bits: a tag's home is tag >> slot_shift */
+    size_t slot_mask;    /* 2^slot_bits - 1 */
     bool strong;      /* tags are SipHash-1-3 of the key under `seed` (else the fast hash) */
     uint64_t seed[2]; /* the limiter's hash seed */
     /* slab */
@@ -210,6 +212,18 @@ static inline uint32_t sluice__slot_tag(uint64_t s) { return (uint32_t)(s >> 32)
 static inline uint32_t sluice__slot_idx(uint64_t s) { return (uint32_t)s - 1; }
 static inline size_t sluice__home(uint32_t tag, uint32_t bits) { return (size_t)(tag >> (32 - bits)); }
 
+/* sluice__home() in this table's index. */
+static inline size_t sluice__table_home(const struct sluice__table *t, uint32_t tag) {
+    return (size_t)(tag >> t->slot_shift);
+}
+
+/* Sets the index size (slot_bits and what is derived from it). */
+static inline void sluice__table_set_bits(struct sluice__table *t, uint32_t bits) {
+    t->slot_bits = bits;
+    t->slot_shift = 32 - bits;
+    t->slot_mask = ((size_t)1 << bits) - 1;
+}
+
 /* A lookup missed after SLUICE__STRONG_PROBE or more slots (table.c). */
 SLUICE__COLD void sluice__table_long_miss(const struct sluice__table *t);
 
@@ -220,8 +234,8 @@ SLUICE__COLD void sluice__table_long_miss(const struct sluice__table *t);
  * throttle-hot: 28 more instructions per submit). */
 static SLUICE__HOT_INLINE uint32_t sluice__table_find(const struct sluice__table *t, const struct sluice__keyref *k) {
     uint32_t tag = sluice__table_tag(t, k);
-    size_t mask = ((size_t)1 << t->slot_bits) - 1;
-    size_t home = sluice__home(tag, t->slot_bits), i = home;
+    size_t mask = t->slot_mask;
+    size_t home = sluice__table_home(t, tag), i = home;
     for (;;) {
         uint64_t s = t->slots[i];
         if (s == 0) {
@@ -241,8 +255,8 @@ static SLUICE__HOT_INLINE uint32_t sluice__table_find(const struct sluice__table
  * same switch after a long miss. */
 static SLUICE__HOT_INLINE uint32_t sluice__table_find_u64(const struct sluice__table *t, uint64_t key, uint64_t hash) {
     uint32_t tag = (uint32_t)(hash >> 32);
-    size_t mask = ((size_t)1 << t->slot_bits) - 1;
-    size_t home = sluice__home(tag, t->slot_bits), i = home;
+    size_t mask = t->slot_mask;
+    size_t home = sluice__table_home(t, tag), i = home;
     for (;;) {
         uint64_t s = t->slots[i];
         if (s == 0) {

@@ -55,7 +55,7 @@ static int index_resize(struct sluice__table *t, uint32_t bits) {
     }
     sluice__mem_release(t->mem, t->slots, old_n * sizeof *t->slots);
     t->slots = fresh;
-    t->slot_bits = bits;
+    sluice__table_set_bits(t, bits);
     update_shrink_mark(t);
     if (worst >= SLUICE__STRONG_PROBE && !t->strong) sluice__table_use_strong_hash(t);
     return 0;
@@ -169,7 +169,7 @@ int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_
     t->stride = stride;
     t->seed[0] = seed[0];
     t->seed[1] = seed[1];
-    t->slot_bits = SLUICE__INDEX_MIN_BITS;
+    sluice__table_set_bits(t, SLUICE__INDEX_MIN_BITS);
     t->slots = sluice__mem_alloc(mem, nslots(t) * sizeof *t->slots);
     if (!t->slots) return SLUICE_ENOMEM;
     memset(t->slots, 0, nslots(t) * sizeof *t->slots);
