@@ -1,0 +1,94 @@
+import Dispatch
+import Foundation
+import Testing
+
+@testable import Sluice
+
+/// The storage's lock (an atomic word with a parking place) and the slot
+/// table's occupancy by generation parity, on the paths a limiter's submit
+/// takes on a manual clock.
+@Suite("Lock and slot table")
+struct LockAndSlotTests {
+    final class Counter: @unchecked Sendable {
+        let lock = PosixLock()
+        var value = 0
+    }
+
+    @Test("the lock excludes: threads that contend (spin or park) lose no increment and all finish")
+    func lockExcludes() {
+        let counter = Counter()
+        let threads = 4, rounds = 20_000
+        DispatchQueue.concurrentPerform(iterations: threads) { _ in
+            for _ in 0..<rounds { counter.lock.withLock { counter.value += 1 } }
+        }
+        #expect(counter.value == threads * rounds)
+    }
+
+    @Test("a thread that waits while the holder sleeps parks and is woken by the unlock")
+    func lockParks() {
+        let counter = Counter()
+        let group = DispatchGroup()
+        counter.lock.lock()
+        for _ in 0..<3 {
+            DispatchQueue.global().async(group: group) {
+                counter.lock.withLock { counter.value += 1 }
+            }
+        }
+        usleep(20_000)  // long past the spin: the waiters park
+        #expect(counter.value == 0)
+        counter.lock.unlock()
+        #expect(group.wait(timeout: .now() + 10) == .success, "every parked thread is woken")
+        #expect(counter.value == 3)
+        #expect(counter.lock.word.load(ordering: .relaxed) == 0)
+    }
+
+    @Test("slots: a stale token is not held, generations stay odd while held, and trivial release frees a slot")
+    func slotGenerations() {
+        var table = SlotTable<Int, Int>()
+        let a = table.insert(key: 1, value: 10)
+        #expect(a >> 32 & 1 == 1, "a held slot's generation is odd")
+        let released = table.header.pointee.releaseTrivial(a)
+        #expect(released)
+        let again = table.header.pointee.releaseTrivial(a)
+        #expect(!again, "a released token is not held any more")
+        let heldA = table.contains(a)
+        #expect(!heldA)
+        let b = table.insert(key: 2, value: 20)
+        #expect(b & 0xFFFF_FFFF == a & 0xFFFF_FFFF && b != a, "the slot is reused with a new generation")
+        #expect(b >> 32 & 1 == 1)
+        let even = (b & 0xFFFF_FFFF) | ((b >> 32 &+ 1) << 32)
+        let heldEven = table.contains(even)
+        #expect(!heldEven, "an even generation is never held")
+        let count = table.count
+        #expect(count == 1)
+        let removed = table.remove(b)
+        #expect(removed.key == 2 && removed.value == 20)
+    }
+
+    @Test("superseded values are released at once, trivial or not, and the table grows with them held")
+    func supersededReleased() throws {
+        let clock = ManualLimiterClock()
+        // Trivial keys and values: released by the core's event callback.
+        let trivial = try Limiter<Int, Int>(.throttle(interval: .seconds(1)), scheduler: .manual(clock)) { _, _ in }
+        // Class values: released through the collected events.
+        let tracker = LifetimeTracker()
+        let tracked = try Limiter<Int, Tracked>(.throttle(interval: .seconds(1)), scheduler: .manual(clock)) { _, _ in }
+        for round in 0..<5 {
+            for key in 0..<100 {
+                try trivial.submit(round, for: key)
+                try tracked.submit(tracker.make(round * 100 + key), for: key)
+            }
+        }
+        // Each key: the first call emitted, the newest pending, the rest dropped.
+        #expect(trivial.storage.heldValues == 100)
+        #expect(tracked.storage.heldValues == 100)
+        #expect(tracker.alive == 100)
+        #expect(trivial.statistics.dropped == 300)
+        clock.advance(by: .seconds(2))
+        #expect(trivial.storage.heldValues == 0)
+        #expect(tracked.storage.heldValues == 0)
+        #expect(tracker.alive == 0)
+        try trivial.storage.checkInvariants()
+        try tracked.storage.checkInvariants()
+    }
+}
