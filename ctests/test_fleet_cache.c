@@ -91,9 +91,12 @@ int main(void) {
     CHECK(st.cache_dropped == 1, "cache drops: %llu", (unsigned long long)st.cache_dropped);
     sluice_fleet_free(f);
 
-    /* 4. another process's cancel is seen once the entry expires (cache_ttl) */
-    sluice_fleet_t *f1 = fleet("cache4", true, 0, 300 * MS);
-    sluice_fleet_t *f2 = fleet("cache4", true, 0, 300 * MS);
+    /* 4. another process's cancel is seen once the entry expires (cache_ttl).
+     * A 2 s cache_ttl: node 1's second call comes within it however long a
+     * loaded machine takes over node 2's cancel (with 300 ms, a slow round
+     * trip let the entry expire first, and Redis admitted the call). */
+    sluice_fleet_t *f1 = fleet("cache4", true, 0, 2 * SEC);
+    sluice_fleet_t *f2 = fleet("cache4", true, 0, 2 * SEC);
     r = call(f1, A, 0);
     expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "node 1 call");
     tf_box_t c2 = { 0 };
@@ -101,7 +104,7 @@ int main(void) {
     tf_wait(base, &c2);
     r = call(f1, A, 1);
     expect(&r, SLUICE_DROPPED, SLUICE_FLEET_SOURCE_CACHE, "node 1 within cache_ttl (stale by design)");
-    tf_run_for(base, 350);
+    tf_run_for(base, 2100);
     r = call(f1, A, 2);
     expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "node 1 after cache_ttl");
     sluice_fleet_free(f1);
