@@ -16,7 +16,11 @@
  *    1..burst + 1; 0 and, for other policies, 2 are refused), invalid keys,
  *    a key cap (SLUICE_EFULL), times earlier than the limiter has seen,
  *    advances, flushes and cancels between batches, and callbacks that
- *    re-enter the limiter with a follow-up call. The log of each side
+ *    re-enter the limiter with a follow-up call. Some programs "churn": a
+ *    pool of 400 integer keys (new keys grow the index in mid-batch), and
+ *    callbacks of superseded tokens cancel another key (its entry is freed
+ *    and taken by the next new key, so the batch's entry hints go stale).
+ *    The log of each side
  *    (every event, and each call's result and decision at the point its call
  *    returned, read from the batch's results as the header promises) must be
  *    identical; sluice_limiter_check() after every step.
@@ -213,8 +217,14 @@ struct side {
     int rcs[MAX_BATCH];
     size_t bn, bdone;
     bool follow; /* callbacks re-enter with a follow-up call */
+    bool churn;  /* callbacks of superseded tokens cancel another key */
+    bool in_churn;
     uint64_t now;
 };
+
+/* churn: the pool of integer keys */
+#define CHURN_BASE 5000
+#define CHURN_KEYS 400
 
 static uint64_t key_digest(sluice_key_t k) {
     if (k.kind == SLUICE_KEY_U64) return k.u64 * 31 + 7;
@@ -275,12 +285,26 @@ static void on_event(void *user, const sluice_event_t *ev) {
         int rc = sluice_limiter_submit(s->l, ev->key, tok, s->now, &d);
         push_call(s, tok, rc, &d);
     }
+    if (s->churn && !s->in_churn && ev->kind == SLUICE_EVENT_DROP && ev->has_successor) {
+        s->in_churn = true; /* the cancel's own event does not cancel again */
+        sluice_key_t victim = sluice_key_u64(CHURN_BASE + (ev->token * 7 + ev->successor) % CHURN_KEYS);
+        struct rec r;
+        memset(&r, 0, sizeof r);
+        r.type = REC_CALL;
+        r.rc = sluice_limiter_cancel(s->l, victim, s->now);
+        r.token = UINT64_MAX;
+        push(s, r);
+        s->in_churn = false;
+    }
 }
 
 static unsigned char longkey[40];
 static const unsigned char bin[3] = { 0, 1, 0 };
 
+static bool g_churn;
+
 static sluice_key_t pick_key(void) {
+    if (g_churn && below(4) != 0) return sluice_key_u64(CHURN_BASE + below(CHURN_KEYS));
     switch (below(9)) {
     case 0: return sluice_key_u64(1);
     case 1: return sluice_key_u64(2);
@@ -354,7 +378,8 @@ static void one_program(uint64_t seed) {
     cfg.fixed_seed = true;
     cfg.seed[0] = rnd();
     cfg.seed[1] = rnd();
-    cfg.max_keys = below(3) == 0 ? 2 + below(4) : 0;
+    g_churn = below(3) == 0;
+    cfg.max_keys = below(3) == 0 ? (g_churn ? 50 + below(300) : 2 + below(4)) : 0;
     cfg.start_ns = 0;
     bool rate = cfg.policy.kind == SLUICE_RATE;
     uint64_t burst = rate ? (cfg.policy.burst ? cfg.policy.burst : cfg.policy.limit) : 1;
@@ -363,6 +388,7 @@ static void one_program(uint64_t seed) {
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     a.follow = b.follow = below(3) == 0;
+    a.churn = b.churn = g_churn;
     b.batched = true;
     cfg.user = &a;
     CHECK(sluice_limiter_new(&a.l, &cfg) == 0, "new");
@@ -372,7 +398,7 @@ static void one_program(uint64_t seed) {
     uint64_t t = 0;
     sluice_call_t calls[MAX_BATCH];
     uint64_t token = 0;
-    int steps = 20 + (int)below(60);
+    int steps = 20 + (int)below(60) + (g_churn ? 60 : 0);
     for (int step = 0; step < steps; step++) {
         uint64_t r = below(10);
         if (r < 5)

@@ -472,24 +472,37 @@ static SLUICE__HOT_INLINE void hint_slot(const struct sluice_limiter *l, uint64_
 #endif
 }
 
-static SLUICE__HOT_INLINE void hint_entry(const struct sluice_limiter *l, uint64_t hash) {
+/* Returns the entry index the key's first slot with its tag names (a
+ * candidate, SLUICE__NONE when none is near), after asking for that entry. */
+static SLUICE__HOT_INLINE uint32_t hint_entry(const struct sluice_limiter *l, uint64_t hash) {
     const struct sluice__table *t = &l->table;
-    if (t->strong) return;
+    if (t->strong) return SLUICE__NONE;
     uint32_t tag = (uint32_t)(hash >> 32);
     size_t mask = t->slot_mask;
     size_t i = sluice__table_home(t, tag);
     for (unsigned n = 0; n < ENTRY_SCAN; n++, i = (i + 1) & mask) {
         uint64_t s = t->slots[i];
-        if (s == 0) return;
+        if (s == 0) return SLUICE__NONE;
         if (sluice__slot_tag(s) == tag) {
-            if (sluice__slot_idx(s) < t->top) {
+            uint32_t idx = sluice__slot_idx(s);
+            if (idx >= t->top) return SLUICE__NONE;
 #if defined(__GNUC__) || defined(__clang__)
-                __builtin_prefetch(sluice__entry_at(t, sluice__slot_idx(s)));
+            __builtin_prefetch(sluice__entry_at(t, idx));
 #endif
-            }
-            return;
+            return idx;
         }
     }
+    return SLUICE__NONE;
+}
+
+/* The key's entry when the candidate is it: a live entry holding the key
+ * is the key's entry, wherever the index names it (keys are unique), so a
+ * candidate taken before earlier calls changed the table is checked here,
+ * not trusted. */
+static SLUICE__HOT_INLINE bool candidate_is(const struct sluice_limiter *l, uint32_t idx, uint64_t key) {
+    if (idx >= l->table.top) return false;
+    const struct sluice__entry *e = sluice__entry_of(l, idx);
+    return e->key == key && (e->flags & SLUICE__KEY_U64) && e->state == SLUICE__LIVE;
 }
 
 /* A batch call off the short path: the checks and the general call. `k`:
@@ -509,6 +522,7 @@ int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, 
     int first = 0;
     struct sluice__keyref kb[GROUP]; /* byte keys */
     uint64_t hash[GROUP];
+    uint32_t cand[GROUP]; /* entry hints (integer keys) */
     int krc[GROUP];
     bool fast[GROUP]; /* an integer key of cost 1 */
     /* Held across the whole batch: a free from a callback waits for its end. */
@@ -530,14 +544,19 @@ int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, 
             hint_slot(l, hash[j]);
         }
         for (size_t j = 0; j < m && j < ENTRY_AHEAD; j++)
-            if (krc[j] == 0) hint_entry(l, hash[j]);
+            cand[j] = krc[j] == 0 ? hint_entry(l, hash[j]) : SLUICE__NONE;
         for (size_t j = 0; j < m; j++) {
-            if (j + ENTRY_AHEAD < m && krc[j + ENTRY_AHEAD] == 0) hint_entry(l, hash[j + ENTRY_AHEAD]);
+            if (j + ENTRY_AHEAD < m)
+                cand[j + ENTRY_AHEAD] = krc[j + ENTRY_AHEAD] == 0 ? hint_entry(l, hash[j + ENTRY_AHEAD]) : SLUICE__NONE;
             sluice_decision_t *d = decisions ? &decisions[base + j] : NULL;
             int rc;
-            if (SLUICE__LIKELY(fast[j] && (l->gate | l->table.strong) == 0))
-                rc = submit_u64(l, cg[j].key.u64, hash[j], cg[j].token, now, d, true);
-            else
+            if (SLUICE__LIKELY(fast[j] && (l->gate | l->table.strong) == 0)) {
+                uint64_t key = cg[j].key.u64;
+                if (candidate_is(l, cand[j], key) && call_live(l, cand[j], cg[j].token, clamp_now(l, now), d))
+                    rc = 0;
+                else
+                    rc = submit_u64(l, key, hash[j], cg[j].token, now, d, true);
+            } else
                 rc = batch_call_general(l, &cg[j], krc[j], cg[j].key.kind == SLUICE_KEY_U64 ? NULL : &kb[j], hash[j],
                                         now, d);
             if (results) results[base + j] = rc;
