@@ -93,6 +93,10 @@ private struct Twin {
     init(port: Int, prefix: String, policy: LimiterPolicy) throws {
         var c = config(port: port, prefix: prefix)
         c.manualTime = true
+        // Cache entries are trusted for this long in wall-clock time: with
+        // the default 1 s, a loaded machine between two calls let an entry
+        // expire and a drop expected from the cache came from Redis.
+        c.cacheTTL = .seconds(60)
         fleet = try FleetLimiter(policy: policy, configuration: c)
         local = try RateLimiter<String>(policy, scheduler: .manual(clock))
     }
