@@ -395,7 +395,8 @@ static SLUICE__HOT_INLINE int submit_hot(struct sluice_limiter *l, const struct 
                                          uint64_t cost, uint64_t now, sluice_decision_t *out, bool isolate) {
     uint32_t idx = FIND_NOT_DONE;
     if (SLUICE__LIKELY(l->gate == 0 && cost == 1)) {
-        idx = sluice__table_find(&l->table, k);
+        idx = k->is_u64 && !l->table.strong ? sluice__table_find_u64(&l->table, k->u64, k->hash)
+                                             : sluice__table_find(&l->table, k);
         if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), out)) return 0;
     }
     if (isolate) return submit_general_isolated(l, k, token, cost, now, out, idx);
