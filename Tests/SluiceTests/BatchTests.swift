@@ -112,6 +112,71 @@ struct BatchTests {
         #expect(limiter.storage.heldValues == 0)
     }
 
+    /// A handler delivery (drops not observed: values dropped at once are
+    /// released by the batch itself), with `combine` (superseded values
+    /// folded into the newer one) or without (trivial keys and values whose
+    /// superseded slots the batch frees after each core call), over more
+    /// keys than the value table's cache threshold, in batches of up to
+    /// 5000 (several core calls each): the same deliveries in the same
+    /// order as single calls, the same decisions, and the closure variant
+    /// alike.
+    @Test(
+        "Limiter: batches with a handler, with and without combine, 20k keys, equal single calls",
+        arguments: [false, true], [false, true])
+    func limiterHandlerManyKeys(closureVariant: Bool, combining: Bool) throws {
+        final class Deliveries: @unchecked Sendable {
+            var all: [String] = []
+        }
+        let policies: [LimiterPolicy] = [
+            .throttle(interval: .milliseconds(30)), .debounce(interval: .milliseconds(20), maxWait: .milliseconds(50)),
+        ]
+        for policy in policies {
+            let clockA = ManualLimiterClock(), clockB = ManualLimiterClock()
+            let seenA = Deliveries(), seenB = Deliveries()
+            var fold: (@Sendable (Int, Int) -> Int)? = nil
+            if combining { fold = { @Sendable (a: Int, b: Int) -> Int in a &+ b } }
+            let single = try Limiter<UInt64, Int>(
+                policy, scheduler: .manual(clockA), combine: fold, handler: { k, v in seenA.all.append("\(k)=\(v)") })
+            let batched = try Limiter<UInt64, Int>(
+                policy, scheduler: .manual(clockB), combine: fold, handler: { k, v in seenB.all.append("\(k)=\(v)") })
+            var rng = Rng(state: 5)
+            var value = 1
+            for round in 0..<60 {
+                let step = Duration.milliseconds(rng.next(3) == 0 ? 0 : rng.next(25))
+                clockA.advance(by: step)
+                clockB.advance(by: step)
+                // Early rounds fill 20k keys (large batches); later ones
+                // revisit a few hot keys too.
+                let items: [(Int, UInt64)] = (0..<(round < 4 ? 5000 : 1 + rng.next(100))).map { _ in
+                    defer { value += 1 }
+                    let key = round < 20 || rng.next(2) == 0 ? UInt64(rng.next(20_000)) : UInt64(rng.next(8))
+                    return (value, key)
+                }
+                var expected: [LimiterDecision] = []
+                for (v, k) in items { expected.append(try single.submit(v, for: k)) }
+                var got: [LimiterDecision] = []
+                if closureVariant {
+                    var positions: [Int] = []
+                    batched.submit(contentsOf: items) { i, result in
+                        positions.append(i)
+                        if let d = try? result.get() { got.append(d) }
+                    }
+                    #expect(positions == Array(items.indices))
+                } else {
+                    got = try batched.submit(contentsOf: items).map { try $0.get() }
+                }
+                #expect(got == expected, "round \(round)")
+                #expect(seenA.all == seenB.all, "round \(round): deliveries differ")
+            }
+            clockA.runUntilIdle()
+            clockB.runUntilIdle()
+            #expect(seenA.all == seenB.all)
+            #expect(seenA.all.count > 1000)
+            #expect(single.storage.heldValues == batched.storage.heldValues)
+            #expect(batched.storage.heldValues == 0)
+        }
+    }
+
     @Test("Limiter on a loop: batches equal single calls key by key")
     func limiterOnLoop() throws {
         let hour = Duration.seconds(3600)

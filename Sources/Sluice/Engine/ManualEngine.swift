@@ -61,15 +61,19 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             let state = user.assumingMemoryBound(to: ManualEngineState.self)
             // A limiter's single submit (see `LimiterStorage.submitManual`):
             // kept for it, nothing else to check.
-            if state.pointee.fast {
+            if state.pointee.collecting {  // a limiter's submit or batch (submitManyCollecting)
                 // A value dropped (superseded) that nobody observes, in a
                 // table of trivial values: its slot freed here.
-                if let slots = state.pointee.trivialSlots, event.pointee.kind == SLUICE_EVENT_DROP,
-                   slots.pointee.releaseTrivial(event.pointee.token)
-                {
-                    return
+                if let slots = state.pointee.trivialSlots, event.pointee.kind == SLUICE_EVENT_DROP {
+                    if let deferred = state.pointee.deferred, state.pointee.deferredCount < state.pointee.deferredCapacity {
+                        // A batch: freed after its core call, the slots read together.
+                        deferred[state.pointee.deferredCount] = event.pointee.token
+                        state.pointee.deferredCount &+= 1
+                        return
+                    }
+                    if slots.pointee.releaseTrivial(event.pointee.token) { return }
                 }
-                if state.pointee.count < state.pointee.capacity {
+                if state.pointee.fast, state.pointee.count < state.pointee.capacity {
                     (state.pointee.events + state.pointee.count).initialize(to: EngineEvent(event))
                     state.pointee.count &+= 1
                     return
@@ -89,6 +93,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     @inline(never)
     private func handleEvent(_ event: UnsafePointer<sluice_event_t>) {
         if collecting {  // the caller records it
+            if batchEnds != nil { markBatchReturned() }  // a batch: which call it belongs to
             return collect(EngineEvent(event))
         }
         if batch != nil { reportBatchReturned() }  // submitMany: calls that returned first
@@ -245,6 +250,62 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         }
     }
 
+    /// While a collecting batch runs (``submitManyCollecting(calls:count:now:decisions:results:ends:)``):
+    /// `ends[i]` receives the number of events collected up to the end of
+    /// call i, for the `batchDone` calls known to have returned, out of
+    /// `batchCount`, whose results are in `batchResults` (guarded by `lock`).
+    @exclusivity(unchecked) private var batchEnds: UnsafeMutablePointer<Int>?
+    @exclusivity(unchecked) private var batchResults: UnsafeMutablePointer<Int32>?
+    @exclusivity(unchecked) private var batchDone = 0
+    @exclusivity(unchecked) private var batchCount = 0
+
+    /// Notes the calls of the collecting batch that have returned (their
+    /// results are no longer `running`): the events collected so far belong
+    /// to them or to earlier calls.
+    @inline(__always)
+    private func markBatchReturned() {
+        guard let ends = batchEnds, let results = batchResults else { return }
+        var done = batchDone
+        while done < batchCount, results[done] != Self.running {
+            ends[done] = collectedCount
+            done &+= 1
+        }
+        batchDone = done
+    }
+
+    /// `sluice_limiter_submit_many` for a caller holding the caller's lock
+    /// (a limiter's storage, see `LimiterStorage.submitMany`): the core's
+    /// events are collected, not reported, and `ends[i]` tells how many of
+    /// them came before the end of call i (events `ends[i - 1]..<ends[i]`
+    /// came during call i). Immediate decisions are not reported: the
+    /// caller records them, after call i's events. The caller reads
+    /// `collected` and resets `collectedCount`. Every call fails with
+    /// `closed` once shut down.
+    @usableFromInline
+    func submitManyCollecting(
+        calls: UnsafePointer<sluice_call_t>, count: Int, now: UInt64, decisions: UnsafeMutablePointer<sluice_decision_t>,
+        results: UnsafeMutablePointer<Int32>, ends: UnsafeMutablePointer<Int>
+    ) {
+        guard let core else {
+            for i in 0..<count {
+                results[i] = LimiterError.closed.rawValue
+                ends[i] = collectedCount
+            }
+            return
+        }
+        for i in 0..<count { results[i] = Self.running }
+        batchResults = results
+        batchCount = count
+        batchDone = 0
+        batchEnds = ends
+        collecting = true
+        _ = sluice_limiter_submit_many(core.handle, calls, count, now, decisions, results)
+        collecting = false
+        for i in batchDone..<count { ends[i] = collectedCount }
+        batchEnds = nil
+        batchResults = nil
+    }
+
     @usableFromInline
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32 {
         serialized {
@@ -343,10 +404,18 @@ struct ManualEngineState {
     var engine: Unmanaged<ManualEngine>!
     /// Set by a limiter whose drops nobody observes (no `combine`, no
     /// drop events) and whose keys and values are trivially copyable: while
-    /// `fast`, the callback frees a dropped value's slot in this table
+    /// `collecting`, the callback frees a dropped value's slot in this table
     /// itself instead of keeping the event (a token it does not find held
     /// is kept, for the caller to catch).
     @usableFromInline var trivialSlots: UnsafeMutablePointer<SlotTableHeader>?
+    /// While a limiter's batch runs with `trivialSlots` (see
+    /// `LimiterStorage.submitManyManual`): the tokens of those dropped
+    /// values, kept (the first `deferredCount` of `deferredCapacity`) for the
+    /// batch to free after its core call, reading their slots together so
+    /// that the cache misses overlap, instead of one at a time here.
+    @usableFromInline var deferred: UnsafeMutablePointer<UInt64>? = nil
+    @usableFromInline var deferredCount = 0
+    @usableFromInline var deferredCapacity = 0
 
     @usableFromInline
     init(

@@ -24,54 +24,44 @@ extension LimiterEngine {
 
 extension LimiterStorage {
     /// Submits values in order at one time: what ``submit(_:for:cost:)``
-    /// does for each, with one lock round and one core call for the batch,
-    /// then calls `body` with each call's result code and decision, in order.
-    /// Inlinable (specialized for Key and Value in the caller); the calls,
-    /// decisions, results and the copied key bytes live in temporary
-    /// allocations (on the stack when small).
+    /// does for each, with one lock round and one core call for the batch
+    /// (on a manual clock, one per group of ``manualBatchGroup`` calls, all
+    /// at the time read once for the batch), and writes each call's outcome
+    /// to `outcome[i]` (`list.count` of them, initialized here); returns
+    /// after the lock is released and the outbox delivered.
+    /// Inlinable (specialized for Key and Value in the caller); the buffers
+    /// are temporary allocations, on the stack for the usual batch sizes.
     @inlinable
-    func submitMany<S: Sequence<(Value, Key)>>(
-        _ items: S, cost: UInt64, _ body: (Int32, sluice_decision_t) -> Void
+    func submitMany(
+        _ list: UnsafeBufferPointer<(Value, Key)>, cost: UInt64, into outcome: UnsafeMutablePointer<BatchOutcome>
     ) {
         checkNotCombining()
-        let list = ContiguousArray(items)
-        let n = list.count
-        if n == 0 { return }
-        var byteCount = 0
-        for item in list {
-            item.1.withCoreKey { if $0.kind != SLUICE_KEY_U64 { byteCount += $0.len } }
+        if list.isEmpty { return }
+        if serial, let manualEngine {
+            manualEngine._withUnsafeGuaranteedRef { submitManyManual($0, list, cost: cost, into: outcome) }
+            return
         }
-        withUnsafeTemporaryAllocation(of: sluice_call_t.self, capacity: n) { calls in
-            withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: n) { decisions in
-                withUnsafeTemporaryAllocation(of: Int32.self, capacity: n) { results in
-                    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(byteCount, 1)) { bytes in
-                        // Every key as the core takes it, byte keys copied so
-                        // that all stay valid for the one C call.
-                        var offset = 0
+        let n = list.count
+        withBatchKeys(list) { keys in
+            withUnsafeTemporaryAllocation(of: sluice_call_t.self, capacity: n) { callBuffer in
+                withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: n) { decisionBuffer in
+                    withUnsafeTemporaryAllocation(of: Int32.self, capacity: n) { resultBuffer in
+                        let calls = callBuffer.baseAddress!
+                        let decisions = decisionBuffer.baseAddress!
+                        let results = resultBuffer.baseAddress!
                         for i in 0..<n {
-                            let key: sluice_key_t = list[i].1.withCoreKey { k in
-                                guard k.kind != SLUICE_KEY_U64, k.len > 0, let p = k.bytes else { return k }
-                                let at = bytes.baseAddress! + offset
-                                at.initialize(from: p.assumingMemoryBound(to: UInt8.self), count: k.len)
-                                offset += k.len
-                                return sluice_key_bytes(UnsafeRawPointer(at), k.len)
-                            }
-                            (calls.baseAddress! + i).initialize(to: sluice_call_t(key: key, token: 0, cost: cost))
-                            (decisions.baseAddress! + i).initialize(to: sluice_decision_t())
-                            (results.baseAddress! + i).initialize(to: 0)
+                            (calls + i).initialize(to: sluice_call_t(key: keys.key(i), token: 0, cost: cost))
+                            (decisions + i).initialize(to: sluice_decision_t())
+                            (results + i).initialize(to: 0)
                         }
                         let engine = self.engine!
                         lock.lock()
                         for i in 0..<n { calls[i].token = slots.insert(key: list[i].1, value: list[i].0) }
                         if serial {
-                            engine.submitMany(
-                                calls.baseAddress!, count: n, decisions: decisions.baseAddress!,
-                                results: results.baseAddress!)
+                            engine.submitMany(calls, count: n, decisions: decisions, results: results)
                         } else {
                             lock.unlock()
-                            engine.submitMany(
-                                calls.baseAddress!, count: n, decisions: decisions.baseAddress!,
-                                results: results.baseAddress!)
+                            engine.submitMany(calls, count: n, decisions: decisions, results: results)
                             lock.lock()
                         }
                         for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
@@ -81,11 +71,280 @@ extension LimiterStorage {
                         let mustDrain = claimDrain()
                         lock.unlock()
                         if mustDrain { deliverOutbox() }
-                        for i in 0..<n { body(results[i], decisions[i]) }
+                        for i in 0..<n {
+                            (outcome + i).initialize(
+                                to: BatchOutcome(rc: results[i], kind: decisions[i].kind, at: decisions[i].at))
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// Calls per core call of a batch on a manual clock (the core hashes and
+    /// prefetches a group of 32 calls at a time): the group's calls are a
+    /// ``BatchCallGroup`` on the stack, its decisions and bookkeeping fit
+    /// the stack allocations of `withUnsafeTemporaryAllocation` (at most
+    /// 1 KiB each), so a batch allocates nothing.
+    @inlinable
+    static var manualBatchGroup: Int { BatchCallGroup.capacity }
+
+    /// ``submitMany(_:cost:into:)`` on a manual clock: under the lock, each
+    /// group of calls goes to the core in one
+    /// ``ManualEngine/submitManyCollecting(calls:count:now:decisions:results:ends:)``,
+    /// its events collected and then recorded here, specialized, each call's
+    /// events before its own immediate decision, exactly as
+    /// ``submit(_:for:cost:)`` records them for one call. The value slots
+    /// those events name are read first, all together, so that their cache
+    /// misses overlap.
+    @inlinable
+    func submitManyManual(
+        _ engine: ManualEngine, _ list: UnsafeBufferPointer<(Value, Key)>, cost: UInt64,
+        into outcome: UnsafeMutablePointer<BatchOutcome>
+    ) {
+        let n = list.count
+        let group = Swift.min(n, Self.manualBatchGroup)
+        var byteCount = 0
+        for item in list {
+            item.1.withCoreKey { if $0.kind != SLUICE_KEY_U64 { byteCount += $0.len } }
+        }
+        // Byte keys are copied, so that they stay valid for their core call.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Swift.max(byteCount, 1)) { bytes in
+            BatchCallGroup.with { callBuffer in
+                withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: group) { decisionBuffer in
+                    withUnsafeTemporaryAllocation(of: Int32.self, capacity: group) { resultBuffer in
+                        withUnsafeTemporaryAllocation(of: Int.self, capacity: group) { endBuffer in
+                            withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * group) { deferredBuffer in
+                                let calls = callBuffer
+                                let decisions = decisionBuffer.baseAddress!
+                                let results = resultBuffer.baseAddress!
+                                let ends = endBuffer.baseAddress!
+                                let state = engine.state
+                                var offset = 0
+                                lock.lock()
+                                let now = engine.clock.nowNanoseconds
+                                // Unobserved drops of trivial values: their tokens
+                                // kept by the callback, their slots freed together
+                                // after each core call.
+                                let deferring = quietDrops && SlotTable<Key, Value>.isTrivial && state.pointee.trivialSlots != nil
+                                if deferring {
+                                    state.pointee.deferred = deferredBuffer.baseAddress!
+                                    state.pointee.deferredCapacity = 2 * group
+                                    state.pointee.deferredCount = 0
+                                }
+                                var base = 0
+                                while base < n {
+                                    let m = Swift.min(group, n - base)
+                                    for j in 0..<m {
+                                        let item = list[base + j]
+                                        let key: sluice_key_t = item.1.withCoreKey { k in
+                                            guard k.kind != SLUICE_KEY_U64, k.len > 0, let p = k.bytes else { return k }
+                                            let at = bytes.baseAddress! + offset
+                                            at.initialize(from: p.assumingMemoryBound(to: UInt8.self), count: k.len)
+                                            offset += k.len
+                                            return sluice_key_bytes(UnsafeRawPointer(at), k.len)
+                                        }
+                                        let token = slots.insert(key: item.1, value: item.0)
+                                        (calls + j).initialize(to: sluice_call_t(key: key, token: token, cost: cost))
+                                        (decisions + j).initialize(to: sluice_decision_t())
+                                    }
+                                    engine.submitManyCollecting(
+                                        calls: calls, count: m, now: now, decisions: decisions, results: results, ends: ends)
+                                    if deferring, state.pointee.deferredCount > 0 {
+                                        slots.discardTogether(deferredBuffer.baseAddress!, count: state.pointee.deferredCount)
+                                        state.pointee.deferredCount = 0
+                                    }
+                                    recordBatchLocked(
+                                        engine, calls: calls, count: m, now: now, decisions: decisions, results: results,
+                                        ends: ends)
+                                    for j in 0..<m {
+                                        (outcome + base + j).initialize(
+                                            to: BatchOutcome(rc: results[j], kind: decisions[j].kind, at: decisions[j].at))
+                                    }
+                                    base += m
+                                }
+                                if deferring {
+                                    state.pointee.deferred = nil
+                                    state.pointee.deferredCapacity = 0
+                                }
+                                let mustDrain = claimDrain()
+                                lock.unlock()
+                                if mustDrain { deliverOutbox() }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// With `lock` held, after a collecting batch on the manual engine:
+    /// records the core's events and each call's immediate decision in the
+    /// order of single calls (call i's events, then its emission or reported
+    /// drop), and releases the values not taken, as ``submit(_:for:cost:)``
+    /// does for each call.
+    @inlinable @inline(__always)
+    func recordBatchLocked(
+        _ engine: ManualEngine, calls: UnsafePointer<sluice_call_t>, count n: Int, now: UInt64,
+        decisions: UnsafePointer<sluice_decision_t>, results: UnsafePointer<Int32>, ends: UnsafePointer<Int>
+    ) {
+        let events = engine.collected
+        let eventCount = engine.collectedCount
+        if eventCount > 1 { slots.touch(events, count: eventCount) }
+        var k = 0
+        for i in 0..<n {
+            let end = ends[i]
+            while k < end {
+                let event = events[k]
+                if quietDrops && event.kind == SLUICE_EVENT_DROP {
+                    slots.discard(event.token)  // superseded or dropped, unobserved: released here
+                } else {
+                    recordLocked(event)
+                }
+                k &+= 1
+            }
+            let token = calls[i].token
+            guard results[i] == 0 else {
+                slots.discard(token)  // not taken: released here
+                continue
+            }
+            let kind = decisions[i].kind
+            if kind == SLUICE_EMITTED {
+                recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
+            } else if kind == SLUICE_DROPPED {
+                if observesDrops {
+                    recordLocked(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
+                } else {
+                    slots.discard(token)  // dropped without a report: released here
+                }
+            }
+        }
+        engine.collectedCount = 0
+    }
+}
+
+/// Room for the calls of one group of a batch on the stack: 32 calls of 48
+/// bytes, more than `withUnsafeTemporaryAllocation` places on the stack.
+@usableFromInline
+struct BatchCallGroup {
+    @usableFromInline static var capacity: Int { 32 }
+    @usableFromInline var calls:
+        (
+            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t,
+            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t,
+            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t,
+            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t,
+            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t
+        )
+
+    @inlinable
+    init() {
+        let z = sluice_call_t()
+        calls = (
+            z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z
+        )
+    }
+
+    /// Calls `body` with room for ``capacity`` calls, on the stack.
+    @inlinable @inline(__always)
+    static func with<R>(_ body: (UnsafeMutablePointer<sluice_call_t>) -> R) -> R {
+        var group = BatchCallGroup()
+        return withUnsafeMutableBytes(of: &group.calls) {
+            body($0.baseAddress!.assumingMemoryBound(to: sluice_call_t.self))
+        }
+    }
+}
+
+/// What a batched call returned, kept for the caller's `body` (16 bytes).
+@usableFromInline
+struct BatchOutcome {
+    @usableFromInline var rc: Int32
+    @usableFromInline var kind: sluice_decision_kind_t
+    @usableFromInline var at: UInt64
+
+    @inlinable
+    init(rc: Int32, kind: sluice_decision_kind_t, at: UInt64) {
+        self.rc = rc
+        self.kind = kind
+        self.at = at
+    }
+
+    /// The call's result, as ``Limiter/submit(_:for:)`` returns or throws it.
+    @inlinable
+    var result: Result<LimiterDecision, LimiterError> {
+        if rc < 0 { return .failure(LimiterError(rawValue: rc)) }
+        switch kind {
+        case SLUICE_EMITTED: return .success(.emitted)
+        case SLUICE_SCHEDULED: return .success(.scheduled(at: LimiterInstant(nanoseconds: at)))
+        default: return .success(.dropped(retryAt: LimiterInstant(nanoseconds: at)))
+        }
+    }
+}
+
+/// A batch's keys as the core takes them: integer keys as they are, byte
+/// keys copied into one temporary buffer so that all stay valid for the
+/// whole batch.
+@usableFromInline
+struct BatchKeys {
+    @usableFromInline let keys: UnsafeMutablePointer<sluice_key_t>
+
+    @inlinable
+    init(_ keys: UnsafeMutablePointer<sluice_key_t>) { self.keys = keys }
+
+    @inlinable @inline(__always)
+    func key(_ i: Int) -> sluice_key_t { keys[i] }
+}
+
+/// Calls `body` with the keys of a batch (see ``BatchKeys``), in temporary
+/// allocations.
+@inlinable
+func withBatchKeys<Value, Key: LimiterKey, R>(
+    _ list: UnsafeBufferPointer<(Value, Key)>, _ body: (BatchKeys) -> R
+) -> R {
+    let n = list.count
+    var byteCount = 0
+    for item in list {
+        item.1.withCoreKey { if $0.kind != SLUICE_KEY_U64 { byteCount += $0.len } }
+    }
+    return withUnsafeTemporaryAllocation(of: sluice_key_t.self, capacity: n) { keyBuffer in
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Swift.max(byteCount, 1)) { bytes in
+            let keys = keyBuffer.baseAddress!
+            var offset = 0
+            for i in 0..<n {
+                let key: sluice_key_t = list[i].1.withCoreKey { k in
+                    guard k.kind != SLUICE_KEY_U64, k.len > 0, let p = k.bytes else { return k }
+                    let at = bytes.baseAddress! + offset
+                    at.initialize(from: p.assumingMemoryBound(to: UInt8.self), count: k.len)
+                    offset += k.len
+                    return sluice_key_bytes(UnsafeRawPointer(at), k.len)
+                }
+                (keys + i).initialize(to: key)
+            }
+            return body(BatchKeys(keys))
+        }
+    }
+}
+
+extension SlotTable {
+    /// Releases held tokens (``discard(_:)`` for each), after reading all
+    /// their slots first, together, so that the cache misses overlap.
+    @inlinable @inline(__always)
+    mutating func discardTogether(_ tokens: UnsafePointer<UInt64>, count: Int) {
+        if used > 8192 {
+            for k in 0..<count where slot(of: tokens[k]) == nil { staleToken() }
+        }
+        for k in 0..<count { discard(tokens[k]) }
+    }
+
+    /// Checks that every event's token is held, reading all their slots
+    /// first, together, so that their cache misses overlap before the
+    /// events are recorded one by one (each event is a token's fate: its
+    /// token is held until it is recorded). Only for a table larger than
+    /// the caches near the CPU: a small one is there already.
+    @inlinable @inline(__always)
+    func touch(_ events: UnsafePointer<EngineEvent>, count: Int) {
+        guard used > 8192 else { return }
+        for k in 0..<count where slot(of: events[k].token) == nil { staleToken() }
     }
 }
 
@@ -119,19 +378,59 @@ extension Limiter {
     @inlinable
     @discardableResult
     public func submit<S: Sequence<(Value, Key)>>(contentsOf items: S) -> [Result<Decision, LimiterError>] {
-        var out = [Result<Decision, LimiterError>]()
-        out.reserveCapacity(items.underestimatedCount)
-        storage.submitMany(items, cost: 1) { rc, decision in
-            if rc < 0 {
-                out.append(.failure(LimiterError(rawValue: rc)))
-                return
-            }
-            switch decision.kind {
-            case SLUICE_EMITTED: out.append(.success(.emitted))
-            case SLUICE_SCHEDULED: out.append(.success(.scheduled(at: LimiterInstant(nanoseconds: decision.at))))
-            default: out.append(.success(.dropped(retryAt: LimiterInstant(nanoseconds: decision.at))))
+        let list = ContiguousArray(items)
+        return list.withUnsafeBufferPointer { list in
+            let n = list.count
+            return withUnsafeTemporaryAllocation(of: BatchOutcome.self, capacity: n) { outcomes in
+                let outcome = outcomes.baseAddress!
+                storage.submitMany(list, cost: 1, into: outcome)
+                return [Result<Decision, LimiterError>](unsafeUninitializedCapacity: n) { out, initialized in
+                    for i in 0..<n { (out.baseAddress.unsafelyUnwrapped + i).initialize(to: outcome[i].result) }
+                    initialized = n
+                }
             }
         }
-        return out
+    }
+
+    /// Submits many values at once, each for its key, and calls `body` with
+    /// each call's position and result, in order, without allocating the
+    /// array of results that ``submit(contentsOf:)`` returns.
+    ///
+    /// The calls are exactly those of ``submit(contentsOf:)`` (and of
+    /// ``submit(_:for:)`` for each pair in order, at one instant). `body`
+    /// runs after the whole batch was submitted and its emissions were
+    /// handed to the delivery, outside the limiter's lock (it may call the
+    /// limiter), once per pair in order. The pairs are copied once into a
+    /// contiguous buffer unless `items` is already an array.
+    ///
+    /// ```swift
+    /// let clock = ManualLimiterClock()
+    /// let limiter = try Limiter<String, Int>(
+    ///     .throttle(interval: .seconds(1)), scheduler: .manual(clock), handler: { key, value in print(key, value) })
+    /// var emitted = 0
+    /// limiter.submit(contentsOf: [(1, "a"), (2, "a"), (3, "b")]) { _, result in
+    ///     if case .success(.emitted) = result { emitted += 1 }
+    /// }
+    /// print(emitted)   // 2
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - items: (value, key) pairs, in the order of the calls.
+    ///   - body: receives the position of each pair in `items` and its
+    ///     result (a failed call's value was not taken).
+    /// - Complexity: O(n) on average.
+    @inlinable
+    public func submit<S: Sequence<(Value, Key)>>(
+        contentsOf items: S, _ body: (Int, Result<Decision, LimiterError>) -> Void
+    ) {
+        let run = { (list: UnsafeBufferPointer<(Value, Key)>) in
+            withUnsafeTemporaryAllocation(of: BatchOutcome.self, capacity: list.count) { outcomes in
+                let outcome = outcomes.baseAddress!
+                self.storage.submitMany(list, cost: 1, into: outcome)
+                for i in 0..<list.count { body(i, outcome[i].result) }
+            }
+        }
+        if let done: Void = items.withContiguousStorageIfAvailable(run) { return done }
+        ContiguousArray(items).withUnsafeBufferPointer(run)
     }
 }

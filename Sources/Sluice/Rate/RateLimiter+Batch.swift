@@ -58,31 +58,33 @@ extension RateLimiter {
     func checkMany(_ list: ContiguousArray<(Key, Int)>) -> [Result<RateDecision, LimiterError>] {
         let n = list.count
         if n == 0 { return [] }
-        var out = [Result<RateDecision, LimiterError>]()
-        out.reserveCapacity(n)
         let now = engine.now
-        withBatchCalls(list.lazy.map(\.0), cost: { i in UInt64(clamping: list[i].1) }) { calls, decisions, results in
-            // Bad costs never reach the core: the good calls are packed first.
-            var m = 0
-            for i in 0..<n where Self.costIsValid(list[i].1) {
-                calls[m] = calls[i]
-                m += 1
-            }
-            if m > 0 { engine.submitMany(calls, count: m, decisions: decisions, results: results) }
-            var j = 0
-            for i in 0..<n {
-                let cost = list[i].1
-                guard Self.costIsValid(cost) else {
-                    out.append(.failure(Self.badCost(cost)))
-                    continue
+        // The results are written in place (no append, no uniqueness check per call).
+        return [Result<RateDecision, LimiterError>](unsafeUninitializedCapacity: n) { buffer, initialized in
+            let out = buffer.baseAddress!
+            withBatchCalls(list.lazy.map(\.0), cost: { i in UInt64(clamping: list[i].1) }) { calls, decisions, results in
+                // Bad costs never reach the core: the good calls are packed first.
+                var m = 0
+                for i in 0..<n where Self.costIsValid(list[i].1) {
+                    calls[m] = calls[i]
+                    m += 1
                 }
-                out.append(
-                    results[j] < 0
-                        ? .failure(LimiterError(rawValue: results[j])) : .success(Self.decision(decisions[j], now: now)))
-                j += 1
+                if m > 0 { engine.submitMany(calls, count: m, decisions: decisions, results: results) }
+                var j = 0
+                for i in 0..<n {
+                    let cost = list[i].1
+                    guard Self.costIsValid(cost) else {
+                        (out + i).initialize(to: .failure(Self.badCost(cost)))
+                        continue
+                    }
+                    (out + i).initialize(
+                        to: results[j] < 0
+                            ? .failure(LimiterError(rawValue: results[j])) : .success(Self.decision(decisions[j], now: now)))
+                    j += 1
+                }
             }
+            initialized = n
         }
-        return out
     }
 }
 
