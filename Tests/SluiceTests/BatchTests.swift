@@ -100,6 +100,7 @@ struct BatchTests {
         let clock = ManualLimiterClock()
         let limiter = try Limiter<String, Int>(.throttle(interval: .seconds(1)), scheduler: .manual(clock), handler: { _, _ in })
         #expect(limiter.submit(contentsOf: [(Int, String)]()).isEmpty)
+        limiter.submit(contentsOf: [(Int, String)]()) { _, _ in Issue.record("no call, no result") }
         let long = String(repeating: "x", count: 2000)
         let r = limiter.submit(contentsOf: [(1, "a"), (2, long), (3, "a")])
         #expect(try r[0].get() == .emitted)

@@ -381,6 +381,7 @@ extension Limiter {
         let list = ContiguousArray(items)
         return list.withUnsafeBufferPointer { list in
             let n = list.count
+            if n == 0 { return [] }
             return withUnsafeTemporaryAllocation(of: BatchOutcome.self, capacity: n) { outcomes in
                 let outcome = outcomes.baseAddress!
                 storage.submitMany(list, cost: 1, into: outcome)
@@ -424,6 +425,7 @@ extension Limiter {
         contentsOf items: S, _ body: (Int, Result<Decision, LimiterError>) -> Void
     ) {
         let run = { (list: UnsafeBufferPointer<(Value, Key)>) in
+            if list.isEmpty { return }
             withUnsafeTemporaryAllocation(of: BatchOutcome.self, capacity: list.count) { outcomes in
                 let outcome = outcomes.baseAddress!
                 self.storage.submitMany(list, cost: 1, into: outcome)
