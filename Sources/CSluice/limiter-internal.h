@@ -252,7 +252,10 @@ struct sluice__event {
 static SLUICE__HOT_INLINE void sluice__capture(struct sluice__event *pe, const struct sluice__entry *e,
                                    sluice_event_kind_t kind, uint64_t token, uint64_t at) {
     pe->ev.kind = kind;
-    pe->ev.key = sluice__entry_key(e, pe->keybuf);
+    if (e->flags & SLUICE__KEY_U64) /* the common case inline (compilers may outline sluice__entry_key) */
+        pe->ev.key = sluice_key_u64(e->key);
+    else
+        pe->ev.key = sluice__entry_key(e, pe->keybuf);
     pe->ev.token = token;
     pe->ev.at = at;
     pe->ev.has_successor = false;

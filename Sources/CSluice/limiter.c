@@ -346,7 +346,7 @@ static SLUICE__HOT_INLINE void put_decision(sluice_decision_t *out, const sluice
  * it reports, if any). Returns false, having changed nothing, for any other
  * case: the caller then takes submit_general() with the find already made. */
 static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx, uint64_t token, uint64_t now,
-                                         sluice_decision_t *out) {
+                                         sluice_decision_t *out, bool held) {
     struct sluice__entry *e = sluice__entry_of(l, idx);
     sluice_decision_t d;
     struct sluice__event pe;
@@ -376,8 +376,14 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
      * decision counted too (sluice_limiter_check's token balance holds
      * exactly during the callback): a callback that re-enters or closes the
      * limiter finds the call complete. It is held (depth) only so that a
-     * free from the callback waits for the call's end, as documented. */
+     * free from the callback waits for the call's end, as documented
+     * (`held`: a batch holds it already, for all its calls). */
     l->count.decided[d.kind & 3]++;
+    if (have && held) {
+        sluice__report(l, &pe);
+        put_decision(out, &d);
+        return true;
+    }
     if (have) {
         l->depth++;
         sluice__report(l, &pe);
@@ -390,14 +396,15 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
 }
 
 /* A call on a key checked and hashed: the short path when it applies, else
- * the general one. `isolate`: a batch call (see submit_general_isolated). */
+ * the general one. `isolate`: a batch call (see submit_general_isolated;
+ * the batch holds depth for all its calls). */
 static SLUICE__HOT_INLINE int submit_hot(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t token,
                                          uint64_t cost, uint64_t now, sluice_decision_t *out, bool isolate) {
     uint32_t idx = FIND_NOT_DONE;
     if (SLUICE__LIKELY(l->gate == 0 && cost == 1)) {
         idx = k->is_u64 && !l->table.strong ? sluice__table_find_u64(&l->table, k->u64, k->hash)
                                              : sluice__table_find(&l->table, k);
-        if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), out)) return 0;
+        if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), out, isolate)) return 0;
     }
     if (isolate) return submit_general_isolated(l, k, token, cost, now, out, idx);
     return submit_general(l, k, token, cost, now, out, idx);
@@ -422,7 +429,7 @@ static NOINLINE int submit_u64_general(struct sluice_limiter *l, uint64_t key, u
 static SLUICE__HOT_INLINE int submit_u64(struct sluice_limiter *l, uint64_t key, uint64_t hash, uint64_t token,
                                          uint64_t now, sluice_decision_t *d, bool isolate) {
     uint32_t idx = sluice__table_find_u64(&l->table, key, hash);
-    if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), d)) return 0;
+    if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), d, isolate)) return 0;
     return submit_u64_general(l, key, hash, token, now, d, idx, isolate);
 }
 
@@ -553,7 +560,7 @@ int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, 
             int rc;
             if (SLUICE__LIKELY(fast[j] && (l->gate | l->table.strong) == 0)) {
                 uint64_t key = cg[j].key.u64;
-                if (candidate_is(l, cand[j], key) && call_live(l, cand[j], cg[j].token, clamp_now(l, now), d))
+                if (candidate_is(l, cand[j], key) && call_live(l, cand[j], cg[j].token, clamp_now(l, now), d, true))
                     rc = 0;
                 else
                     rc = submit_u64(l, key, hash[j], cg[j].token, now, d, true);
