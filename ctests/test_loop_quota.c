@@ -1,6 +1,6 @@
 /* test_loop_quota.c — the rate quota API on a loop limiter
  * (sluice_mt_submit_cost, sluice_mt_quota, sluice_mt_quota_at), the per-limiter totals of
- * sluice_mt_stats (summed over shards), and the successor of a superseded
+ * sluice_mt_stats (summed over shards), sluice_mt_submit_cost_timed, and the successor of a superseded
  * token carried through the outbox to the callback. */
 #include "loop_test_util.h"
 
@@ -200,8 +200,54 @@ static void test_totals(void) {
     lt_sync_destroy(&s.sync);
 }
 
+/* sluice_mt_submit_cost_timed: the decision's own time, from which a drop's
+ * retry wait is measured, with no second read of the clock. */
+static void test_timed(void) {
+    printf("submit_cost_timed\n");
+    sluice_loop_t *loop;
+    LT_OK(sluice_loop_start(&loop, NULL));
+    sluice_config_t c = lt_config(sluice_rate(10, PER_NS, 0), NULL, NULL);
+    sluice_mt_t *m;
+    LT_OK(sluice_mt_new(&m, loop, &c, 1));
+    sluice_key_t k = sluice_key_bytes("client:t", 8);
+    sluice_decision_t d;
+    sluice_quota_t q;
+    uint64_t when = 0;
+
+    uint64_t before = sluice_clock_now();
+    LT_OK(sluice_mt_submit_cost_timed(m, k, 1, 4, &d, &when));
+    uint64_t after = sluice_clock_now();
+    LT_CHECK(d.kind == SLUICE_EMITTED && d.remaining == 6, "cost 4 admitted: kind %d", (int)d.kind);
+    LT_CHECK(when >= before && when <= after, "admitted: the time lies within the call");
+    /* dropped: the retry time is what a quota read at the decision's time says */
+    before = sluice_clock_now();
+    LT_OK(sluice_mt_submit_cost_timed(m, k, 2, 7, &d, &when));
+    after = sluice_clock_now();
+    LT_CHECK(d.kind == SLUICE_DROPPED && d.at > when, "cost 7 dropped with a later retry time");
+    LT_CHECK(when >= before && when <= after, "dropped: the time lies within the call");
+    LT_OK(sluice_mt_quota_at(m, k, 7, when, &q));
+    LT_CHECK(q.retry == d.at, "retry %llu equals the quota's at the decision's time %llu", (unsigned long long)d.at,
+             (unsigned long long)q.retry);
+    /* the shard's clock moved ahead by a call at a caller's time: a later
+     * call is decided at that time, not at an earlier clock read */
+    uint64_t ahead = sluice_clock_now() + SLUICE_MT_SUBMIT_AT_SLACK_NS;
+    LT_OK(sluice_mt_submit_cost_at(m, sluice_key_u64(7), 3, 1, ahead, &d));
+    LT_OK(sluice_mt_submit_cost_timed(m, k, 4, 1, &d, &when));
+    LT_CHECK(when >= ahead, "a shard's clock never goes back: %llu < %llu", (unsigned long long)when,
+             (unsigned long long)ahead);
+    LT_OK(sluice_mt_submit_cost_timed(m, k, 5, 1, NULL, NULL));  /* both outputs optional */
+    /* errors leave `when` untouched */
+    when = 42;
+    LT_CHECK(sluice_mt_submit_cost_timed(m, k, 6, 0, &d, &when) == SLUICE_ERANGE && when == 42, "cost 0");
+    LT_OK(sluice_mt_close(m, SLUICE_CLOSE_DRAIN));
+    LT_CHECK(sluice_mt_submit_cost_timed(m, k, 7, 1, &d, &when) == SLUICE_ECLOSED && when == 42, "after close");
+    sluice_mt_free(m);
+    LT_OK(sluice_loop_free(loop));
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    test_timed();
     test_cost_and_quota();
     test_quota_at();
     test_totals();

@@ -272,6 +272,7 @@ struct call {
     bool have_now;   /* the caller gave the time (sluice_mt_*_at) */
     uint64_t now;
     sluice_decision_t *decision;
+    uint64_t *when;  /* CALL_SUBMIT: receives the time the call was decided at */
 };
 
 /* With reporting flags, the event that also reports a token emitted or
@@ -357,6 +358,7 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
         sluice_decision_t *dec = c->decision ? c->decision : &local;
         rc = m->max_keys ? reserve_key(m, s, k, now, want) : 0;
         if (rc == 0) rc = sluice__submit_prepared(s->core, k, c->token, c->cost, now, dec);
+        if (rc == 0 && c->when) *c->when = sluice__limiter_now(s->core); /* as the core clamped it */
         sluice_event_kind_t kind;
         if (rc == 0 && m->report && reported_event(m->report, dec, &kind)) push_reported(m, s, key, c->token, kind);
         break;
@@ -462,7 +464,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
                 if (done[j] || krc[j] || shard_of[j] != si) continue;
                 const sluice_call_t *cl = &calls[base + j];
                 struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0,
-                                  decisions ? &decisions[base + j] : NULL };
+                                  decisions ? &decisions[base + j] : NULL, NULL };
                 int rc = shard_call_locked(m, s, &k[j], &cl->key, &c, now);
                 if (results) results[base + j] = rc;
                 if (rc && base + j < first_at) {
@@ -482,53 +484,59 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
 }
 
 int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, 1, false, 0, d };
+    struct call c = { CALL_SUBMIT, token, 1, false, 0, d, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_submit_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t now, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, 1, true, now, d };
+    struct call c = { CALL_SUBMIT, token, 1, true, now, d, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_submit_cost(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, cost, false, 0, d };
+    struct call c = { CALL_SUBMIT, token, cost, false, 0, d, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost, uint64_t now,
                              sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, cost, true, now, d };
+    struct call c = { CALL_SUBMIT, token, cost, true, now, d, NULL };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_submit_cost_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
+                                sluice_decision_t *d, uint64_t *when) {
+    struct call c = { CALL_SUBMIT, token, cost, false, 0, d, when };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_flush(sluice_mt_t *m, sluice_key_t key) {
-    struct call c = { CALL_FLUSH, 0, 0, false, 0, NULL };
+    struct call c = { CALL_FLUSH, 0, 0, false, 0, NULL, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_cancel(sluice_mt_t *m, sluice_key_t key) {
-    struct call c = { CALL_CANCEL, 0, 0, false, 0, NULL };
+    struct call c = { CALL_CANCEL, 0, 0, false, 0, NULL, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_pending(sluice_mt_t *m, sluice_key_t key) {
-    struct call c = { CALL_PENDING, 0, 0, false, 0, NULL };
+    struct call c = { CALL_PENDING, 0, 0, false, 0, NULL, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_flush_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
-    struct call c = { CALL_FLUSH, 0, 0, true, now, NULL };
+    struct call c = { CALL_FLUSH, 0, 0, true, now, NULL, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_cancel_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
-    struct call c = { CALL_CANCEL, 0, 0, true, now, NULL };
+    struct call c = { CALL_CANCEL, 0, 0, true, now, NULL, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_pending_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
-    struct call c = { CALL_PENDING, 0, 0, true, now, NULL };
+    struct call c = { CALL_PENDING, 0, 0, true, now, NULL, NULL };
     return key_call(m, key, &c);
 }
 

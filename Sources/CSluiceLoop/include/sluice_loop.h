@@ -479,6 +479,25 @@ SLUICE_EXTERN int sluice_mt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uin
                                            uint64_t now, sluice_decision_t *decision);
 
 /**
+ * sluice_mt_submit_cost() that also tells when the call was decided: the
+ * time the shard's core used, which is the clock read by the call, or a
+ * later time the shard had already seen (a shard's clock never goes back).
+ * A rate check that answers "retry after N seconds" measures N from it, with
+ * no second read of the clock.
+ *
+ * @param m the limiter.
+ * @param key the key.
+ * @param token the caller's value handle.
+ * @param cost the units the call weighs (as sluice_mt_submit_cost()).
+ * @param decision receives the decision (may be NULL).
+ * @param when receives the time of the decision in ns on sluice_clock_now()'s
+ *        clock when the call returns 0 (may be NULL; untouched on error).
+ * @return as sluice_mt_submit_cost().
+ */
+SLUICE_EXTERN int sluice_mt_submit_cost_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
+                                              sluice_decision_t *decision, uint64_t *when);
+
+/**
  * Hands a batch of calls to the limiter, now: for each call i in order, what
  * sluice_mt_submit_cost(m, calls[i].key, calls[i].token, calls[i].cost,
  * &decisions[i]) does, all at one reading of the clock. The calls are

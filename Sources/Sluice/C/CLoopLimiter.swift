@@ -33,6 +33,14 @@ struct CLoopLimiter: @unchecked Sendable {
         sluice_mt_submit_cost(handle, key, token, cost, &decision)
     }
 
+    /// `sluice_mt_submit_cost_timed`.
+    @inlinable
+    func submitTimed(
+        _ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t, at: inout UInt64
+    ) -> Int32 {
+        sluice_mt_submit_cost_timed(handle, key, token, cost, &decision, &at)
+    }
+
     /// `sluice_mt_quota`.
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32 {
         sluice_mt_quota(handle, key, cost, &quota)

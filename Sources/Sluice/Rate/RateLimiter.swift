@@ -101,10 +101,10 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     ///   ``LimiterError/outOfMemory``, ``LimiterError/closed`` after ``close()``.
     public func check(_ key: Key, cost: Int = 1) throws(LimiterError) -> RateDecision {
         guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
-        let now = engine.now
         var decision = sluice_decision_t()
+        var now: UInt64 = 0
         let engine = self.engine
-        let rc = key.withCoreKey { engine.submit($0, token: 0, cost: UInt64(cost), into: &decision) }
+        let rc = key.withCoreKey { engine.check($0, cost: UInt64(cost), into: &decision, at: &now) }
         try LimiterError.check(rc)
         return RateDecision(decision, now: now)
     }
