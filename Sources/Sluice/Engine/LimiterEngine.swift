@@ -97,13 +97,17 @@ struct EngineEvent {
     @usableFromInline var at: UInt64
     /// DROP only: the token that took this one's place (a supersession), or `nil`.
     @usableFromInline var successor: UInt64?
+    /// The key's integer (`sluice_key_t.u64`; 0 for a byte key or when not
+    /// given): a limiter that keeps no value slots rebuilds the key from it.
+    @usableFromInline var key: UInt64
 
     @inlinable
-    init(kind: sluice_event_kind_t, token: UInt64, at: UInt64, successor: UInt64?) {
+    init(kind: sluice_event_kind_t, token: UInt64, at: UInt64, successor: UInt64?, key: UInt64 = 0) {
         self.kind = kind
         self.token = token
         self.at = at
         self.successor = successor
+        self.key = key
     }
 
     /// Copies a C event.
@@ -114,6 +118,7 @@ struct EngineEvent {
         at = event.pointee.at
         successor = event.pointee.kind == SLUICE_EVENT_DROP && event.pointee.has_successor
             ? event.pointee.successor : nil
+        key = event.pointee.key.u64
     }
 }
 

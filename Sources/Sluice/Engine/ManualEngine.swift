@@ -62,6 +62,12 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             // A limiter's single submit (see `LimiterStorage.submitManual`):
             // kept for it, nothing else to check.
             if state.pointee.collecting {  // a limiter's submit or batch (submitManyCollecting)
+                // A value dropped (superseded) that nobody observes, held
+                // in its token (a compact limiter): only counted here.
+                if let held = state.pointee.compactHeld, event.pointee.kind == SLUICE_EVENT_DROP {
+                    held.pointee.count &-= 1
+                    return
+                }
                 // A value dropped (superseded) that nobody observes, in a
                 // table of trivial values: its slot freed here.
                 if let slots = state.pointee.trivialSlots, event.pointee.kind == SLUICE_EVENT_DROP {
@@ -195,9 +201,9 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             // Reported here, under the lock, so that they are ordered with
             // the key's other events exactly as a loop orders them.
             if decision.kind == SLUICE_EMITTED, reportImmediate {
-                report(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
+                report(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: key.u64))
             } else if decision.kind == SLUICE_DROPPED, reportDrops {
-                report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
+                report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil, key: key.u64))
             }
             return rc
         }
@@ -221,9 +227,9 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             guard b.results[i] == 0 else { continue }
             let token = b.calls[i].token
             if b.decisions[i].kind == SLUICE_EMITTED, reportImmediate {
-                report(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: b.now, successor: nil))
+                report(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: b.now, successor: nil, key: b.calls[i].key.u64))
             } else if b.decisions[i].kind == SLUICE_DROPPED, reportDrops {
-                report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: b.now, successor: nil))
+                report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: b.now, successor: nil, key: b.calls[i].key.u64))
             }
         }
         batch = b
@@ -408,6 +414,11 @@ struct ManualEngineState {
     /// itself instead of keeping the event (a token it does not find held
     /// is kept, for the caller to catch).
     @usableFromInline var trivialSlots: UnsafeMutablePointer<SlotTableHeader>?
+    /// Set by a compact limiter (no value slots: the token is the value,
+    /// see `LimiterStorage.compact`) whose drops nobody observes: while
+    /// `collecting`, the callback counts a dropped value out of this
+    /// header's `count` (the values held) instead of keeping the event.
+    @usableFromInline var compactHeld: UnsafeMutablePointer<SlotTableHeader>? = nil
     /// While a limiter's batch runs with `trivialSlots` (see
     /// `LimiterStorage.submitManyManual`): the tokens of those dropped
     /// values, kept (the first `deferredCount` of `deferredCapacity`) for the

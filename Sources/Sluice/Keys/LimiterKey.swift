@@ -62,6 +62,38 @@ public protocol LimiterKey: Sendable {
     ///   buffer is valid only during this call.
     /// - Returns: what `body` returns.
     func withLimiterKeyIdentity<Result>(_ body: (LimiterKeyIdentity) -> Result) -> Result
+
+    /// For Sluice's own use; do not implement. Whether every value of this
+    /// type is lent as ``LimiterKeyIdentity/integer(_:)`` and can be rebuilt
+    /// from that integer by ``_sluiceKey(integerIdentity:)`` (the built-in
+    /// fixed-width integer types). A limiter of such keys and small
+    /// trivially copyable values keeps no table of values: the core carries
+    /// the value in its token and hands the key back with every event.
+    /// The default is `false`.
+    static var _sluiceIntegerIdentity: Bool { get }
+
+    /// For Sluice's own use; do not implement. The key whose integer
+    /// identity is `identity`, for a type whose ``_sluiceIntegerIdentity``
+    /// is `true` (the default traps).
+    ///
+    /// - Parameter identity: an identity this type lent.
+    /// - Returns: the key.
+    static func _sluiceKey(integerIdentity identity: UInt64) -> Self
+}
+
+extension LimiterKey {
+    /// Not an integer key that can be rebuilt from its identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { false }
+
+    /// Traps: only types whose ``_sluiceIntegerIdentity`` is `true` are rebuilt.
+    ///
+    /// - Parameter identity: unused.
+    /// - Returns: never.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self {
+        preconditionFailure("Sluice: \(Self.self) is not rebuilt from an integer identity")
+    }
 }
 
 extension LimiterKey where Self: RawRepresentable, RawValue: LimiterKey {
@@ -78,6 +110,17 @@ extension LimiterKey where Self: RawRepresentable, RawValue: LimiterKey {
 // MARK: - Integers
 
 extension UInt64: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { identity }
+
     /// An integer identity: the value itself.
     ///
     /// - Parameter body: receives `.integer(self)`.
@@ -89,6 +132,17 @@ extension UInt64: LimiterKey {
 }
 
 extension Int: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { Int(bitPattern: UInt(truncatingIfNeeded: identity)) }
+
     /// An integer identity: the value's bit pattern.
     ///
     /// - Parameter body: receives `.integer(UInt64(bitPattern:))` of the value.
@@ -100,6 +154,17 @@ extension Int: LimiterKey {
 }
 
 extension UInt: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { UInt(truncatingIfNeeded: identity) }
+
     /// An integer identity: the value itself.
     ///
     /// - Parameter body: receives `.integer` of the value.
@@ -111,6 +176,17 @@ extension UInt: LimiterKey {
 }
 
 extension Int64: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { Int64(bitPattern: identity) }
+
     /// An integer identity: the value's bit pattern.
     ///
     /// - Parameter body: receives `.integer(UInt64(bitPattern: self))`.
@@ -122,6 +198,17 @@ extension Int64: LimiterKey {
 }
 
 extension Int32: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { Int32(bitPattern: UInt32(truncatingIfNeeded: identity)) }
+
     /// An integer identity: the value's 32-bit pattern, zero-extended.
     ///
     /// - Parameter body: receives `.integer` of the bit pattern.
@@ -133,6 +220,17 @@ extension Int32: LimiterKey {
 }
 
 extension UInt32: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { UInt32(truncatingIfNeeded: identity) }
+
     /// An integer identity: the value itself.
     ///
     /// - Parameter body: receives `.integer` of the value.
@@ -144,6 +242,17 @@ extension UInt32: LimiterKey {
 }
 
 extension Int16: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { Int16(bitPattern: UInt16(truncatingIfNeeded: identity)) }
+
     /// An integer identity: the value's 16-bit pattern, zero-extended.
     ///
     /// - Parameter body: receives `.integer` of the bit pattern.
@@ -155,6 +264,17 @@ extension Int16: LimiterKey {
 }
 
 extension UInt16: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { UInt16(truncatingIfNeeded: identity) }
+
     /// An integer identity: the value itself.
     ///
     /// - Parameter body: receives `.integer` of the value.
@@ -166,6 +286,17 @@ extension UInt16: LimiterKey {
 }
 
 extension Int8: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { Int8(bitPattern: UInt8(truncatingIfNeeded: identity)) }
+
     /// An integer identity: the value's 8-bit pattern, zero-extended.
     ///
     /// - Parameter body: receives `.integer` of the bit pattern.
@@ -177,6 +308,17 @@ extension Int8: LimiterKey {
 }
 
 extension UInt8: LimiterKey {
+    /// Rebuilt from its integer identity.
+    @inlinable
+    public static var _sluiceIntegerIdentity: Bool { true }
+
+    /// The value whose identity is `identity`.
+    ///
+    /// - Parameter identity: an identity lent by a value of this type.
+    /// - Returns: that value.
+    @inlinable
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { UInt8(truncatingIfNeeded: identity) }
+
     /// An integer identity: the value itself.
     ///
     /// - Parameter body: receives `.integer` of the value.

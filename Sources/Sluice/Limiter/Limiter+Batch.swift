@@ -56,7 +56,7 @@ extension LimiterStorage {
                         }
                         let engine = self.engine!
                         lock.lock()
-                        for i in 0..<n { calls[i].token = slots.insert(key: list[i].1, value: list[i].0) }
+                        for i in 0..<n { calls[i].token = hold(list[i].1, list[i].0) }
                         if serial {
                             engine.submitMany(calls, count: n, decisions: decisions, results: results)
                         } else {
@@ -66,7 +66,7 @@ extension LimiterStorage {
                         }
                         for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
                             // Not taken, or dropped without a report: released here.
-                            _ = slots.remove(calls[i].token)
+                            release(calls[i].token)
                         }
                         let mustDrain = claimDrain()
                         lock.unlock()
@@ -126,7 +126,9 @@ extension LimiterStorage {
                                 // Unobserved drops of trivial values: their tokens
                                 // kept by the callback, their slots freed together
                                 // after each core call.
-                                let deferring = quietDrops && SlotTable<Key, Value>.isTrivial && state.pointee.trivialSlots != nil
+                                // (A compact limiter's callback counts them out itself.)
+                                let deferring = !compact && quietDrops && SlotTable<Key, Value>.isTrivial
+                                    && state.pointee.trivialSlots != nil
                                 if deferring {
                                     state.pointee.deferred = deferredBuffer.baseAddress!
                                     state.pointee.deferredCapacity = 2 * group
@@ -144,7 +146,7 @@ extension LimiterStorage {
                                             offset += k.len
                                             return sluice_key_bytes(UnsafeRawPointer(at), k.len)
                                         }
-                                        let token = slots.insert(key: item.1, value: item.0)
+                                        let token = hold(item.1, item.0)
                                         (calls + j).initialize(to: sluice_call_t(key: key, token: token, cost: cost))
                                         (decisions + j).initialize(to: sluice_decision_t())
                                     }
@@ -190,14 +192,14 @@ extension LimiterStorage {
     ) {
         let events = engine.collected
         let eventCount = engine.collectedCount
-        if eventCount > 1 { slots.touch(events, count: eventCount) }
+        if !compact && eventCount > 1 { slots.touch(events, count: eventCount) }
         var k = 0
         for i in 0..<n {
             let end = ends[i]
             while k < end {
                 let event = events[k]
                 if quietDrops && event.kind == SLUICE_EVENT_DROP {
-                    slots.discard(event.token)  // superseded or dropped, unobserved: released here
+                    release(event.token)  // superseded or dropped, unobserved: released here
                 } else {
                     recordLocked(event)
                 }
@@ -205,17 +207,18 @@ extension LimiterStorage {
             }
             let token = calls[i].token
             guard results[i] == 0 else {
-                slots.discard(token)  // not taken: released here
+                release(token)  // not taken: released here
                 continue
             }
             let kind = decisions[i].kind
             if kind == SLUICE_EMITTED {
-                recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
+                recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: calls[i].key.u64))
             } else if kind == SLUICE_DROPPED {
                 if observesDrops {
-                    recordLocked(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
+                    recordLocked(
+                        EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil, key: calls[i].key.u64))
                 } else {
-                    slots.discard(token)  // dropped without a report: released here
+                    release(token)  // dropped without a report: released here
                 }
             }
         }

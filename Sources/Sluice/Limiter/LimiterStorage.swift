@@ -39,6 +39,15 @@ import Darwin
 /// is a value superseded by that newer one, still held: the older value is
 /// folded into it. No Swift bookkeeping, no global lock: calls stay sharded.
 ///
+/// Compact mode (``compact``): for integer keys that the built-in integer
+/// types lend (``LimiterKey/_sluiceIntegerIdentity``), trivially copyable
+/// values of at most 8 bytes and no `combine`, the token is the value's
+/// bits and an event's key is rebuilt from the key the core hands with it:
+/// no slot is taken or freed (a submit that supersedes a value touches no
+/// memory of the superseded one). `slots` then holds no entry, and its
+/// `count` is the number of values held, kept as the slot table keeps it:
+/// +1 per value handed to the core, −1 when its fate is recorded.
+///
 /// Concurrency: every stored `var` is guarded by `lock`. Deliveries run
 /// outside the lock, one thread at a time, in outbox order.
 @usableFromInline
@@ -72,6 +81,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// The thread running `combine`, or 0: a call from inside `combine` is
     /// detected instead of deadlocking.
     @usableFromInline let combiningThread = Atomic<UInt>(0)
+    /// Compact mode chosen at init (see ``compact``). Set once, in init.
+    @exclusivity(unchecked) @usableFromInline var compactMode = false
 
     // Guarded by `lock`.
     @exclusivity(unchecked) @usableFromInline var slots = SlotTable<Key, Value>()
@@ -127,15 +138,84 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             throw LimiterError.explaining(error, policy: policy, maxKeys: maxKeys, tick: tick)
         }
         self.engine = engine
+        // Compact on the engines whose every event names its key (the
+        // manual and loop engines).
+        compactMode = Self.compactTypes && combine == nil && (engine is ManualEngine || engine is LoopEngine)
         if let manual = engine as? ManualEngine {
             manualEngine = Unmanaged.passUnretained(manual)
             if manual.runsUnderCallerLock {
                 self.manual = manual.state
-                if quietDrops && SlotTable<Key, Value>.isTrivial { manual.state.pointee.trivialSlots = slots.header }
+                if quietDrops && compactMode {
+                    manual.state.pointee.compactHeld = slots.header
+                } else if quietDrops && SlotTable<Key, Value>.isTrivial {
+                    manual.state.pointee.trivialSlots = slots.header
+                }
             }
         }
         if let loop = engine as? LoopEngine { loopEngine = Unmanaged.passUnretained(loop) }
         serial = engine.runsUnderCallerLock
+    }
+
+    /// Whether `Key` and `Value` allow compact mode: integer keys rebuilt
+    /// from their identity, trivially copyable values of at most 8 bytes
+    /// (a constant in specialized code).
+    @inlinable
+    static var compactTypes: Bool {
+        Key._sluiceIntegerIdentity && _isPOD(Value.self) && MemoryLayout<Value>.size <= 8
+            && MemoryLayout<Value>.alignment <= 8
+    }
+
+    /// Values travel in their tokens and keys in the core's events: no
+    /// value slots (see the class comment). Folds to `false` in code
+    /// specialized for types that do not allow it.
+    @inlinable
+    var compact: Bool { Self.compactTypes && compactMode }
+
+    /// A compact token: the value's bytes, zero-padded.
+    @inlinable @inline(__always)
+    static func token(of value: Value) -> UInt64 {
+        var bits: UInt64 = 0
+        withUnsafeMutableBytes(of: &bits) { $0.storeBytes(of: value, as: Value.self) }
+        return bits
+    }
+
+    /// The value of a compact token.
+    @inlinable @inline(__always)
+    static func value(of token: UInt64) -> Value {
+        withUnsafeBytes(of: token) { $0.load(as: Value.self) }
+    }
+
+    /// With the lock held: keeps a value for the core and returns its token
+    /// (compact: counts it).
+    @inlinable @inline(__always)
+    func hold(_ key: Key, _ value: Value) -> UInt64 {
+        if compact {
+            slots.count &+= 1
+            return Self.token(of: value)
+        }
+        return slots.insert(key: key, value: value)
+    }
+
+    /// With the lock held: releases a held token's value (compact: counts it out).
+    @inlinable @inline(__always)
+    func release(_ token: UInt64) {
+        if compact {
+            if slots.count == 0 { staleToken() }
+            slots.count &-= 1
+            return
+        }
+        slots.discard(token)
+    }
+
+    /// With the lock held: takes the key and value of an event's token.
+    @inlinable @inline(__always)
+    func take(_ event: EngineEvent) -> (key: Key, value: Value) {
+        if compact {
+            if slots.count == 0 { staleToken() }
+            slots.count &-= 1
+            return (Key._sluiceKey(integerIdentity: event.key), Self.value(of: event.token))
+        }
+        return slots.remove(event.token)
     }
 
     /// The core configuration of a limiter (also used by ``RateLimiter``);
@@ -213,7 +293,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         let rc: Int32
         let mustDrain: Bool
         lock.lock()
-        let token = slots.insert(key: key, value: value)
+        let token = hold(key, value)
         if serial {
             let engine = self.engine!
             // One critical section: the engine records this call's events
@@ -239,7 +319,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         }
         if rc < 0 || (decision.kind == SLUICE_DROPPED && !observesDrops) {
             // Not taken, or dropped without a report: released here.
-            _ = slots.remove(token)
+            release(token)
         }
         mustDrain = claimDrain()
         lock.unlock()
@@ -263,12 +343,16 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         var decision = sluice_decision_t()
         let rc: Int32
         lock.lock()
-        let token = slots.insert(key: key, value: value)
+        let token = hold(key, value)
         if let core = engine.pointee.core {
             let now = engine.pointee.clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
             engine.pointee.fast = true
             engine.pointee.collecting = true
-            rc = key.withCoreKey { core.submit($0, token: token, cost: cost, now: now, into: &decision) }
+            var keyBits: UInt64 = 0  // compact: the key of the immediate event
+            rc = key.withCoreKey {
+                if compact { keyBits = $0.u64 }
+                return core.submit($0, token: token, cost: cost, now: now, into: &decision)
+            }
             engine.pointee.fast = false
             engine.pointee.collecting = false
             let count = engine.pointee.count
@@ -277,7 +361,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
                 for i in 0..<count {
                     let event = events[i]
                     if quietDrops && event.kind == SLUICE_EVENT_DROP {
-                        slots.discard(event.token)  // superseded or dropped, unobserved: released here
+                        release(event.token)  // superseded or dropped, unobserved: released here
                     } else {
                         recordLocked(event)
                     }
@@ -286,20 +370,20 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             }
             if rc >= 0 {
                 if decision.kind == SLUICE_EMITTED {
-                    recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
+                    recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: keyBits))
                 } else if decision.kind == SLUICE_DROPPED {
                     if observesDrops {
-                        recordLocked(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
+                        recordLocked(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil, key: keyBits))
                     } else {
-                        slots.discard(token)  // dropped without a report: released here
+                        release(token)  // dropped without a report: released here
                     }
                 }
             } else {
-                slots.discard(token)  // not taken
+                release(token)  // not taken
             }
         } else {
             rc = LimiterError.closed.rawValue
-            slots.discard(token)
+            release(token)
         }
         let mustDrain = claimDrain()
         lock.unlock()
@@ -450,7 +534,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             combiningThread.store(0, ordering: .relaxed)
             return
         }
-        let entry = slots.remove(event.token)
+        let entry = take(event)
         let at = LimiterInstant(nanoseconds: event.at)
         switch event.kind {
         case SLUICE_EVENT_EMIT:
