@@ -101,6 +101,24 @@ static inline const struct sluice__policy_ops *sluice__policy_ops_of(int kind) {
     return kind >= 0 && kind < SLUICE__POLICY_KINDS ? sluice__policies[kind] : NULL;
 }
 
+/* floor(n / d) for n < 2^62 by a multiplication (rate's fast path). With
+ * L = ceil(log2 d) and c = ceil(2^(63+L) / d) = 2^(63+L) / d + e / d
+ * (0 <= e < d; c < 2^64), c * 2n / 2^(64+L) = n / d + e * n / (d * 2^(63+L)),
+ * whose second term is below 2^62 / 2^(63+L) <= 1 / (2d): too small to carry
+ * n / d (whose fraction is at most (d-1)/d) to the next integer. */
+struct sluice__recip {
+    uint64_t c;
+    unsigned sh; /* L */
+};
+
+/* The reciprocal of d >= 1 (d <= 2^63). */
+struct sluice__recip sluice__recip_of(uint64_t d);
+
+static inline uint64_t sluice__recip_div(struct sluice__recip v, uint64_t n) {
+    __extension__ typedef unsigned __int128 sluice__u128;
+    return (uint64_t)(((sluice__u128)v.c * (n << 1)) >> 64) >> v.sh;
+}
+
 /* Totals since creation (sluice_stats_t), one plain increment each. */
 struct sluice__counters {
     uint64_t decided[4];  /* by sluice_decision_kind_t: tokens emitted, scheduled or dropped at their call */
@@ -123,6 +141,12 @@ struct sluice_limiter {
     /* rate: times are scaled by `limit` (exact for a fractional T = per / limit) */
     uint64_t limit, burst, per;
     uint64_t t_q, t_r;  /* the emission interval T = per / limit, as t_q + t_r / limit ns */
+    /* rate: the 64-bit fast path (policy-rate.c), taken at t < rate_t_lim
+     * (0 when burst * per >= 2^61: never) */
+    uint64_t rate_bt;       /* burst * per: burst * T scaled by limit */
+    uint64_t rate_bt_q;     /* floor(burst * per / limit) */
+    uint64_t rate_t_lim;    /* UINT64_MAX - 2 * rate_bt_q - 3, or 0 */
+    struct sluice__recip rate_inv_limit, rate_inv_per; /* floor(n / limit), floor(n / per) */
     /* rate: lazy expiry (policy-rate.c) */
     uint64_t rate_lb;       /* <= every rate entry's full (UINT64_MAX: no entry) */
     uint64_t rate_every;    /* least spacing of the sweeps asked for; idle time before the creation sweep frees a key */
@@ -195,6 +219,32 @@ void sluice__debounce_fire(struct sluice_limiter *l, uint32_t idx);
 int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                       uint64_t cost, uint64_t t, sluice_decision_t *d);
 void sluice__rate_fire(struct sluice_limiter *l, uint32_t idx);
+
+/* A rate decision on a key's state, without changing anything: the key's
+ * entry `deadline` and `token` (its TAT as deadline - (token != 0) +
+ * token / limit ns; 0 and 0 for a key without an entry: an entry whose
+ * deadline <= t is idle), a call of `cost` (1..SLUICE_RATE_MAX) at t.
+ * kind: SLUICE_EMITTED (then at = t, full = deadline = the new deadline,
+ * token = the new remainder, remaining) or SLUICE_DROPPED (at: the retry
+ * time or SLUICE_NEVER, full; the rest unset). sluice__rate_decide takes
+ * the 64-bit fast path when its bounds hold and the exact one otherwise;
+ * sluice__rate_decide_exact is the exact 128-bit arithmetic alone (kept
+ * for the differential test, ctests/test_rate_fast.c). Both give the same
+ * result for every input. */
+struct sluice__rate_res {
+    int kind;
+    uint64_t at, full, remaining, deadline, token;
+};
+void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
+                         uint64_t t, struct sluice__rate_res *o);
+void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
+                               uint64_t t, struct sluice__rate_res *o);
+/* The quota (the policy's quota op) on a key's state given as above: the
+ * fast path when its bounds hold, or the exact arithmetic alone. */
+void sluice__rate_quota(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
+                        sluice_quota_t *out);
+void sluice__rate_quota_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
+                              uint64_t t, sluice_quota_t *out);
 
 /* Rate's lazy expiry (policy-rate.c). reclaim: frees idle rate entries at
  * `now` (at most `max`, 0 for no bound) by the resumable pass, until none is

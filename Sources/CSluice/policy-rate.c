@@ -9,6 +9,16 @@
  * q in the node's deadline field (rounded up: deadline = q + (r != 0), the
  * key's `full`) and r in the entry's token word.
  *
+ * Fast path. When burst * per < 2^61 (checked at setup) and the call's time
+ * is below rate_t_lim (2 * burst * T + 3 ns short of the end of the clock),
+ * every quantity a decision needs, taken relative to t and scaled by limit,
+ * fits in 63 bits, and its three divisions (the new TAT by limit, remaining
+ * by per, a retry time by limit) are multiplications by reciprocals
+ * precomputed at setup (sluice__recip_div). The result is the exact one
+ * bit for bit; any other input takes the exact 128-bit routine
+ * (sluice__rate_decide_exact, kept, and compared with the fast path by
+ * ctests/test_rate_fast.c).
+ *
  * Lazy expiry. A rate entry arms no timer: a key whose full <= now is idle
  * (a fresh quota) wherever its entry still is, and a call on it resets the
  * state in place. So a call costs no wheel operation, and a key that goes
@@ -55,6 +65,12 @@ __extension__ typedef unsigned __int128 u128;
 /* The least spacing of the sweeps a loop is asked for (1 ms). */
 #define RATE_EVERY_MIN UINT64_C(1000000)
 
+#if defined(__GNUC__) || defined(__clang__)
+#define NOINLINE_RATE __attribute__((noinline))
+#else
+#define NOINLINE_RATE
+#endif
+
 static const char *explain(const sluice_policy_t *p, int *code) {
     *code = SLUICE_EINVAL;
     if (p->limit < 1) return "policy.limit is 0: a rate needs a limit of at least 1 call per period";
@@ -81,7 +97,28 @@ static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
     l->rate_lb = l->rate_pass_min = UINT64_MAX;
     l->rate_last = 0;
     l->rate_pass = l->rate_step = 0;
+    /* the fast path (below): every scaled quantity relative to t fits in
+     * 63 bits and every divisor's numerator in 62 when burst * per < 2^61 */
+    l->rate_inv_limit = sluice__recip_of(l->limit);
+    l->rate_inv_per = sluice__recip_of(l->per);
+    if (bt < ((u128)1 << 61)) {
+        l->rate_bt = (uint64_t)bt;
+        l->rate_bt_q = l->rate_bt / l->limit;
+        l->rate_t_lim = UINT64_MAX - 2 * l->rate_bt_q - 3;
+    } else {
+        l->rate_bt = l->rate_bt_q = l->rate_t_lim = 0;
+    }
     return 0;
+}
+
+struct sluice__recip sluice__recip_of(uint64_t d) {
+    struct sluice__recip v;
+    unsigned L = 0;
+    while (L < 63 && (UINT64_C(1) << L) < d) L++;
+    u128 num = (u128)1 << (63 + L);
+    v.c = (uint64_t)(num / d + (num % d != 0));
+    v.sh = L;
+    return v;
 }
 
 static bool never_schedules(const sluice_policy_t *p) {
@@ -136,55 +173,40 @@ static inline uint64_t floor_per(const struct sluice_limiter *l, u128 x) {
     return (x >> 64) == 0 ? (uint64_t)x / l->per : (uint64_t)(x / l->per);
 }
 
-/* The key's TAT, from its deadline and remainder. */
-static inline struct qr entry_tat(const struct sluice__entry *e) {
-    struct qr t;
-    t.r = e->token;
-    t.q = e->node.deadline - (e->token != 0);
-    return t;
-}
-
 static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t);
 
-/* ---- rows ---- */
+/* ---- decisions ---- */
 
-int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                      uint64_t cost, uint64_t t, sluice_decision_t *d) {
+void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
+                               uint64_t t, struct sluice__rate_res *o) {
     /* call(t, v, n) | tat = max(TAT, t), new = tat + n*T. If new - t <=
      * burst*T: emit v, TAT = new. Otherwise drop v; TAT unchanged.
      * An entry whose full <= t is idle (TAT <= t): its state is t's. */
-    (void)token;
     struct qr tat = { t, 0 };
     uint64_t full_now = t;
-    if (idx != SLUICE__NONE) {
-        const struct sluice__entry *e = sluice__entry_of(l, idx);
-        if (e->node.deadline > t) {
-            tat = entry_tat(e);
-            full_now = e->node.deadline;
-        }
+    if (deadline > t) {
+        tat.r = token;
+        tat.q = deadline - (token != 0);
+        full_now = deadline;
     }
+    o->full = full_now;
+    o->kind = SLUICE_DROPPED;
     if (cost > l->burst) {
         /* never admitted: the retry time is "never" */
-        d->kind = SLUICE_DROPPED;
-        d->at = SLUICE_NEVER;
-        d->full = full_now;
-        return 0;
+        o->at = SLUICE_NEVER;
+        return;
     }
     u128 ts = (u128)t * l->limit, bt = (u128)l->burst * l->per;
     u128 now_tat = qr_scaled(l, tat), fresh = now_tat + (u128)cost * l->per;
     if (fresh > clock_end(l)) {
         /* past the end of the clock: it would never fit */
-        d->kind = SLUICE_DROPPED;
-        d->at = SLUICE_NEVER;
-        d->full = full_now;
-        return 0;
+        o->at = SLUICE_NEVER;
+        return;
     }
     if (fresh - ts > bt) {
         /* admitted from tat + n*T - burst*T on (> t here), rounded up */
-        d->kind = SLUICE_DROPPED;
-        d->at = ceil_ns(l, fresh - bt);
-        d->full = full_now;
-        return 0;
+        o->at = ceil_ns(l, fresh - bt);
+        return;
     }
     struct qr next;
     if (cost == 1) {
@@ -193,25 +215,110 @@ int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, 
     } else {
         next = qr_of(l, fresh);
     }
-    bool created = idx == SLUICE__NONE;
-    if (created) {
-        int rc = sluice__limiter_add_key(l, k, &idx);
-        if (rc) return rc;
+    o->kind = SLUICE_EMITTED;
+    o->at = t;
+    o->token = next.r;
+    o->deadline = o->full = qr_ceil(next);
+    u128 room = ts + bt < clock_end(l) ? ts + bt : clock_end(l);
+    o->remaining = floor_per(l, room - qr_scaled(l, next));
+}
+
+/* The fast path: the same rule in 64-bit arithmetic relative to t, for
+ * t < rate_t_lim, a TAT at most burst * T ahead of t (every TAT a call
+ * leaves is: it was admitted at a time <= t) and a cost <= burst; false
+ * (nothing written) otherwise. Scaled by limit, x = TAT - t <= burst * per
+ * + limit - 1 and fresh = x + n * per <= 2 * burst * per + limit - 1 fit in
+ * 63 bits, nothing reaches the end of the clock (t + 2 * burst * T + 3 <=
+ * UINT64_MAX), so room = t + burst * T, and the three divisions (the new
+ * TAT by limit, remaining by per, a retry time by limit) are
+ * multiplications by reciprocals (numerators below 2^62). */
+static SLUICE__HOT_INLINE bool decide_fast(const struct sluice_limiter *l, uint64_t deadline, uint64_t token,
+                                           uint64_t cost, uint64_t t, struct sluice__rate_res *o) {
+    uint64_t xq = 0, xr = 0, full = t;
+    if (deadline > t) {
+        xq = deadline - (token != 0) - t;
+        xr = token;
+        full = deadline;
     }
-    struct sluice__entry *e = sluice__entry_of(l, idx);
-    e->token = next.r;
-    uint64_t dl = qr_ceil(next);
-    e->node.deadline = dl; /* no timer: the TAT is read on access */
+    if (SLUICE__UNLIKELY((t >= l->rate_t_lim) | (xq > l->rate_bt_q) | (cost > l->burst))) return false;
+    uint64_t fresh = xq * l->limit + xr + cost * l->per;
+    if (fresh > l->rate_bt) {
+        o->kind = SLUICE_DROPPED;
+        o->at = t + sluice__recip_div(l->rate_inv_limit, fresh - l->rate_bt + l->limit - 1);
+        o->full = full;
+        return true;
+    }
+    uint64_t nq = sluice__recip_div(l->rate_inv_limit, fresh);
+    uint64_t nr = fresh - nq * l->limit;
+    o->kind = SLUICE_EMITTED;
+    o->at = t;
+    o->token = nr;
+    o->deadline = o->full = t + nq + (nr != 0);
+    o->remaining = sluice__recip_div(l->rate_inv_per, l->rate_bt - fresh);
+    return true;
+}
+
+void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
+                         struct sluice__rate_res *o) {
+    if (!decide_fast(l, deadline, token, cost, t, o)) sluice__rate_decide_exact(l, deadline, token, cost, t, o);
+}
+
+/* ---- rows ---- */
+
+/* The entry's new state and the decision of an admitted call. */
+static SLUICE__HOT_INLINE void admit(struct sluice__entry *e, uint64_t t, const struct sluice__rate_res *o,
+                                     sluice_decision_t *d) {
+    e->token = o->token;
+    e->node.deadline = o->deadline; /* no timer: the TAT is read on access */
     d->kind = SLUICE_EMITTED;
     d->at = t;
-    d->full = dl;
-    u128 room = ts + bt < clock_end(l) ? ts + bt : clock_end(l);
-    d->remaining = floor_per(l, room - qr_scaled(l, next));
-    if (created) {
-        if (dl < l->rate_lb) l->rate_lb = dl;
-        if (dl < l->rate_pass_min) l->rate_pass_min = dl;
-        step(l, idx, t);
+    d->full = o->deadline;
+    d->remaining = o->remaining;
+}
+
+static SLUICE__HOT_INLINE void drop(const struct sluice__rate_res *o, sluice_decision_t *d) {
+    d->kind = SLUICE_DROPPED;
+    d->at = o->at;
+    d->full = o->full;
+}
+
+/* Every call the fast path of sluice__rate_call() does not take: a key
+ * without an entry (created when admitted), or inputs outside the fast
+ * path's bounds (the exact arithmetic). */
+static NOINLINE_RATE int call_slow(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx,
+                                   uint64_t cost, uint64_t t, sluice_decision_t *d) {
+    struct sluice__entry *e = idx != SLUICE__NONE ? sluice__entry_of(l, idx) : NULL;
+    struct sluice__rate_res o;
+    sluice__rate_decide(l, e ? e->node.deadline : 0, e ? e->token : 0, cost, t, &o);
+    if (o.kind == SLUICE_DROPPED) {
+        drop(&o, d);
+        return 0;
     }
+    if (e) {
+        admit(e, t, &o, d);
+        return 0;
+    }
+    int rc = sluice__limiter_add_key(l, k, &idx);
+    if (rc) return rc;
+    admit(sluice__entry_of(l, idx), t, &o, d);
+    if (o.deadline < l->rate_lb) l->rate_lb = o.deadline;
+    if (o.deadline < l->rate_pass_min) l->rate_pass_min = o.deadline;
+    step(l, idx, t);
+    return 0;
+}
+
+int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
+                      uint64_t cost, uint64_t t, sluice_decision_t *d) {
+    (void)token;
+    if (SLUICE__UNLIKELY(idx == SLUICE__NONE)) return call_slow(l, k, idx, cost, t, d);
+    struct sluice__entry *e = sluice__entry_of(l, idx);
+    struct sluice__rate_res o;
+    if (SLUICE__UNLIKELY(!decide_fast(l, e->node.deadline, e->token, cost, t, &o)))
+        return call_slow(l, k, idx, cost, t, d);
+    if (o.kind == SLUICE_DROPPED)
+        drop(&o, d);
+    else
+        admit(e, t, &o, d);
     return 0;
 }
 
@@ -283,19 +390,18 @@ static int flush(struct sluice_limiter *l, uint32_t idx, uint64_t now) {
     return 0;
 }
 
-static void quota(const struct sluice_limiter *l, uint32_t idx, uint64_t cost, uint64_t t, sluice_quota_t *out) {
+void sluice__rate_quota_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
+                              uint64_t t, sluice_quota_t *out) {
     /* At t, with tat = max(TAT, t): remaining = floor((t + burst*T - tat) / T),
      * full = tat, retry(n) = max(t, tat + n*T - burst*T), never when n > burst. */
     u128 ts = (u128)t * l->limit, bt = (u128)l->burst * l->per;
     u128 tat = ts;
     uint64_t full = t;
-    if (idx != SLUICE__NONE) {
-        const struct sluice__entry *e = sluice__entry_of(l, idx);
-        u128 x = qr_scaled(l, entry_tat(e));
-        if (x > ts) { /* a key whose TAT <= t is fresh (its timer just has not run) */
-            tat = x;
-            full = e->node.deadline;
-        }
+    struct qr e_tat = { deadline - (token != 0), token };
+    u128 x = qr_scaled(l, e_tat);
+    if (x > ts) { /* a key whose TAT <= t is fresh (its timer just has not run) */
+        tat = x;
+        full = deadline;
     }
     u128 room = ts + bt < clock_end(l) ? ts + bt : clock_end(l);
     u128 fresh = tat + (u128)cost * l->per;
@@ -306,6 +412,43 @@ static void quota(const struct sluice_limiter *l, uint32_t idx, uint64_t cost, u
         out->retry = SLUICE_NEVER;
     else
         out->retry = fresh - ts > bt ? ceil_ns(l, fresh - bt) : t;
+}
+
+void sluice__rate_quota(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
+                        sluice_quota_t *out) {
+    /* the fast path's bounds and arithmetic (decide_fast); a TAT > t exactly
+     * when its deadline > t */
+    uint64_t xq = 0, xr = 0, full = t;
+    if (deadline > t) {
+        xq = deadline - (token != 0) - t;
+        xr = token;
+        full = deadline;
+    }
+    if ((t >= l->rate_t_lim) | (xq > l->rate_bt_q)) {
+        sluice__rate_quota_exact(l, deadline, token, cost, t, out);
+        return;
+    }
+    uint64_t x = xq * l->limit + xr;
+    out->burst = l->burst;
+    out->remaining = x >= l->rate_bt ? 0 : sluice__recip_div(l->rate_inv_per, l->rate_bt - x);
+    out->full = full;
+    if (cost > l->burst) {
+        out->retry = SLUICE_NEVER;
+    } else {
+        uint64_t fresh = x + cost * l->per;
+        out->retry = fresh > l->rate_bt ? t + sluice__recip_div(l->rate_inv_limit, fresh - l->rate_bt + l->limit - 1)
+                                        : t;
+    }
+}
+
+static void quota(const struct sluice_limiter *l, uint32_t idx, uint64_t cost, uint64_t t, sluice_quota_t *out) {
+    uint64_t dl = 0, rem = 0;
+    if (idx != SLUICE__NONE) {
+        const struct sluice__entry *e = sluice__entry_of(l, idx);
+        dl = e->node.deadline;
+        rem = e->token;
+    }
+    sluice__rate_quota(l, dl, rem, cost, t, out);
 }
 
 static const char *check(const struct sluice_limiter *l, const struct sluice__entry *e) {
