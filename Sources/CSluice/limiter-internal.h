@@ -239,6 +239,65 @@ void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint
                          uint64_t t, struct sluice__rate_res *o);
 void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
                                uint64_t t, struct sluice__rate_res *o);
+/* The fast path of sluice__rate_decide: the same rule in 64-bit arithmetic
+ * relative to t, for t < rate_t_lim, a TAT at most burst * T ahead of t
+ * (every TAT a call leaves is: it was admitted at a time <= t) and a cost
+ * <= burst; false (nothing written) otherwise. Scaled by limit, x = TAT - t
+ * <= burst * per + limit - 1 and fresh = x + cost * per <= 2 * burst * per
+ * + limit - 1 fit in 63 bits, nothing reaches the end of the clock (t + 2 *
+ * burst * T + 3 <= UINT64_MAX) so the room is t + burst * T, and the three
+ * divisions (the new TAT by limit, remaining by per, a retry time by limit)
+ * are multiplications by reciprocals (numerators below 2^62). Inline for
+ * the short path of submit (sluice__rate_live). */
+static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice_limiter *l, uint64_t deadline,
+                                                        uint64_t token, uint64_t cost, uint64_t t,
+                                                        struct sluice__rate_res *o) {
+    uint64_t xq = 0, xr = 0, full = t;
+    if (deadline > t) {
+        xq = deadline - (token != 0) - t;
+        xr = token;
+        full = deadline;
+    }
+    if (SLUICE__UNLIKELY((t >= l->rate_t_lim) | (xq > l->rate_bt_q) | (cost > l->burst))) return false;
+    uint64_t fresh = xq * l->limit + xr + cost * l->per;
+    if (fresh > l->rate_bt) {
+        o->kind = SLUICE_DROPPED;
+        o->at = t + sluice__recip_div(l->rate_inv_limit, fresh - l->rate_bt + l->limit - 1);
+        o->full = full;
+        return true;
+    }
+    uint64_t nq = sluice__recip_div(l->rate_inv_limit, fresh);
+    uint64_t nr = fresh - nq * l->limit;
+    o->kind = SLUICE_EMITTED;
+    o->at = t;
+    o->token = nr;
+    o->deadline = o->full = t + nq + (nr != 0);
+    o->remaining = sluice__recip_div(l->rate_inv_per, l->rate_bt - fresh);
+    return true;
+}
+
+/* A rate call of cost 1 on a key with an entry (live or idle in place), for
+ * the short path of submit (limiter.c): the fast path only. Brings the entry
+ * to its new state and fills the whole of *d; false, having changed
+ * nothing, when the fast path's bounds do not hold (then call
+ * sluice__rate_call). */
+static SLUICE__HOT_INLINE bool sluice__rate_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t t,
+                                                 sluice_decision_t *d) {
+    struct sluice__rate_res o;
+    if (!sluice__rate_decide_fast(l, e->node.deadline, e->token, 1, t, &o)) return false;
+    d->kind = (sluice_decision_kind_t)o.kind;
+    d->at = o.at;
+    d->full = o.full;
+    if (o.kind == SLUICE_DROPPED) {
+        d->remaining = 0;
+        return true;
+    }
+    e->token = o.token;
+    e->node.deadline = o.deadline; /* no timer: the TAT is read on access */
+    d->remaining = o.remaining;
+    return true;
+}
+
 /* The quota (the policy's quota op) on a key's state given as above: the
  * fast path when its bounds hold, or the exact arithmetic alone. */
 void sluice__rate_quota(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,

@@ -362,8 +362,10 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
         /* a live or idle-in-place entry: no event, no key created (the
          * keyref is only used to create one) */
         sluice_decision_t *dr = out ? out : &d;
-        dr->remaining = dr->full = 0;
-        (void)sluice__rate_call(l, NULL, idx, token, 1, now, dr);
+        if (!sluice__rate_live(l, e, now, dr)) {
+            dr->remaining = dr->full = 0;
+            (void)sluice__rate_call(l, NULL, idx, token, 1, now, dr);
+        }
         l->count.decided[dr->kind & 3]++;
         return true;
     } else if (l->kind == SLUICE_AUDIT) {

@@ -223,44 +223,9 @@ void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline
     o->remaining = floor_per(l, room - qr_scaled(l, next));
 }
 
-/* The fast path: the same rule in 64-bit arithmetic relative to t, for
- * t < rate_t_lim, a TAT at most burst * T ahead of t (every TAT a call
- * leaves is: it was admitted at a time <= t) and a cost <= burst; false
- * (nothing written) otherwise. Scaled by limit, x = TAT - t <= burst * per
- * + limit - 1 and fresh = x + n * per <= 2 * burst * per + limit - 1 fit in
- * 63 bits, nothing reaches the end of the clock (t + 2 * burst * T + 3 <=
- * UINT64_MAX), so room = t + burst * T, and the three divisions (the new
- * TAT by limit, remaining by per, a retry time by limit) are
- * multiplications by reciprocals (numerators below 2^62). */
-static SLUICE__HOT_INLINE bool decide_fast(const struct sluice_limiter *l, uint64_t deadline, uint64_t token,
-                                           uint64_t cost, uint64_t t, struct sluice__rate_res *o) {
-    uint64_t xq = 0, xr = 0, full = t;
-    if (deadline > t) {
-        xq = deadline - (token != 0) - t;
-        xr = token;
-        full = deadline;
-    }
-    if (SLUICE__UNLIKELY((t >= l->rate_t_lim) | (xq > l->rate_bt_q) | (cost > l->burst))) return false;
-    uint64_t fresh = xq * l->limit + xr + cost * l->per;
-    if (fresh > l->rate_bt) {
-        o->kind = SLUICE_DROPPED;
-        o->at = t + sluice__recip_div(l->rate_inv_limit, fresh - l->rate_bt + l->limit - 1);
-        o->full = full;
-        return true;
-    }
-    uint64_t nq = sluice__recip_div(l->rate_inv_limit, fresh);
-    uint64_t nr = fresh - nq * l->limit;
-    o->kind = SLUICE_EMITTED;
-    o->at = t;
-    o->token = nr;
-    o->deadline = o->full = t + nq + (nr != 0);
-    o->remaining = sluice__recip_div(l->rate_inv_per, l->rate_bt - fresh);
-    return true;
-}
-
 void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
                          struct sluice__rate_res *o) {
-    if (!decide_fast(l, deadline, token, cost, t, o)) sluice__rate_decide_exact(l, deadline, token, cost, t, o);
+    if (!sluice__rate_decide_fast(l, deadline, token, cost, t, o)) sluice__rate_decide_exact(l, deadline, token, cost, t, o);
 }
 
 /* ---- rows ---- */
@@ -313,7 +278,7 @@ int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, 
     if (SLUICE__UNLIKELY(idx == SLUICE__NONE)) return call_slow(l, k, idx, cost, t, d);
     struct sluice__entry *e = sluice__entry_of(l, idx);
     struct sluice__rate_res o;
-    if (SLUICE__UNLIKELY(!decide_fast(l, e->node.deadline, e->token, cost, t, &o)))
+    if (SLUICE__UNLIKELY(!sluice__rate_decide_fast(l, e->node.deadline, e->token, cost, t, &o)))
         return call_slow(l, k, idx, cost, t, d);
     if (o.kind == SLUICE_DROPPED)
         drop(&o, d);
@@ -416,7 +381,7 @@ void sluice__rate_quota_exact(const struct sluice_limiter *l, uint64_t deadline,
 
 void sluice__rate_quota(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
                         sluice_quota_t *out) {
-    /* the fast path's bounds and arithmetic (decide_fast); a TAT > t exactly
+    /* the fast path's bounds and arithmetic (sluice__rate_decide_fast); a TAT > t exactly
      * when its deadline > t */
     uint64_t xq = 0, xr = 0, full = t;
     if (deadline > t) {
