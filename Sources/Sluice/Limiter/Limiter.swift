@@ -42,6 +42,11 @@ import CSluice
 /// moment, inside the call that dropped it — unless the delivery is
 /// ``LimiterDelivery/events(_:)``, which sees it first. With `combine`, a
 /// superseded value is folded into the newer one instead of being dropped.
+/// A limiter of built-in integer keys (`Int`, `UInt64`, `Int32`…) and
+/// trivially copyable values of at most 8 bytes (`Int`, `Double`, a small
+/// struct of integers), without `combine`, keeps no table of values at all:
+/// the value travels in the core's token and the key comes back with each
+/// event, so a call that supersedes a pending value touches no memory of it.
 ///
 /// **Threads**: a limiter is `Sendable`; call it from any thread. Where
 /// emissions are delivered depends on the scheduler:
