@@ -142,6 +142,11 @@ final class EngineSink: Sendable {
     /// all of them recorded in one critical section, then delivered in one
     /// drain. Without it at init, one `handle` per event.
     @usableFromInline let handleMany: @Sendable (UnsafePointer<sluice_event_t>, Int) -> Void
+    /// `recordHeld` for a batch of events, in order, in the critical section
+    /// the caller holds (a manual engine's timers, see `ManualEngine.fire`):
+    /// one specialized loop instead of a closure call per event. Without it
+    /// at init, one `recordHeld` per event.
+    @usableFromInline let recordManyHeld: @Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void
     /// The thread inside a delivery of this sink by a loop, or 0.
     let deliveringThread = Atomic<UInt>(0)
 
@@ -149,7 +154,8 @@ final class EngineSink: Sendable {
     init(
         record: @escaping @Sendable (EngineEvent) -> Void, recordHeld: @escaping @Sendable (EngineEvent) -> Void,
         deliver: @escaping @Sendable () -> Void, handle: @escaping @Sendable (EngineEvent) -> Void,
-        handleMany: (@Sendable (UnsafePointer<sluice_event_t>, Int) -> Void)? = nil
+        handleMany: (@Sendable (UnsafePointer<sluice_event_t>, Int) -> Void)? = nil,
+        recordManyHeld: (@Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void)? = nil
     ) {
         self.record = record
         self.recordHeld = recordHeld
@@ -157,6 +163,9 @@ final class EngineSink: Sendable {
         self.handle = handle
         self.handleMany = handleMany ?? { events, count in
             for i in 0..<count { handle(EngineEvent(events + i)) }
+        }
+        self.recordManyHeld = recordManyHeld ?? { events, count in
+            for i in 0..<count { recordHeld(events[i]) }
         }
     }
 

@@ -247,7 +247,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         EngineSink(
             record: { storage.record($0) }, recordHeld: { storage.recordLocked($0) },
             deliver: { storage.deliverIfNeeded() }, handle: { storage.handle($0) },
-            handleMany: { storage.handleMany($0, count: $1) })
+            handleMany: { storage.handleMany($0, count: $1) },
+            recordManyHeld: { storage.recordManyLocked($0, count: $1) })
     }
 
     /// Runs an engine call: under `lock` when the engine runs under it
@@ -579,7 +580,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             lock.unlock()
             switch next {
             case .deliver:
-                while let event = batch.popFirst() { delivery.deliver(event) }
+                batch.drain { delivery.deliver($0) }  // LimiterStorage+Fire.swift
             case let .finish(waiters):
                 delivery.finish()
                 for waiter in waiters { waiter.resume() }

@@ -1,0 +1,106 @@
+import CSluice
+
+/// The storage's side of a manual engine's timers (`ManualEngine.fire`):
+/// the events of a clock advance arrive in batches, recorded in one
+/// specialized loop under the lock the engine holds (the storage's), and
+/// the outbox is delivered with one pass over its buffer.
+extension LimiterStorage {
+    /// With the lock held: records a batch of events in order, exactly as
+    /// ``recordLocked(_:)`` one at a time, with room in the outbox made once
+    /// for the batch (the sink's `recordManyHeld`).
+    @inlinable
+    func recordManyLocked(_ events: UnsafeMutablePointer<EngineEvent>, count: Int) {
+        guard count > 0 else { return }
+        if combine != nil {
+            // A DROP may fold into its successor: the general path.
+            for i in 0..<count { recordLocked(events[i]) }
+            return
+        }
+        let observes = observesDrops
+        outbox.events.appendEach(count) { i -> Event? in
+            let event = events[i]
+            let entry = take(event)
+            let at = LimiterInstant(nanoseconds: event.at)
+            switch event.kind {
+            case SLUICE_EVENT_EMIT:
+                return Event(kind: .emitted, key: entry.key, value: entry.value, at: at)
+            case SLUICE_EVENT_DROP:
+                return observes ? Event(kind: .dropped, key: entry.key, value: entry.value, at: at) : nil
+            default:
+                return observes ? Event(kind: .discarded, key: entry.key, value: entry.value, at: at) : nil
+            }
+        }
+    }
+}
+
+// Bulk operations of `RingBuffer` (defined in SlotTable.swift), inlinable so
+// that they are specialized for the element type: growing the buffer by
+// `append` runs unspecialized generic code, several hundred instructions
+// per element moved.
+extension RingBuffer {
+    /// Makes room for `n` more elements (doubling, as `append` grows).
+    @inlinable
+    mutating func reserveRoom(_ n: Int) {
+        let needed = count + n
+        let old = storage.count
+        guard needed > old else { return }
+        var capacity = Swift.max(8, old * 2)
+        while capacity < needed { capacity *= 2 }
+        var grown = [Element?](repeating: nil, count: capacity)
+        let count = self.count
+        var index = head
+        grown.withUnsafeMutableBufferPointer { to in
+            storage.withUnsafeMutableBufferPointer { from in
+                for i in 0..<count {
+                    to[i] = from[index].take()
+                    index += 1
+                    if index == old { index = 0 }
+                }
+            }
+        }
+        storage = grown
+        head = 0
+    }
+
+    /// Appends, in order, the non-nil results of `make(i)` for `i` in
+    /// `0..<n`: room made once, one access to the buffer for all of them.
+    @inlinable
+    mutating func appendEach(_ n: Int, _ make: (Int) -> Element?) {
+        reserveRoom(n)
+        let capacity = storage.count
+        var tail = head + count
+        if tail >= capacity { tail -= capacity }
+        var added = 0
+        storage.withUnsafeMutableBufferPointer { buffer in
+            for i in 0..<n {
+                guard let element = make(i) else { continue }
+                buffer[tail] = element
+                tail += 1
+                if tail == capacity { tail = 0 }
+                added += 1
+            }
+        }
+        count += added
+    }
+
+    /// Removes every element, handing each to `body` in order (what a loop
+    /// of `popFirst` does, with one access to the buffer). `body` must not
+    /// reach this buffer (a delivery batch is the draining thread's own).
+    @inlinable
+    mutating func drain(_ body: (Element) -> Void) {
+        let n = count
+        guard n > 0 else { return }
+        let capacity = storage.count
+        var index = head
+        storage.withUnsafeMutableBufferPointer { buffer in
+            for _ in 0..<n {
+                let element = buffer[index].take().unsafelyUnwrapped
+                index += 1
+                if index == capacity { index = 0 }
+                body(element)
+            }
+        }
+        head = 0
+        count = 0
+    }
+}
