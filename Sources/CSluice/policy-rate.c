@@ -97,8 +97,9 @@ static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
     l->rate_lb = l->rate_pass_min = UINT64_MAX;
     l->rate_last = 0;
     l->rate_pass = l->rate_step = 0;
-    /* the fast path (below): every scaled quantity relative to t fits in
-     * 63 bits and every divisor's numerator in 62 when burst * per < 2^61 */
+    /* the fast path (sluice__rate_decide_fast, limiter-internal.h): every
+     * scaled quantity relative to t fits in 63 bits and every numerator of
+     * a reciprocal division in 62 when burst * per < 2^61 */
     l->rate_inv_limit = sluice__recip_of(l->limit);
     l->rate_inv_per = sluice__recip_of(l->per);
     if (bt < ((u128)1 << 61)) {
