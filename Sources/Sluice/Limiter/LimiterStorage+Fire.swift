@@ -104,3 +104,36 @@ extension RingBuffer {
         count = 0
     }
 }
+
+// The delivery loop of `LimiterStorage.deliverOutbox`: the common target (a
+// handler) read once per batch, the others and the finish out of line, so
+// that the loop's code needs no metadata of the resilient types they use
+// (`AsyncStream.Continuation`, `CheckedContinuation`), which a first call
+// would otherwise instantiate.
+extension LimiterDelivery {
+    /// Delivers every event of `batch`, in order, emptying it (on the
+    /// draining thread, without the limiter's lock).
+    @inlinable
+    func deliverAll(_ batch: inout RingBuffer<LimiterEvent<Key, Value>>) {
+        if let body = handlerBody {
+            batch.drain { event in
+                if event.kind == .emitted { body(event.key, event.value) }
+            }
+            return
+        }
+        deliverAllOther(&batch)
+    }
+
+    /// ``deliverAll(_:)`` for the targets other than a handler.
+    @inlinable @inline(never)
+    func deliverAllOther(_ batch: inout RingBuffer<LimiterEvent<Key, Value>>) {
+        batch.drain { deliver($0) }
+    }
+
+    /// ``finish()``, then resumes the waiters of `close() async`.
+    @inlinable @inline(never)
+    func finish(resuming waiters: [CheckedContinuation<Void, Never>]) {
+        finish()
+        for waiter in waiters { waiter.resume() }
+    }
+}

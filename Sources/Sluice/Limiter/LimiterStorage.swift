@@ -580,10 +580,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             lock.unlock()
             switch next {
             case .deliver:
-                batch.drain { delivery.deliver($0) }  // LimiterStorage+Fire.swift
+                delivery.deliverAll(&batch)  // LimiterStorage+Fire.swift
             case let .finish(waiters):
-                delivery.finish()
-                for waiter in waiters { waiter.resume() }
+                delivery.finish(resuming: waiters)
                 return
             case .done:
                 return
