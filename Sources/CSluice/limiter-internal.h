@@ -258,7 +258,9 @@ static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice_limi
         xr = token;
         full = deadline;
     }
-    if (SLUICE__UNLIKELY((t >= l->rate_t_lim) | (xq > l->rate_bt_q) | (cost > l->burst))) return false;
+    /* (a cost of 1 never exceeds the burst: the test folds away for it) */
+    if (SLUICE__UNLIKELY((t >= l->rate_t_lim) | (xq > l->rate_bt_q) | ((cost != 1) & (cost > l->burst))))
+        return false;
     uint64_t fresh = xq * l->limit + xr + cost * l->per;
     if (fresh > l->rate_bt) {
         o->kind = SLUICE_DROPPED;
