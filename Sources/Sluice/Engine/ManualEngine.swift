@@ -359,42 +359,58 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     }
 
     func fire(through now: UInt64) {
-        let sink = lock.withLock { () -> EngineSink? in
-            guard let core else { return self.sink }
-            if runsUnderCallerLock, let sinkRef {
-                fireCollecting(core, now: now, sinkRef)
-            } else {
-                _ = core.advance(to: now)
+        guard runsUnderCallerLock else {
+            let sink = lock.withLock { () -> EngineSink? in
+                _ = core?.advance(to: now)
+                return self.sink
             }
-            return self.sink
+            sink?.deliver()
+            return
         }
-        sink?.deliver()
+        // A limiter's engine: in rounds of at most `fireBatch` timers, each
+        // recorded in one critical section and delivered before the next
+        // (the outbox stays small, whatever the number of timers due).
+        while true {
+            let (sink, more) = lock.withLock { () -> (EngineSink?, Bool) in
+                guard let core, let sinkRef else { return (self.sink, false) }
+                return (self.sink, fireCollecting(core, now: now, sinkRef))
+            }
+            sink?.deliver()
+            if !more { return }
+        }
     }
 
     /// While ``fireCollecting(_:now:_:)`` runs: the sink its events go to
     /// (guarded by `lock`).
     @exclusivity(unchecked) private var firing: Unmanaged<EngineSink>?
-    /// The events of a fire are recorded in batches of up to this many.
-    private static let fireBatch = 256
+    /// The timers of one round of a fire, and the size of the buffer its
+    /// events are recorded from.
+    private static let fireBatch = 512
 
-    /// Advances the core with the caller's lock held (the storage's): its
-    /// events are collected by the event callback's fast path, as a
-    /// limiter's submit collects them, and recorded in order by the sink's
-    /// `recordManyHeld` in batches (whenever the buffer is full, and at the
-    /// end), in the same critical section: no closure call and no lock
-    /// round trip per event, and a buffer of a fixed size whatever the
-    /// number of timers.
-    private func fireCollecting(_ core: CLimiter, now: UInt64, _ sink: Unmanaged<EngineSink>) {
+    /// One round of a fire, with the caller's lock held (the storage's):
+    /// advances the core by at most `fireBatch` timers; their events are
+    /// collected by the event callback's fast path, as a limiter's submit
+    /// collects them, and recorded in order by the sink's `recordManyHeld`
+    /// (whenever the buffer is full, and at the end), in the same critical
+    /// section: no closure call and no lock round trip per event. Returns
+    /// whether timers due at `now` may be left.
+    ///
+    /// Between rounds the lock is free and the round's events are
+    /// delivered: a handler that calls the limiter meanwhile finds the
+    /// timers still due at `now` as a call always does, run first for the
+    /// key it names (so each key's values keep their order).
+    private func fireCollecting(_ core: CLimiter, now: UInt64, _ sink: Unmanaged<EngineSink>) -> Bool {
         while collectedCapacity < Self.fireBatch { growCollected() }
         if collectedCount != 0 { recordFired(sink) }  // (none: every caller records its own)
         firing = sink
         state.pointee.fast = true
         collecting = true
-        _ = core.advance(to: now)
+        let handled = sluice_limiter_advance(core.handle, now, Self.fireBatch)
         collecting = false
         state.pointee.fast = false
         firing = nil
         recordFired(sink)
+        return handled >= Self.fireBatch
     }
 
     /// Records the collected events of a fire, in order (with `lock` held).
