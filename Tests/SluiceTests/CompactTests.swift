@@ -273,4 +273,37 @@ struct CompactTests {
             }
         }
     }
+
+    @Test("concurrent submitters on a compact loop limiter: every value accounted for once", arguments: [false, true])
+    func concurrentOnLoop(observe: Bool) async throws {
+        let counts = Locked<[String: Int]>([:])
+        let delivery: LimiterDelivery<Int, Int> = observe
+            ? .events { e in counts.withLock { $0["\(e.kind)", default: 0] += 1 } }
+            : .handler { _, _ in counts.withLock { $0["emitted", default: 0] += 1 } }
+        let limiter = try Limiter<Int, Int>(
+            .debounce(interval: .milliseconds(2), maxWait: .milliseconds(5)), delivery: delivery)
+        #expect(limiter.storage.compact)
+        let threads = 4, perThread = 3_000
+        await withTaskGroup(of: Void.self) { group in
+            for t in 0..<threads {
+                group.addTask {
+                    for i in 0..<perThread {
+                        _ = try! limiter.submit(t * perThread + i, for: (i * 7 + t) % 32)
+                        if i % 500 == 0 { _ = limiter.submit(contentsOf: [(-1, i % 32), (-1, (i + 1) % 32)]) }
+                        if i % 700 == 0 { try! limiter.cancel(i % 32) }
+                        if i % 900 == 0 { try! limiter.flush(i % 32) }
+                    }
+                }
+            }
+        }
+        try await limiter.close(drain: true)
+        #expect(limiter.storage.heldValues == 0)
+        let total = counts.withLock { $0.values.reduce(0, +) }
+        if observe {
+            #expect(total == threads * perThread + threads * 2 * (perThread / 500))
+            #expect(counts.withLock { $0["discarded"] } == nil)
+        } else {
+            #expect(total > 0 && total <= threads * perThread + threads * 2 * (perThread / 500))
+        }
+    }
 }
