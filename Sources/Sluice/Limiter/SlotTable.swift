@@ -254,6 +254,7 @@ func staleToken() -> Never {
 
 /// A first-in first-out queue on a growable ring buffer: appending and
 /// removing never allocate once it has grown to its working size.
+/// Bulk operations (reserveRoom, appendEach, drain): LimiterStorage+Fire.swift.
 @usableFromInline
 struct RingBuffer<Element> {
     @usableFromInline var storage: [Element?] = []
