@@ -404,7 +404,12 @@ static void seed_matters(void) {
     }
     sluice_stats_t sb, sc;
     CHECK(sluice_limiter_stats(b, &sb) == 0 && sluice_limiter_stats(c, &sc) == 0, "stats");
-    CHECK(sb.max_probe <= 32 && sc.max_probe <= 32,
+    /* Under seed A they form one cluster of at least 600 slots. Under
+     * another seed they land like random keys: B's seed is fixed (22 slots,
+     * always), C's is drawn per run, and 600 random keys at this load gave
+     * a longest probe above 32 in about 1 run in 40 (34 seen): 160 leaves a
+     * chance failure below one in a million runs and still tells a cluster. */
+    CHECK(sb.max_probe <= 32 && sc.max_probe <= 160,
           "the crafted keys still cluster under another seed: max_probe %" PRIu64 " / %" PRIu64, sb.max_probe,
           sc.max_probe);
     /* placement differs: count keys whose home bucket is the same in A and B */
