@@ -320,8 +320,15 @@ uint64_t sluice__rate_next(const struct sluice_limiter *l);
 int sluice__limiter_add_key(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t *idx);
 
 /* Returns a live key to idle: disarms its timer, forgets a pending token
- * (the caller has reported it) and frees the entry. */
-void sluice__limiter_remove_key(struct sluice_limiter *l, uint32_t idx);
+ * (the caller has reported it) and frees the entry. Inline: every fire row
+ * ends here, and a timer just popped is already disarmed, so the wheel is
+ * only called when the key is still armed. */
+static SLUICE__HOT_INLINE void sluice__limiter_remove_key(struct sluice_limiter *l, uint32_t idx) {
+    struct sluice__entry *e = sluice__entry_at(&l->table, idx);
+    if (sluice__wheel_node_armed(&e->node)) sluice__wheel_del(&l->wheel, idx);
+    if (e->flags & SLUICE__F_PENDING) l->pending--;
+    sluice__table_remove(&l->table, idx);
+}
 
 /* Marks a pending token / takes it back (pending flag and count). */
 static SLUICE__HOT_INLINE void sluice__set_pending(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token) {

@@ -69,13 +69,6 @@ int sluice__limiter_add_key(struct sluice_limiter *l, const struct sluice__keyre
     return 0;
 }
 
-void sluice__limiter_remove_key(struct sluice_limiter *l, uint32_t idx) {
-    struct sluice__entry *e = sluice__entry_of(l, idx);
-    sluice__wheel_del(&l->wheel, idx);
-    if (e->flags & SLUICE__F_PENDING) l->pending--;
-    sluice__table_remove(&l->table, idx);
-}
-
 /* Compaction moved an entry: re-point its timer's neighbours. */
 static void entry_moved(void *ctx, uint32_t to) {
     struct sluice_limiter *l = ctx;
@@ -658,8 +651,17 @@ int sluice_limiter_pending(sluice_limiter_t *l, sluice_key_t key, uint64_t now) 
  * a callback) just makes them start over from the head. */
 #define AHEAD 8
 
-/* A cursor may be used while it names a carved entry. */
+/* A cursor may be used while it names a carved entry. A sentinel or
+ * SLUICE__WHEEL_NONE (both >= SLUICE__WHEEL_HEAD_BASE > every entry index)
+ * never does, so raw links need no conversion before this test. */
 static inline bool hint_ok(const struct sluice_limiter *l, uint32_t i) { return i < l->table.top; }
+
+/* The raw link after entry `i` (an entry index, a sentinel or NONE): the
+ * limiter's wheel nodes are its entries' first field, so this reads the
+ * entry directly instead of through the wheel's general arena. */
+static inline uint32_t link_after(const struct sluice_limiter *l, uint32_t i) {
+    return sluice__entry_of(l, i)->node.link.next;
+}
 
 static inline void prefetch_entry(const struct sluice_limiter *l, uint32_t i) {
 #if defined(__GNUC__) || defined(__clang__)
@@ -684,18 +686,18 @@ static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max
         if (idx == SLUICE__NONE) break;
         if (!hint_ok(l, cb) || idx == cb || idx == ca) {
             /* (re)start: cb AHEAD nodes past the head, ca AHEAD past cb */
-            cb = sluice__wheel_expired_first(&l->wheel);
-            for (unsigned k = 0; k < AHEAD && hint_ok(l, cb); k++) cb = sluice__wheel_after(&l->wheel, cb);
+            cb = l->wheel.heads[SLUICE__WHEEL_HEAD_EXPIRED].next;
+            for (unsigned k = 0; k < AHEAD && hint_ok(l, cb); k++) cb = link_after(l, cb);
             ca = cb;
             for (unsigned k = 0; k < AHEAD && hint_ok(l, ca); k++) {
-                ca = sluice__wheel_after(&l->wheel, ca);
+                ca = link_after(l, ca);
                 if (hint_ok(l, ca)) prefetch_entry(l, ca);
             }
         } else {
-            cb = sluice__wheel_after(&l->wheel, cb);
+            cb = link_after(l, cb);
             if (hint_ok(l, cb)) sluice__table_prefetch_home(&l->table, sluice__entry_of(l, cb));
             if (hint_ok(l, ca)) {
-                ca = sluice__wheel_after(&l->wheel, ca);
+                ca = link_after(l, ca);
                 if (hint_ok(l, ca)) prefetch_entry(l, ca);
             }
         }

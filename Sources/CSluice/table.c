@@ -93,36 +93,43 @@ void sluice__table_use_strong_hash(struct sluice__table *t) {
     }
 }
 
-static size_t index_position(const struct sluice__table *t, uint32_t tag, uint32_t idx) {
-    size_t mask = nslots(t) - 1;
-    size_t i = sluice__home(tag, t->slot_bits);
-    uint64_t want = make_slot(tag, idx);
-    while (t->slots[i] != want) i = (i + 1) & mask;
-    return i;
-}
-
-/* Deletes slot `hole` and shifts the following run back so that every key
- * stays reachable from its home without tombstones. */
-static void index_delete_at(struct sluice__table *t, size_t hole) {
-    size_t mask = nslots(t) - 1;
-    t->probe_hist[hist_bucket((hole - sluice__home(sluice__slot_tag(t->slots[hole]), t->slot_bits)) & mask)]--;
+/* Removes the slot of entry `idx` (tag `tag`), which must be in the index,
+ * and shifts the following run back so that every key stays reachable from
+ * its home without tombstones. */
+static void index_delete(struct sluice__table *t, uint32_t tag, uint32_t idx) {
+    uint64_t *slots = t->slots;
+    const uint32_t shift = t->slot_shift;
+    const size_t mask = nslots(t) - 1;
+    const size_t home0 = (size_t)(tag >> shift);
+    const uint64_t want = make_slot(tag, idx);
+    size_t hole = home0;
+    while (slots[hole] != want) hole = (hole + 1) & mask;
+    t->probe_hist[hist_bucket((hole - home0) & mask)]--;
     size_t j = hole;
     for (;;) {
         j = (j + 1) & mask;
-        uint64_t s = t->slots[j];
+        uint64_t s = slots[j];
         if (s == 0) break;
-        size_t home = sluice__home(sluice__slot_tag(s), t->slot_bits);
+        size_t home = (size_t)(sluice__slot_tag(s) >> shift);
         /* The entry at j may fill the hole when the hole lies cyclically in
          * [home, j): moving it back keeps it reachable from its home. */
         size_t dj = (j - home) & mask;
         if (dj >= ((j - hole) & mask)) {
             t->probe_hist[hist_bucket(dj)]--;
             t->probe_hist[hist_bucket((hole - home) & mask)]++;
-            t->slots[hole] = s;
+            slots[hole] = s;
             hole = j;
         }
     }
-    t->slots[hole] = 0;
+    slots[hole] = 0;
+}
+
+static size_t index_position(const struct sluice__table *t, uint32_t tag, uint32_t idx) {
+    size_t mask = nslots(t) - 1;
+    size_t i = sluice__home(tag, t->slot_bits);
+    uint64_t want = make_slot(tag, idx);
+    while (t->slots[i] != want) i = (i + 1) & mask;
+    return i;
 }
 
 static uint64_t scan_max_probe(const struct sluice__table *t) {
@@ -258,7 +265,7 @@ int sluice__table_insert(struct sluice__table *t, const struct sluice__keyref *k
 
 void sluice__table_remove(struct sluice__table *t, uint32_t idx) {
     struct sluice__entry *e = sluice__entry_at(t, idx);
-    index_delete_at(t, index_position(t, e->tag, idx));
+    index_delete(t, e->tag, idx);
     free_key_blob(t, e);
     e->state = SLUICE__FREE;
     e->flags = 0;
