@@ -15,30 +15,18 @@ struct BatchTests {
         var value: Int
         var at: UInt64
         var description: String { "\(kind) \(key)=\(value)@\(at)" }
-    }
 
-    final class Log: @unchecked Sendable {
-        let lock = NSLock()
-        var all: [Seen] = []
-        func add(_ e: LimiterEvent<String, Int>) {
-            lock.lock()
-            all.append(Seen(kind: "\(e.kind)", key: e.key, value: e.value, at: e.at.nanoseconds))
-            lock.unlock()
+        init(_ e: LimiterEvent<String, Int>) {
+            self.init(kind: "\(e.kind)", key: e.key, value: e.value, at: e.at.nanoseconds)
         }
-        var snapshot: [Seen] {
-            lock.lock()
-            defer { lock.unlock() }
-            return all
+
+        init(kind: String, key: String, value: Int, at: UInt64) {
+            (self.kind, self.key, self.value, self.at) = (kind, key, value, at)
         }
     }
 
-    struct Rng {
-        var state: UInt64
-        mutating func next(_ n: Int) -> Int {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Int((state >> 33) % UInt64(n))
-        }
-    }
+    typealias Log = SeenLog<Seen>
+    typealias Rng = SeededRandom
 
     static let policies: [LimiterPolicy] = [
         .throttle(interval: .milliseconds(30)),
@@ -57,9 +45,9 @@ struct BatchTests {
             let clockA = ManualLimiterClock(), clockB = ManualLimiterClock()
             let logA = Log(), logB = Log()
             let single = try Limiter<String, Int>(
-                policy, scheduler: .manual(clockA), maxKeys: maxKeys, delivery: .events { logA.add($0) })
+                policy, scheduler: .manual(clockA), maxKeys: maxKeys, delivery: .events { logA.add(Seen($0)) })
             let batched = try Limiter<String, Int>(
-                policy, scheduler: .manual(clockB), maxKeys: maxKeys, delivery: .events { logB.add($0) })
+                policy, scheduler: .manual(clockB), maxKeys: maxKeys, delivery: .events { logB.add(Seen($0)) })
             var value = 0
             for _ in 0..<40 {
                 let step = Duration.milliseconds(rng.next(4) == 0 ? 0 : rng.next(40))

@@ -23,28 +23,8 @@ struct CompactTests {
         var description: String { "\(kind) \(key)=\(value)@\(at)" }
     }
 
-    final class Log: @unchecked Sendable {
-        let lock = NSLock()
-        var all: [Seen] = []
-        func add(_ seen: Seen) {
-            lock.lock()
-            all.append(seen)
-            lock.unlock()
-        }
-        var snapshot: [Seen] {
-            lock.lock()
-            defer { lock.unlock() }
-            return all
-        }
-    }
-
-    struct Rng {
-        var state: UInt64
-        mutating func next(_ n: Int) -> Int {
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return Int((state >> 33) % UInt64(n))
-        }
-    }
+    typealias Log = SeenLog<Seen>
+    typealias Rng = SeededRandom
 
     static let policies: [LimiterPolicy] = [
         .throttle(interval: .milliseconds(30)),
