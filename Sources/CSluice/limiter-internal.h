@@ -156,6 +156,11 @@ struct sluice_limiter {
     uint32_t rate_step;     /* the sweep after each created key: next entry index */
 
     sluice_event_fn on_event;
+    /* The callback each event kind is reported to, by sluice_event_kind_t
+     * (index 0 unused): on_event, or NULL for a kind nobody is told of (no
+     * on_event; DROP and DISCARD under emit_only). */
+    sluice_event_fn report_fn[4];
+    bool emit_only;
     void *user;
     uint64_t seed[2];
     struct sluice__u64_hash_key u64_key; /* sluice__u64_hash_key(seed) */
@@ -388,24 +393,43 @@ static SLUICE__HOT_INLINE void sluice__capture_superseded(struct sluice__event *
     pe->ev.successor = successor;
 }
 
-/* Counts and delivers a captured event (the transition is complete). */
+/* Counts and delivers a captured event (the transition is complete); an
+ * event of a kind nobody is told of (report_fn) is only counted. */
 static SLUICE__HOT_INLINE void sluice__report(struct sluice_limiter *l, const struct sluice__event *pe) {
     l->count.reported[pe->ev.kind & 3]++;
-    if (l->on_event) l->on_event(l->user, &pe->ev);
+    sluice_event_fn fn = l->report_fn[pe->ev.kind & 3];
+    if (fn) fn(l->user, &pe->ev);
+}
+
+/* Reports the DROP of `old`, a pending token of entry e superseded by
+ * `successor` at t (a row below returned true; the entry is in its new
+ * state). The event is built only when someone is told of it: under
+ * emit_only, or without on_event, the drop is only counted. */
+static SLUICE__HOT_INLINE void sluice__report_superseded(struct sluice_limiter *l, const struct sluice__entry *e,
+                                                         uint64_t old, uint64_t successor, uint64_t t) {
+    l->count.reported[SLUICE_EVENT_DROP]++;
+    sluice_event_fn fn = l->report_fn[SLUICE_EVENT_DROP];
+    if (fn) {
+        struct sluice__event pe;
+        sluice__capture_superseded(&pe, e, old, successor, t);
+        fn(l->user, &pe.ev);
+    }
 }
 
 /* ---- the rows of a call on a live key, shared by the policies' call()
  * and the short path of submit (limiter.c) ----
  * Each brings the entry to its new state and fills *d (kind and at; the
- * caller has zeroed remaining and full), and returns true when an event was
- * captured in *pe: the caller reports it (after which it may store the
- * decision where a callback can see it). The entry's deadline is after t
- * (timers first has run). */
+ * caller has zeroed remaining and full), and returns true when the call
+ * superseded a pending token, left in *old (the entry now holds the new
+ * one): the caller reports its DROP (sluice__report_superseded), after
+ * which it may store the decision where a callback can see it. No event is
+ * built here, so a limiter that reports no drops (emit_only) builds none.
+ * The entry's deadline is after t (timers first has run). */
 
 /* throttle OPEN | call(t, v) | trailing off: drop v. No pending: pending = v.
  * pick latest: drop pending, pending = v. pick first: drop v */
 static SLUICE__HOT_INLINE bool sluice__throttle_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
-                                         uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
+                                         sluice_decision_t *d, uint64_t *old) {
     d->at = e->node.deadline;
     uint8_t f = e->flags;
     if (!l->trailing || ((f & SLUICE__F_PENDING) && l->pick_first)) {
@@ -417,16 +441,16 @@ static SLUICE__HOT_INLINE bool sluice__throttle_live(struct sluice_limiter *l, s
         sluice__set_pending(l, e, token);
         return false;
     }
-    sluice__capture_superseded(pe, e, e->token, token, t);
+    *old = e->token;
     e->token = token;
     return true;
 }
 
 /* audit OPEN | call(t, v) | drop pending, pending = v */
-static SLUICE__HOT_INLINE bool sluice__audit_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token, uint64_t t,
-                                      sluice_decision_t *d, struct sluice__event *pe) {
+static SLUICE__HOT_INLINE bool sluice__audit_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
+                                      sluice_decision_t *d, uint64_t *old) {
     (void)l;
-    sluice__capture_superseded(pe, e, e->token, token, t);
+    *old = e->token;
     e->token = token;
     d->kind = SLUICE_SCHEDULED;
     d->at = e->node.deadline;
@@ -437,8 +461,7 @@ static SLUICE__HOT_INLINE bool sluice__audit_live(struct sluice_limiter *l, stru
  * becomes t + W); trailing ? (drop pending if any; pending = v) : drop v.
  * (With maxWait: sluice__debounce_call.) */
 static SLUICE__HOT_INLINE bool sluice__debounce_live(struct sluice_limiter *l, uint32_t idx, struct sluice__entry *e,
-                                         uint64_t token, uint64_t t, sluice_decision_t *d,
-                                         struct sluice__event *pe) {
+                                         uint64_t token, uint64_t t, sluice_decision_t *d, uint64_t *old) {
     uint64_t dl = sluice__sat_add(t, l->interval);
     sluice__wheel_set_later(&l->wheel, idx, &e->node, dl);
     d->at = dl;
@@ -448,7 +471,7 @@ static SLUICE__HOT_INLINE bool sluice__debounce_live(struct sluice_limiter *l, u
     }
     d->kind = SLUICE_SCHEDULED;
     if (e->flags & SLUICE__F_PENDING) {
-        sluice__capture_superseded(pe, e, e->token, token, t);
+        *old = e->token;
         e->token = token;
         return true;
     }

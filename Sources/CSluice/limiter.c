@@ -184,6 +184,10 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
     size_t ext = l->ops->setup(l, p);
     sluice__gate_update(l);
     l->on_event = cfg->on_event;
+    l->emit_only = cfg->emit_only;
+    l->report_fn[SLUICE_EVENT_EMIT] = cfg->on_event;
+    l->report_fn[SLUICE_EVENT_DROP] = cfg->emit_only ? NULL : cfg->on_event;
+    l->report_fn[SLUICE_EVENT_DISCARD] = cfg->emit_only ? NULL : cfg->on_event;
     l->user = cfg->user;
     l->max_keys = cfg->max_keys;
     if (cfg->fixed_seed) {
@@ -342,15 +346,15 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
                                          sluice_decision_t *out, bool held) {
     struct sluice__entry *e = sluice__entry_of(l, idx);
     sluice_decision_t d;
-    struct sluice__event pe;
+    uint64_t old;
     bool have;
     /* (remaining and full are 0 for these policies: put_decision) */
     if (l->kind == SLUICE_THROTTLE) {
         if (e->node.deadline <= now) return false;
-        have = sluice__throttle_live(l, e, token, now, &d, &pe);
+        have = sluice__throttle_live(l, e, token, &d, &old);
     } else if (l->kind == SLUICE_DEBOUNCE) {
         if (e->node.deadline <= now || l->has_max_wait) return false;
-        have = sluice__debounce_live(l, idx, e, token, now, &d, &pe);
+        have = sluice__debounce_live(l, idx, e, token, now, &d, &old);
     } else if (l->kind == SLUICE_RATE) {
         /* a live or idle-in-place entry: no event, no key created (the
          * keyref is only used to create one) */
@@ -363,7 +367,7 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
         return true;
     } else if (l->kind == SLUICE_AUDIT) {
         if (e->node.deadline <= now) return false;
-        have = sluice__audit_live(l, e, token, now, &d, &pe);
+        have = sluice__audit_live(l, e, token, &d, &old);
     } else {
         return false;
     }
@@ -372,19 +376,23 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
      * exactly during the callback): a callback that re-enters or closes the
      * limiter finds the call complete. It is held (depth) only so that a
      * free from the callback waits for the call's end, as documented
-     * (`held`: a batch holds it already, for all its calls). */
+     * (`held`: a batch holds it already, for all its calls). The
+     * superseded token's event is built only when someone is told of it
+     * (not under emit_only): otherwise the drop is only counted, and with
+     * no callback to run nothing needs holding. */
     l->count.decided[d.kind & 3]++;
-    if (have && held) {
-        sluice__report(l, &pe);
-        put_decision(out, &d);
-        return true;
-    }
     if (have) {
-        l->depth++;
-        sluice__report(l, &pe);
-        put_decision(out, &d);
-        leave(l);
-        return true;
+        l->count.reported[SLUICE_EVENT_DROP]++;
+        sluice_event_fn fn = l->report_fn[SLUICE_EVENT_DROP];
+        if (fn) {
+            struct sluice__event pe;
+            sluice__capture_superseded(&pe, e, old, token, now);
+            if (!held) l->depth++;
+            fn(l->user, &pe.ev);
+            put_decision(out, &d);
+            if (!held) leave(l);
+            return true;
+        }
     }
     put_decision(out, &d);
     return true;

@@ -71,7 +71,8 @@ int sluice__debounce_call(struct sluice_limiter *l, const struct sluice__keyref 
     struct sluice__event pe;
     if (!l->has_max_wait) {
         /* the common rows (limiter-internal.h) */
-        if (sluice__debounce_live(l, idx, e, token, t, d, &pe)) sluice__report(l, &pe);
+        uint64_t old;
+        if (sluice__debounce_live(l, idx, e, token, t, d, &old)) sluice__report_superseded(l, e, old, token, t);
         return 0;
     }
     bool have = false;

@@ -182,7 +182,8 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     m->nshards = n;
     m->mask = n - 1;
     m->budget = loop->budget;
-    m->report = report;
+    /* emit_only: no DROP reaches the callback, an immediate one included */
+    m->report = config->emit_only ? report & ~(unsigned)SLUICE_MT_REPORT_DROPPED : report;
     m->max_keys = config->max_keys;
     atomic_init(&m->state, MT_OPEN);
     atomic_init(&m->live_keys, 0);

@@ -345,6 +345,15 @@ typedef struct sluice_config {
                                      at once */
     void *user;                 /**< passed to on_event */
     const sluice_allocator_t *allocator; /**< NULL = malloc/free; copied */
+    /** Report emissions only: on_event is called for SLUICE_EVENT_EMIT and
+     *  never for SLUICE_EVENT_DROP or SLUICE_EVENT_DISCARD. Tokens superseded,
+     *  cancelled or discarded at close are still counted in sluice_stats_t
+     *  (`dropped`, `discarded`) but not reported. For tokens that own nothing
+     *  (integers, indices into the caller's own array), where a token never
+     *  emitted needs no clean-up: the short path of a call on a live key then
+     *  builds no event at all. on_event stays required under the same rules.
+     *  false (the default): every event is reported. */
+    bool emit_only;
     bool fixed_seed;            /**< tests only: use `seed` instead of a random hash key */
     uint64_t seed[2];           /**< the hash key when fixed_seed */
 } sluice_config_t;
@@ -352,8 +361,11 @@ typedef struct sluice_config {
 /**
  * Creates a limiter.
  *
- * The hash that places keys is SipHash-1-3 keyed with 128 random bits drawn
- * for this limiter (getrandom), so keys chosen to collide cannot flood it.
+ * Keys are placed with a fast hash keyed with 128 random bits drawn for
+ * this limiter (getrandom). Should keys chosen to collide under it make one
+ * probe sequence long (a key placed 1024 slots past its home), the
+ * key index switches for good to SipHash-1-3 under the same key, so such
+ * keys cannot flood it (sluice_stats_t.hash_fallbacks counts the switch).
  *
  * @param out receives the limiter; untouched on error.
  * @param config the configuration; read only during the call.
