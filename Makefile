@@ -201,7 +201,8 @@ soak: build
 # tested with curl (Examples/*/test.sh). The examples are built in the same scratch path:
 # SwiftPM reuses the frameworks compiled for the tests (Sluice's modules, the example and
 # a few modules whose flags differ compile again), so CI builds NIO, Hummingbird and Vapor
-# once. SwiftPM keeps one cached build plan per scratch path (debug.yaml), not per root
+# once. Last, the trait modules' doc-comment examples are built the same way, in a consumer
+# package with every trait on (check-snippets.sh --traits). SwiftPM keeps one cached build plan per scratch path (debug.yaml), not per root
 # package: it is removed before each build so that each package's own plan is made.
 SERVERS_SCRATCH ?= .build-servers
 SERVERS_TRAITS ?= NIO,Hummingbird,Vapor,Metrics
@@ -219,6 +220,7 @@ servers-test:
 	rm -f $(SERVERS_SCRATCH)/debug.yaml
 	$(SWIFT) build --package-path Examples/vapor-server --scratch-path $(SERVERS_SCRATCH) -j $(JOBS)
 	SERVER_BIN=$(SERVERS_SCRATCH)/debug/vapor-server Examples/vapor-server/test.sh
+	SNIPPETS_SCRATCH=$(SERVERS_SCRATCH) tools/snippets/check-snippets.sh --traits
 
 # servers-bench (not CI): the middleware's cost, wrk on loopback against the Hummingbird example
 # (release) with and without the middleware at 100,000 distinct clients (docs/servers.md).

@@ -23,9 +23,15 @@ import SluiceHTTP
 ///   bytes): 503 (431 for the key), or lets the request through with
 ///   ``SluiceHTTP/RateLimitGate/FailureMode/allow``.
 ///
-/// A request whose key closure returns `nil` is not limited.
+/// A request whose key closure returns `nil` is not limited. Keying by the
+/// client address needs a context that knows it
+/// (`RemoteAddressRequestContext`: `ClientContext` below, the reader's own);
+/// a key closure works with any context.
 ///
 /// ```swift
+/// import Hummingbird
+///
+/// let router = Router(context: ClientContext.self)
 /// let limiter = try RateLimiter<String>(limit: 100, per: .seconds(60))
 /// router.add(middleware: RateLimitMiddleware(limiter))            // per client address
 /// router.add(middleware: RateLimitMiddleware(limiter) { request, _ in

@@ -14,8 +14,10 @@ import Sluice
 /// first, then the limiters are drained.
 ///
 /// ```swift
+/// import ServiceLifecycle
+///
 /// let limiters = LimiterService([.limiter("saves", saves), .rateLimiter("api", api)], logger: logger)
-/// let group = ServiceGroup(services: [limiters, app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+/// let group = ServiceGroup(services: [limiters, server], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
 /// try await group.run()
 /// ```
 public struct LimiterService: Service {

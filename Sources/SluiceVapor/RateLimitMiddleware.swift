@@ -21,7 +21,7 @@ import Vapor
 ///
 /// ```swift
 /// let limiter = try RateLimiter<String>(limit: 100, per: .seconds(60))
-/// app.grouped(SluiceRateLimitMiddleware(limiter)).get("api") { ... }
+/// app.grouped(SluiceRateLimitMiddleware(limiter)).get("api") { _ in "ok" }
 /// ```
 public struct SluiceRateLimitMiddleware: AsyncMiddleware {
     /// The key of a request (`nil`: not limited).

@@ -8,6 +8,9 @@
 #   tools/snippets/check-snippets.sh --symbols  also the ```swift examples of the doc comments
 #                                               of Sources/Sluice, Sources/SluiceFleet and
 #                                               Sources/SluiceHTTP (DocC shows them too)
+#   tools/snippets/check-snippets.sh --traits   only the ```swift examples of the doc comments
+#                                               of the trait modules (SluiceNIO,
+#                                               SluiceHummingbird, SluiceVapor, SluiceMetrics)
 #
 # Swift: every ```swift block of README.md and Sources/Sluice/Sluice.docc/*.md.
 #  - A block that starts with `// swift-tools-version` is a package manifest: the
@@ -29,6 +32,10 @@
 #    target depends on M's product for the build (the fleet needs hiredis).
 #  - The package is built with `swift build` (Swift 6 language mode: tools
 #    version 6.x); compiler messages point at the Markdown file and line.
+#  - With --traits, the consumer is tools/snippets/traits/Package.swift (Sluice with
+#    the traits on, and the frameworks the examples name) and its scaffolding
+#    tools/snippets/traits/Sources/App; `make servers-test` runs it in the servers'
+#    scratch path (SNIPPETS_SCRATCH), so the frameworks are built once.
 # C: every ```c block of README.md is compiled with -std=c11 -Wall -Wextra
 #    -Werror against the headers (Sources/*/include) and the CMake-built
 #    build/libsluice-core.a (build/libsluice.a and libevent when the block
@@ -40,8 +47,10 @@
 # is not code (a shell session, an output) goes in a fence without that language.
 #
 # Environment: SWIFT (swift), CC (cc), SLUICE_BUILD_DIR (build),
-# SNIPPETS_WORK (.build-snippets: the consumer package and its build, kept
-# between runs so that rebuilds are incremental), JOBS (2).
+# SNIPPETS_WORK (.build-snippets, with --traits .build-snippets-traits: the
+# consumer package and its build, kept between runs so that rebuilds are
+# incremental), SNIPPETS_SCRATCH (the consumer's scratch path; default its own
+# .build), JOBS (2).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,12 +59,11 @@ SWIFT=${SWIFT:-swift}
 CC=${CC:-cc}
 JOBS=${JOBS:-2}
 cbuild=${SLUICE_BUILD_DIR:-$root/build}
-work=${SNIPPETS_WORK:-$root/.build-snippets}
-
-do_swift=1 do_c=1 list=0 symbols=0
+do_swift=1 do_c=1 list=0 symbols=0 traits=0
 for arg in "$@"; do
   case $arg in
     --symbols) symbols=1 ;;
+    --traits) traits=1 symbols=1 do_c=0 ;;
     --swift) do_c=0 ;;
     --c) do_swift=0 ;;
     --list) list=1 ;;
@@ -65,17 +73,33 @@ for arg in "$@"; do
 done
 
 fail() { echo "check-snippets: $*" >&2; exit 1; }
+if ((traits)); then
+  work=${SNIPPETS_WORK:-$root/.build-snippets-traits}
+  template=$here/traits
+else
+  work=${SNIPPETS_WORK:-$root/.build-snippets}
+  template=$here/template
+fi
+scratch=${SNIPPETS_SCRATCH:-}
 
 # --- extract ------------------------------------------------------------------------
-docs=("$root/README.md")
-for f in "$root"/Sources/Sluice/Sluice.docc/*.md; do docs+=("$f"); done
+docs=()
+if ((!traits)); then
+  docs=("$root/README.md")
+  for f in "$root"/Sources/Sluice/Sluice.docc/*.md; do docs+=("$f"); done
+fi
 blocks=$work/blocks
 rm -rf "$blocks"
 mkdir -p "$blocks"
-awk -v OUT="$blocks" -f "$here/extract.awk" "${docs[@]}"
+((${#docs[@]} == 0)) || awk -v OUT="$blocks" -f "$here/extract.awk" "${docs[@]}"
 touch "$blocks/index"
-# The modules whose doc comments --symbols checks (products without a trait).
-symbol_modules=(Sluice SluiceFleet SluiceHTTP)
+# The modules whose doc comments --symbols checks: the products without a
+# trait, or with --traits those of the traits.
+if ((traits)); then
+  symbol_modules=(SluiceNIO SluiceHummingbird SluiceVapor SluiceMetrics)
+else
+  symbol_modules=(Sluice SluiceFleet SluiceHTTP)
+fi
 symbol_dirs=()
 for m in "${symbol_modules[@]}"; do [[ -d $root/Sources/$m ]] && symbol_dirs+=("$root/Sources/$m"); done
 # The module of a doc comment's block, other than Sluice (empty for a Markdown file).
@@ -132,10 +156,11 @@ check_swift() {
   # "sluice" whatever the checkout's directory is called.
   ln -sfn "$root" "$work/sluice"
 
+  ((traits)) && manifest=$template/Package.swift
   while read -r id lang file line prose; do
     [[ $lang == swift ]] || continue
     local block=$blocks/$id.block
-    if is_manifest "$block"; then
+    if ((!traits)) && is_manifest "$block"; then
       if [[ -z $manifest ]]; then
         manifest=$block
         echo "manifest: $(rel "$file"):$line"
@@ -147,11 +172,16 @@ check_swift() {
   done <"$blocks/index"
   [[ -n $manifest ]] || fail "no \`\`\`swift block starting with // swift-tools-version (the consumer manifest) in the README"
 
-  # The Sluice dependency, pointed at this checkout.
+  # The Sluice dependency, pointed at this checkout (the traits' manifest
+  # names it so already, with its traits).
   local deps
   deps=$(grep -v '^[[:space:]]*//' "$manifest" | grep -Ec '\.package\((url|path): *"[^"]*sluice[^"]*"' || true)
   [[ $deps == 1 ]] || fail "the manifest must name Sluice exactly once as .package(url: \"…sluice…\", …) or .package(path: \"…\") (found $deps)"
-  sed -E '/^[[:space:]]*\/\//!s#\.package\((url|path): *"[^"]*sluice[^"]*"[^)]*\)#.package(path: "../sluice")#' "$manifest" >"$app/Package.swift.new"
+  if ((traits)); then
+    cp "$manifest" "$app/Package.swift.new"
+  else
+    sed -E '/^[[:space:]]*\/\//!s#\.package\((url|path): *"[^"]*sluice[^"]*"[^)]*\)#.package(path: "../sluice")#' "$manifest" >"$app/Package.swift.new"
+  fi
   target=$(sed -nE 's/.*\.executableTarget\( *name: *"([^"]+)".*/\1/p' "$manifest" | head -n 1)
   [[ -n $target ]] || fail "the manifest declares no .executableTarget(name: …) to hold the snippets"
   # The products of the other modules whose doc comments have examples (--symbols).
@@ -172,7 +202,7 @@ check_swift() {
   local out=$app/Sources/$target staging=$work/staging
   rm -rf "$staging"
   mkdir -p "$staging" "$out"
-  cp "$here"/template/Sources/App/*.swift "$staging/"
+  cp "$template"/Sources/App/*.swift "$staging/"
   while read -r id lang file line prose; do
     [[ $lang == swift ]] || continue
     local block=$blocks/$id.block
@@ -216,8 +246,14 @@ check_swift() {
   # SwiftPM does not notice files added to or removed from the checkout
   # behind the ../sluice link: drop the build plan (not the objects) so that
   # it is made again from the sources as they are.
-  rm -f "$app/.build/debug.yaml"
-  if ! "$SWIFT" build --package-path "$app" -j "$JOBS" >"$log" 2>&1; then
+  local build=("$SWIFT" build --package-path "$app" -j "$JOBS")
+  if [[ -n $scratch ]]; then
+    build+=(--scratch-path "$scratch")
+    rm -f "$scratch/debug.yaml"
+  else
+    rm -f "$app/.build/debug.yaml"
+  fi
+  if ! "${build[@]}" >"$log" 2>&1; then
     grep -E -A4 'error:' "$log" | grep -v '^\[' >&2 || tail -n 30 "$log" >&2
     echo "check-snippets: the documented Swift code does not build (full log: $(rel "$log"))" >&2
     return 1
