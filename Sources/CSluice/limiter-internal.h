@@ -401,35 +401,37 @@ static SLUICE__HOT_INLINE void sluice__report(struct sluice_limiter *l, const st
     if (fn) fn(l->user, &pe->ev);
 }
 
-/* Reports the DROP of `old`, a pending token of entry e superseded by
- * `successor` at t (a row below returned true; the entry is in its new
- * state). The event is built only when someone is told of it: under
- * emit_only, or without on_event, the drop is only counted. */
-static SLUICE__HOT_INLINE void sluice__report_superseded(struct sluice_limiter *l, const struct sluice__entry *e,
-                                                         uint64_t old, uint64_t successor, uint64_t t) {
+/* The rows below: captures in *pe the DROP of entry e's pending token,
+ * superseded by `successor` at t, when someone is told of drops (not under
+ * emit_only); otherwise *pe is left unset. */
+static SLUICE__HOT_INLINE void sluice__capture_dropped(const struct sluice_limiter *l, struct sluice__event *pe,
+                                                       const struct sluice__entry *e, uint64_t successor,
+                                                       uint64_t t) {
+    if (l->report_fn[SLUICE_EVENT_DROP]) sluice__capture_superseded(pe, e, e->token, successor, t);
+}
+
+/* Counts and reports a superseded token's DROP after a row below returned
+ * true (*pe is set only when someone is told of drops). */
+static SLUICE__HOT_INLINE void sluice__report_superseded(struct sluice_limiter *l, const struct sluice__event *pe) {
     l->count.reported[SLUICE_EVENT_DROP]++;
     sluice_event_fn fn = l->report_fn[SLUICE_EVENT_DROP];
-    if (fn) {
-        struct sluice__event pe;
-        sluice__capture_superseded(&pe, e, old, successor, t);
-        fn(l->user, &pe.ev);
-    }
+    if (fn) fn(l->user, &pe->ev);
 }
 
 /* ---- the rows of a call on a live key, shared by the policies' call()
  * and the short path of submit (limiter.c) ----
  * Each brings the entry to its new state and fills *d (kind and at; the
  * caller has zeroed remaining and full), and returns true when the call
- * superseded a pending token, left in *old (the entry now holds the new
- * one): the caller reports its DROP (sluice__report_superseded), after
- * which it may store the decision where a callback can see it. No event is
- * built here, so a limiter that reports no drops (emit_only) builds none.
+ * superseded a pending token: the caller reports its DROP
+ * (sluice__report_superseded), after which it may store the decision where
+ * a callback can see it. The event is captured in *pe only when someone is
+ * told of drops, so a limiter under emit_only builds none.
  * The entry's deadline is after t (timers first has run). */
 
 /* throttle OPEN | call(t, v) | trailing off: drop v. No pending: pending = v.
  * pick latest: drop pending, pending = v. pick first: drop v */
 static SLUICE__HOT_INLINE bool sluice__throttle_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
-                                         sluice_decision_t *d, uint64_t *old) {
+                                         uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
     d->at = e->node.deadline;
     uint8_t f = e->flags;
     if (!l->trailing || ((f & SLUICE__F_PENDING) && l->pick_first)) {
@@ -441,16 +443,15 @@ static SLUICE__HOT_INLINE bool sluice__throttle_live(struct sluice_limiter *l, s
         sluice__set_pending(l, e, token);
         return false;
     }
-    *old = e->token;
+    sluice__capture_dropped(l, pe, e, token, t);
     e->token = token;
     return true;
 }
 
 /* audit OPEN | call(t, v) | drop pending, pending = v */
 static SLUICE__HOT_INLINE bool sluice__audit_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
-                                      sluice_decision_t *d, uint64_t *old) {
-    (void)l;
-    *old = e->token;
+                                      uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
+    sluice__capture_dropped(l, pe, e, token, t);
     e->token = token;
     d->kind = SLUICE_SCHEDULED;
     d->at = e->node.deadline;
@@ -461,7 +462,8 @@ static SLUICE__HOT_INLINE bool sluice__audit_live(struct sluice_limiter *l, stru
  * becomes t + W); trailing ? (drop pending if any; pending = v) : drop v.
  * (With maxWait: sluice__debounce_call.) */
 static SLUICE__HOT_INLINE bool sluice__debounce_live(struct sluice_limiter *l, uint32_t idx, struct sluice__entry *e,
-                                         uint64_t token, uint64_t t, sluice_decision_t *d, uint64_t *old) {
+                                         uint64_t token, uint64_t t, sluice_decision_t *d,
+                                         struct sluice__event *pe) {
     uint64_t dl = sluice__sat_add(t, l->interval);
     sluice__wheel_set_later(&l->wheel, idx, &e->node, dl);
     d->at = dl;
@@ -471,7 +473,7 @@ static SLUICE__HOT_INLINE bool sluice__debounce_live(struct sluice_limiter *l, u
     }
     d->kind = SLUICE_SCHEDULED;
     if (e->flags & SLUICE__F_PENDING) {
-        *old = e->token;
+        sluice__capture_dropped(l, pe, e, token, t);
         e->token = token;
         return true;
     }

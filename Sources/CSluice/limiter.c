@@ -346,15 +346,15 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
                                          sluice_decision_t *out, bool held) {
     struct sluice__entry *e = sluice__entry_of(l, idx);
     sluice_decision_t d;
-    uint64_t old;
+    struct sluice__event pe;
     bool have;
     /* (remaining and full are 0 for these policies: put_decision) */
     if (l->kind == SLUICE_THROTTLE) {
         if (e->node.deadline <= now) return false;
-        have = sluice__throttle_live(l, e, token, &d, &old);
+        have = sluice__throttle_live(l, e, token, now, &d, &pe);
     } else if (l->kind == SLUICE_DEBOUNCE) {
         if (e->node.deadline <= now || l->has_max_wait) return false;
-        have = sluice__debounce_live(l, idx, e, token, now, &d, &old);
+        have = sluice__debounce_live(l, idx, e, token, now, &d, &pe);
     } else if (l->kind == SLUICE_RATE) {
         /* a live or idle-in-place entry: no event, no key created (the
          * keyref is only used to create one) */
@@ -367,7 +367,7 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
         return true;
     } else if (l->kind == SLUICE_AUDIT) {
         if (e->node.deadline <= now) return false;
-        have = sluice__audit_live(l, e, token, &d, &old);
+        have = sluice__audit_live(l, e, token, now, &d, &pe);
     } else {
         return false;
     }
@@ -385,8 +385,6 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
         l->count.reported[SLUICE_EVENT_DROP]++;
         sluice_event_fn fn = l->report_fn[SLUICE_EVENT_DROP];
         if (fn) {
-            struct sluice__event pe;
-            sluice__capture_superseded(&pe, e, old, token, now);
             if (!held) l->depth++;
             fn(l->user, &pe.ev);
             put_decision(out, &d);

@@ -32,9 +32,8 @@ int sluice__audit_call(struct sluice_limiter *l, const struct sluice__keyref *k,
         return 0;
     }
     /* OPEN: sluice__audit_live (limiter-internal.h) */
-    struct sluice__entry *e = sluice__entry_of(l, idx);
-    uint64_t old;
-    if (sluice__audit_live(l, e, token, d, &old)) sluice__report_superseded(l, e, old, token, t);
+    struct sluice__event pe;
+    if (sluice__audit_live(l, sluice__entry_of(l, idx), token, t, d, &pe)) sluice__report_superseded(l, &pe);
     return 0;
 }
 

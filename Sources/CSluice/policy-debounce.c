@@ -71,8 +71,7 @@ int sluice__debounce_call(struct sluice_limiter *l, const struct sluice__keyref 
     struct sluice__event pe;
     if (!l->has_max_wait) {
         /* the common rows (limiter-internal.h) */
-        uint64_t old;
-        if (sluice__debounce_live(l, idx, e, token, t, d, &old)) sluice__report_superseded(l, e, old, token, t);
+        if (sluice__debounce_live(l, idx, e, token, t, d, &pe)) sluice__report_superseded(l, &pe);
         return 0;
     }
     bool have = false;

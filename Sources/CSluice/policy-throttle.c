@@ -39,9 +39,8 @@ int sluice__throttle_call(struct sluice_limiter *l, const struct sluice__keyref 
         return 0;
     }
     /* OPEN: sluice__throttle_live (limiter-internal.h) */
-    struct sluice__entry *e = sluice__entry_of(l, idx);
-    uint64_t old;
-    if (sluice__throttle_live(l, e, token, d, &old)) sluice__report_superseded(l, e, old, token, t);
+    struct sluice__event pe;
+    if (sluice__throttle_live(l, sluice__entry_of(l, idx), token, t, d, &pe)) sluice__report_superseded(l, &pe);
     return 0;
 }
 
