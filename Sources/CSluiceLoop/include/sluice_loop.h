@@ -86,9 +86,13 @@
  * EVENT_BASE_FLAG_PRECISE_TIMER (sluice_loop_start() does) for timers that
  * fire within about 0.1-0.2 ms of their time. Emissions are never early
  * either way; the wheel's tick adds at most one tick: on a loop,
- * sluice_config_t.tick_ns == 0 means SLUICE_LOOP_TICK_DEFAULT_NS (100 us),
- * finer than the core's 1 ms default, so deliveries are about 0.1 ms late
- * rather than 0.5 ms on average, for a few more wake-ups per second.
+ * sluice_config_t.tick_ns == 0 means SLUICE_LOOP_TICK_DEFAULT_NS (10 us),
+ * a hundredth of the core's 1 ms default, so the tick's rounding (0-10 us)
+ * is small beside the wake-up latency of the loop thread itself (some tens
+ * of microseconds). A finer tick costs wake-ups only where deadlines are
+ * dense, and there a wake-up takes longer than a tick, so it handles every
+ * deadline reached meanwhile: the number of wake-ups is bounded by the loop,
+ * not by the tick (docs/loop.md, "Wheel tick").
  *
  * Threads and libevent: calling into a loop limiter from a thread other
  * than the loop thread needs libevent's locking, enabled by
@@ -141,8 +145,11 @@
 
 #include "sluice.h"
 
-/** The wheel tick of a loop limiter whose sluice_config_t.tick_ns is 0: 100 us. */
-#define SLUICE_LOOP_TICK_DEFAULT_NS UINT64_C(100000)
+/** The wheel tick of a loop limiter whose sluice_config_t.tick_ns is 0: 10 us.
+ *  A deadline is delivered once the loop's clock has reached it, rounded up
+ *  to this tick: never early, at most one tick (plus the loop's wake-up and
+ *  delivery time) late. */
+#define SLUICE_LOOP_TICK_DEFAULT_NS UINT64_C(10000)
 
 /** How far a time given to sluice_mt_submit_at() may be ahead of
  *  sluice_clock_now() read by the call: 1 us (rounding of a coarser unit).
