@@ -456,6 +456,25 @@ int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token,
     return submit_key(l, key, token, 1, now, d);
 }
 
+/* sluice_limiter_submit_u64() off its short path: a closed, dying or
+ * pass-through limiter, or an index that switched to SipHash. */
+static NOINLINE int submit_u64_slow(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
+                                    sluice_decision_t *d) {
+    if (unusable(l)) return SLUICE_ECLOSED;
+    struct sluice__keyref k;
+    int rc = sluice__limiter_key(l, sluice_key_u64(key), &k);
+    if (rc) return rc;
+    return submit_hot(l, &k, token, 1, now, d, false);
+}
+
+int sluice_limiter_submit_u64(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
+                              sluice_decision_t *d) {
+    if (!l) return SLUICE_EINVAL;
+    if (SLUICE__LIKELY((l->gate | l->table.strong) == 0))
+        return submit_u64(l, key, sluice__fast_hash_u64_keyed(&l->u64_key, key), token, now, d, false);
+    return submit_u64_slow(l, key, token, now, d);
+}
+
 /* A batch runs in groups of GROUP calls, as DPDK's bulk lookups do. First
  * every key of the group is validated and hashed and its home index slot
  * prefetched, so all the group's index misses are in flight together; then

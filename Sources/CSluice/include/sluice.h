@@ -445,6 +445,22 @@ SLUICE_EXTERN int sluice_limiter_submit(sluice_limiter_t *limiter, sluice_key_t 
 SLUICE_EXTERN int sluice_limiter_submit_cost(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token,
                                              uint64_t cost, uint64_t now, sluice_decision_t *decision);
 
+/**
+ * Hands a token to the limiter for an integer key: exactly
+ * sluice_limiter_submit(limiter, sluice_key_u64(key), token, now, decision),
+ * the same key, state, decision and events, without building and passing
+ * the 32-byte sluice_key_t (the cheapest call for integer keys).
+ *
+ * @param limiter the limiter.
+ * @param key the integer key (the same key as sluice_key_u64(key)).
+ * @param token the caller's value handle, opaque to the limiter.
+ * @param now current time in ns.
+ * @param decision receives the decision (may be NULL).
+ * @return as sluice_limiter_submit().
+ */
+SLUICE_EXTERN int sluice_limiter_submit_u64(sluice_limiter_t *limiter, uint64_t key, uint64_t token, uint64_t now,
+                                            sluice_decision_t *decision);
+
 /** One call of a batch handed to sluice_limiter_submit_many(). */
 typedef struct sluice_call {
     sluice_key_t key; /**< the key (its bytes are copied if the key becomes live) */
