@@ -6,9 +6,22 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Index capacity: grow past 3/4 full, shrink below 1/8. */
+/* Index capacity: grow past 3/4 full; shrink below 1/16 full, to the
+ * smallest size at most 1/4 full (SHRINK_TO). The gap is the hysteresis: a
+ * table draining step by step (many small advances, each call ending with
+ * a shrink check) rehashes each time its live keys fall 4 to 8 times, not
+ * at every halving, so the index slots scanned over a whole drain stay
+ * under 4/3 of the largest index (2x with shrink-at-1/8-to-1/4); and a
+ * shrunk index can take 3x its keys before it grows again. */
 #define LOAD_NUM 3
 #define LOAD_DEN 4
+#define SHRINK_BELOW 16 /* shrink when live * SHRINK_BELOW < slots */
+#define SHRINK_TO 4     /* ... to the fewest slots with live * SHRINK_TO <= slots */
+/* The slab compacts when fewer than 1/COMPACT_BELOW of its carved entries
+ * are live. A draining table keeps its youngest keys, at the top of the
+ * slab, so each compaction moves every live entry: over a whole drain
+ * that is 1/(COMPACT_BELOW - 1) of the keys (a third with a quarter). */
+#define COMPACT_BELOW 8
 
 static inline uint64_t make_slot(uint32_t tag, uint32_t idx) { return (uint64_t)tag << 32 | ((uint64_t)idx + 1); }
 static inline size_t nslots(const struct sluice__table *t) { return (size_t)1 << t->slot_bits; }
@@ -19,10 +32,13 @@ static inline unsigned hist_bucket(size_t d) {
 /* ------------------------------------------------------------------ index */
 
 /* Recomputes the point below which sluice__table_maybe_shrink has work: the
- * index under 1/8 full, or fewer than a quarter of the carved entries live. */
+ * index under 1/SHRINK_BELOW full, or fewer than 1/COMPACT_BELOW of the
+ * carved entries live. */
 static void update_shrink_mark(struct sluice__table *t) {
-    uint64_t a = t->slot_bits > SLUICE__INDEX_MIN_BITS ? (((uint64_t)1 << t->slot_bits) + 7) / 8 : 0;
-    uint64_t b = t->top >= 3 * SLUICE__CHUNK ? t->top / 4 : 0;
+    uint64_t a = t->slot_bits > SLUICE__INDEX_MIN_BITS
+                     ? (((uint64_t)1 << t->slot_bits) + SHRINK_BELOW - 1) / SHRINK_BELOW
+                     : 0;
+    uint64_t b = t->top >= 3 * SLUICE__CHUNK ? t->top / COMPACT_BELOW : 0;
     t->shrink_below = a > b ? a : b;
 }
 
@@ -47,7 +63,8 @@ static int index_resize(struct sluice__table *t, uint32_t bits) {
     memset(fresh, 0, n * sizeof *fresh);
     memset(t->probe_hist, 0, sizeof t->probe_hist);
     size_t old_n = nslots(t), worst = 0;
-    for (size_t i = 0; i < old_n; i++) {
+    /* (An empty table, the end of a drain, has no slot to move.) */
+    for (size_t i = 0; i < old_n && t->live != 0; i++) {
         if (!t->slots[i]) continue;
         size_t d = index_place(fresh, bits, t->slots[i]);
         t->probe_hist[hist_bucket(d)]++;
@@ -306,13 +323,17 @@ static void slab_compact(struct sluice__table *t) {
 }
 
 void sluice__table_maybe_shrink(struct sluice__table *t) {
-    /* Compact when fewer than a quarter of the carved entries are live and
-     * at least two chunks would be released: amortised O(1) per removal. */
-    if (t->top >= 3 * SLUICE__CHUNK && t->live < t->top / 4) slab_compact(t);
-    /* Halve the index (possibly several times) when it is under 1/8 full. */
+    /* Compact when fewer than 1/COMPACT_BELOW of the carved entries are
+     * live and at least two chunks would be released: amortised O(1) per
+     * removal. */
+    if (t->top >= 3 * SLUICE__CHUNK && t->live < t->top / COMPACT_BELOW) slab_compact(t);
+    /* Under 1/SHRINK_BELOW full: down to the fewest slots at most
+     * 1/SHRINK_TO full (see SHRINK_BELOW). */
     uint32_t bits = t->slot_bits;
-    while (bits > SLUICE__INDEX_MIN_BITS && t->live * 8 < ((uint64_t)1 << bits)) bits--;
-    if (bits != t->slot_bits) (void)index_resize(t, bits); /* on failure keep the larger index */
+    if (bits > SLUICE__INDEX_MIN_BITS && t->live * SHRINK_BELOW < ((uint64_t)1 << bits)) {
+        while (bits > SLUICE__INDEX_MIN_BITS && t->live * SHRINK_TO <= ((uint64_t)1 << (bits - 1))) bits--;
+        if (bits != t->slot_bits) (void)index_resize(t, bits); /* on failure keep the larger index */
+    }
 }
 
 /* ------------------------------------------------------------------ check */

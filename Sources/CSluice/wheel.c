@@ -332,12 +332,72 @@ void sluice__wheel_advance(struct sluice__wheel *w, uint64_t now_ns) {
     refresh_next(w);
 }
 
+/* Node i (n), first on the expired list and not due, goes where the
+ * placement rule says, and with it every node after it on the expired list
+ * bound for the same list: moved as one piece, so the lists end exactly as
+ * placing them one by one would leave them (each appended in turn), at a few
+ * instructions a node instead of an expiry tick and a placement each. Nodes
+ * armed together for one tick (a burst of keys at one time) lie together on
+ * the list of the slot that held them, so reaching a coarse slot cascades
+ * its nodes a run at a time. The run's deadlines are those whose expiry
+ * tick falls in the target slot's span: (start - 1) * tick < D <= end * tick,
+ * all later than cur_ns (start > curtick), so none of them is due. */
+static void cascade(struct sluice__wheel *w, uint32_t i, struct sluice__wheel_node *n) {
+    struct sluice__wheel_link *ex = &w->heads[SLUICE__WHEEL_HEAD_EXPIRED];
+    const uint64_t c = w->curtick;
+    const uint64_t e = expiry_tick(w, n->deadline); /* > c: not due */
+    const unsigned level = (63u - clz64(e ^ c)) / SLUICE__WHEEL_SLOT_BITS;
+    if (UNLIKELY(level >= SLUICE__WHEEL_LEVELS)) { /* overflow: one at a time */
+        uint32_t x = n->link.next;
+        ex->next = x;
+        link_of(w, x)->prev = EXPIRED_IDX;
+        place(w, i, n, e);
+        return;
+    }
+    const unsigned sh = DIGIT_SHIFT(level);
+    const unsigned s = (unsigned)(e >> sh) & (SLUICE__WHEEL_SLOTS - 1);
+    const uint64_t start = e & ~((UINT64_C(1) << sh) - 1);
+    /* start + 2^sh - 1 keeps start's upper bits: no overflow. */
+    const uint64_t lo = mul_sat(start - 1, w->tick_ns), hi = mul_sat(start + ((UINT64_C(1) << sh) - 1), w->tick_ns);
+    uint32_t last = i;
+    struct sluice__wheel_node *ln = n;
+    uint32_t x = n->link.next;
+    while (x < SLUICE__WHEEL_HEAD_BASE) {
+        struct sluice__wheel_node *xn = sluice__wheel_node_at(w->arena, x);
+        const uint64_t d = xn->deadline;
+        if (d <= lo || d > hi) break;
+        last = x;
+        ln = xn;
+        x = xn->link.next;
+    }
+    /* off the head of the expired list ... */
+    ex->next = x;
+    link_of(w, x)->prev = EXPIRED_IDX;
+    /* ... onto the tail of slot s of `level` */
+    const uint32_t h = level * SLUICE__WHEEL_SLOTS + s;
+    struct sluice__wheel_link *hd = &w->heads[h];
+    const uint32_t tail = hd->prev;
+    n->link.prev = tail;
+    link_of(w, tail)->next = i;
+    ln->link.next = SLUICE__WHEEL_HEAD_BASE + h;
+    hd->prev = last;
+    w->occ[level] |= UINT64_C(1) << s;
+    if (start < w->next_tick) w->next_tick = start;
+}
+
 uint32_t sluice__wheel_pop(struct sluice__wheel *w) {
     struct sluice__wheel_link *ex = &w->heads[SLUICE__WHEEL_HEAD_EXPIRED];
     const uint64_t now = w->cur_ns;
     while (ex->next != EXPIRED_IDX) {
         uint32_t i = ex->next;
         struct sluice__wheel_node *n = sluice__wheel_node_at(w->arena, i);
+        if (n->deadline > now) {
+            /* Not due (a coarse slot reached, or moved later since it was
+             * placed): E > curtick, so it never lands on the expired list
+             * again. */
+            cascade(w, i, n);
+            continue;
+        }
         uint32_t x = n->link.next;
         struct sluice__wheel_link *xl = link_of(w, x);
         /* Ask for the next node's line now: its miss then overlaps with the
@@ -346,15 +406,10 @@ uint32_t sluice__wheel_pop(struct sluice__wheel *w) {
         PREFETCH_W(xl);
         ex->next = x;
         xl->prev = EXPIRED_IDX;
-        if (n->deadline <= now) {
-            n->link.prev = n->link.next = SLUICE__WHEEL_NONE;
-            w->count--;
-            if (x == EXPIRED_IDX) refresh_next(w);
-            return i;
-        }
-        /* Moved later since it was placed: E > curtick, so this never lands
-         * on the expired list again. */
-        place(w, i, n, expiry_tick(w, n->deadline));
+        n->link.prev = n->link.next = SLUICE__WHEEL_NONE;
+        w->count--;
+        if (x == EXPIRED_IDX) refresh_next(w);
+        return i;
     }
     if (w->next_tick <= w->curtick) refresh_next(w);
     return SLUICE__WHEEL_NONE;
