@@ -182,10 +182,18 @@ struct sluice_limiter {
      * (limiter.c, submit_hot): closed, dying or pass-through. Kept by
      * sluice__gate_update() whenever one of those changes. */
     uint8_t gate;
+    /* gate, plus the policy kind << 1 under emit_only for a built-in policy
+     * that keeps tokens (throttle, audit, debounce): a call on an integer
+     * key (sluice_limiter_submit_u64) then takes the quiet short path of
+     * that kind, which reports nothing and so calls nothing (limiter.c,
+     * submit_u64_quiet). Kept by sluice__gate_update() too. */
+    uint8_t gate_u64;
 };
 
 static inline void sluice__gate_update(struct sluice_limiter *l) {
     l->gate = (uint8_t)(l->closed || l->dying || l->pass_through);
+    bool quiet = l->emit_only && (l->kind == SLUICE_THROTTLE || l->kind == SLUICE_AUDIT || l->kind == SLUICE_DEBOUNCE);
+    l->gate_u64 = (uint8_t)(l->gate | (quiet ? l->kind << 1 : 0));
 }
 
 /* ---- helpers for the policies (limiter.c) ---- */

@@ -188,6 +188,7 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
     l->report_fn[SLUICE_EVENT_EMIT] = cfg->on_event;
     l->report_fn[SLUICE_EVENT_DROP] = cfg->emit_only ? NULL : cfg->on_event;
     l->report_fn[SLUICE_EVENT_DISCARD] = cfg->emit_only ? NULL : cfg->on_event;
+    sluice__gate_update(l); /* gate_u64 follows emit_only */
     l->user = cfg->user;
     l->max_keys = cfg->max_keys;
     if (cfg->fixed_seed) {
@@ -343,19 +344,21 @@ static SLUICE__HOT_INLINE void put_decision(sluice_decision_t *out, const sluice
  * it reports, if any). Returns false, having changed nothing, for any other
  * case: the caller then takes submit_general() with the find already made. */
 static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx, uint64_t token, uint64_t now,
-                                         sluice_decision_t *out, bool held) {
+                                         sluice_decision_t *out, bool held, int quiet) {
     struct sluice__entry *e = sluice__entry_of(l, idx);
     sluice_decision_t d;
     struct sluice__event pe;
     bool have;
+    int kind = quiet ? quiet : l->kind;
     /* (remaining and full are 0 for these policies: put_decision) */
-    if (l->kind == SLUICE_THROTTLE) {
+    if (kind == SLUICE_THROTTLE) {
         if (e->node.deadline <= now) return false;
         have = sluice__throttle_live(l, e, token, now, &d, &pe);
-    } else if (l->kind == SLUICE_DEBOUNCE) {
+    } else if (kind == SLUICE_DEBOUNCE) {
         if (e->node.deadline <= now || l->has_max_wait) return false;
         have = sluice__debounce_live(l, idx, e, token, now, &d, &pe);
-    } else if (l->kind == SLUICE_RATE) {
+    } else if (kind == SLUICE_RATE) {
+        if (quiet) return false; /* (never: gate_u64 leaves rate out) */
         /* a live or idle-in-place entry: no event, no key created (the
          * keyref is only used to create one) */
         sluice_decision_t *dr = out ? out : &d;
@@ -365,7 +368,7 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
         }
         l->count.decided[dr->kind & 3]++;
         return true;
-    } else if (l->kind == SLUICE_AUDIT) {
+    } else if (kind == SLUICE_AUDIT) {
         if (e->node.deadline <= now) return false;
         have = sluice__audit_live(l, e, token, now, &d, &pe);
     } else {
@@ -384,7 +387,7 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
     if (have) {
         l->count.reported[SLUICE_EVENT_DROP]++;
         sluice_event_fn fn = l->report_fn[SLUICE_EVENT_DROP];
-        if (fn) {
+        if (!quiet && fn) {
             if (!held) l->depth++;
             fn(l->user, &pe.ev);
             put_decision(out, &d);
@@ -405,7 +408,7 @@ static SLUICE__HOT_INLINE int submit_hot(struct sluice_limiter *l, const struct 
     if (SLUICE__LIKELY(l->gate == 0 && cost == 1)) {
         idx = k->is_u64 && !l->table.strong ? sluice__table_find_u64(&l->table, k->u64, k->hash)
                                              : sluice__table_find(&l->table, k);
-        if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), out, isolate)) return 0;
+        if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), out, isolate, 0)) return 0;
     }
     if (isolate) return submit_general_isolated(l, k, token, cost, now, out, idx);
     return submit_general(l, k, token, cost, now, out, idx);
@@ -430,7 +433,7 @@ static NOINLINE int submit_u64_general(struct sluice_limiter *l, uint64_t key, u
 static SLUICE__HOT_INLINE int submit_u64(struct sluice_limiter *l, uint64_t key, uint64_t hash, uint64_t token,
                                          uint64_t now, sluice_decision_t *d, bool isolate) {
     uint32_t idx = sluice__table_find_u64(&l->table, key, hash);
-    if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), d, isolate)) return 0;
+    if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), d, isolate, 0)) return 0;
     return submit_u64_general(l, key, hash, token, now, d, idx, isolate);
 }
 
@@ -467,11 +470,53 @@ static NOINLINE int submit_u64_slow(sluice_limiter_t *l, uint64_t key, uint64_t 
     return submit_hot(l, &k, token, 1, now, d, false);
 }
 
+/* sluice_limiter_submit_u64() on a usable limiter whose index uses the
+ * fast hash (gate_u64 and strong clear). */
+static NOINLINE int submit_u64_loud(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
+                                    sluice_decision_t *d) {
+    return submit_u64(l, key, sluice__fast_hash_u64_keyed(&l->u64_key, key), token, now, d, false);
+}
+
+/* The same under emit_only (gate_u64 == kind << 1, kind not rate), one
+ * function per policy kind: a superseded token is only counted, so the
+ * short path of the kind calls (almost) nothing and keeps few registers. */
+static NOINLINE int submit_u64_quiet_general(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
+                                             sluice_decision_t *d, uint32_t found) {
+    return submit_u64_general(l, key, sluice__fast_hash_u64_keyed(&l->u64_key, key), token, now, d, found, false);
+}
+
+static SLUICE__HOT_INLINE int submit_u64_quiet(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
+                                               sluice_decision_t *d, int kind) {
+    uint64_t hash = sluice__fast_hash_u64_keyed(&l->u64_key, key);
+    uint32_t idx = sluice__table_find_u64(&l->table, key, hash);
+    if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), d, false, kind)) return 0;
+    /* (six arguments: a tail call, so the short path needs no frame) */
+    return submit_u64_quiet_general(l, key, token, now, d, idx);
+}
+
+static NOINLINE int submit_u64_quiet_throttle(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
+                                              sluice_decision_t *d) {
+    return submit_u64_quiet(l, key, token, now, d, SLUICE_THROTTLE);
+}
+
+static NOINLINE int submit_u64_quiet_audit(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
+                                           sluice_decision_t *d) {
+    return submit_u64_quiet(l, key, token, now, d, SLUICE_AUDIT);
+}
+
+static NOINLINE int submit_u64_quiet_debounce(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
+                                              sluice_decision_t *d) {
+    return submit_u64_quiet(l, key, token, now, d, SLUICE_DEBOUNCE);
+}
+
 int sluice_limiter_submit_u64(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
                               sluice_decision_t *d) {
     if (!l) return SLUICE_EINVAL;
-    if (SLUICE__LIKELY((l->gate | l->table.strong) == 0))
-        return submit_u64(l, key, sluice__fast_hash_u64_keyed(&l->u64_key, key), token, now, d, false);
+    unsigned g = (unsigned)l->gate_u64 | l->table.strong;
+    if (SLUICE__LIKELY(g == 0)) return submit_u64_loud(l, key, token, now, d);
+    if (g == 2 * SLUICE_THROTTLE) return submit_u64_quiet_throttle(l, key, token, now, d);
+    if (g == 2 * SLUICE_DEBOUNCE) return submit_u64_quiet_debounce(l, key, token, now, d);
+    if (g == 2 * SLUICE_AUDIT) return submit_u64_quiet_audit(l, key, token, now, d);
     return submit_u64_slow(l, key, token, now, d);
 }
 
@@ -580,7 +625,7 @@ int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, 
             int rc;
             if (SLUICE__LIKELY(fast[j] && (l->gate | l->table.strong) == 0)) {
                 uint64_t key = cg[j].key.u64;
-                if (candidate_is(l, cand[j], key) && call_live(l, cand[j], cg[j].token, clamp_now(l, now), d, true))
+                if (candidate_is(l, cand[j], key) && call_live(l, cand[j], cg[j].token, clamp_now(l, now), d, true, 0))
                     rc = 0;
                 else
                     rc = submit_u64(l, key, hash[j], cg[j].token, now, d, true);
