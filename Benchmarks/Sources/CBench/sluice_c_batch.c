@@ -24,6 +24,7 @@ static sluice_limiter_t *make(sluice_policy_t policy) {
     memset(&cfg, 0, sizeof cfg);
     cfg.policy = policy;
     cfg.on_event = on_event;
+    cfg.emit_only = true; /* as sluice-c: tokens own nothing, drops are ignored */
     sluice_limiter_t *l = NULL;
     int rc = sluice_limiter_new(&l, &cfg);
     if (rc != 0) {
