@@ -61,23 +61,26 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             let state = user.assumingMemoryBound(to: ManualEngineState.self)
             // A limiter's single submit (see `LimiterStorage.submitManual`):
             // kept for it, nothing else to check.
-            if state.pointee.collecting {  // a limiter's submit or batch (submitManyCollecting)
-                // A value dropped (superseded) that nobody observes, held
-                // in its token (a compact limiter): only counted here.
-                if let held = state.pointee.compactHeld, event.pointee.kind == SLUICE_EVENT_DROP {
-                    held.pointee.count &-= 1
-                    return
-                }
-                // A value dropped (superseded) that nobody observes, in a
-                // table of trivial values: its slot freed here.
-                if let slots = state.pointee.trivialSlots, event.pointee.kind == SLUICE_EVENT_DROP {
-                    if let deferred = state.pointee.deferred, state.pointee.deferredCount < state.pointee.deferredCapacity {
-                        // A batch: freed after its core call, the slots read together.
-                        deferred[state.pointee.deferredCount] = event.pointee.token
-                        state.pointee.deferredCount &+= 1
+            if state.pointee.collecting {  // a limiter's submit or batch (submitManyCollecting), or a fire
+                if event.pointee.kind == SLUICE_EVENT_DROP {  // (a fire's events are mostly emissions)
+                    // A value dropped (superseded) that nobody observes, held
+                    // in its token (a compact limiter): only counted here.
+                    if let held = state.pointee.compactHeld {
+                        held.pointee.count &-= 1
                         return
                     }
-                    if slots.pointee.releaseTrivial(event.pointee.token) { return }
+                    // A value dropped (superseded) that nobody observes, in a
+                    // table of trivial values: its slot freed here.
+                    if let slots = state.pointee.trivialSlots {
+                        if let deferred = state.pointee.deferred,
+                           state.pointee.deferredCount < state.pointee.deferredCapacity {
+                            // A batch: freed after its core call, the slots read together.
+                            deferred[state.pointee.deferredCount] = event.pointee.token
+                            state.pointee.deferredCount &+= 1
+                            return
+                        }
+                        if slots.pointee.releaseTrivial(event.pointee.token) { return }
+                    }
                 }
                 if state.pointee.fast, state.pointee.count < state.pointee.capacity {
                     (state.pointee.events + state.pointee.count).initialize(to: EngineEvent(event))

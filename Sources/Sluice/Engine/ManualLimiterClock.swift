@@ -25,6 +25,9 @@ import Synchronization
 public final class ManualLimiterClock: Sendable {
     @usableFromInline let nanoseconds = Atomic<UInt64>(0)
     private let clients = Locked<[WeakClient]>([])
+    /// Bumped (under the `clients` lock) whenever a limiter joins: an
+    /// advance reads the list again only when this moved.
+    private let version = Atomic<UInt64>(0)
 
     /// Creates a clock at ``LimiterInstant`` zero.
     public init() {}
@@ -77,6 +80,15 @@ public final class ManualLimiterClock: Sendable {
         clients.withLock { list in
             list.removeAll { $0.client == nil }
             list.append(WeakClient(client: client))
+            version.add(1, ordering: .releasing)
+        }
+    }
+
+    /// The clock's live limiters, and the `version` they were read at.
+    private func liveClients() -> (clients: [any ManualClockClient], version: UInt64) {
+        clients.withLock { list in
+            list.removeAll { $0.client == nil }
+            return (list.compactMap { $0.client }, version.load(ordering: .relaxed))
         }
     }
 
@@ -92,20 +104,41 @@ public final class ManualLimiterClock: Sendable {
     }
 
     /// Fires deadlines `<= limit` in time order, across all limiters.
+    ///
+    /// The list of limiters is read once, and again only when a limiter
+    /// joined meanwhile (a handler may create one on this clock): `version`
+    /// says so, without the lock. A limiter closed or gone meanwhile stays
+    /// in the list read, held until this returns, with no deadline (its
+    /// link reports none once released). With one limiter, each round asks
+    /// it alone.
     private func fire(through limit: UInt64) {
+        var (live, seen) = liveClients()
         while true {
-            let live = clients.withLock { list in
-                list.removeAll { $0.client == nil }
-                return list.compactMap { $0.client }
-            }
-            var earliest: (client: any ManualClockClient, deadline: UInt64)?
-            for client in live {
-                if let deadline = client.nextDeadline, deadline <= limit,
-                   earliest == nil || deadline < earliest!.deadline {
-                    earliest = (client, deadline)
+            if version.load(ordering: .acquiring) != seen { (live, seen) = liveClients() }
+            let client: any ManualClockClient
+            let deadline: UInt64
+            if live.count == 1 {
+                client = live[0]
+                guard let next = client.nextDeadline, next <= limit else {
+                    // (a limiter that joined during this ask: look again)
+                    if version.load(ordering: .acquiring) != seen { continue }
+                    return
                 }
+                deadline = next
+            } else {
+                var earliest: (client: any ManualClockClient, deadline: UInt64)?
+                for client in live {
+                    if let deadline = client.nextDeadline, deadline <= limit,
+                       earliest == nil || deadline < earliest!.deadline {
+                        earliest = (client, deadline)
+                    }
+                }
+                guard let found = earliest else {
+                    if version.load(ordering: .acquiring) != seen { continue }
+                    return
+                }
+                (client, deadline) = found
             }
-            guard let (client, deadline) = earliest else { return }
             raise(to: deadline)
             client.fire(through: max(deadline, nowNanoseconds))
         }
