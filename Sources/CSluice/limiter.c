@@ -589,9 +589,10 @@ static NOINLINE int batch_call_general(struct sluice_limiter *l, const sluice_ca
     return submit_hot(l, k ? k : &ku, c->token, c->cost, now, d, true);
 }
 
-int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
-                               sluice_decision_t *decisions, int *results) {
-    if (!l || (n && !calls)) return SLUICE_EINVAL;
+/* The batch; `quiet`: 0, or the policy kind of a limiter under emit_only
+ * (see gate_u64), for which the short path reports nothing. */
+static SLUICE__HOT_INLINE int submit_many(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
+                                          sluice_decision_t *decisions, int *results, int quiet) {
     int first = 0;
     struct sluice__keyref kb[GROUP]; /* byte keys */
     uint64_t hash[GROUP];
@@ -625,7 +626,7 @@ int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, 
             int rc;
             if (SLUICE__LIKELY(fast[j] && (l->gate | l->table.strong) == 0)) {
                 uint64_t key = cg[j].key.u64;
-                if (candidate_is(l, cand[j], key) && call_live(l, cand[j], cg[j].token, clamp_now(l, now), d, true, 0))
+                if (candidate_is(l, cand[j], key) && call_live(l, cand[j], cg[j].token, clamp_now(l, now), d, true, quiet))
                     rc = 0;
                 else
                     rc = submit_u64(l, key, hash[j], cg[j].token, now, d, true);
@@ -638,6 +639,39 @@ int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, 
     }
     leave(l);
     return first;
+}
+
+static NOINLINE int submit_many_loud(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
+                                     sluice_decision_t *decisions, int *results) {
+    return submit_many(l, calls, n, now, decisions, results, 0);
+}
+
+static NOINLINE int submit_many_quiet_throttle(sluice_limiter_t *l, const sluice_call_t *calls, size_t n,
+                                               uint64_t now, sluice_decision_t *decisions, int *results) {
+    return submit_many(l, calls, n, now, decisions, results, SLUICE_THROTTLE);
+}
+
+static NOINLINE int submit_many_quiet_debounce(sluice_limiter_t *l, const sluice_call_t *calls, size_t n,
+                                               uint64_t now, sluice_decision_t *decisions, int *results) {
+    return submit_many(l, calls, n, now, decisions, results, SLUICE_DEBOUNCE);
+}
+
+static NOINLINE int submit_many_quiet_audit(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
+                                            sluice_decision_t *decisions, int *results) {
+    return submit_many(l, calls, n, now, decisions, results, SLUICE_AUDIT);
+}
+
+int sluice_limiter_submit_many(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
+                               sluice_decision_t *decisions, int *results) {
+    if (!l || (n && !calls)) return SLUICE_EINVAL;
+    /* under emit_only the policy kind is fixed and no drop is reported: a
+     * copy of the batch per kind (gate_u64 without its gate bit) */
+    switch (l->gate_u64 & ~1u) {
+    case 2 * SLUICE_THROTTLE: return submit_many_quiet_throttle(l, calls, n, now, decisions, results);
+    case 2 * SLUICE_DEBOUNCE: return submit_many_quiet_debounce(l, calls, n, now, decisions, results);
+    case 2 * SLUICE_AUDIT: return submit_many_quiet_audit(l, calls, n, now, decisions, results);
+    default: return submit_many_loud(l, calls, n, now, decisions, results);
+    }
 }
 
 int sluice_limiter_quota(sluice_limiter_t *l, sluice_key_t key, uint64_t cost, uint64_t now, sluice_quota_t *out) {
