@@ -326,7 +326,7 @@ public struct ReportGenerator {
             (over 0.5 s, or 1 µs per key when more), each with a debounce deadline 1 s later, so
             every key is pending at the peak and the deadlines are spread; lateness = the
             consumer's `CLOCK_MONOTONIC` at delivery minus the key's deadline, in an HdrHistogram.
-            Sluice's wheel ticks every 1 ms (a timer fires at most one tick late, never early);
+            Sluice's loop limiters tick every 10 µs (a timer fires at most one tick late, never early);
             `dispatch-tuned` has a 1 ms leeway; `dispatch-naive`'s `asyncAfter` gets libdispatch's
             default leeway (a tenth of the delay: 100 ms here). The Dispatch baselines stop at
             100k keys.

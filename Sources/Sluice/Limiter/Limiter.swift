@@ -100,7 +100,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///     A new key past the cap is refused with ``LimiterError/full``;
     ///     keys with state are never evicted.
     ///   - tick: the resolution of the timer wheel (`nil` for the engine's
-    ///     default: 1 ms on a manual clock, 100 µs on a loop). A timer
+    ///     default: 1 ms on a manual clock, 10 µs on a loop). A timer
     ///     runs at most one tick after its deadline, never before; reported
     ///     times are always the exact deadlines.
     ///   - combine: folds a superseded pending value into the newer one
