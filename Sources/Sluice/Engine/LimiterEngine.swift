@@ -190,6 +190,10 @@ struct EngineSetup {
     /// ``LimiterEngine/runsUnderCallerLock``); `nil`: the engine serialises
     /// itself.
     var callerLock: PosixLock?
+    /// Manual engines only (others ignore it): create the core with
+    /// `emit_only`, which reports no DROP or DISCARD event (a compact
+    /// limiter whose drops nobody observes: see `LimiterStorage.emitOnly`).
+    var emitOnly = false
 }
 
 /// An identifier of the calling thread, never 0.

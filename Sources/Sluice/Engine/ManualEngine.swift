@@ -56,6 +56,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
                 clock: Unmanaged.passUnretained(clock)))
         var config = setup.config
         config.start_ns = clock.nowNanoseconds
+        if setup.emitOnly { config.emit_only = true }
         config.on_event = { user, event in
             guard let user, let event else { return }
             let state = user.assumingMemoryBound(to: ManualEngineState.self)

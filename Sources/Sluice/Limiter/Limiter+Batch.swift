@@ -135,6 +135,9 @@ extension LimiterStorage {
                                     state.pointee.deferredCount = 0
                                 }
                                 var base = 0
+                                // Read once (set in init; the loop's stores could alias them).
+                                let compact = self.compact
+                                let countsHeld = compact && !emitOnly
                                 while base < n {
                                     let m = Swift.min(group, n - base)
                                     for j in 0..<m {
@@ -146,10 +149,18 @@ extension LimiterStorage {
                                             offset += k.len
                                             return sluice_key_bytes(UnsafeRawPointer(at), k.len)
                                         }
-                                        let token = hold(item.1, item.0)
+                                        // hold(_:_:), with the mode read once
+                                        let token: UInt64
+                                        if compact {
+                                            token = Self.token(of: item.0)
+                                        } else {
+                                            token = slots.insert(key: item.1, value: item.0)
+                                        }
                                         (calls + j).initialize(to: sluice_call_t(key: key, token: token, cost: cost))
-                                        (decisions + j).initialize(to: sluice_decision_t())
+                                        // (decisions[j] is written by the core for a call that
+                                        // succeeds, and read only then)
                                     }
+                                    if countsHeld { slots.count &+= m }
                                     engine.submitManyCollecting(
                                         calls: calls, count: m, now: now, decisions: decisions, results: results, ends: ends)
                                     if deferring, state.pointee.deferredCount > 0 {
@@ -158,11 +169,7 @@ extension LimiterStorage {
                                     }
                                     recordBatchLocked(
                                         engine, calls: calls, count: m, now: now, decisions: decisions, results: results,
-                                        ends: ends)
-                                    for j in 0..<m {
-                                        (outcome + base + j).initialize(
-                                            to: BatchOutcome(rc: results[j], kind: decisions[j].kind, at: decisions[j].at))
-                                    }
+                                        ends: ends, into: outcome + base)
                                     base += m
                                 }
                                 if deferring {
@@ -183,15 +190,24 @@ extension LimiterStorage {
     /// With `lock` held, after a collecting batch on the manual engine:
     /// records the core's events and each call's immediate decision in the
     /// order of single calls (call i's events, then its emission or reported
-    /// drop), and releases the values not taken, as ``submit(_:for:cost:)``
-    /// does for each call.
+    /// drop), releases the values not taken, as ``submit(_:for:cost:)``
+    /// does for each call, and writes each call's outcome to `outcome[i]`
+    /// (initialized here).
     @inlinable @inline(__always)
     func recordBatchLocked(
         _ engine: ManualEngine, calls: UnsafePointer<sluice_call_t>, count n: Int, now: UInt64,
-        decisions: UnsafePointer<sluice_decision_t>, results: UnsafePointer<Int32>, ends: UnsafePointer<Int>
+        decisions: UnsafePointer<sluice_decision_t>, results: UnsafePointer<Int32>, ends: UnsafePointer<Int>,
+        into outcome: UnsafeMutablePointer<BatchOutcome>
     ) {
         let events = engine.collected
         let eventCount = engine.collectedCount
+        if eventCount == 0 {
+            // No event (the everyday batch on live keys, and every batch of
+            // an emit-only limiter that fired nothing): each call's own
+            // decision only.
+            for i in 0..<n { recordDecisionLocked(i, calls: calls, now: now, decisions: decisions, results: results, into: outcome) }
+            return
+        }
         if !compact && eventCount > 1 { slots.touch(events, count: eventCount) }
         var k = 0
         for i in 0..<n {
@@ -205,24 +221,38 @@ extension LimiterStorage {
                 }
                 k &+= 1
             }
-            let token = calls[i].token
-            guard results[i] == 0 else {
-                release(token)  // not taken: released here
-                continue
-            }
-            let kind = decisions[i].kind
-            if kind == SLUICE_EMITTED {
-                recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: calls[i].key.u64))
-            } else if kind == SLUICE_DROPPED {
-                if observesDrops {
-                    recordLocked(
-                        EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil, key: calls[i].key.u64))
-                } else {
-                    release(token)  // dropped without a report: released here
-                }
-            }
+            recordDecisionLocked(i, calls: calls, now: now, decisions: decisions, results: results, into: outcome)
         }
         engine.collectedCount = 0
+    }
+
+    /// With `lock` held: call i of a batch group (its events recorded):
+    /// records its emission or reported drop, releases its value if not
+    /// taken, and writes its outcome.
+    @inlinable @inline(__always)
+    func recordDecisionLocked(
+        _ i: Int, calls: UnsafePointer<sluice_call_t>, now: UInt64, decisions: UnsafePointer<sluice_decision_t>,
+        results: UnsafePointer<Int32>, into outcome: UnsafeMutablePointer<BatchOutcome>
+    ) {
+        let token = calls[i].token
+        let rc = results[i]
+        guard rc == 0 else {
+            (outcome + i).initialize(to: BatchOutcome(rc: rc, kind: sluice_decision_kind_t(0), at: 0))
+            release(token)  // not taken: released here
+            return
+        }
+        let kind = decisions[i].kind
+        (outcome + i).initialize(to: BatchOutcome(rc: 0, kind: kind, at: decisions[i].at))
+        if kind == SLUICE_EMITTED {
+            recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: calls[i].key.u64))
+        } else if kind == SLUICE_DROPPED {
+            if observesDrops {
+                recordLocked(
+                    EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil, key: calls[i].key.u64))
+            } else {
+                release(token)  // dropped without a report: released here
+            }
+        }
     }
 }
 

@@ -48,6 +48,15 @@ import Darwin
 /// `count` is the number of values held, kept as the slot table keeps it:
 /// +1 per value handed to the core, −1 when its fate is recorded.
 ///
+/// Emit-only (``emitOnly``): a compact limiter on a manual clock whose
+/// drops nobody observes creates its core with `emit_only`: the core reports
+/// emissions only, and a superseded, cancelled or discarded value is only
+/// counted in the core's statistics (a compact value owns nothing, so it
+/// needs no release). The submit path then runs no callback for a value it
+/// supersedes. `slots.count` is not kept: the values held are the core's
+/// pending tokens (``heldValues`` reads them), and a closed limiter holds
+/// nothing once its core is closed (``coreClosed``).
+///
 /// Concurrency: every stored `var` is guarded by `lock`. Deliveries run
 /// outside the lock, one thread at a time, in outbox order.
 @usableFromInline
@@ -83,6 +92,12 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @usableFromInline let combiningThread = Atomic<UInt>(0)
     /// Compact mode chosen at init (see ``compact``). Set once, in init.
     @exclusivity(unchecked) @usableFromInline var compactMode = false
+    /// The core reports emissions only (see the class comment): compact,
+    /// drops unobserved, on a manual engine. Set once, in init.
+    @exclusivity(unchecked) @usableFromInline var emitOnly = false
+    /// The core was closed (emit-only: it holds no value any more). Guarded
+    /// by `lock`; set in the critical section of the core's close.
+    @exclusivity(unchecked) @usableFromInline var coreClosed = false
 
     // Guarded by `lock`.
     @exclusivity(unchecked) @usableFromInline var slots = SlotTable<Key, Value>()
@@ -129,11 +144,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             nshards = UInt32(shards)
         }
         let engine: any LimiterEngine
+        // Emit-only when compact (checked again below: a manual engine is
+        // always compact-capable) and nobody observes drops; only a manual
+        // engine honours it (`EngineSetup.emitOnly`).
+        let wantsEmitOnly = Self.compactTypes && quietDrops
         do {
             engine = try scheduler.makeEngine(
                 EngineSetup(
                     config: config, reportImmediate: true, reportDrops: delivery.observesDrops, shards: nshards,
-                    sink: makeSink(self), callerLock: lock))
+                    sink: makeSink(self), callerLock: lock, emitOnly: wantsEmitOnly))
         } catch {
             throw LimiterError.explaining(error, policy: policy, maxKeys: maxKeys, tick: tick)
         }
@@ -143,9 +162,12 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         compactMode = Self.compactTypes && combine == nil && (engine is ManualEngine || engine is LoopEngine)
         if let manual = engine as? ManualEngine {
             manualEngine = Unmanaged.passUnretained(manual)
+            emitOnly = wantsEmitOnly && compactMode
             if manual.runsUnderCallerLock {
                 self.manual = manual.state
-                if quietDrops && compactMode {
+                if emitOnly {
+                    // The core reports no drop: nothing for the callback to count.
+                } else if quietDrops && compactMode {
                     manual.state.pointee.compactHeld = slots.header
                 } else if quietDrops && SlotTable<Key, Value>.isTrivial {
                     manual.state.pointee.trivialSlots = slots.header
@@ -190,7 +212,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @inlinable @inline(__always)
     func hold(_ key: Key, _ value: Value) -> UInt64 {
         if compact {
-            slots.count &+= 1
+            if !emitOnly { slots.count &+= 1 }
             return Self.token(of: value)
         }
         return slots.insert(key: key, value: value)
@@ -200,6 +222,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @inlinable @inline(__always)
     func release(_ token: UInt64) {
         if compact {
+            if emitOnly { return }
             if slots.count == 0 { staleToken() }
             slots.count &-= 1
             return
@@ -211,8 +234,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @inlinable @inline(__always)
     func take(_ event: EngineEvent) -> (key: Key, value: Value) {
         if compact {
-            if slots.count == 0 { staleToken() }
-            slots.count &-= 1
+            if !emitOnly {
+                if slots.count == 0 { staleToken() }
+                slots.count &-= 1
+            }
             return (Key._sluiceKey(integerIdentity: event.key), Self.value(of: event.token))
         }
         return slots.remove(event.token)
@@ -286,9 +311,18 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         }
     }
 
-    @inlinable
+    /// Submits a value: on a manual engine, ``submitManual(_:for:cost:_:)``
+    /// inlined into the caller (the everyday call is a few dozen
+    /// instructions around the core's), otherwise ``submitEngine(_:for:cost:)``.
+    @inlinable @inline(__always)
     func submit(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
         if let manual { return try submitManual(value, for: key, cost: cost, manual) }
+        return try submitEngine(value, for: key, cost: cost)
+    }
+
+    /// ``submit(_:for:cost:)`` on a loop or external engine.
+    @inlinable @inline(never)
+    func submitEngine(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
         checkNotCombining()
         var decision = sluice_decision_t()
         let rc: Int32
@@ -343,54 +377,75 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         if combine != nil { checkNotCombining() }
         var decision = sluice_decision_t()
         let rc: Int32
+        var mustDrain = false
         lock.lock()
         let token = hold(key, value)
         if let core = engine.pointee.core {
             let now = engine.pointee.clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
             engine.pointee.fast = true
             engine.pointee.collecting = true
-            var keyBits: UInt64 = 0  // compact: the key of the immediate event
-            rc = key.withCoreKey {
-                if compact { keyBits = $0.u64 }
-                return core.submit($0, token: token, cost: cost, now: now, into: &decision)
-            }
+            rc = key.withCoreKey { core.submit($0, token: token, cost: cost, now: now, into: &decision) }
             engine.pointee.fast = false
             engine.pointee.collecting = false
-            let count = engine.pointee.count
-            if count != 0 {
-                let events = engine.pointee.events
-                for i in 0..<count {
-                    let event = events[i]
-                    if quietDrops && event.kind == SLUICE_EVENT_DROP {
-                        release(event.token)  // superseded or dropped, unobserved: released here
-                    } else {
-                        recordLocked(event)
-                    }
-                }
-                engine.pointee.count = 0
+            if engine.pointee.count != 0 || rc < 0 || decision.kind != SLUICE_SCHEDULED {
+                // Events (due timers, superseded values reported), an
+                // emission or a drop at once, or a failure: out of line, so
+                // that the everyday call (a value kept, nothing else) keeps
+                // its few values in registers.
+                finishSubmitLocked(key, token: token, rc: rc, kind: decision.kind, now: now, engine)
+                mustDrain = claimDrain()
             }
-            if rc >= 0 {
-                if decision.kind == SLUICE_EMITTED {
-                    recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: keyBits))
-                } else if decision.kind == SLUICE_DROPPED {
-                    if observesDrops {
-                        recordLocked(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil, key: keyBits))
-                    } else {
-                        release(token)  // dropped without a report: released here
-                    }
-                }
-            } else {
-                release(token)  // not taken
-            }
+            // Otherwise this call recorded nothing: no delivery to claim
+            // (whoever records an event tries to claim its delivery).
         } else {
             rc = LimiterError.closed.rawValue
             release(token)
+            mustDrain = claimDrain()
         }
-        let mustDrain = claimDrain()
         lock.unlock()
         if mustDrain { deliverOutbox() }
         if rc < 0 { throw LimiterError(rawValue: rc) }
         return decision
+    }
+
+    /// The rest of ``submitManual(_:for:cost:_:)`` under the lock, when the
+    /// core reported events or did not keep the value: records the events
+    /// the callback collected (a superseded value that nobody observes is
+    /// released on the spot), then the call's own emission or reported
+    /// drop, and releases a value dropped unobserved or not taken.
+    @inlinable @inline(never)
+    func finishSubmitLocked(
+        _ key: Key, token: UInt64, rc: Int32, kind: sluice_decision_kind_t, now: UInt64,
+        _ engine: UnsafeMutablePointer<ManualEngineState>
+    ) {
+        let count = engine.pointee.count
+        if count != 0 {
+            let events = engine.pointee.events
+            for i in 0..<count {
+                let event = events[i]
+                if quietDrops && event.kind == SLUICE_EVENT_DROP {
+                    release(event.token)  // superseded or dropped, unobserved: released here
+                } else {
+                    recordLocked(event)
+                }
+            }
+            engine.pointee.count = 0
+        }
+        guard rc >= 0 else {
+            release(token)  // not taken
+            return
+        }
+        // compact: the key of the immediate event
+        let keyBits: UInt64 = compact ? key.withCoreKey { $0.u64 } : 0
+        if kind == SLUICE_EMITTED {
+            recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: keyBits))
+        } else if kind == SLUICE_DROPPED {
+            if observesDrops {
+                recordLocked(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil, key: keyBits))
+            } else {
+                release(token)  // dropped without a report: released here
+            }
+        }
     }
 
     /// What ``keyOperation(_:_:)`` does.
@@ -429,7 +484,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
 
     func close(drain drainValues: Bool) throws(LimiterError) {
         checkNotCombining()
-        let (rc, eventsToDeliver) = engineCall { $0.close(drainValues ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD) }
+        let (rc, eventsToDeliver) = engineCall { closeCore($0, drainValues ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD) }
         if eventsToDeliver { deliverOutbox() }
         let mustDrain = lock.withLock {
             if rc == 0 { closed = true }
@@ -460,9 +515,20 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             defer { closed = true }
             return !closed
         }
-        if wasOpen, engineCall({ $0.close(SLUICE_CLOSE_DISCARD) }).mustDrain { deliverOutbox() }
-        if engineCall({ $0.shutdown() }).mustDrain { deliverOutbox() }
+        if wasOpen, engineCall({ closeCore($0, SLUICE_CLOSE_DISCARD) }).mustDrain { deliverOutbox() }
+        if engineCall({ engine in
+            engine.shutdown()
+            if emitOnly { coreClosed = true }  // no core, no value held
+        }).mustDrain { deliverOutbox() }
         deliverIfNeeded()
+    }
+
+    /// Closes the engine's core (in ``engineCall(_:)``: under `lock` on a
+    /// manual engine) and notes it (``coreClosed``).
+    func closeCore(_ engine: any LimiterEngine, _ mode: sluice_close_mode_t) -> Int32 {
+        let rc = engine.close(mode)
+        if rc == 0 && emitOnly { coreClosed = true }  // emit-only engines run under `lock`
+        return rc
     }
 
     var isClosed: Bool {
@@ -476,9 +542,22 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         return stats
     }
 
-    /// Values held by the Swift side (pending values).
+    /// Values held by the Swift side (pending values); emit-only: the
+    /// core's pending tokens (which hold them).
     var heldValues: Int {
-        lock.withLock { slots.count }
+        if emitOnly {
+            let (stats, mustDrain) = engineCall { $0.stats() }
+            if mustDrain { deliverOutbox() }
+            return Int(stats.pending)
+        }
+        return lock.withLock { slots.count }
+    }
+
+    /// With the lock held: whether no value is held any more (see
+    /// ``heldValues``): emit-only, once the core is closed.
+    @inlinable @inline(__always)
+    var holdsNothing: Bool {
+        emitOnly ? coreClosed : slots.count == 0
     }
 
     /// Runs the core's invariant checker (tests; manual engine only).
@@ -556,7 +635,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// With the lock held: whether the caller must deliver the outbox now.
     @inlinable @inline(__always)
     func claimDrain() -> Bool {
-        outbox.claim(closedAndEmpty: closed && slots.count == 0)
+        outbox.claim(closedAndEmpty: closed && holdsNothing)
     }
 
     /// Delivers the outbox if nobody else is delivering it (an engine's
@@ -576,7 +655,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         var batch = RingBuffer<Event>()
         while true {
             lock.lock()
-            let next = outbox.next(closedAndEmpty: closed && slots.count == 0, into: &batch)
+            let next = outbox.next(closedAndEmpty: closed && holdsNothing, into: &batch)
             lock.unlock()
             switch next {
             case .deliver:
