@@ -17,6 +17,23 @@ extension LimiterStorage {
             return
         }
         let observes = observesDrops
+        if compact && !observes {
+            // A compact limiter whose drops nobody observes: every event
+            // gives up one held value (``take(_:)``, counted here for the
+            // batch), only the emissions go out.
+            if !emitOnly {
+                if slots.count < count { staleToken() }
+                slots.count &-= count
+            }
+            outbox.events.appendEach(count) { i -> Event? in
+                let event = events[i]
+                guard event.kind == SLUICE_EVENT_EMIT else { return nil }
+                return Event(
+                    kind: .emitted, key: Key._sluiceKey(integerIdentity: event.key), value: Self.value(of: event.token),
+                    at: LimiterInstant(nanoseconds: event.at))
+            }
+            return
+        }
         outbox.events.appendEach(count) { i -> Event? in
             let event = events[i]
             let entry = take(event)
