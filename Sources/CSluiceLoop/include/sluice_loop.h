@@ -84,7 +84,9 @@
  * fire up to ~4 ms late, in steps, and a wake-up that comes early by the
  * clock Sluice reads finds nothing due and waits again. Create bases with
  * EVENT_BASE_FLAG_PRECISE_TIMER (sluice_loop_start() does) for timers that
- * fire within about 0.1-0.2 ms of their time. Emissions are never early
+ * fire within some tens of microseconds of their time when the loop thread
+ * gets a CPU at once (a loaded machine adds its scheduling delay, often
+ * milliseconds). Emissions are never early
  * either way; the wheel's tick adds at most one tick: on a loop,
  * sluice_config_t.tick_ns == 0 means SLUICE_LOOP_TICK_DEFAULT_NS (10 us),
  * a hundredth of the core's 1 ms default, so the tick's rounding (0-10 us)
