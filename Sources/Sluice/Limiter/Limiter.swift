@@ -234,7 +234,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     ///   ``LimiterError/full`` for a new key past `maxKeys`,
     ///   ``LimiterError/outOfMemory``. The value was not taken (it is released).
     /// - Complexity: O(1) on average.
-    @inlinable
+    @inlinable @inline(__always)
     @discardableResult
     public func submit(_ value: Value, for key: Key) throws(LimiterError) -> Decision {
         let decision = try storage.submit(value, for: key, cost: 1)

@@ -211,8 +211,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// (compact: counts it).
     @inlinable @inline(__always)
     func hold(_ key: Key, _ value: Value) -> UInt64 {
+        if Self.compactTypes && emitOnly { return Self.token(of: value) }  // (emit-only is compact)
         if compact {
-            if !emitOnly { slots.count &+= 1 }
+            slots.count &+= 1
             return Self.token(of: value)
         }
         return slots.insert(key: key, value: value)
@@ -311,13 +312,71 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         }
     }
 
-    /// Submits a value: on a manual engine, ``submitManual(_:for:cost:_:)``
-    /// inlined into the caller (the everyday call is a few dozen
-    /// instructions around the core's), otherwise ``submitEngine(_:for:cost:)``.
+    /// Submits a value. An emit-only limiter's everyday call (the value
+    /// kept, no event: ``submitEmitOnly(_:for:cost:_:)``) is inlined into
+    /// the caller, a few dozen instructions around the core's, in few
+    /// blocks (so that the inliner takes it in large callers too);
+    /// everything else is out of line.
     @inlinable @inline(__always)
     func submit(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
+        if Self.compactTypes && emitOnly, let manual { return try submitEmitOnly(value, for: key, cost: cost, manual) }
+        return try submitOther(value, for: key, cost: cost)
+    }
+
+    /// ``submit(_:for:cost:)`` but for an emit-only limiter.
+    @inlinable @inline(never)
+    func submitOther(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
         if let manual { return try submitManual(value, for: key, cost: cost, manual) }
         return try submitEngine(value, for: key, cost: cost)
+    }
+
+    /// ``submitManual(_:for:cost:_:)`` for an emit-only limiter (compact,
+    /// no `combine`, nobody observing drops), the everyday call inline: the
+    /// value is its token (nothing to hold or count), and a call that keeps
+    /// it and reports no event records and claims nothing. Anything else
+    /// (events, an emission or drop at once, a failure, a closed limiter)
+    /// is finished out of line by ``finishSubmit(_:token:rc:kind:now:_:)``.
+    @inlinable @inline(__always)
+    func submitEmitOnly(
+        _ value: Value, for key: Key, cost: UInt64, _ engine: UnsafeMutablePointer<ManualEngineState>
+    ) throws(LimiterError) -> sluice_decision_t {
+        var decision = sluice_decision_t()
+        let token = Self.token(of: value)
+        lock.lock()
+        guard let core = engine.pointee.core else {
+            let rc = finishSubmit(key, token: token, rc: LimiterError.closed.rawValue, kind: decision.kind, now: 0, engine)
+            throw LimiterError(rawValue: rc)
+        }
+        let now = engine.pointee.clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
+        engine.pointee.fast = true
+        engine.pointee.collecting = true
+        let rc = key.withCoreKey { core.submit($0, token: token, cost: cost, now: now, into: &decision) }
+        engine.pointee.fast = false
+        engine.pointee.collecting = false
+        // count == 0 && rc == 0 && kind == SLUICE_SCHEDULED, in one test
+        if (engine.pointee.count | Int(rc) | Int(decision.kind.rawValue ^ SLUICE_SCHEDULED.rawValue)) == 0 {
+            lock.unlock()
+            return decision
+        }
+        if finishSubmit(key, token: token, rc: rc, kind: decision.kind, now: now, engine) < 0 {
+            throw LimiterError(rawValue: rc)
+        }
+        return decision
+    }
+
+    /// The rest of ``submitEmitOnly(_:for:cost:_:)``, with the lock held
+    /// (released here): ``finishSubmitLocked(_:token:rc:kind:now:_:)``
+    /// unless the core is gone, then the delivery. Returns `rc`.
+    @inlinable @inline(never)
+    func finishSubmit(
+        _ key: Key, token: UInt64, rc: Int32, kind: sluice_decision_kind_t, now: UInt64,
+        _ engine: UnsafeMutablePointer<ManualEngineState>
+    ) -> Int32 {
+        if engine.pointee.core != nil { finishSubmitLocked(key, token: token, rc: rc, kind: kind, now: now, engine) }
+        let mustDrain = claimDrain()
+        lock.unlock()
+        if mustDrain { deliverOutbox() }
+        return rc
     }
 
     /// ``submit(_:for:cost:)`` on a loop or external engine.
@@ -387,7 +446,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             rc = key.withCoreKey { core.submit($0, token: token, cost: cost, now: now, into: &decision) }
             engine.pointee.fast = false
             engine.pointee.collecting = false
-            if engine.pointee.count != 0 || rc < 0 || decision.kind != SLUICE_SCHEDULED {
+            // count != 0 || rc != 0 || kind != SLUICE_SCHEDULED, in one test
+            if (engine.pointee.count | Int(rc) | Int(decision.kind.rawValue ^ SLUICE_SCHEDULED.rawValue)) != 0 {
                 // Events (due timers, superseded values reported), an
                 // emission or a drop at once, or a failure: out of line, so
                 // that the everyday call (a value kept, nothing else) keeps
