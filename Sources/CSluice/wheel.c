@@ -342,6 +342,9 @@ void sluice__wheel_advance(struct sluice__wheel *w, uint64_t now_ns) {
  * its nodes a run at a time. The run's deadlines are those whose expiry
  * tick falls in the target slot's span: (start - 1) * tick < D <= end * tick,
  * all later than cur_ns (start > curtick), so none of them is due. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline)) /* off sluice__wheel_pop's path for a due node (its registers) */
+#endif
 static void cascade(struct sluice__wheel *w, uint32_t i, struct sluice__wheel_node *n) {
     struct sluice__wheel_link *ex = &w->heads[SLUICE__WHEEL_HEAD_EXPIRED];
     const uint64_t c = w->curtick;
@@ -362,10 +365,13 @@ static void cascade(struct sluice__wheel *w, uint32_t i, struct sluice__wheel_no
     uint32_t last = i;
     struct sluice__wheel_node *ln = n;
     uint32_t x = n->link.next;
-    while (x < SLUICE__WHEEL_HEAD_BASE) {
+    /* lo < D <= hi as one unsigned test: D - (lo + 1) <= hi - (lo + 1).
+     * (n's own deadline is in the span, so lo < hi; a saturated lo would
+     * leave no deadline above it.) */
+    const uint64_t first = lo + 1, span = hi - first;
+    while (x < SLUICE__WHEEL_HEAD_BASE && lo != UINT64_MAX) {
         struct sluice__wheel_node *xn = sluice__wheel_node_at(w->arena, x);
-        const uint64_t d = xn->deadline;
-        if (d <= lo || d > hi) break;
+        if (xn->deadline - first > span) break;
         last = x;
         ln = xn;
         x = xn->link.next;
