@@ -305,7 +305,8 @@ typedef enum sluice_mt_flag {
      *  the call's time), queued in order with the key's other events. */
     SLUICE_MT_REPORT_EMITTED = 1,
     /** A token dropped at once is also reported by an SLUICE_EVENT_DROP (at
-     *  the call's time), queued in order with the key's other events. */
+     *  the call's time), queued in order with the key's other events.
+     *  Without effect under `config->emit_only`, which reports no drop. */
     SLUICE_MT_REPORT_DROPPED = 2,
     /** Both: the callback reports every token exactly once, in per-key
      *  order; decisions are informational. */
