@@ -82,12 +82,31 @@ extension LimiterStorage {
     }
 
     /// Calls per core call of a batch on a manual clock (the core hashes and
-    /// prefetches a group of 32 calls at a time): the group's calls are a
-    /// ``BatchCallGroup`` on the stack, its decisions and bookkeeping fit
-    /// the stack allocations of `withUnsafeTemporaryAllocation` (at most
-    /// 1 KiB each), so a batch allocates nothing.
+    /// prefetches a group of 32 calls at a time): the group's calls are in
+    /// ``batchCallBuffer()`` (allocated once), its decisions and bookkeeping
+    /// fit the stack allocations of `withUnsafeTemporaryAllocation` (at
+    /// most 1 KiB each), so a batch allocates nothing.
     @inlinable
-    static var manualBatchGroup: Int { BatchCallGroup.capacity }
+    static var manualBatchGroup: Int { 32 }
+
+    /// With `lock` held: the calls of one group of a batch on a manual clock
+    /// (``manualBatchGroup`` of them; 48 bytes each, more than
+    /// `withUnsafeTemporaryAllocation` places on the stack), allocated on
+    /// the first batch. A batch fills and reads it within one critical
+    /// section, so one buffer serves every batch.
+    @inlinable @inline(__always)
+    func batchCallBuffer() -> UnsafeMutablePointer<sluice_call_t> {
+        if let batchCalls { return batchCalls }
+        return allocateBatchCalls()
+    }
+
+    @usableFromInline @inline(never)
+    func allocateBatchCalls() -> UnsafeMutablePointer<sluice_call_t> {
+        let calls = UnsafeMutablePointer<sluice_call_t>.allocate(capacity: Self.manualBatchGroup)
+        calls.initialize(repeating: sluice_call_t(), count: Self.manualBatchGroup)
+        batchCalls = calls
+        return calls
+    }
 
     /// ``submitMany(_:cost:into:)`` on a manual clock: under the lock, each
     /// group of calls goes to the core in one
@@ -105,23 +124,25 @@ extension LimiterStorage {
         let n = list.count
         let group = Swift.min(n, Self.manualBatchGroup)
         var byteCount = 0
-        for item in list {
-            item.1.withCoreKey { if $0.kind != SLUICE_KEY_U64 { byteCount += $0.len } }
+        if !Key._sluiceIntegerIdentity {  // (integer keys have no bytes: a constant)
+            for item in list {
+                item.1.withCoreKey { if $0.kind != SLUICE_KEY_U64 { byteCount += $0.len } }
+            }
         }
         // Byte keys are copied, so that they stay valid for their core call.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Swift.max(byteCount, 1)) { bytes in
-            BatchCallGroup.with { callBuffer in
+            do {
                 withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: group) { decisionBuffer in
                     withUnsafeTemporaryAllocation(of: Int32.self, capacity: group) { resultBuffer in
                         withUnsafeTemporaryAllocation(of: Int.self, capacity: group) { endBuffer in
                             withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * group) { deferredBuffer in
-                                let calls = callBuffer
                                 let decisions = decisionBuffer.baseAddress!
                                 let results = resultBuffer.baseAddress!
                                 let ends = endBuffer.baseAddress!
                                 let state = engine.state
                                 var offset = 0
                                 lock.lock()
+                                let calls = batchCallBuffer()
                                 let now = engine.clock.nowNanoseconds
                                 // Unobserved drops of trivial values: their tokens
                                 // kept by the callback, their slots freed together
@@ -141,7 +162,7 @@ extension LimiterStorage {
                                 while base < n {
                                     let m = Swift.min(group, n - base)
                                     for j in 0..<m {
-                                        let item = list[base + j]
+                                        let item = list[base &+ j]
                                         let key: sluice_key_t = item.1.withCoreKey { k in
                                             guard k.kind != SLUICE_KEY_U64, k.len > 0, let p = k.bytes else { return k }
                                             let at = bytes.baseAddress! + offset
@@ -252,38 +273,6 @@ extension LimiterStorage {
             } else {
                 release(token)  // dropped without a report: released here
             }
-        }
-    }
-}
-
-/// Room for the calls of one group of a batch on the stack: 32 calls of 48
-/// bytes, more than `withUnsafeTemporaryAllocation` places on the stack.
-@usableFromInline
-struct BatchCallGroup {
-    @usableFromInline static var capacity: Int { 32 }
-    @usableFromInline var calls:
-        (
-            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t,
-            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t,
-            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t,
-            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t,
-            sluice_call_t, sluice_call_t, sluice_call_t, sluice_call_t
-        )
-
-    @inlinable
-    init() {
-        let z = sluice_call_t()
-        calls = (
-            z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z, z
-        )
-    }
-
-    /// Calls `body` with room for ``capacity`` calls, on the stack.
-    @inlinable @inline(__always)
-    static func with<R>(_ body: (UnsafeMutablePointer<sluice_call_t>) -> R) -> R {
-        var group = BatchCallGroup()
-        return withUnsafeMutableBytes(of: &group.calls) {
-            body($0.baseAddress!.assumingMemoryBound(to: sluice_call_t.self))
         }
     }
 }

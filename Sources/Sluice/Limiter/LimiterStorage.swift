@@ -98,6 +98,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// The core was closed (emit-only: it holds no value any more). Guarded
     /// by `lock`; set in the critical section of the core's close.
     @exclusivity(unchecked) @usableFromInline var coreClosed = false
+    /// The calls of one group of a batch on a manual clock, or nil before
+    /// the first (see `batchCallBuffer()`). Guarded by `lock`.
+    @exclusivity(unchecked) @usableFromInline var batchCalls: UnsafeMutablePointer<sluice_call_t>? = nil
 
     // Guarded by `lock`.
     @exclusivity(unchecked) @usableFromInline var slots = SlotTable<Key, Value>()
@@ -176,6 +179,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         }
         if let loop = engine as? LoopEngine { loopEngine = Unmanaged.passUnretained(loop) }
         serial = engine.runsUnderCallerLock
+    }
+
+    deinit {
+        batchCalls?.deallocate()  // trivial
     }
 
     /// Whether `Key` and `Value` allow compact mode: integer keys rebuilt
