@@ -14,7 +14,8 @@
  *    The program: calls on integer and byte keys (a few hot keys, costs for
  *    rate, refused costs), times that move on and back, advances, flushes,
  *    cancels, pending(), and at the end close(drain), close(discard) or a
- *    free without close. After every step: the same results and decisions
+ *    free without close. In some programs B's and U's key indexes switch to
+ *    SipHash (as a flood would make them) at random steps. After every step: the same results and decisions
  *    on all three; B's callback has seen exactly A's EMIT events in order
  *    (key, token, time) and never a DROP or DISCARD; U has seen exactly A's
  *    events, every kind; the stats of the three are equal (B counts the
@@ -36,6 +37,9 @@
 #include <inttypes.h>
 
 #include "support/check.h"
+/* internals: sluice__table_use_strong_hash(), to run the emit_only and
+ * submit_u64 paths on an index switched to SipHash */
+#include "limiter-internal.h"
 
 /* ------------------------------------------------------------------ event logs */
 
@@ -221,7 +225,11 @@ static void core_program(unsigned iter) {
     uint64_t burst = rate ? (p.burst ? p.burst : p.limit) : 1;
     uint64_t now = cfg.start_ns;
     unsigned steps = 40 + (unsigned)(rnd() % 200);
+    unsigned strong_b = rnd() % 3 == 0 ? (unsigned)(rnd() % steps) : UINT32_MAX;
+    unsigned strong_u = rnd() % 3 == 0 ? (unsigned)(rnd() % steps) : UINT32_MAX;
     for (unsigned step = 0; step < steps; step++) {
+        if (step == strong_b) sluice__table_use_strong_hash(&s.b->table);
+        if (step == strong_u) sluice__table_use_strong_hash(&s.u->table);
         uint64_t r = rnd() % 100;
         if (r < 35)
             now += rnd() % 3000000; /* up to 3 ms */
