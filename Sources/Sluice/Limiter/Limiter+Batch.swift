@@ -225,8 +225,17 @@ extension LimiterStorage {
         if eventCount == 0 {
             // No event (the everyday batch on live keys, and every batch of
             // an emit-only limiter that fired nothing): each call's own
-            // decision only.
-            for i in 0..<n { recordDecisionLocked(i, calls: calls, now: now, decisions: decisions, results: results, into: outcome) }
+            // decision only, a kept value's here, the others out of line.
+            for i in 0..<n {
+                if results[i] == 0 {
+                    let kind = decisions[i].kind
+                    if kind == SLUICE_SCHEDULED {
+                        (outcome + i).initialize(to: BatchOutcome(rc: 0, kind: kind, at: decisions[i].at))
+                        continue
+                    }
+                }
+                recordDecisionOutOfLine(i, calls: calls, now: now, decisions: decisions, results: results, into: outcome)
+            }
             return
         }
         if !compact && eventCount > 1 { slots.touch(events, count: eventCount) }
@@ -245,6 +254,15 @@ extension LimiterStorage {
             recordDecisionLocked(i, calls: calls, now: now, decisions: decisions, results: results, into: outcome)
         }
         engine.collectedCount = 0
+    }
+
+    /// ``recordDecisionLocked(_:calls:now:decisions:results:into:)``, out of line.
+    @inlinable @inline(never)
+    func recordDecisionOutOfLine(
+        _ i: Int, calls: UnsafePointer<sluice_call_t>, now: UInt64, decisions: UnsafePointer<sluice_decision_t>,
+        results: UnsafePointer<Int32>, into outcome: UnsafeMutablePointer<BatchOutcome>
+    ) {
+        recordDecisionLocked(i, calls: calls, now: now, decisions: decisions, results: results, into: outcome)
     }
 
     /// With `lock` held: call i of a batch group (its events recorded):
