@@ -85,6 +85,16 @@ size_t sluice__limiter_reclaim(sluice_limiter_t *limiter, uint64_t now);
 /* Keys with state (live entries) right now. */
 uint64_t sluice__limiter_live(const sluice_limiter_t *limiter);
 
+/* While `defer` is set, a call that ends with the table due to shrink its
+ * index or compact its slab (keys went idle) leaves that work pending
+ * instead of doing it: the loop layer sets it around its timer pass, so the
+ * shards, which drain in step, do not all rehash in one pass without a
+ * delivery. Returns whether such work is pending. sluice__limiter_tidy()
+ * does it (outside any call into the limiter) and returns whether some was
+ * pending. */
+bool sluice__limiter_defer_tidy(sluice_limiter_t *limiter, bool defer);
+bool sluice__limiter_tidy(sluice_limiter_t *limiter);
+
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop
 #endif

@@ -188,6 +188,11 @@ struct sluice_limiter {
      * that kind, which reports nothing and so calls nothing (limiter.c,
      * submit_u64_quiet). Kept by sluice__gate_update() too. */
     uint8_t gate_u64;
+    /* Set by the loop layer around its timer pass (sluice__limiter_defer_tidy):
+     * the table's shrink and slab compaction at the end of a call are left
+     * for sluice__limiter_tidy(), which the loop runs one shard at a time
+     * (tidy_pending: one was skipped). */
+    bool defer_tidy, tidy_pending;
 };
 
 static inline void sluice__gate_update(struct sluice_limiter *l) {

@@ -99,7 +99,23 @@ static NOINLINE void leave_outermost(struct sluice_limiter *l) {
         release_now(l);
         return;
     }
+    if (l->defer_tidy) {
+        l->tidy_pending = true;
+        return;
+    }
     if (l->table.live < l->table.shrink_below) sluice__table_maybe_shrink(&l->table);
+}
+
+bool sluice__limiter_defer_tidy(sluice_limiter_t *l, bool defer) {
+    l->defer_tidy = defer;
+    return l->tidy_pending;
+}
+
+bool sluice__limiter_tidy(sluice_limiter_t *l) {
+    if (!l->tidy_pending) return false;
+    l->tidy_pending = false;
+    if (l->depth == 0 && !l->dying && l->table.live < l->table.shrink_below) sluice__table_maybe_shrink(&l->table);
+    return true;
 }
 
 static SLUICE__HOT_INLINE void leave(struct sluice_limiter *l) {

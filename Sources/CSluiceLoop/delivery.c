@@ -178,6 +178,27 @@ bool sluice__mt_deliver_or_wake(struct sluice_mt *m) {
     return false;
 }
 
+/* Table work deferred by the timer pass (the core's index shrink and slab
+ * compaction when keys go idle, core-internal.h): the shards drain in step,
+ * so done in the pass they would all rehash at once, milliseconds without a
+ * delivery at a million keys. Done here after the delivery, one shard per
+ * pass. Returns true when another shard still has some (the caller then
+ * comes back at once, after the loop has polled I/O). Loop thread only. */
+static bool tidy_one(struct sluice_mt *m) {
+    bool done = false;
+    for (unsigned i = 0; i < m->nshards; i++) {
+        struct shard *s = sluice__shard_at(m, i);
+        if (!s->tidy) continue;
+        if (done) return true;
+        s->tidy = false;
+        sluice__lock(&s->mu);
+        sluice__limiter_tidy(s->core);
+        sluice__unlock(&s->mu);
+        done = true;
+    }
+    return false;
+}
+
 /* The limiter's libevent callback: its timer fired, or it was woken. */
 static void on_loop_event(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
@@ -201,16 +222,19 @@ static void on_loop_event(evutil_socket_t fd, short what, void *arg) {
             break;
         }
         sluice__lock(&s->mu);
+        sluice__limiter_defer_tidy(s->core, true);
         budget -= sluice__shard_advance(m, s, now, budget, &stalled);
+        if (sluice__limiter_defer_tidy(s->core, false)) s->tidy = true;
         if (budget == 0 && atomic_load_explicit(&s->next, memory_order_relaxed) <= now) more = true;
         sluice__unlock(&s->mu);
     }
     if (more) atomic_fetch_add_explicit(&m->budget_passes, 1, memory_order_relaxed);
     if (deliver(m)) return;
+    bool tidy_more = tidy_one(m);
     uint64_t next = sluice__mt_min_next(m);
     if (stalled && next < now + SLM_RETRY_NS)
         next = now + SLM_RETRY_NS;
-    else if (more)
+    else if (more || tidy_more)
         next = now; /* at once, after the loop has polled I/O */
     sluice__mt_arm_at(m, next);
 }

@@ -187,6 +187,7 @@ struct shard {
     uint64_t charged;      /* live keys of this shard counted in m->live_keys (max_keys only) */
     uint64_t full_refusals; /* new keys refused because of max_keys */
     bool direct;           /* teardown: events go straight to the user */
+    bool tidy;             /* loop thread only: the core's table work was deferred by a timer pass */
 };
 
 /* A shard padded to whole pairs of cache lines (and the shard array aligned
