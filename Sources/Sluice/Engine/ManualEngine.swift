@@ -156,10 +156,11 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         collectedCount &+= 1
     }
 
-    /// Doubles the buffer of kept events (a call reported more than ever).
+    /// Doubles the buffer of kept events (a call reported more than ever),
+    /// or makes it `capacity` long.
     @inline(never)
-    private func growCollected() {
-        let capacity = collectedCapacity * 2
+    private func growCollected(to capacity: Int? = nil) {
+        let capacity = capacity ?? collectedCapacity * 2
         let events = UnsafeMutablePointer<EngineEvent>.allocate(capacity: capacity)
         events.moveInitialize(from: collected, count: collectedCount)
         collected.deallocate()
@@ -404,7 +405,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     /// timers still due at `now` as a call always does, run first for the
     /// key it names (so each key's values keep their order).
     private func fireCollecting(_ core: CLimiter, now: UInt64, _ sink: Unmanaged<EngineSink>) -> Bool {
-        while collectedCapacity < Self.fireBatch { growCollected() }
+        if collectedCapacity < Self.fireBatch { growCollected(to: Self.fireBatch) }  // once, at the first fire
         if collectedCount != 0 { recordFired(sink) }  // (none: every caller records its own)
         firing = sink
         state.pointee.fast = true
