@@ -26,29 +26,29 @@ extension LimiterStorage {
     /// Submits values in order at one time: what ``submit(_:for:cost:)``
     /// does for each, with one lock round and one core call for the batch
     /// (on a manual clock, one per group of ``manualBatchGroup`` calls, all
-    /// at the time read once for the batch), and writes each call's outcome
-    /// to `outcome[i]` (`list.count` of them, initialized here); returns
-    /// after the lock is released and the outbox delivered.
+    /// at the time read once for the batch), and writes each call's return
+    /// code to `results[i]` and, when it is 0, its decision to
+    /// `decisions[i]` (`list.count` of each; see ``batchResult(_:_:)``);
+    /// returns after the lock is released and the outbox delivered.
     /// Inlinable (specialized for Key and Value in the caller); the buffers
     /// are temporary allocations, on the stack for the usual batch sizes.
     @inlinable
     func submitMany(
-        _ list: UnsafeBufferPointer<(Value, Key)>, cost: UInt64, into outcome: UnsafeMutablePointer<BatchOutcome>
+        _ list: UnsafeBufferPointer<(Value, Key)>, cost: UInt64, decisions: UnsafeMutablePointer<sluice_decision_t>,
+        results: UnsafeMutablePointer<Int32>
     ) {
         checkNotCombining()
         if list.isEmpty { return }
         if serial, let manualEngine {
-            manualEngine._withUnsafeGuaranteedRef { submitManyManual($0, list, cost: cost, into: outcome) }
+            manualEngine._withUnsafeGuaranteedRef {
+                submitManyManual($0, list, cost: cost, decisions: decisions, results: results)
+            }
             return
         }
         let n = list.count
         withBatchKeys(list) { keys in
             withUnsafeTemporaryAllocation(of: sluice_call_t.self, capacity: n) { callBuffer in
-                withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: n) { decisionBuffer in
-                    withUnsafeTemporaryAllocation(of: Int32.self, capacity: n) { resultBuffer in
                         let calls = callBuffer.baseAddress!
-                        let decisions = decisionBuffer.baseAddress!
-                        let results = resultBuffer.baseAddress!
                         for i in 0..<n {
                             (calls + i).initialize(to: sluice_call_t(key: keys.key(i), token: 0, cost: cost))
                             (decisions + i).initialize(to: sluice_decision_t())
@@ -71,13 +71,19 @@ extension LimiterStorage {
                         let mustDrain = claimDrain()
                         lock.unlock()
                         if mustDrain { deliverOutbox() }
-                        for i in 0..<n {
-                            (outcome + i).initialize(
-                                to: BatchOutcome(rc: results[i], kind: decisions[i].kind, at: decisions[i].at))
-                        }
-                    }
-                }
             }
+        }
+    }
+
+    /// A batched call's result, as ``Limiter/submit(_:for:)`` returns or
+    /// throws it, from its return code and (when 0) its decision.
+    @inlinable @inline(__always)
+    static func batchResult(_ rc: Int32, _ decision: UnsafePointer<sluice_decision_t>) -> Result<LimiterDecision, LimiterError> {
+        if rc < 0 { return .failure(LimiterError(rawValue: rc)) }
+        switch decision.pointee.kind {
+        case SLUICE_EMITTED: return .success(.emitted)
+        case SLUICE_SCHEDULED: return .success(.scheduled(at: LimiterInstant(nanoseconds: decision.pointee.at)))
+        default: return .success(.dropped(retryAt: LimiterInstant(nanoseconds: decision.pointee.at)))
         }
     }
 
@@ -119,7 +125,7 @@ extension LimiterStorage {
     @inlinable
     func submitManyManual(
         _ engine: ManualEngine, _ list: UnsafeBufferPointer<(Value, Key)>, cost: UInt64,
-        into outcome: UnsafeMutablePointer<BatchOutcome>
+        decisions allDecisions: UnsafeMutablePointer<sluice_decision_t>, results allResults: UnsafeMutablePointer<Int32>
     ) {
         let n = list.count
         let group = Swift.min(n, Self.manualBatchGroup)
@@ -132,12 +138,10 @@ extension LimiterStorage {
         // Byte keys are copied, so that they stay valid for their core call.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Swift.max(byteCount, 1)) { bytes in
             do {
-                withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: group) { decisionBuffer in
-                    withUnsafeTemporaryAllocation(of: Int32.self, capacity: group) { resultBuffer in
+                do {
+                    do {
                         withUnsafeTemporaryAllocation(of: Int.self, capacity: group) { endBuffer in
                             withUnsafeTemporaryAllocation(of: UInt64.self, capacity: 2 * group) { deferredBuffer in
-                                let decisions = decisionBuffer.baseAddress!
-                                let results = resultBuffer.baseAddress!
                                 let ends = endBuffer.baseAddress!
                                 let state = engine.state
                                 var offset = 0
@@ -161,6 +165,8 @@ extension LimiterStorage {
                                 let countsHeld = compact && !emitOnly
                                 while base < n {
                                     let m = Swift.min(group, n - base)
+                                    let decisions = allDecisions + base
+                                    let results = allResults + base
                                     for j in 0..<m {
                                         let item = list[base &+ j]
                                         let key: sluice_key_t = item.1.withCoreKey { k in
@@ -190,7 +196,7 @@ extension LimiterStorage {
                                     }
                                     recordBatchLocked(
                                         engine, calls: calls, count: m, now: now, decisions: decisions, results: results,
-                                        ends: ends, into: outcome + base)
+                                        ends: ends)
                                     base += m
                                 }
                                 if deferring {
@@ -211,30 +217,22 @@ extension LimiterStorage {
     /// With `lock` held, after a collecting batch on the manual engine:
     /// records the core's events and each call's immediate decision in the
     /// order of single calls (call i's events, then its emission or reported
-    /// drop), releases the values not taken, as ``submit(_:for:cost:)``
-    /// does for each call, and writes each call's outcome to `outcome[i]`
-    /// (initialized here).
+    /// drop), and releases the values not taken, as ``submit(_:for:cost:)``
+    /// does for each call.
     @inlinable @inline(__always)
     func recordBatchLocked(
         _ engine: ManualEngine, calls: UnsafePointer<sluice_call_t>, count n: Int, now: UInt64,
-        decisions: UnsafePointer<sluice_decision_t>, results: UnsafePointer<Int32>, ends: UnsafePointer<Int>,
-        into outcome: UnsafeMutablePointer<BatchOutcome>
+        decisions: UnsafePointer<sluice_decision_t>, results: UnsafePointer<Int32>, ends: UnsafePointer<Int>
     ) {
         let events = engine.collected
         let eventCount = engine.collectedCount
         if eventCount == 0 {
             // No event (the everyday batch on live keys, and every batch of
             // an emit-only limiter that fired nothing): each call's own
-            // decision only, a kept value's here, the others out of line.
-            for i in 0..<n {
-                if results[i] == 0 {
-                    let kind = decisions[i].kind
-                    if kind == SLUICE_SCHEDULED {
-                        (outcome + i).initialize(to: BatchOutcome(rc: 0, kind: kind, at: decisions[i].at))
-                        continue
-                    }
-                }
-                recordDecisionOutOfLine(i, calls: calls, now: now, decisions: decisions, results: results, into: outcome)
+            // decision only: nothing to do for a kept value, the others out
+            // of line.
+            for i in 0..<n where results[i] != 0 || decisions[i].kind != SLUICE_SCHEDULED {
+                recordDecisionOutOfLine(i, calls: calls, now: now, decisions: decisions, results: results)
             }
             return
         }
@@ -251,37 +249,34 @@ extension LimiterStorage {
                 }
                 k &+= 1
             }
-            recordDecisionLocked(i, calls: calls, now: now, decisions: decisions, results: results, into: outcome)
+            recordDecisionLocked(i, calls: calls, now: now, decisions: decisions, results: results)
         }
         engine.collectedCount = 0
     }
 
-    /// ``recordDecisionLocked(_:calls:now:decisions:results:into:)``, out of line.
+    /// ``recordDecisionLocked(_:calls:now:decisions:results:)``, out of line.
     @inlinable @inline(never)
     func recordDecisionOutOfLine(
         _ i: Int, calls: UnsafePointer<sluice_call_t>, now: UInt64, decisions: UnsafePointer<sluice_decision_t>,
-        results: UnsafePointer<Int32>, into outcome: UnsafeMutablePointer<BatchOutcome>
+        results: UnsafePointer<Int32>
     ) {
-        recordDecisionLocked(i, calls: calls, now: now, decisions: decisions, results: results, into: outcome)
+        recordDecisionLocked(i, calls: calls, now: now, decisions: decisions, results: results)
     }
 
     /// With `lock` held: call i of a batch group (its events recorded):
-    /// records its emission or reported drop, releases its value if not
-    /// taken, and writes its outcome.
+    /// records its emission or reported drop, and releases its value if not
+    /// taken.
     @inlinable @inline(__always)
     func recordDecisionLocked(
         _ i: Int, calls: UnsafePointer<sluice_call_t>, now: UInt64, decisions: UnsafePointer<sluice_decision_t>,
-        results: UnsafePointer<Int32>, into outcome: UnsafeMutablePointer<BatchOutcome>
+        results: UnsafePointer<Int32>
     ) {
         let token = calls[i].token
-        let rc = results[i]
-        guard rc == 0 else {
-            (outcome + i).initialize(to: BatchOutcome(rc: rc, kind: sluice_decision_kind_t(0), at: 0))
+        guard results[i] == 0 else {
             release(token)  // not taken: released here
             return
         }
         let kind = decisions[i].kind
-        (outcome + i).initialize(to: BatchOutcome(rc: 0, kind: kind, at: decisions[i].at))
         if kind == SLUICE_EMITTED {
             recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: calls[i].key.u64))
         } else if kind == SLUICE_DROPPED {
@@ -291,32 +286,6 @@ extension LimiterStorage {
             } else {
                 release(token)  // dropped without a report: released here
             }
-        }
-    }
-}
-
-/// What a batched call returned, kept for the caller's `body` (16 bytes).
-@usableFromInline
-struct BatchOutcome {
-    @usableFromInline var rc: Int32
-    @usableFromInline var kind: sluice_decision_kind_t
-    @usableFromInline var at: UInt64
-
-    @inlinable
-    init(rc: Int32, kind: sluice_decision_kind_t, at: UInt64) {
-        self.rc = rc
-        self.kind = kind
-        self.at = at
-    }
-
-    /// The call's result, as ``Limiter/submit(_:for:)`` returns or throws it.
-    @inlinable
-    var result: Result<LimiterDecision, LimiterError> {
-        if rc < 0 { return .failure(LimiterError(rawValue: rc)) }
-        switch kind {
-        case SLUICE_EMITTED: return .success(.emitted)
-        case SLUICE_SCHEDULED: return .success(.scheduled(at: LimiterInstant(nanoseconds: at)))
-        default: return .success(.dropped(retryAt: LimiterInstant(nanoseconds: at)))
         }
     }
 }
@@ -422,12 +391,17 @@ extension Limiter {
         return list.withUnsafeBufferPointer { list in
             let n = list.count
             if n == 0 { return [] }
-            return withUnsafeTemporaryAllocation(of: BatchOutcome.self, capacity: n) { outcomes in
-                let outcome = outcomes.baseAddress!
-                storage.submitMany(list, cost: 1, into: outcome)
-                return [Result<Decision, LimiterError>](unsafeUninitializedCapacity: n) { out, initialized in
-                    for i in 0..<n { (out.baseAddress.unsafelyUnwrapped + i).initialize(to: outcome[i].result) }
-                    initialized = n
+            return withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: n) { decisionBuffer in
+                withUnsafeTemporaryAllocation(of: Int32.self, capacity: n) { resultBuffer in
+                    let decisions = decisionBuffer.baseAddress!, results = resultBuffer.baseAddress!
+                    storage.submitMany(list, cost: 1, decisions: decisions, results: results)
+                    return [Result<Decision, LimiterError>](unsafeUninitializedCapacity: n) { out, initialized in
+                        for i in 0..<n {
+                            (out.baseAddress.unsafelyUnwrapped + i).initialize(
+                                to: LimiterStorage<Key, Value>.batchResult(results[i], decisions + i))
+                        }
+                        initialized = n
+                    }
                 }
             }
         }
@@ -466,10 +440,12 @@ extension Limiter {
     ) {
         let run = { (list: UnsafeBufferPointer<(Value, Key)>) in
             if list.isEmpty { return }
-            withUnsafeTemporaryAllocation(of: BatchOutcome.self, capacity: list.count) { outcomes in
-                let outcome = outcomes.baseAddress!
-                self.storage.submitMany(list, cost: 1, into: outcome)
-                for i in 0..<list.count { body(i, outcome[i].result) }
+            withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: list.count) { decisionBuffer in
+                withUnsafeTemporaryAllocation(of: Int32.self, capacity: list.count) { resultBuffer in
+                    let decisions = decisionBuffer.baseAddress!, results = resultBuffer.baseAddress!
+                    self.storage.submitMany(list, cost: 1, decisions: decisions, results: results)
+                    for i in 0..<list.count { body(i, LimiterStorage<Key, Value>.batchResult(results[i], decisions + i)) }
+                }
             }
         }
         if let done: Void = items.withContiguousStorageIfAvailable(run) { return done }
