@@ -76,8 +76,11 @@
  * next deadline. In the timer callback the clock is read once for the whole
  * batch, and at most `max_timers_per_pass` timer transitions are handled per
  * pass: the rest waits for the next pass, scheduled at once, so a burst of
- * millions of due deadlines does not starve the loop's I/O. A limiter with
- * nothing armed has no timer pending and costs no CPU.
+ * millions of due deadlines does not starve the loop's I/O. The shards'
+ * tables shrink as keys go idle; the timer pass leaves that work for after
+ * its delivery, one shard per pass (the shards drain in step, and doing it
+ * in the pass held every event of it back). A limiter with nothing armed
+ * has no timer pending and costs no CPU.
  *
  * Precise timers: libevent 2.1 by default reads CLOCK_MONOTONIC_COARSE,
  * whose resolution is the kernel tick (4 ms on common kernels): timers then
@@ -506,6 +509,54 @@ SLUICE_EXTERN int sluice_mt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uin
  */
 SLUICE_EXTERN int sluice_mt_submit_cost_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
                                               sluice_decision_t *decision, uint64_t *when);
+
+/**
+ * sluice_mt_submit() for an integer key given as itself: the same call on
+ * sluice_key_u64(key), with the same results, events and errors. The key is
+ * passed in a register rather than as a 32-byte sluice_key_t by value, which
+ * a caller's compiler writes with small stores that the callee reads back
+ * with wider loads (a store-forwarding stall on every call); callers with
+ * integer keys should prefer it.
+ *
+ * @param m the limiter.
+ * @param key the integer key (the same key as sluice_key_u64(key)).
+ * @param token the caller's value handle.
+ * @param decision receives the decision (may be NULL).
+ * @return as sluice_mt_submit().
+ */
+SLUICE_EXTERN int sluice_mt_submit_u64(sluice_mt_t *m, uint64_t key, uint64_t token, sluice_decision_t *decision);
+
+/**
+ * sluice_mt_submit_at() for an integer key given as itself (see
+ * sluice_mt_submit_u64()).
+ *
+ * @param m the limiter.
+ * @param key the integer key.
+ * @param token the caller's value handle.
+ * @param now the time of the call, at most sluice_clock_now() +
+ *        SLUICE_MT_SUBMIT_AT_SLACK_NS.
+ * @param decision receives the decision (may be NULL).
+ * @return as sluice_mt_submit_at().
+ */
+SLUICE_EXTERN int sluice_mt_submit_u64_at(sluice_mt_t *m, uint64_t key, uint64_t token, uint64_t now,
+                                          sluice_decision_t *decision);
+
+/**
+ * sluice_mt_submit_cost_timed() for an integer key given as itself (see
+ * sluice_mt_submit_u64()): `cost` units of the key's quota, and the time
+ * the call was decided at.
+ *
+ * @param m the limiter.
+ * @param key the integer key.
+ * @param token the caller's value handle.
+ * @param cost the units the call weighs (as sluice_mt_submit_cost()).
+ * @param decision receives the decision (may be NULL).
+ * @param when receives the time of the decision (as
+ *        sluice_mt_submit_cost_timed(); may be NULL; untouched on error).
+ * @return as sluice_mt_submit_cost().
+ */
+SLUICE_EXTERN int sluice_mt_submit_u64_cost_timed(sluice_mt_t *m, uint64_t key, uint64_t token, uint64_t cost,
+                                                  sluice_decision_t *decision, uint64_t *when);
 
 /**
  * Hands a batch of calls to the limiter, now: for each call i in order, what
