@@ -173,17 +173,21 @@ static void test_owned(void) {
         const uint64_t t = sluice_clock_now();
         for (uint64_t k = 0; k < KEYS; k++) LT_OK(sluice_mt_submit_at(m, sluice_key_u64(k), k, t, NULL));
         const uint64_t peak = mem_of(m);
-        LT_CHECK(sluice_clock_now() < t + interval, "the submissions outlasted the interval: inconclusive");
+        /* on a very slow run (sanitizers, a stalled machine) keys may fire
+         * while others are still being added: the check below then says
+         * nothing about a drain at once, and is skipped */
+        const bool at_once = sluice_clock_now() < t + interval;
+        if (!at_once) fprintf(stderr, "note: the submissions outlasted the interval; memory check skipped\n");
         pthread_mutex_lock(&c.sync.mu);
         bool all = lt_wait_locked(&c.sync, &c.emitted, KEYS);
         pthread_mutex_unlock(&c.sync.mu);
         LT_CHECK(all, "emitted %llu of %u", (unsigned long long)c.emitted, KEYS);
         uint64_t give_up = sluice_clock_now() + (uint64_t)LT_PATIENCE_MS * LT_MS, mem = mem_of(m);
-        while (mem > peak / 3 && sluice_clock_now() < give_up) {
+        while (at_once && mem > peak / 3 && sluice_clock_now() < give_up) {
             lt_sleep_ms(1);
             mem = mem_of(m);
         }
-        LT_CHECK(mem <= peak / 3, "memory after the drain %llu (peak %llu)", (unsigned long long)mem,
+        LT_CHECK(!at_once || mem <= peak / 3, "memory after the drain %llu (peak %llu)", (unsigned long long)mem,
                  (unsigned long long)peak);
         sluice_mt_free(m);
     }
