@@ -15,8 +15,9 @@
  *      each next deadline gives each key's token once, at its own deadline,
  *      as one advance does; its index shrinks only below 1/16 full, to at
  *      most 1/4 full (so a few resizes over the whole drain, not one per
- *      halving), and ends at the smallest size with the memory of a new
- *      limiter.
+ *      halving), an advance mid-drain leaving that work for later (down to
+ *      1/128 full) while any other call does it at once, and it ends at the
+ *      smallest size with the memory of a new limiter.
  *
  *   ./test_drain [seed]
  */
@@ -238,6 +239,7 @@ static void limiter_drain(uint64_t n, bool stepped) {
         CHECK(sluice_limiter_advance(l, end, 0) == (int64_t)n, "one advance fired not all");
     } else {
         uint64_t now = t, last = slots0;
+        bool tidied_mid_drain = false;
         for (;;) {
             uint64_t dl = sluice_limiter_next_deadline(l);
             if (dl > end) break;
@@ -248,11 +250,28 @@ static void limiter_drain(uint64_t n, bool stepped) {
                 CHECK(fired >= 0, "advance: %lld", (long long)fired);
                 CHECK(sluice_limiter_stats(l, &st) == 0, "stats");
                 /* The rule: never over 3/4 full; at the end of a call
-                 * either the smallest index or at least 1/16 full. */
+                 * either the smallest index or at least 1/16 full, but
+                 * for an advance in the middle of a drain (timers still
+                 * armed), which leaves the tidy for later while the keys
+                 * are not 8 times below the mark: 1/128. */
                 CHECK(st.live_keys * 4 <= st.table_slots * 3, "index over 3/4 full");
-                CHECK(st.table_slots == min_slots || st.live_keys * 16 >= st.table_slots,
-                      "index of %llu slots for %llu keys after a call: under 1/16 full", U(st.table_slots),
-                      U(st.live_keys));
+                CHECK(st.table_slots == min_slots || st.live_keys * (st.armed_timers ? 128 : 16) >= st.table_slots,
+                      "index of %llu slots for %llu keys (%llu timers) after a call: too empty", U(st.table_slots),
+                      U(st.live_keys), U(st.armed_timers));
+                if (st.armed_timers != 0 && st.live_keys * 16 < st.table_slots && !tidied_mid_drain) {
+                    /* Any other call tidies at its end: the index at
+                     * least 1/16 full again, keys and timers unchanged. */
+                    uint64_t live = st.live_keys, timers = st.armed_timers;
+                    CHECK(sluice_limiter_pending(l, sluice_key_u64(n + 1), now) == 0, "pending");
+                    CHECK(sluice_limiter_stats(l, &st) == 0, "stats");
+                    CHECK(st.live_keys == live && st.armed_timers == timers, "pending changed the keys");
+                    CHECK(st.live_keys * 16 >= st.table_slots, "index of %llu slots for %llu keys after a call "
+                          "that is not an advance", U(st.table_slots), U(st.live_keys));
+                    CHECK(sluice_limiter_check(l) == 0, "limiter invariants after the tidy mid-drain");
+                    tidied_mid_drain = true;
+                    last = st.table_slots;
+                    resizes++;
+                }
                 if (st.table_slots != last) {
                     CHECK(st.table_slots < last, "index grew while draining");
                     /* only once under 1/16 full */
@@ -275,6 +294,7 @@ static void limiter_drain(uint64_t n, bool stepped) {
         for (uint64_t s = slots0; s > min_slots; s >>= 1) bits++;
         CHECK(resizes <= (bits + 1) / 2 + 1, "%u index resizes draining from %llu to %llu slots", resizes,
               U(slots0), U(min_slots));
+        CHECK(tidied_mid_drain, "no call found the index under 1/16 full mid-drain");
     }
     CHECK(g.bad == 0, "%d unexpected events", g.bad);
     CHECK(g.emitted == n, "emitted %llu of %llu", U(g.emitted), U(n));

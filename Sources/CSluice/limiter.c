@@ -839,6 +839,19 @@ int64_t sluice_limiter_advance(sluice_limiter_t *l, uint64_t now, size_t max_tim
     now = clamp_now(l, now);
     l->depth++;
     int64_t n = advance_locked(l, now, max_timers);
+    /* A drain in progress (timers still armed): the table's tidy (index
+     * shrink, slab compaction) waits for the drain's end, for a call of
+     * another kind, or until the live keys are 8 times below its mark, so
+     * that a drain in many small advances (a manual clock's deadlines)
+     * rehashes and moves about what one advance does; memory meanwhile stays
+     * under 8 times what the mark allows. Only timers remove keys in an
+     * advance (rate aside). The loop layer defers this work its own way
+     * (defer_tidy: done after its pass's delivery), left as it is. */
+    if (l->depth == 1 && !l->defer_tidy && !l->dying && l->kind != SLUICE_RATE && l->wheel.count != 0 &&
+        l->table.live * 8 >= l->table.shrink_below) {
+        l->depth = 0;
+        return n;
+    }
     leave(l);
     return n;
 }
