@@ -48,6 +48,11 @@ typedef enum sluice__key_op {
  * kind, NULL bytes with a length) or SLUICE_EKEYLEN. */
 int sluice__key_prepare(const uint64_t seed[2], sluice_key_t key, sluice__pkey_t *out);
 
+/* sluice__key_prepare() for an integer key given as itself: the key's hash
+ * under `seed` (the integer is the prepared key's `u64`, is_u64 set), with
+ * no sluice_key_t passed by value. */
+uint64_t sluice__hash_u64(const uint64_t seed[2], uint64_t key);
+
 /* Copies the hash seed a limiter uses into `seed`. A limiter created with
  * `fixed_seed` and this seed hashes every key exactly as this one does. */
 void sluice__limiter_seed(const sluice_limiter_t *limiter, uint64_t seed[2]);

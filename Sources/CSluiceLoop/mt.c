@@ -23,7 +23,14 @@
  * create the key (refused with SLUICE_EFULL when all are taken), and after
  * every core call the shard settles its count with the core's (a key that
  * went idle gives its unit back; a reservation the call did not use is given
- * back too). Calls on live keys, the hot path, never touch the counter. */
+ * back too). At the cap, a call frees expired state in its shard, then in
+ * the others (its lock released: one shard lock held at a time), before it
+ * refuses (reserve_key, sweep_others). Calls on live keys, the hot path,
+ * never touch the counter.
+ *
+ * Integer keys given as themselves (sluice_mt_submit_u64 and its variants)
+ * are hashed here through sluice__hash_u64(): no sluice_key_t is passed by
+ * value on their path. */
 #include "loop-internal.h"
 
 #include <stdlib.h>
@@ -290,14 +297,59 @@ static bool reported_event(unsigned report, const sluice_decision_t *d, sluice_e
     return false;
 }
 
+/* At the cap, after the calling shard found nothing to free: frees state
+ * that has expired in the other shards but still holds a unit of the
+ * budget (an idle rate key not yet swept, a key whose last deadline is due
+ * but that the loop has not passed yet), so that the cap counts only keys
+ * that are live. Called with no shard lock held; takes the other shards'
+ * locks one at a time (never two at once, so no lock order to keep), and
+ * stops at the first shard that gives a unit back. Due deadlines run there
+ * as the loop's pass would run them (their events queued in that shard's
+ * outbox: *queued is set, and the caller delivers or wakes the loop).
+ * Returns true when a unit came back. Costs a lock round per shard on a
+ * refusal: off the hot path (only a new key at the cap comes here). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((noinline, cold))
+#endif
+static bool sweep_others(struct sluice_mt *m, const struct shard *own, uint64_t now, bool *queued) {
+    bool freed = false;
+    for (unsigned i = 0; i < m->nshards && !freed; i++) {
+        struct shard *o = sluice__shard_at(m, i);
+        if (o == own) continue;
+        uint64_t next = UINT64_MAX;
+        sluice__lock(&o->mu);
+        if (atomic_load_explicit(&m->state, memory_order_acquire) == MT_OPEN && o->core) {
+            uint64_t had = o->charged;
+            size_t before = o->out.n;
+            bool stalled = false;
+            if (sluice__limiter_reclaim(o->core, now)) /* rate: one idle entry */
+                sluice__shard_settle_keys(o);
+            else
+                sluice__shard_advance(m, o, now, SIZE_MAX, &stalled);
+            freed = o->charged < had;
+            if (o->out.n != before) *queued = true;
+            next = sluice__shard_publish_next(o);
+        }
+        sluice__unlock(&o->mu);
+        if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
+    }
+    return freed;
+}
+
 /* Before a submit that may create its key: takes a unit of the live-key
  * budget unless the key is live already. At the cap, the shard's due
  * deadlines run first (as the core does at its own cap), so the answer does
  * not depend on whether the loop happened to pass; their events take
  * outbox room, so the room for the call's own `want` events is reserved
- * again. Returns 0, SLUICE_EFULL or SLUICE_ENOMEM (shard locked
- * throughout). */
-static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, uint64_t now, size_t want) {
+ * again. If that frees nothing, the shard's lock is released, the other
+ * shards are swept (sweep_others()), the lock is taken again and the budget
+ * tried once more: a refusal means max_keys keys were live at some instant
+ * of the call. *unlocked is set when the lock was released (the outbox may
+ * have been delivered meanwhile, and other shards may have queued events).
+ * Returns 0, SLUICE_EFULL, SLUICE_ENOMEM or SLUICE_ECLOSED (the limiter was
+ * closed while the lock was released). */
+static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, uint64_t now, size_t want,
+                       bool *unlocked) {
     if (sluice__key_is_live(s->core, k)) return 0;
     if (!budget_take(m)) {
         bool stalled = false;
@@ -310,6 +362,21 @@ static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_
         if (!sluice__outbox_reserve(m, &s->out, want, want * k->len)) return SLUICE_ENOMEM;
         if (sluice__key_is_live(s->core, k)) return 0;
         if (!budget_take(m)) {
+            if (m->nshards > 1) {
+                sluice__unlock(&s->mu);
+                bool freed = sweep_others(m, s, now, unlocked);
+                sluice__lock(&s->mu);
+                *unlocked = true;
+                if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
+                /* the shard moved meanwhile: its outbox may have been
+                 * delivered (room again) and the key created by another call */
+                if (!sluice__outbox_reserve(m, &s->out, want, want * k->len)) return SLUICE_ENOMEM;
+                if (sluice__key_is_live(s->core, k)) return 0;
+                if (freed && budget_take(m)) {
+                    s->charged++;
+                    return 0;
+                }
+            }
             s->full_refusals++;
             return SLUICE_EFULL;
         }
@@ -325,12 +392,12 @@ static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((noinline, cold))
 #endif
-static void push_reported(struct sluice_mt *m, struct shard *s, const sluice_key_t *key, uint64_t token,
+static void push_reported(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, uint64_t token,
                           sluice_event_kind_t kind) {
     sluice_event_t ev;
     memset(&ev, 0, sizeof ev);
     ev.kind = kind;
-    ev.key = *key;
+    ev.key = k->is_u64 ? sluice_key_u64(k->u64) : sluice_key_bytes(k->bytes, k->len);
     ev.token = token;
     ev.at = sluice__limiter_now(s->core); /* the call's time, as the core clamped it */
     sluice__outbox_push(m, &s->out, &ev);
@@ -339,8 +406,8 @@ static void push_reported(struct sluice_mt *m, struct shard *s, const sluice_key
 /* The part of a call on a key made under its shard's lock (held by the
  * caller): outbox room, the core call, the reported event, the live-key
  * count. Returns the call's result. */
-MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, const sluice_key_t *key,
-                             const struct call *c, uint64_t now) {
+MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, const struct call *c,
+                             uint64_t now, bool *unlocked) {
     /* A call produces at most two events, both of its own key: a due
      * emission (timers first) and a superseded value; with reporting flags a
      * submit adds a third, its own token emitted or dropped at once. */
@@ -357,11 +424,11 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
          * sluice_limiter_submit() does): no copy on the hot path. */
         sluice_decision_t local;
         sluice_decision_t *dec = c->decision ? c->decision : &local;
-        rc = m->max_keys ? reserve_key(m, s, k, now, want) : 0;
+        rc = m->max_keys ? reserve_key(m, s, k, now, want, unlocked) : 0;
         if (rc == 0) rc = sluice__submit_prepared(s->core, k, c->token, c->cost, now, dec);
         if (rc == 0 && c->when) *c->when = sluice__limiter_now(s->core); /* as the core clamped it */
         sluice_event_kind_t kind;
-        if (rc == 0 && m->report && reported_event(m->report, dec, &kind)) push_reported(m, s, key, c->token, kind);
+        if (rc == 0 && m->report && reported_event(m->report, dec, &kind)) push_reported(m, s, k, c->token, kind);
         break;
     }
     case CALL_FLUSH: rc = sluice__key_op(s->core, k, SLUICE__OP_FLUSH, now); break;
@@ -372,13 +439,10 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
     return rc;
 }
 
-MT_HOT int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c) {
-    if (!m) return SLUICE_EINVAL;
-    if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
-    sluice__pkey_t k;
-    int rc = sluice__key_prepare(m->seed, key, &k);
-    if (rc) return rc;
-    struct shard *s = sluice__shard_at(m, (unsigned)k.hash & m->mask);
+/* A call on a prepared key (m open, checked by the caller). */
+MT_HOT int key_call_prepared(struct sluice_mt *m, const sluice__pkey_t *k, const struct call *c) {
+    struct shard *s = sluice__shard_at(m, (unsigned)k->hash & m->mask);
+    int rc;
     /* The clock is read before the lock, to keep the critical section short;
      * a time older than one the shard has seen counts as that later one. A
      * time given by the caller may not run ahead of the clock: the shard's
@@ -390,13 +454,33 @@ MT_HOT int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c)
     }
     sluice__lock(&s->mu);
     size_t before = s->out.n;
-    rc = shard_call_locked(m, s, &k, &key, c, now);
+    bool unlocked = false; /* at the cap: released while other shards were swept */
+    rc = shard_call_locked(m, s, k, c, now, &unlocked);
     uint64_t next = sluice__shard_publish_next(s);
-    bool produced = s->out.n != before;
+    bool produced = s->out.n != before || unlocked;
     sluice__unlock(&s->mu);
     if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
     if (produced) sluice__mt_deliver_or_wake(m); /* m may be gone afterwards (a free from a callback) */
     return rc;
+}
+
+MT_HOT int key_call(struct sluice_mt *m, sluice_key_t key, const struct call *c) {
+    if (!m) return SLUICE_EINVAL;
+    if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
+    sluice__pkey_t k;
+    int rc = sluice__key_prepare(m->seed, key, &k);
+    if (rc) return rc;
+    return key_call_prepared(m, &k, c);
+}
+
+/* An integer key given as itself: no sluice_key_t by value (whose small
+ * stores, read back by the callee's wider loads, stall a store forward on
+ * every call) and no validation to do. */
+MT_HOT int key_call_u64(struct sluice_mt *m, uint64_t key, const struct call *c) {
+    if (!m) return SLUICE_EINVAL;
+    if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
+    sluice__pkey_t k = { NULL, 0, key, true, sluice__hash_u64(m->seed, key) };
+    return key_call_prepared(m, &k, c);
 }
 
 /* A batch is taken in groups of MT_BATCH_GROUP calls: every key of the
@@ -461,12 +545,13 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             for (size_t j = i; j < last; j++)
                 if (!done[j] && !krc[j] && shard_of[j] == si) sluice__prefetch_prepared(s->core, &k[j], 1);
             size_t before = s->out.n;
+            bool unlocked = false;
             for (size_t j = i; j < last; j++) {
                 if (done[j] || krc[j] || shard_of[j] != si) continue;
                 const sluice_call_t *cl = &calls[base + j];
                 struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0,
                                   decisions ? &decisions[base + j] : NULL, NULL };
-                int rc = shard_call_locked(m, s, &k[j], &cl->key, &c, now);
+                int rc = shard_call_locked(m, s, &k[j], &c, now, &unlocked);
                 if (results) results[base + j] = rc;
                 if (rc && base + j < first_at) {
                     first = rc;
@@ -475,7 +560,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
                 done[j] = true;
             }
             uint64_t next = sluice__shard_publish_next(s);
-            if (s->out.n != before) produced = true;
+            if (s->out.n != before || unlocked) produced = true;
             sluice__unlock(&s->mu);
             if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
         }
@@ -509,6 +594,22 @@ int sluice_mt_submit_cost_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token
                                 sluice_decision_t *d, uint64_t *when) {
     struct call c = { CALL_SUBMIT, token, cost, false, 0, d, when };
     return key_call(m, key, &c);
+}
+
+int sluice_mt_submit_u64(sluice_mt_t *m, uint64_t key, uint64_t token, sluice_decision_t *d) {
+    struct call c = { CALL_SUBMIT, token, 1, false, 0, d, NULL };
+    return key_call_u64(m, key, &c);
+}
+
+int sluice_mt_submit_u64_at(sluice_mt_t *m, uint64_t key, uint64_t token, uint64_t now, sluice_decision_t *d) {
+    struct call c = { CALL_SUBMIT, token, 1, true, now, d, NULL };
+    return key_call_u64(m, key, &c);
+}
+
+int sluice_mt_submit_u64_cost_timed(sluice_mt_t *m, uint64_t key, uint64_t token, uint64_t cost,
+                                    sluice_decision_t *d, uint64_t *when) {
+    struct call c = { CALL_SUBMIT, token, cost, false, 0, d, when };
+    return key_call_u64(m, key, &c);
 }
 
 int sluice_mt_flush(sluice_mt_t *m, sluice_key_t key) {

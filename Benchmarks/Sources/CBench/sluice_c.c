@@ -227,7 +227,7 @@ static void *tp_worker(void *arg) {
     while (!cb_gate_stopped(t->gate)) {
         for (int j = 0; j < 256; j++, i++) {
             size_t k = t->lo + p->order[(t->start + i) % p->ops] % t->range;
-            sluice_mt_submit(t->m, sluice_key_u64(p->key[k]), i, &d);
+            sluice_mt_submit_u64(t->m, p->key[k], i, &d); /* the key in a register, not a struct by value */
             if (d.kind == SLUICE_EMITTED) cb_consume(i);
         }
     }

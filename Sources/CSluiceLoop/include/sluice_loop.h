@@ -113,12 +113,14 @@
  * running at that moment (a call on a key without state holds one unit of
  * the cap while it runs, and gives it back if the key did not become live).
  * Before refusing, a call runs the due deadlines of its own shard, as the
- * core does; a key of another shard whose deadline has passed counts as
- * live until the loop (or a call on that shard) has run its timer. Rate
- * keys have no timers (their state expires lazily): before refusing, a call
- * frees one idle rate key of its own shard if there is one; an idle rate key
- * of another shard counts as live until that shard's next sweep or cap check
- * frees it. Calls on live keys do not touch the cap's shared counter.
+ * core does, or frees one idle rate key there (rate keys have no timers:
+ * their state expires lazily); if that frees nothing, it releases its
+ * shard's lock and does the same in the other shards, one lock at a time,
+ * until one gives a unit back, then tries once more. So a key whose state
+ * has expired (a due deadline not yet run, an idle rate key not yet swept)
+ * never causes a refusal, whichever shard holds it; the emissions such a
+ * call fires are delivered like the loop's. A refusal costs a lock round on
+ * each shard. Calls on live keys do not touch the cap's shared counter.
  *
  * Caller-given times: sluice_mt_submit_at(), sluice_mt_submit_cost_at(),
  * sluice_mt_quota_at() and sluice_mt_flush_at(), sluice_mt_cancel_at(),
