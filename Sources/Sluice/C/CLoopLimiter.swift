@@ -27,18 +27,27 @@ struct CLoopLimiter: @unchecked Sendable {
     /// `sluice_mt_free` (reports what is still pending as discarded, on this thread).
     func free() { sluice_mt_free(handle) }
 
-    /// `sluice_mt_submit_cost`.
+    /// `sluice_mt_submit_cost` (an integer key through
+    /// `sluice_mt_submit_u64_cost_timed`, the same call without the key
+    /// struct passed by value to C).
     @inlinable
     func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32 {
-        sluice_mt_submit_cost(handle, key, token, cost, &decision)
+        if key.kind == SLUICE_KEY_U64 {
+            return sluice_mt_submit_u64_cost_timed(handle, key.u64, token, cost, &decision, nil)
+        }
+        return sluice_mt_submit_cost(handle, key, token, cost, &decision)
     }
 
-    /// `sluice_mt_submit_cost_timed`.
+    /// `sluice_mt_submit_cost_timed` (an integer key through
+    /// `sluice_mt_submit_u64_cost_timed`).
     @inlinable
     func submitTimed(
         _ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t, at: inout UInt64
     ) -> Int32 {
-        sluice_mt_submit_cost_timed(handle, key, token, cost, &decision, &at)
+        if key.kind == SLUICE_KEY_U64 {
+            return sluice_mt_submit_u64_cost_timed(handle, key.u64, token, cost, &decision, &at)
+        }
+        return sluice_mt_submit_cost_timed(handle, key, token, cost, &decision, &at)
     }
 
     /// `sluice_mt_quota`.
