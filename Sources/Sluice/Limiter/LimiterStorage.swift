@@ -330,7 +330,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         return try submitOther(value, for: key, cost: cost)
     }
 
-    /// ``submit(_:for:cost:)`` but for an emit-only limiter.
+    /// ``submit(_:for:cost:)`` for every limiter that is not emit-only.
     @inlinable @inline(never)
     func submitOther(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
         if let manual { return try submitManual(value, for: key, cost: cost, manual) }
