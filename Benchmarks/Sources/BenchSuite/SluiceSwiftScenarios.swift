@@ -77,8 +77,10 @@ enum SluiceSwiftScenarios {
         }
         let start = manualT0 + UInt64(passes)
         let batch = 32
-        var items: [(Int, UInt64)] = []
-        items.reserveCapacity(batch)
+        // One buffer for every batch, filled in place (as the C harness fills
+        // its stack array): appending would test the array's uniqueness and
+        // capacity per element.
+        var items = [(Int, UInt64)](repeating: (0, 0), count: batch)
         let c0 = cb_process_cpu()
         let t0 = cb_now()
         var i = 0
@@ -87,9 +89,14 @@ enum SluiceSwiftScenarios {
             while i < end {
                 if i & 1023 == 0 { clock.advance(to: LimiterInstant(nanoseconds: cb_manual_now(start, i))) }
                 let n = min(batch, end - i)
-                items.removeAll(keepingCapacity: true)
-                for j in i..<(i + n) { items.append((j, w.orderedKey(j))) }
-                limiter.submit(contentsOf: items) { _, _ in }
+                items.withUnsafeMutableBufferPointer { buffer in
+                    for j in 0..<n { buffer[j] = (i + j, w.orderedKey(i + j)) }
+                }
+                if n == batch {
+                    limiter.submit(contentsOf: items) { _, _ in }
+                } else {
+                    limiter.submit(contentsOf: items[..<n]) { _, _ in }
+                }
                 i += n
             }
             if p.budget > 0 && Double(cb_now() - t0) > p.budget * 1e9 { break }
