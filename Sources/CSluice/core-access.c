@@ -26,6 +26,8 @@ int sluice__key_prepare(const uint64_t seed[2], sluice_key_t key, sluice__pkey_t
 
 uint64_t sluice__hash_u64(const uint64_t seed[2], uint64_t key) { return sluice__fast_hash_u64(seed, key); }
 
+const void *sluice__limiter_hot(const sluice_limiter_t *l) { return &l->now_seen; }
+
 void sluice__limiter_seed(const sluice_limiter_t *l, uint64_t seed[2]) {
     seed[0] = l->seed[0];
     seed[1] = l->seed[1];

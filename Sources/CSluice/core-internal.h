@@ -53,6 +53,12 @@ int sluice__key_prepare(const uint64_t seed[2], sluice_key_t key, sluice__pkey_t
  * no sluice_key_t passed by value. */
 uint64_t sluice__hash_u64(const uint64_t seed[2], uint64_t key);
 
+/* The address of the fields every call on a key writes (the limiter's
+ * clock and decision counters, one cache line): a prefetch hint for a
+ * caller about to lock a limiter another thread may have used last. Only
+ * an address: never read or written through. */
+const void *sluice__limiter_hot(const sluice_limiter_t *limiter);
+
 /* Copies the hash seed a limiter uses into `seed`. A limiter created with
  * `fixed_seed` and this seed hashes every key exactly as this one does. */
 void sluice__limiter_seed(const sluice_limiter_t *limiter, uint64_t seed[2]);

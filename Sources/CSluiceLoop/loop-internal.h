@@ -188,6 +188,7 @@ struct shard {
     uint64_t full_refusals; /* new keys refused because of max_keys */
     bool direct;           /* teardown: events go straight to the user */
     bool tidy;             /* loop thread only: the core's table work was deferred by a timer pass */
+    const void *hot;       /* the core's written line (sluice__limiter_hot): prefetched for writing by a call */
 };
 
 /* A shard padded to whole pairs of cache lines (and the shard array aligned
