@@ -220,7 +220,7 @@ public struct ReportGenerator {
             "Every key holds a pending debounce value (interval 60 s); each measured call pushes its key's deadline later.")
         s += section(
             "fire", chartsDir,
-            "N pending debounce keys fall due and are delivered: ns per delivered emission. Sluice: deadlines spread over one second of manual time, then one `advance` past them all. libevent: all armed, then, once due, the loop runs until every one was delivered. Dispatch: armed with the consumer queue suspended, all due after the arming ended; the Dispatch manager's CPU time to fire them is counted, then the queue is resumed and timed to the last delivery.")
+            "N pending debounce keys fall due and are delivered: ns per delivered emission. Sluice: deadlines spread over one second of manual time, then one `advance` past them all. libevent: all armed, then, once due, the loop runs until every one was delivered. Dispatch: armed with the consumer queue suspended, all due after the arming ended; the Dispatch manager's CPU time to fire them is counted, then the queue is resumed and timed to the last delivery. Before the timed pass, each implementation fires 512 keys once in the same process, untimed, so that a process's first-time costs (pages, lazy binding, runtime metadata) stay out of a one-pass figure.")
         s += memorySection(chartsDir)
         s += latenessSection(chartsDir)
         s += section(
