@@ -63,6 +63,13 @@ const void *sluice__limiter_hot(const sluice_limiter_t *limiter);
  * `fixed_seed` and this seed hashes every key exactly as this one does. */
 void sluice__limiter_seed(const sluice_limiter_t *limiter, uint64_t seed[2]);
 
+/* Gives a limiter that holds no key yet a new random SipHash-1-3 key for
+ * its table's fallback (a limiter created with `fixed_seed` has the seed
+ * itself): the loop layer creates its shards with one shared seed and then
+ * draws each shard's SipHash key apart. Returns 0, SLUICE_EINVAL (a key is
+ * live or the table already switched) or SLUICE_ENOMEM (no random bits). */
+int sluice__limiter_redraw_strong_key(sluice_limiter_t *limiter);
+
 /* sluice_limiter_submit_cost() for a key prepared with this limiter's seed:
  * same behaviour, results and errors (cost 1 is sluice_limiter_submit()). */
 int sluice__submit_prepared(sluice_limiter_t *limiter, const sluice__pkey_t *key, uint64_t token,

@@ -21,7 +21,8 @@
  * learnt the seed, or found a way to build collisions without it, could make
  * many keys share a home bucket. The table does not rely on it alone: when
  * a key lands SLUICE__STRONG_PROBE or more slots past its home, the table
- * re-hashes every key with SipHash-1-3 under the seed and keeps using it
+ * re-hashes every key with SipHash-1-3 under a key of its own (random bits
+ * drawn apart from this hash's seed) and keeps using it
  * (table.c, docs/reliability.md).
  */
 #ifndef SLUICE_HASH_INTERNAL_H

@@ -160,6 +160,8 @@ static inline uint32_t due_first(struct sluice_limiter *l, const struct sluice__
 
 /* ------------------------------------------------------------------ create / free */
 
+/* Fills a 128-bit key with random bits (getrandom, else /dev/urandom).
+ * Returns 0 or -1. */
 static int random_seed(uint64_t seed[2]) {
 #if defined(__linux__)
     size_t got = 0;
@@ -207,17 +209,21 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
     sluice__gate_update(l); /* gate_u64 follows emit_only */
     l->user = cfg->user;
     l->max_keys = cfg->max_keys;
+    /* The fast hash's seed and SipHash's key are drawn apart, so that
+     * whoever learnt the one (the fast hash is not a proven PRF) has nothing
+     * of the other. A fixed seed (tests) is both, for repeatable runs. */
+    uint64_t strong_seed[2];
     if (cfg->fixed_seed) {
-        l->seed[0] = cfg->seed[0];
-        l->seed[1] = cfg->seed[1];
-    } else if (random_seed(l->seed) != 0) {
+        l->seed[0] = strong_seed[0] = cfg->seed[0];
+        l->seed[1] = strong_seed[1] = cfg->seed[1];
+    } else if (random_seed(l->seed) != 0 || random_seed(strong_seed) != 0) {
         sluice__mem_release(&mem, l, sizeof *l);
         return SLUICE_ENOMEM;
     }
     l->u64_key = sluice__u64_hash_key(l->seed);
     l->now_seen = cfg->start_ns;
     uint32_t stride = (uint32_t)(sizeof(struct sluice__entry) + ext);
-    if ((rc = sluice__table_init(&l->table, &l->mem, stride, l->seed)) != 0) {
+    if ((rc = sluice__table_init(&l->table, &l->mem, stride, l->seed, strong_seed)) != 0) {
         mem = l->mem;
         sluice__mem_release(&mem, l, sizeof *l);
         return rc;
@@ -253,6 +259,11 @@ static void discard_all(struct sluice_limiter *l, uint64_t now, sluice_event_kin
         sluice__limiter_remove_key(l, i);
         if (have) sluice__report(l, &pe);
     }
+}
+
+int sluice__limiter_redraw_strong_key(sluice_limiter_t *l) {
+    if (l->table.live != 0 || l->table.strong) return SLUICE_EINVAL;
+    return random_seed(l->table.strong_seed) == 0 ? 0 : SLUICE_ENOMEM;
 }
 
 void sluice_limiter_free(sluice_limiter_t *l) {

@@ -20,7 +20,8 @@
  * SLUICE__STRONG_PROBE or more slots past its home, which random keys do
  * essentially never at the index's load limit of 3/4, but keys built to
  * collide under the fast hash do. Then the table switches for good to
- * SipHash-1-3 under the same seed: every live entry's tag is recomputed
+ * SipHash-1-3 under its own key (`strong_seed`, drawn apart from the fast
+ * hash's seed, so learning one tells nothing of the other): every live entry's tag is recomputed
  * from its key and the index rebuilt in place (no allocation, so it cannot
  * fail), and from then on sluice__table_hash() hashes each key again with
  * SipHash. Entry indices, keys and everything the limiter sees stay the
@@ -97,8 +98,9 @@ struct sluice__table {
     uint32_t slot_bits;
     uint32_t slot_shift; /* 32 - slot_bits: a tag's home is tag >> slot_shift */
     size_t slot_mask;    /* 2^slot_bits - 1 */
-    bool strong;      /* tags are SipHash-1-3 of the key under `seed` (else the fast hash) */
-    uint64_t seed[2]; /* the limiter's hash seed */
+    bool strong;      /* tags are SipHash-1-3 of the key under `strong_seed` (else the fast hash) */
+    uint64_t seed[2]; /* the limiter's hash seed (the fast hash) */
+    uint64_t strong_seed[2]; /* SipHash-1-3's key: random bits of its own */
     /* slab */
     unsigned char **chunks;
     uint32_t nchunks, chunks_cap;
@@ -292,9 +294,11 @@ static inline sluice_key_t sluice__entry_key(const struct sluice__entry *e, unsi
 }
 
 /* Makes an empty table whose entries are `stride` bytes (at least
- * sizeof(struct sluice__entry)), for keys prepared with `seed` (copied: the
- * table's SipHash key if it switches). Returns 0 or SLUICE_ENOMEM. */
-int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_t stride, const uint64_t seed[2]);
+ * sizeof(struct sluice__entry)), for keys prepared with `seed`, with
+ * `strong_seed` as its SipHash key should it switch (both copied). Returns
+ * 0 or SLUICE_ENOMEM. */
+int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_t stride, const uint64_t seed[2],
+                       const uint64_t strong_seed[2]);
 
 /* Releases everything the table holds. */
 void sluice__table_destroy(struct sluice__table *t);

@@ -101,7 +101,7 @@ static int index_resize(struct sluice__table *t, uint32_t bits) {
 }
 
 uint64_t sluice__table_strong_hash(const struct sluice__table *t, const struct sluice__keyref *k) {
-    return sluice__key_strong_hash(t->seed, k);
+    return sluice__key_strong_hash(t->strong_seed, k);
 }
 
 void sluice__table_long_miss(const struct sluice__table *ct) {
@@ -112,7 +112,7 @@ void sluice__table_long_miss(const struct sluice__table *ct) {
 }
 
 /* Switches to SipHash-1-3 for good: every live entry's tag becomes the top
- * of its key's SipHash under the seed and the index is rebuilt in place
+ * of its key's SipHash under the table's SipHash key and the index is rebuilt in place
  * from the slab, at the same size. O(index + entries), once per table; no
  * allocation, so it cannot fail. Entries do not move. */
 void sluice__table_use_strong_hash(struct sluice__table *t) {
@@ -127,7 +127,7 @@ void sluice__table_use_strong_hash(struct sluice__table *t) {
         k.u64 = k.is_u64 ? e->key : 0;
         k.bytes = k.is_u64 ? NULL : sluice__entry_key_bytes(e);
         k.len = k.is_u64 ? 0 : e->keylen;
-        e->tag = (uint32_t)(sluice__key_strong_hash(t->seed, &k) >> 32);
+        e->tag = (uint32_t)(sluice__key_strong_hash(t->strong_seed, &k) >> 32);
         t->probe_hist[hist_bucket(index_place(t->slots, t->slot_bits, make_slot(e->tag, idx)))]++;
     }
 }
@@ -209,12 +209,15 @@ static int slab_add_chunk(struct sluice__table *t) {
     return 0;
 }
 
-int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_t stride, const uint64_t seed[2]) {
+int sluice__table_init(struct sluice__table *t, struct sluice__mem *mem, uint32_t stride, const uint64_t seed[2],
+                       const uint64_t strong_seed[2]) {
     memset(t, 0, sizeof *t);
     t->mem = mem;
     t->stride = stride;
     t->seed[0] = seed[0];
     t->seed[1] = seed[1];
+    t->strong_seed[0] = strong_seed[0];
+    t->strong_seed[1] = strong_seed[1];
     sluice__table_set_bits(t, SLUICE__INDEX_MIN_BITS);
     t->slots = sluice__mem_alloc(mem, nslots(t) * sizeof *t->slots);
     if (!t->slots) return SLUICE_ENOMEM;
@@ -369,7 +372,7 @@ void sluice__table_maybe_shrink(struct sluice__table *t) {
 
 int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]) {
     size_t n = nslots(t), mask = n - 1;
-    if (t->seed[0] != seed[0] || t->seed[1] != seed[1]) FAIL("the table's SipHash key is not the limiter's seed");
+    if (t->seed[0] != seed[0] || t->seed[1] != seed[1]) FAIL("the table's hash seed is not the limiter's");
     uint64_t used = 0;
     uint32_t hist[SLUICE__PROBE_HIST] = { 0 };
     for (size_t i = 0; i < n; i++) {

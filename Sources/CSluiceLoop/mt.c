@@ -233,6 +233,13 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
             return rc;
         }
         s->hot = sluice__limiter_hot(s->core);
+        if (i > 0 && !config->fixed_seed) { /* each shard's SipHash fallback keyed apart */
+            rc = sluice__limiter_redraw_strong_key(s->core);
+            if (rc) {
+                sluice__mt_destroy(m, i + 1);
+                return rc;
+            }
+        }
         if (i == 0) { /* every shard hashes with the first one's key */
             sluice__limiter_seed(s->core, m->seed);
             cc.fixed_seed = true;

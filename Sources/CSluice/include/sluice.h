@@ -354,7 +354,8 @@ typedef struct sluice_config {
      *  builds no event at all. on_event stays required under the same rules.
      *  false (the default): every event is reported. */
     bool emit_only;
-    bool fixed_seed;            /**< tests only: use `seed` instead of a random hash key */
+    bool fixed_seed;            /**< tests only: use `seed` instead of a random hash key (then also
+                                     as the SipHash fallback's key, for repeatable runs) */
     uint64_t seed[2];           /**< the hash key when fixed_seed */
 } sluice_config_t;
 
@@ -364,8 +365,10 @@ typedef struct sluice_config {
  * Keys are placed with a fast hash keyed with 128 random bits drawn for
  * this limiter (getrandom). Should keys chosen to collide under it make one
  * probe sequence long (a key placed 1024 slots past its home), the
- * key index switches for good to SipHash-1-3 under the same key, so such
- * keys cannot flood it (sluice_stats_t.hash_fallbacks counts the switch).
+ * key index switches for good to SipHash-1-3 under 128 other random bits
+ * (so that learning the fast hash's key gives nothing of SipHash's), and
+ * such keys cannot flood it (sluice_stats_t.hash_fallbacks counts the
+ * switch).
  *
  * @param out receives the limiter; untouched on error.
  * @param config the configuration; read only during the call.
