@@ -198,7 +198,11 @@ struct FleetLimiterTests {
     @Test("a FleetLimiter is a RateDecider (server time)")
     func decider() async throws {
         guard let redis = RedisServer() else { return }
-        let decider: any RateDecider = try FleetLimiter(policy: .rate(limit: 2, per: .seconds(60), burst: 2),
+        // Two calls per hour: one back every 30 min, so that no refill comes
+        // between the three calls however long a loaded machine (a
+        // ThreadSanitizer run beside 120 other tests on two cores) takes to
+        // make them; with one per 30 s, a stall of 30 s made one.
+        let decider: any RateDecider = try FleetLimiter(policy: .rate(limit: 2, per: .seconds(3600), burst: 2),
                                                         configuration: config(port: redis.port, prefix: "swift-decider"))
         defer { (decider as? FleetLimiter)?.close() }
         let first = try await decider.check("c", cost: 1)
@@ -207,11 +211,12 @@ struct FleetLimiterTests {
         #expect(first.isAdmitted && first.remaining == 1)
         #expect(second.isAdmitted && second.remaining == 0)
         // Server time: the third call waits until the first one's time plus
-        // one emission interval (30 s), exactly; its Retry-After counts from
-        // its own time, which a loaded machine may make a few seconds later.
-        #expect(!third.isAdmitted && third.retryAt == first.at.advanced(by: .seconds(30)))
+        // one emission interval (30 min), exactly; its Retry-After counts from
+        // its own time, which a loaded machine may make some seconds later.
+        #expect(!third.isAdmitted && third.retryAt == first.at.advanced(by: .seconds(1800)))
         let seconds = try #require(third.retryAfterSeconds)
-        #expect((1...30).contains(seconds))
+        #expect((1...1800).contains(seconds))
+        #expect(seconds > 1800 - 600) // not an interval counted from elsewhere
         #expect(RateLimitHeaders(decider.policy, third)?.retryAfter == String(seconds))
         await #expect(throws: FleetError.self) { _ = try await decider.check("c", cost: 0) }
     }
