@@ -147,6 +147,18 @@ final class EngineSink: Sendable {
     /// one specialized loop instead of a closure call per event. Without it
     /// at init, one `recordHeld` per event.
     @usableFromInline let recordManyHeld: @Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void
+    /// With the caller's lock held, for a manual engine's fire: whether the
+    /// events just collected may be handed to the delivery straight from the
+    /// engine's buffer (`deliverDirect`) instead of being recorded. `true`
+    /// makes the caller the delivering thread, which then calls
+    /// `deliverDirect` and `finishDirect`, without the lock. `nil`: never.
+    @usableFromInline let claimDirect: (@Sendable () -> Bool)?
+    /// Delivers a fire's events, in order, straight from the engine's buffer
+    /// (no lock held; after a `claimDirect` that returned `true`).
+    @usableFromInline let deliverDirect: (@Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void)?
+    /// Ends a direct delivery: delivers what was recorded meanwhile, then
+    /// gives up the delivery (no lock held).
+    @usableFromInline let finishDirect: (@Sendable () -> Void)?
     /// The thread inside a delivery of this sink by a loop, or 0.
     let deliveringThread = Atomic<UInt>(0)
 
@@ -155,8 +167,14 @@ final class EngineSink: Sendable {
         record: @escaping @Sendable (EngineEvent) -> Void, recordHeld: @escaping @Sendable (EngineEvent) -> Void,
         deliver: @escaping @Sendable () -> Void, handle: @escaping @Sendable (EngineEvent) -> Void,
         handleMany: (@Sendable (UnsafePointer<sluice_event_t>, Int) -> Void)? = nil,
-        recordManyHeld: (@Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void)? = nil
+        recordManyHeld: (@Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void)? = nil,
+        claimDirect: (@Sendable () -> Bool)? = nil,
+        deliverDirect: (@Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void)? = nil,
+        finishDirect: (@Sendable () -> Void)? = nil
     ) {
+        self.claimDirect = deliverDirect != nil && finishDirect != nil ? claimDirect : nil
+        self.deliverDirect = deliverDirect
+        self.finishDirect = finishDirect
         self.record = record
         self.recordHeld = recordHeld
         self.deliver = deliver

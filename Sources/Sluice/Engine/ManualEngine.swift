@@ -114,6 +114,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     deinit {
         core?.free()
         state.pointee.events.deallocate()  // EngineEvent is trivial
+        spareEvents?.events.deallocate()
         state.deallocate()  // trivial
     }
 
@@ -374,16 +375,33 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         }
         // A limiter's engine: in rounds of at most `fireBatch` timers, each
         // recorded in one critical section and delivered before the next
-        // (the outbox stays small, whatever the number of timers due).
+        // (the outbox stays small, whatever the number of timers due). A
+        // round the sink takes directly (`claimDirect`) is delivered from
+        // the buffer its events were collected in, without recording them.
         while true {
+            var direct: (events: UnsafeMutablePointer<EngineEvent>, capacity: Int, count: Int)?
             let (sink, more) = lock.withLock { () -> (EngineSink?, Bool) in
                 guard let core, let sinkRef else { return (self.sink, false) }
-                return (self.sink, fireCollecting(core, now: now, sinkRef))
+                return (self.sink, fireCollecting(core, now: now, sinkRef, direct: &direct))
             }
-            sink?.deliver()
+            if let direct, let sink {
+                sink.deliverDirect.unsafelyUnwrapped(direct.events, direct.count)
+                // Ours until the drain ends (finishDirect, under the lock):
+                // the next direct round takes it back after that.
+                spareEvents = (direct.events, direct.capacity)
+                sink.finishDirect.unsafelyUnwrapped()
+            } else {
+                sink?.deliver()
+            }
             if !more { return }
         }
     }
+
+    /// The buffer a direct round's events were delivered from, given back
+    /// for the next one to collect in (nil at first). Written by the
+    /// delivering thread while it holds the delivery (claimed and released
+    /// under `lock`), read under `lock` by the next claimant.
+    @exclusivity(unchecked) private var spareEvents: (events: UnsafeMutablePointer<EngineEvent>, capacity: Int)?
 
     /// While ``fireCollecting(_:now:_:)`` runs: the sink its events go to
     /// (guarded by `lock`).
@@ -404,7 +422,14 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     /// delivered: a handler that calls the limiter meanwhile finds the
     /// timers still due at `now` as a call always does, run first for the
     /// key it names (so each key's values keep their order).
-    private func fireCollecting(_ core: CLimiter, now: UInt64, _ sink: Unmanaged<EngineSink>) -> Bool {
+    /// When the sink takes the round's events directly (its `claimDirect`,
+    /// for a limiter whose recording of them only fills the outbox), they
+    /// are not recorded: `direct` receives their buffer, replaced by a spare
+    /// one, for the caller to deliver from once the lock is released.
+    private func fireCollecting(
+        _ core: CLimiter, now: UInt64, _ sink: Unmanaged<EngineSink>,
+        direct: inout (events: UnsafeMutablePointer<EngineEvent>, capacity: Int, count: Int)?
+    ) -> Bool {
         if collectedCapacity < Self.fireBatch { growCollected(to: Self.fireBatch) }  // once, at the first fire
         if collectedCount != 0 { recordFired(sink) }  // (none: every caller records its own)
         firing = sink
@@ -414,7 +439,17 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         collecting = false
         state.pointee.fast = false
         firing = nil
-        recordFired(sink)
+        if collectedCount != 0,
+           sink._withUnsafeGuaranteedRef({ $0.claimDirect?() ?? false }) {
+            direct = (collected, collectedCapacity, collectedCount)
+            let spare = spareEvents ?? (.allocate(capacity: Self.fireBatch), Self.fireBatch)
+            spareEvents = nil
+            collected = spare.events
+            collectedCapacity = spare.capacity
+            collectedCount = 0
+        } else {
+            recordFired(sink)
+        }
         return handled >= Self.fireBatch
     }
 

@@ -48,6 +48,38 @@ extension LimiterStorage {
             }
         }
     }
+
+    /// With the lock held, for a manual engine's fire (the sink's
+    /// `claimDirect`): whether the events the engine just collected may skip
+    /// the outbox and be delivered straight from its buffer. Only for an
+    /// emit-only limiter (compact, nobody observing drops: recording its
+    /// events changes nothing but the outbox) delivering to a handler, open,
+    /// with nothing waiting in the outbox and nobody delivering (so these
+    /// events come next, in order). `true` makes the caller the delivering
+    /// thread: events recorded meanwhile (a handler's own calls) wait in the
+    /// outbox for its ``deliverOutbox()``, which ends the drain.
+    @inlinable
+    func claimDirectLocked() -> Bool {
+        guard Self.compactTypes && emitOnly, delivery.handlerBody != nil, !closed,
+              outbox.events.isEmpty, !outbox.draining else { return false }
+        outbox.draining = true
+        return true
+    }
+
+    /// Delivers a fire's events straight from the engine's buffer, in order,
+    /// without the lock, after ``claimDirectLocked()`` returned `true`: what
+    /// ``recordManyLocked(_:count:)`` then ``deliverOutbox()`` would hand to
+    /// the handler. The caller finishes with ``deliverOutbox()``.
+    @inlinable
+    func deliverDirect(_ events: UnsafeMutablePointer<EngineEvent>, count: Int) {
+        guard let body = delivery.handlerBody else { return }
+        for i in 0..<count {
+            let event = events[i]
+            if event.kind == SLUICE_EVENT_EMIT {
+                body(Key._sluiceKey(integerIdentity: event.key), Self.value(of: event.token))
+            }
+        }
+    }
 }
 
 // Bulk operations of `RingBuffer` (defined in SlotTable.swift), inlinable so

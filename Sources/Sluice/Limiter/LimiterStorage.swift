@@ -281,7 +281,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             record: { storage.record($0) }, recordHeld: { storage.recordLocked($0) },
             deliver: { storage.deliverIfNeeded() }, handle: { storage.handle($0) },
             handleMany: { storage.handleMany($0, count: $1) },
-            recordManyHeld: { storage.recordManyLocked($0, count: $1) })
+            recordManyHeld: { storage.recordManyLocked($0, count: $1) },
+            claimDirect: { storage.claimDirectLocked() }, deliverDirect: { storage.deliverDirect($0, count: $1) },
+            finishDirect: { storage.deliverOutbox() })
     }
 
     /// Runs an engine call: under `lock` when the engine runs under it
