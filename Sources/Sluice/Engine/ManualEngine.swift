@@ -386,9 +386,18 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             }
             if let direct, let sink {
                 sink.deliverDirect.unsafelyUnwrapped(direct.events, direct.count)
-                // Ours until the drain ends (finishDirect, under the lock):
-                // the next direct round takes it back after that.
-                spareEvents = (direct.events, direct.capacity)
+                // The round's buffer collects again (it is warm; the spare
+                // that stood in is small): nothing is kept in either
+                // outside a critical section.
+                lock.withLock {
+                    guard collectedCount == 0 else {  // (every caller takes its events: never)
+                        spareEvents = (direct.events, direct.capacity)
+                        return
+                    }
+                    spareEvents = (collected, collectedCapacity)
+                    collected = direct.events
+                    collectedCapacity = direct.capacity
+                }
                 sink.finishDirect.unsafelyUnwrapped()
             } else {
                 sink?.deliver()
@@ -397,11 +406,13 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         }
     }
 
-    /// The buffer a direct round's events were delivered from, given back
-    /// for the next one to collect in (nil at first). Written by the
-    /// delivering thread while it holds the delivery (claimed and released
-    /// under `lock`), read under `lock` by the next claimant.
+    /// The buffer that collects events while a direct round's buffer is
+    /// being delivered from (the handler's own calls; small, grown as
+    /// `collected` grows), nil before the first direct round. Guarded by
+    /// `lock`.
     @exclusivity(unchecked) private var spareEvents: (events: UnsafeMutablePointer<EngineEvent>, capacity: Int)?
+    /// The size of the first ``spareEvents``.
+    private static let spareCapacity = 16
 
     /// While ``fireCollecting(_:now:_:)`` runs: the sink its events go to
     /// (guarded by `lock`).
@@ -424,8 +435,9 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     /// key it names (so each key's values keep their order).
     /// When the sink takes the round's events directly (its `claimDirect`,
     /// for a limiter whose recording of them only fills the outbox), they
-    /// are not recorded: `direct` receives their buffer, replaced by a spare
-    /// one, for the caller to deliver from once the lock is released.
+    /// are not recorded: `direct` receives their buffer, replaced by the
+    /// spare one, for the caller to deliver from once the lock is released
+    /// and to put back afterwards.
     private func fireCollecting(
         _ core: CLimiter, now: UInt64, _ sink: Unmanaged<EngineSink>,
         direct: inout (events: UnsafeMutablePointer<EngineEvent>, capacity: Int, count: Int)?
@@ -442,7 +454,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         if collectedCount != 0,
            sink._withUnsafeGuaranteedRef({ $0.claimDirect?() ?? false }) {
             direct = (collected, collectedCapacity, collectedCount)
-            let spare = spareEvents ?? (.allocate(capacity: Self.fireBatch), Self.fireBatch)
+            let spare = spareEvents ?? (.allocate(capacity: Self.spareCapacity), Self.spareCapacity)
             spareEvents = nil
             collected = spare.events
             collectedCapacity = spare.capacity
