@@ -30,36 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static unsigned long long g_checks;
-static uint64_t g_seed = 0xd7a1d7a1ULL;
-static const char *g_scenario = "";
-
-static void failf(int line, const char *expr, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "test_drain: FAILED at test_drain.c:%d: %s\n  scenario: %s, seed %" PRIu64 "\n  ", line, expr,
-            g_scenario, g_seed);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-#define CHECK(cond, ...)                                                                                       \
-    do {                                                                                                       \
-        g_checks++;                                                                                            \
-        if (!(cond)) failf(__LINE__, #cond, __VA_ARGS__);                                                      \
-    } while (0)
-#define U(x) ((unsigned long long)(x))
-
-static uint64_t g_rng;
-static uint64_t rnd(void) { /* splitmix64 */
-    uint64_t z = (g_rng += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-static uint64_t rndn(uint64_t n) { return n ? rnd() % n : 0; }
+#define TEST_NAME "test_drain"
+#define SCENARIO_SEED 0xd7a1d7a1ULL
+#include "support/scenario.h"
 
 static uint64_t fire_time(uint64_t d, uint64_t tick) { return (d / tick + (d % tick != 0)) * tick; }
 
