@@ -94,6 +94,29 @@ static inline struct event_base *lt_precise_base(void) {
     return b;
 }
 
+/* A loop attached to a new precise base (this thread is the loop thread; the
+ * base runs only when the test dispatches it), `lc` NULL for the defaults.
+ * On failure (a failed check) returns false and leaves nothing to free;
+ * otherwise the test frees both with lt_attached_loop_free(). */
+static inline bool lt_attached_loop(struct event_base **base, sluice_loop_t **loop, const sluice_loop_config_t *lc) {
+    *loop = NULL;
+    *base = lt_precise_base();
+    LT_CHECK(*base != NULL, "base");
+    if (!*base) return false;
+    LT_OK(sluice_loop_attach(loop, *base, lc));
+    if (!*loop) {
+        event_base_free(*base);
+        *base = NULL;
+        return false;
+    }
+    return true;
+}
+
+static inline void lt_attached_loop_free(sluice_loop_t *loop, struct event_base *base) {
+    sluice_loop_free(loop);
+    event_base_free(base);
+}
+
 static inline sluice_config_t lt_config(sluice_policy_t p, sluice_event_fn fn, void *user) {
     sluice_config_t c;
     memset(&c, 0, sizeof c);

@@ -42,28 +42,33 @@ static sluice_mt_stats_t stats_of(sluice_mt_t *m) {
     return st;
 }
 
+/* A limiter of NSHARDS shards on `loop` holding at most `cap` keys, its
+ * events counted in *cnt (zeroed here); NULL if it could not be made (a
+ * failed check). */
+static sluice_mt_t *capped_limiter(sluice_loop_t *loop, sluice_policy_t p, uint64_t cap, struct count *cnt) {
+    atomic_init(&cnt->emitted, 0);
+    atomic_init(&cnt->dropped, 0);
+    sluice_config_t c = lt_config(p, on_event, cnt);
+    c.max_keys = cap;
+    sluice_mt_t *m = NULL;
+    LT_OK(sluice_mt_new(&m, loop, &c, NSHARDS));
+    return m;
+}
+
 /* ------------------------------------------------------------------ rate, one thread */
 
 static void test_rate_rounds(void) {
     printf("max_keys 4 over 16 shards: expired rate keys in any shard make room\n");
-    struct event_base *base = lt_precise_base();
-    LT_CHECK(base != NULL, "base");
-    if (!base) return;
-    sluice_loop_t *loop = NULL;
-    LT_OK(sluice_loop_attach(&loop, base, NULL));
+    struct event_base *base;
+    sluice_loop_t *loop;
+    if (!lt_attached_loop(&base, &loop, NULL)) return;
     struct count cnt;
-    atomic_init(&cnt.emitted, 0);
-    atomic_init(&cnt.dropped, 0);
+    enum { CAP = 4, ROUNDS = 24 };
     /* 100 per second, burst 100: a call of cost 1 keeps its key live 10 ms,
      * a call of cost 100 keeps it live 1 s */
-    sluice_config_t c = lt_config(sluice_rate(100, 1000 * (int64_t)LT_MS, 100), on_event, &cnt);
-    enum { CAP = 4, ROUNDS = 24 };
-    c.max_keys = CAP;
-    sluice_mt_t *m = NULL;
-    LT_OK(sluice_mt_new(&m, loop, &c, NSHARDS));
+    sluice_mt_t *m = capped_limiter(loop, sluice_rate(100, 1000 * (int64_t)LT_MS, 100), CAP, &cnt);
     if (!m) {
-        sluice_loop_free(loop);
-        event_base_free(base);
+        lt_attached_loop_free(loop, base);
         return;
     }
     sluice_decision_t d;
@@ -113,30 +118,21 @@ static void test_rate_rounds(void) {
     LT_CHECK(st.core.full_refusals == 2, "refusals counted %llu", (unsigned long long)st.core.full_refusals);
     LT_CHECK(st.core.live_keys == CAP, "live %llu", (unsigned long long)st.core.live_keys);
     sluice_mt_free(m);
-    sluice_loop_free(loop);
-    event_base_free(base);
+    lt_attached_loop_free(loop, base);
 }
 
 /* ------------------------------------------------------------------ due deadlines in other shards */
 
 static void test_debounce_due(void) {
     printf("max_keys 2 over 16 shards: keys whose deadline is due make room, their emissions delivered\n");
-    struct event_base *base = lt_precise_base();
-    LT_CHECK(base != NULL, "base");
-    if (!base) return;
-    sluice_loop_t *loop = NULL;
-    LT_OK(sluice_loop_attach(&loop, base, NULL));
+    struct event_base *base;
+    sluice_loop_t *loop;
+    if (!lt_attached_loop(&base, &loop, NULL)) return;
     struct count cnt;
-    atomic_init(&cnt.emitted, 0);
-    atomic_init(&cnt.dropped, 0);
-    sluice_config_t c = lt_config(sluice_debounce(2 * (int64_t)LT_MS, false, true, -1), on_event, &cnt);
     enum { CAP = 2, ROUNDS = 16 };
-    c.max_keys = CAP;
-    sluice_mt_t *m = NULL;
-    LT_OK(sluice_mt_new(&m, loop, &c, NSHARDS));
+    sluice_mt_t *m = capped_limiter(loop, sluice_debounce(2 * (int64_t)LT_MS, false, true, -1), CAP, &cnt);
     if (!m) {
-        sluice_loop_free(loop);
-        event_base_free(base);
+        lt_attached_loop_free(loop, base);
         return;
     }
     sluice_decision_t d;
@@ -164,8 +160,7 @@ static void test_debounce_due(void) {
     LT_CHECK(st.core.full_refusals == 0, "refusals counted %llu", (unsigned long long)st.core.full_refusals);
     LT_CHECK(st.core.live_keys == 0, "live %llu after every key fired", (unsigned long long)st.core.live_keys);
     sluice_mt_free(m);
-    sluice_loop_free(loop);
-    event_base_free(base);
+    lt_attached_loop_free(loop, base);
 }
 
 /* ------------------------------------------------------------------ threads */
@@ -204,13 +199,8 @@ static void test_threads(void) {
     LT_OK(sluice_loop_start(&loop, NULL));
     if (!loop) return;
     struct count cnt;
-    atomic_init(&cnt.emitted, 0);
-    atomic_init(&cnt.dropped, 0);
     /* 10000 per second: a key is live 100 µs after its call */
-    sluice_config_t c = lt_config(sluice_rate(10000, 1000 * (int64_t)LT_MS, 1), on_event, &cnt);
-    c.max_keys = T_CAP;
-    sluice_mt_t *m = NULL;
-    LT_OK(sluice_mt_new(&m, loop, &c, NSHARDS));
+    sluice_mt_t *m = capped_limiter(loop, sluice_rate(10000, 1000 * (int64_t)LT_MS, 1), T_CAP, &cnt);
     if (!m) {
         sluice_loop_free(loop);
         return;

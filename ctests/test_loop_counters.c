@@ -50,13 +50,11 @@ static void *submitter(void *arg) {
 
 static void test_counters(void) {
     printf("events_queued summed over the shards; one wake-up per batch\n");
-    struct event_base *base = lt_precise_base();
-    LT_CHECK(base != NULL, "base");
-    if (!base) return;
+    struct event_base *base;
+    sluice_loop_t *loop;
+    if (!lt_attached_loop(&base, &loop, NULL)) return; /* this thread is the loop thread */
     struct counted cnt;
     atomic_init(&cnt.n, 0);
-    sluice_loop_t *loop;
-    LT_OK(sluice_loop_attach(&loop, base, NULL)); /* this thread is the loop thread */
     /* a leading-edge throttle: each new key's first call is emitted at once,
      * and reported through the outbox */
     sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST),

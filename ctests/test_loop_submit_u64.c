@@ -53,12 +53,9 @@ static void test_same_calls(void) {
     printf("sluice_mt_submit_u64_at() and sluice_mt_submit_at(): same decisions and events\n");
     /* an attached base that is never dispatched: no timer pass moves a
      * shard's clock between the calls, so both limiters see the same times */
-    struct event_base *base = lt_precise_base();
-    LT_CHECK(base != NULL, "base");
-    if (!base) return;
-    sluice_loop_t *loop = NULL;
-    LT_OK(sluice_loop_attach(&loop, base, NULL));
-    if (!loop) return;
+    struct event_base *base;
+    sluice_loop_t *loop;
+    if (!lt_attached_loop(&base, &loop, NULL)) return;
     pthread_mutex_init(&la.mu, NULL);
     pthread_mutex_init(&lb.mu, NULL);
     sluice_config_t c = lt_config(sluice_throttle(3 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), on_event, &la);
@@ -70,7 +67,7 @@ static void test_same_calls(void) {
     if (!a || !b) {
         if (a) sluice_mt_free(a);
         if (b) sluice_mt_free(b);
-        sluice_loop_free(loop);
+        lt_attached_loop_free(loop, base);
         return;
     }
     uint64_t x = 12345;
@@ -98,8 +95,7 @@ static void test_same_calls(void) {
              "closed: submit_u64_cost_timed");
     sluice_mt_free(a); /* delivers what is left */
     sluice_mt_free(b);
-    sluice_loop_free(loop);
-    event_base_free(base);
+    lt_attached_loop_free(loop, base);
     LT_CHECK(la.bad_key == 0 && lb.bad_key == 0, "events with a byte key: %d / %d", la.bad_key, lb.bad_key);
     LT_CHECK(la.n == lb.n && la.n > 0, "events %zu / %zu", la.n, lb.n);
     for (uint64_t k = 0; k < KEYS; k++) {

@@ -161,19 +161,14 @@ static bool default_tick_attempt(struct event_base *base, sluice_loop_t *loop) {
 }
 
 static void test_default_tick_on_loop(void) {
-    struct event_base *base = lt_precise_base();
-    LT_CHECK(base != NULL, "base");
-    if (!base) return;
-    sluice_loop_t *loop = NULL;
-    LT_OK(sluice_loop_attach(&loop, base, NULL));
-    if (loop) {
-        int tries = 0;
-        while (!default_tick_attempt(base, loop) && ++tries < 50) {
-        }
-        LT_CHECK(tries < 50, "the machine stalled in every attempt");
-        sluice_loop_free(loop);
+    struct event_base *base;
+    sluice_loop_t *loop;
+    if (!lt_attached_loop(&base, &loop, NULL)) return;
+    int tries = 0;
+    while (!default_tick_attempt(base, loop) && ++tries < 50) {
     }
-    event_base_free(base);
+    LT_CHECK(tries < 50, "the machine stalled in every attempt");
+    lt_attached_loop_free(loop, base);
 }
 
 /* ------------------------------------------------------------------ 3. real loop, many keys */

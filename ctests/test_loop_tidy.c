@@ -50,11 +50,19 @@ static uint64_t wakeups_of(sluice_mt_t *m) {
     return st.wakeups;
 }
 
+/* A trailing-edge debounce of `interval` with `nshards` shards on `loop`,
+ * its emissions counted in *c; NULL if it could not be made (a failed
+ * check). */
+static sluice_mt_t *debouncer(sluice_loop_t *loop, struct count *c, uint64_t interval, unsigned nshards) {
+    sluice_config_t cfg = lt_config(sluice_debounce((int64_t)interval, false, true, -1), on_event, c);
+    sluice_mt_t *m = NULL;
+    LT_OK(sluice_mt_new(&m, loop, &cfg, nshards));
+    return m;
+}
+
 /* memory of a limiter with NSHARDS shards and no key */
 static uint64_t empty_mem(sluice_loop_t *loop, struct count *c) {
-    sluice_config_t cfg = lt_config(sluice_debounce((int64_t)INTERVAL, false, true, -1), on_event, c);
-    sluice_mt_t *m = NULL;
-    LT_OK(sluice_mt_new(&m, loop, &cfg, NSHARDS));
+    sluice_mt_t *m = debouncer(loop, c, INTERVAL, NSHARDS);
     if (!m) return 0;
     uint64_t b = mem_of(m);
     sluice_mt_free(m);
@@ -62,23 +70,15 @@ static uint64_t empty_mem(sluice_loop_t *loop, struct count *c) {
 }
 
 static void test_attached(void) {
-    struct event_base *base = lt_precise_base();
-    LT_CHECK(base != NULL, "base");
-    if (!base) return;
     sluice_loop_config_t lc = { .max_timers_per_pass = 10 * KEYS }; /* one pass fires all */
-    sluice_loop_t *loop = NULL;
-    LT_OK(sluice_loop_attach(&loop, base, &lc));
-    if (!loop) {
-        event_base_free(base);
-        return;
-    }
+    struct event_base *base;
+    sluice_loop_t *loop;
+    if (!lt_attached_loop(&base, &loop, &lc)) return;
     static struct count c;
     memset(&c, 0, sizeof c);
     lt_sync_init(&c.sync);
     const uint64_t empty = empty_mem(loop, &c);
-    sluice_config_t cfg = lt_config(sluice_debounce((int64_t)INTERVAL, false, true, -1), on_event, &c);
-    sluice_mt_t *m = NULL;
-    LT_OK(sluice_mt_new(&m, loop, &cfg, NSHARDS));
+    sluice_mt_t *m = debouncer(loop, &c, INTERVAL, NSHARDS);
     if (!m) goto out;
     const uint64_t t = sluice_clock_now();
     for (uint64_t k = 0; k < KEYS; k++) LT_OK(sluice_mt_submit_at(m, sluice_key_u64(k * 0x9E3779B97F4A7C15u), k, t, NULL));
@@ -111,28 +111,19 @@ static void test_attached(void) {
     sluice_mt_free(m);
 out:
     lt_sync_destroy(&c.sync);
-    sluice_loop_free(loop);
-    event_base_free(base);
+    lt_attached_loop_free(loop, base);
 }
 
 /* A call between passes does the pending work of its shard itself. */
 static void test_call_between_passes(void) {
-    struct event_base *base = lt_precise_base();
-    LT_CHECK(base != NULL, "base");
-    if (!base) return;
     sluice_loop_config_t lc = { .max_timers_per_pass = 10 * KEYS };
-    sluice_loop_t *loop = NULL;
-    LT_OK(sluice_loop_attach(&loop, base, &lc));
-    if (!loop) {
-        event_base_free(base);
-        return;
-    }
+    struct event_base *base;
+    sluice_loop_t *loop;
+    if (!lt_attached_loop(&base, &loop, &lc)) return;
     static struct count c;
     memset(&c, 0, sizeof c);
     lt_sync_init(&c.sync);
-    sluice_config_t cfg = lt_config(sluice_debounce((int64_t)INTERVAL, false, true, -1), on_event, &c);
-    sluice_mt_t *m = NULL;
-    LT_OK(sluice_mt_new(&m, loop, &cfg, 1));
+    sluice_mt_t *m = debouncer(loop, &c, INTERVAL, 1);
     if (m) {
         const uint64_t t = sluice_clock_now();
         for (uint64_t k = 0; k < KEYS; k++) LT_OK(sluice_mt_submit_at(m, sluice_key_u64(k), k, t, NULL));
@@ -152,8 +143,7 @@ static void test_call_between_passes(void) {
         sluice_mt_free(m); /* discards key 7's token */
     }
     lt_sync_destroy(&c.sync);
-    sluice_loop_free(loop);
-    event_base_free(base);
+    lt_attached_loop_free(loop, base);
 }
 
 static void test_owned(void) {
@@ -166,9 +156,7 @@ static void test_owned(void) {
     /* every key submitted at one time, due together well after the last
      * call: the loop drains them all in a few passes, then tidies */
     const uint64_t interval = 500 * LT_MS;
-    sluice_config_t cfg = lt_config(sluice_debounce((int64_t)interval, false, true, -1), on_event, &c);
-    sluice_mt_t *m = NULL;
-    LT_OK(sluice_mt_new(&m, loop, &cfg, NSHARDS));
+    sluice_mt_t *m = debouncer(loop, &c, interval, NSHARDS);
     if (m) {
         const uint64_t t = sluice_clock_now();
         for (uint64_t k = 0; k < KEYS; k++) LT_OK(sluice_mt_submit_at(m, sluice_key_u64(k), k, t, NULL));
