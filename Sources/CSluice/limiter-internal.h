@@ -77,6 +77,10 @@ struct sluice__policy_ops {
     /* The entry's timer is due and has been disarmed: the policy's timer row
      * at the entry's deadline. */
     void (*fire)(struct sluice_limiter *l, uint32_t idx);
+    /* The same row, its emission (a timer row reports nothing else) written
+     * to *out instead of reported (sluice_limiter_advance_into): returns 1
+     * when it wrote one, else 0. */
+    size_t (*fire_into)(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out);
     /* flush() on a live entry: NULL for the usual rule (emit the pending
      * token, back to idle). */
     int (*flush)(struct sluice_limiter *l, uint32_t idx, uint64_t now);
@@ -228,15 +232,19 @@ static inline const char *sluice__explain_interval(const sluice_policy_t *p, int
 int sluice__throttle_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                           uint64_t cost, uint64_t t, sluice_decision_t *d);
 void sluice__throttle_fire(struct sluice_limiter *l, uint32_t idx);
+size_t sluice__throttle_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out);
 int sluice__audit_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                        uint64_t cost, uint64_t t, sluice_decision_t *d);
 void sluice__audit_fire(struct sluice_limiter *l, uint32_t idx);
+size_t sluice__audit_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out);
 int sluice__debounce_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                           uint64_t cost, uint64_t t, sluice_decision_t *d);
 void sluice__debounce_fire(struct sluice_limiter *l, uint32_t idx);
+size_t sluice__debounce_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out);
 int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                       uint64_t cost, uint64_t t, sluice_decision_t *d);
 void sluice__rate_fire(struct sluice_limiter *l, uint32_t idx);
+size_t sluice__rate_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out);
 
 /* A rate decision on a key's state, without changing anything: the key's
  * entry `deadline` and `token` (its TAT as deadline - (token != 0) +
@@ -412,6 +420,31 @@ static SLUICE__HOT_INLINE void sluice__report(struct sluice_limiter *l, const st
     l->count.reported[pe->ev.kind & 3]++;
     sluice_event_fn fn = l->report_fn[pe->ev.kind & 3];
     if (fn) fn(l->user, &pe->ev);
+}
+
+/* A timer row's emission of entry e's pending `token` at its deadline `at`,
+ * taken while the entry is consistent: written to *out when the row runs
+ * for sluice_limiter_advance_into() (`out` non-NULL, a constant where the
+ * row is inlined), else captured in *pe. sluice__fired_report() then
+ * counts it, and reports it unless written. */
+static SLUICE__HOT_INLINE void sluice__fired_capture(struct sluice__event *pe, sluice_emission_t *out,
+                                                     const struct sluice__entry *e, uint64_t token, uint64_t at) {
+    if (out) {
+        out->key = (e->flags & SLUICE__KEY_U64) ? e->key : 0;
+        out->token = token;
+        out->at = at;
+        return;
+    }
+    sluice__capture(pe, e, SLUICE_EVENT_EMIT, token, at);
+}
+
+static SLUICE__HOT_INLINE void sluice__fired_report(struct sluice_limiter *l, const struct sluice__event *pe,
+                                                    const sluice_emission_t *out) {
+    if (out) {
+        l->count.reported[SLUICE_EVENT_EMIT]++;
+        return;
+    }
+    sluice__report(l, pe);
 }
 
 /* The rows below: captures in *pe the DROP of entry e's pending token,

@@ -55,6 +55,17 @@ static inline void policy_fire(struct sluice_limiter *l, uint32_t idx) {
     }
 }
 
+/* The timer row with its emission written to *out (advance_into): 1 when written. */
+static inline size_t policy_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
+    switch (l->kind) {
+    case SLUICE_THROTTLE: return sluice__throttle_fire_into(l, idx, out);
+    case SLUICE_AUDIT: return sluice__audit_fire_into(l, idx, out);
+    case SLUICE_DEBOUNCE: return sluice__debounce_fire_into(l, idx, out);
+    case SLUICE_RATE: return sluice__rate_fire_into(l, idx, out);
+    default: return l->ops->fire_into(l, idx, out);
+    }
+}
+
 /* ------------------------------------------------------------------ keys and events */
 
 int sluice__limiter_add_key(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t *idx) {
@@ -803,7 +814,12 @@ static inline void prefetch_entry(const struct sluice_limiter *l, uint32_t i) {
 #endif
 }
 
-static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max) {
+/* Handles the due timers, at most `max` (0: no bound). With `out` NULL
+ * (a constant where this is inlined) each emission is reported; otherwise
+ * it is written to out[*written] and the pass ends once `cap` are (a timer
+ * writes at most one). */
+static SLUICE__HOT_INLINE int64_t advance_pass(struct sluice_limiter *l, uint64_t now, size_t max,
+                                               sluice_emission_t *out, size_t cap, size_t *written) {
     if (l->kind == SLUICE_RATE) {
         /* no timers: the lazy expiry frees the idle entries (policy-rate.c) */
         sluice__wheel_advance(&l->wheel, now);
@@ -811,8 +827,9 @@ static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max
     }
     sluice__wheel_advance(&l->wheel, now);
     int64_t n = 0;
+    size_t w = 0;
     uint32_t ca = SLUICE__NONE, cb = SLUICE__NONE;
-    while (max == 0 || (size_t)n < max) {
+    while ((max == 0 || (size_t)n < max) && (!out || w < cap)) {
         uint32_t idx = sluice__wheel_pop(&l->wheel);
         if (idx == SLUICE__NONE) break;
         if (!hint_ok(l, cb) || idx == cb || idx == ca) {
@@ -832,11 +849,24 @@ static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max
                 if (hint_ok(l, ca)) prefetch_entry(l, ca);
             }
         }
-        policy_fire(l, idx);
+        if (out)
+            w += policy_fire_into(l, idx, out + w);
+        else
+            policy_fire(l, idx);
         n++;
         if (unusable(l)) break;
     }
+    if (out) *written = w;
     return n;
+}
+
+static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max) {
+    return advance_pass(l, now, max, NULL, 0, NULL);
+}
+
+static NOINLINE int64_t advance_locked_into(struct sluice_limiter *l, uint64_t now, size_t max,
+                                            sluice_emission_t *out, size_t cap, size_t *written) {
+    return advance_pass(l, now, max, out, cap, written);
 }
 
 size_t sluice__limiter_reclaim(sluice_limiter_t *l, uint64_t now) {
@@ -844,12 +874,8 @@ size_t sluice__limiter_reclaim(sluice_limiter_t *l, uint64_t now) {
     return sluice__rate_reclaim(l, now < l->now_seen ? l->now_seen : now, 1);
 }
 
-int64_t sluice_limiter_advance(sluice_limiter_t *l, uint64_t now, size_t max_timers) {
-    if (!l) return SLUICE_EINVAL;
-    if (unusable(l)) return SLUICE_ECLOSED;
-    now = clamp_now(l, now);
-    l->depth++;
-    int64_t n = advance_locked(l, now, max_timers);
+/* The end of an advance (n timers handled): the table's tidy, or not yet. */
+static inline int64_t advance_done(struct sluice_limiter *l, int64_t n) {
     /* A drain in progress (timers still armed): the table's tidy (index
      * shrink, slab compaction) waits for the drain's end, for a call of
      * another kind, or until the live keys are 8 times below its mark, so
@@ -865,6 +891,24 @@ int64_t sluice_limiter_advance(sluice_limiter_t *l, uint64_t now, size_t max_tim
     }
     leave(l);
     return n;
+}
+
+int64_t sluice_limiter_advance(sluice_limiter_t *l, uint64_t now, size_t max_timers) {
+    if (!l) return SLUICE_EINVAL;
+    if (unusable(l)) return SLUICE_ECLOSED;
+    now = clamp_now(l, now);
+    l->depth++;
+    return advance_done(l, advance_locked(l, now, max_timers));
+}
+
+int64_t sluice_limiter_advance_into(sluice_limiter_t *l, uint64_t now, size_t max_timers, sluice_emission_t *out,
+                                    size_t capacity, size_t *count) {
+    if (count) *count = 0;
+    if (!l || !out || !count || capacity == 0) return SLUICE_EINVAL;
+    if (unusable(l)) return SLUICE_ECLOSED;
+    now = clamp_now(l, now);
+    l->depth++;
+    return advance_done(l, advance_locked_into(l, now, max_timers, out, capacity, count));
 }
 
 /* Closes at `now`: timers first, exactly (the wheel fires what is due at its

@@ -37,13 +37,22 @@ int sluice__audit_call(struct sluice_limiter *l, const struct sluice__keyref *k,
     return 0;
 }
 
-void sluice__audit_fire(struct sluice_limiter *l, uint32_t idx) {
+/* The timer row; its emission reported, or written to *out (limiter-internal.h,
+ * sluice__fired_capture). Returns the emissions written. */
+static SLUICE__HOT_INLINE size_t fire(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
     /* OPEN | timer(end) | emit pending; -> IDLE (no new window) */
     struct sluice__entry *e = sluice__entry_of(l, idx);
     struct sluice__event pe;
-    sluice__capture(&pe, e, SLUICE_EVENT_EMIT, sluice__take_pending(l, e), e->node.deadline);
+    sluice__fired_capture(&pe, out, e, sluice__take_pending(l, e), e->node.deadline);
     sluice__limiter_remove_key(l, idx);
-    sluice__report(l, &pe);
+    sluice__fired_report(l, &pe, out);
+    return 1;
+}
+
+void sluice__audit_fire(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
+
+size_t sluice__audit_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
+    return fire(l, idx, out);
 }
 
 static const char *check(const struct sluice_limiter *l, const struct sluice__entry *e) {
@@ -61,6 +70,7 @@ const struct sluice__policy_ops sluice__audit_ops = {
     .never_schedules = never_schedules,
     .call = sluice__audit_call,
     .fire = sluice__audit_fire,
+    .fire_into = sluice__audit_fire_into,
     .flush = NULL,
     .quota = NULL,
     .check = check,

@@ -108,7 +108,9 @@ int sluice__debounce_call(struct sluice_limiter *l, const struct sluice__keyref 
     return 0;
 }
 
-void sluice__debounce_fire(struct sluice_limiter *l, uint32_t idx) {
+/* The timer row; its emission reported, or written to *out (limiter-internal.h,
+ * sluice__fired_capture). Returns the emissions written. */
+static SLUICE__HOT_INLINE size_t fire(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
     /* ACTIVE | timer(D) | quiet = D >= last + W. If trailing and pending:
      * emit pending at D. Then: quiet -> IDLE; else if it emitted -> start =
      * D; else maxDue = true and the deadline becomes last + W */
@@ -117,7 +119,7 @@ void sluice__debounce_fire(struct sluice_limiter *l, uint32_t idx) {
     struct sluice__event pe;
     bool emitted = false;
     if (l->trailing && (e->flags & SLUICE__F_PENDING)) {
-        sluice__capture(&pe, e, SLUICE_EVENT_EMIT, sluice__take_pending(l, e), D);
+        sluice__fired_capture(&pe, out, e, sluice__take_pending(l, e), D);
         emitted = true;
     }
     if (!l->has_max_wait) {
@@ -134,7 +136,15 @@ void sluice__debounce_fire(struct sluice_limiter *l, uint32_t idx) {
             sluice__wheel_add(&l->wheel, idx, sluice__sat_add(x->last, l->interval));
         }
     }
-    if (emitted) sluice__report(l, &pe);
+    if (!emitted) return 0;
+    sluice__fired_report(l, &pe, out);
+    return 1;
+}
+
+void sluice__debounce_fire(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
+
+size_t sluice__debounce_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
+    return fire(l, idx, out);
 }
 
 static const char *check(const struct sluice_limiter *l, const struct sluice__entry *e) {
@@ -157,6 +167,7 @@ const struct sluice__policy_ops sluice__debounce_ops = {
     .never_schedules = never_schedules,
     .call = sluice__debounce_call,
     .fire = sluice__debounce_fire,
+    .fire_into = sluice__debounce_fire_into,
     .flush = NULL,
     .quota = NULL,
     .check = check,

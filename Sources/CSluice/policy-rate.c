@@ -291,6 +291,12 @@ int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, 
 /* Only close() reaches it (rate entries arm no timer): frees an expired entry. */
 void sluice__rate_fire(struct sluice_limiter *l, uint32_t idx) { sluice__limiter_remove_key(l, idx); }
 
+size_t sluice__rate_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
+    (void)out;
+    sluice__limiter_remove_key(l, idx);
+    return 0;
+}
+
 /* ---- lazy expiry ---- */
 
 static void reclaimed_all(struct sluice_limiter *l) {
@@ -435,6 +441,7 @@ const struct sluice__policy_ops sluice__rate_ops = {
     .never_schedules = never_schedules,
     .call = sluice__rate_call,
     .fire = sluice__rate_fire,
+    .fire_into = sluice__rate_fire_into,
     .flush = flush,
     .quota = quota,
     .check = check,

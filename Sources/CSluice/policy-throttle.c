@@ -44,19 +44,28 @@ int sluice__throttle_call(struct sluice_limiter *l, const struct sluice__keyref 
     return 0;
 }
 
-void sluice__throttle_fire(struct sluice_limiter *l, uint32_t idx) {
+/* The timer row; its emission reported, or written to *out (limiter-internal.h,
+ * sluice__fired_capture). Returns the emissions written. */
+static SLUICE__HOT_INLINE size_t fire(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
     /* OPEN | timer(end) | trailing and pending: emit pending at `end`,
      * `end += W`, stay OPEN. Otherwise -> IDLE */
     struct sluice__entry *e = sluice__entry_of(l, idx);
     if (!(l->trailing && (e->flags & SLUICE__F_PENDING))) {
         sluice__limiter_remove_key(l, idx);
-        return;
+        return 0;
     }
     uint64_t D = e->node.deadline;
     struct sluice__event pe;
-    sluice__capture(&pe, e, SLUICE_EVENT_EMIT, sluice__take_pending(l, e), D);
+    sluice__fired_capture(&pe, out, e, sluice__take_pending(l, e), D);
     sluice__wheel_add(&l->wheel, idx, sluice__sat_add(D, l->interval));
-    sluice__report(l, &pe);
+    sluice__fired_report(l, &pe, out);
+    return 1;
+}
+
+void sluice__throttle_fire(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
+
+size_t sluice__throttle_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
+    return fire(l, idx, out);
 }
 
 static const char *check(const struct sluice_limiter *l, const struct sluice__entry *e) {
@@ -73,6 +82,7 @@ const struct sluice__policy_ops sluice__throttle_ops = {
     .never_schedules = never_schedules,
     .call = sluice__throttle_call,
     .fire = sluice__throttle_fire,
+    .fire_into = sluice__throttle_fire_into,
     .flush = NULL,
     .quota = NULL,
     .check = check,

@@ -606,6 +606,56 @@ SLUICE_EXTERN int sluice_limiter_close(sluice_limiter_t *limiter, uint64_t now, 
  */
 SLUICE_EXTERN int64_t sluice_limiter_advance(sluice_limiter_t *limiter, uint64_t now, size_t max_timers);
 
+/** A token emitted by a timer, written by sluice_limiter_advance_into():
+ *  what the SLUICE_EVENT_EMIT event of the callback path carries, without
+ *  the key's bytes. */
+typedef struct sluice_emission {
+    uint64_t key;   /**< the key's integer for an integer key; 0 for a byte-string key (its bytes may
+                         be freed by the time the call returns: find a byte key through its token) */
+    uint64_t token; /**< the caller's token, emitted */
+    uint64_t at;    /**< its deadline, in ns (the event's `at`) */
+} sluice_emission_t;
+
+/**
+ * Advances like sluice_limiter_advance(), but writes the emissions of the
+ * timers it fires into `out`, in order, instead of reporting each one to
+ * on_event: no callback runs during this call (nothing can re-enter the
+ * limiter), and the per-event call and event copy of the callback path are
+ * saved, for a caller that collects the emissions of a fire anyway (a
+ * binding handing them to another language or thread).
+ *
+ * A timer fires at most one token, and the call handles timers only while
+ * the array has room: it returns when `capacity` emissions are written,
+ * when `max_timers` timers are handled, or when nothing more is due at
+ * `now`. Nothing is lost: timers not handled stay due, exactly as after a
+ * bounded sluice_limiter_advance() (sluice_limiter_next_deadline() gives a
+ * time already reached), and are handled by the next call, or by a per-key
+ * call on their key, which fires them first through on_event as always.
+ * Apart from where they are reported, the result is exactly that of
+ * sluice_limiter_advance() with the same bound: the same timers handled in
+ * the same order, the same emissions (`out[i]` is the i-th SLUICE_EVENT_EMIT
+ * on_event would have received, `key` aside for byte keys), the same state
+ * and counters (each emission counts in `emitted_later`). Timers report
+ * only emissions (drops and discards come from calls, flush, cancel and
+ * close), so nothing else is reported, whatever `emit_only`. A rate
+ * limiter, which has no timers, frees its idle keys as advance() does and
+ * writes nothing.
+ *
+ * @param limiter the limiter.
+ * @param now current time in ns; an earlier time than already seen is clamped.
+ * @param max_timers bound on timer transitions for this call, 0 for none
+ *        (as for sluice_limiter_advance()).
+ * @param out receives the emissions, out[0] to out[*count - 1].
+ * @param capacity the entries of `out`, at least 1.
+ * @param count receives the number of emissions written (also on error: 0).
+ * @return the number of timer transitions handled (>= *count; more timers
+ *         may be due when *count == capacity or the result == max_timers),
+ *         or SLUICE_EINVAL (NULL limiter, out or count, capacity 0),
+ *         SLUICE_ECLOSED.
+ */
+SLUICE_EXTERN int64_t sluice_limiter_advance_into(sluice_limiter_t *limiter, uint64_t now, size_t max_timers,
+                                                  sluice_emission_t *out, size_t capacity, size_t *count);
+
 /**
  * The time at which sluice_limiter_advance() next has work: never later than
  * the earliest deadline rounded up to a multiple of the tick (so advancing to
