@@ -34,6 +34,12 @@ import CSluice
 ///   allocate for a key that already has state.
 public final class RateLimiter<Key: LimiterKey>: Sendable {
     @usableFromInline let engine: any LimiterEngine
+    /// The loop limiter itself when the engine is a ``LoopEngine`` (`nil` on
+    /// any other engine): ``check(_:cost:)`` calls it from the caller's own
+    /// code, inlined and specialized for the key type, without the engine's
+    /// dynamic dispatch (an integer key reaches `sluice_mt_submit_u64_cost_timed`
+    /// in a register). The engine owns it and frees it in `deinit`.
+    @usableFromInline let loopLimiter: CLoopLimiter?
     /// The policy (a rate policy).
     public let policy: LimiterPolicy
 
@@ -56,8 +62,10 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
         self.policy = policy
         do {
             let config = try LimiterStorage<Key, Never>.coreConfig(policy: policy, maxKeys: maxKeys, tick: nil, seed: nil)
-            engine = try scheduler.makeEngine(
+            let engine = try scheduler.makeEngine(
                 EngineSetup(config: config, reportImmediate: false, reportDrops: false, shards: 0, sink: .none))
+            self.engine = engine
+            loopLimiter = (engine as? LoopEngine)?.limiter
         } catch {
             throw LimiterError.explaining(error, policy: policy, maxKeys: maxKeys)
         }
@@ -99,7 +107,26 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     ///   ``LimiterError/keyTooLong`` for a byte key over 1024 bytes,
     ///   ``LimiterError/full`` for a new key past `maxKeys`,
     ///   ``LimiterError/outOfMemory``, ``LimiterError/closed`` after ``close()``.
+    ///
+    /// On a loop, the call is inlined into the caller: the key's identity,
+    /// the loop limiter's C call (which reads the clock once) and the
+    /// decision, nothing else; a failure is thrown out of line.
+    @inlinable @inline(__always)
     public func check(_ key: Key, cost: Int = 1) throws(LimiterError) -> RateDecision {
+        // 1 ... 10^12 (CPolicy.rateMax), tested as one unsigned comparison.
+        guard let loop = loopLimiter, UInt(bitPattern: cost &- 1) < 1_000_000_000_000 else {
+            return try checkEngine(key, cost: cost)
+        }
+        var decision = sluice_decision_t()
+        var now: UInt64 = 0
+        let rc = key.withCoreKey { loop.submitTimed($0, token: 0, cost: UInt64(cost), into: &decision, at: &now) }
+        if rc < 0 { throw Self.failure(rc) }
+        return Self.rateDecision(decision, now: now)
+    }
+
+    /// ``check(_:cost:)`` on an engine other than a loop, and a bad cost.
+    @usableFromInline @inline(never)
+    func checkEngine(_ key: Key, cost: Int) throws(LimiterError) -> RateDecision {
         guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
         var decision = sluice_decision_t()
         var now: UInt64 = 0
@@ -107,6 +134,26 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
         let rc = key.withCoreKey { engine.check($0, cost: UInt64(cost), into: &decision, at: &now) }
         try LimiterError.check(rc)
         return RateDecision(decision, now: now)
+    }
+
+    /// The error of a failed core call (out of line: the caller's inlined
+    /// ``check(_:cost:)`` keeps only the call).
+    @usableFromInline @inline(never)
+    static func failure(_ rc: Int32) -> LimiterError { LimiterError(rawValue: rc) }
+
+    /// A core decision made at `now` as a ``RateDecision`` (what
+    /// `RateDecision.init(_:now:)` does, inlinable): `at` is the call's time,
+    /// never before `now`; a drop's `retryAt` is `nil` when never
+    /// (`SLUICE_NEVER`).
+    @inlinable @inline(__always)
+    static func rateDecision(_ d: sluice_decision_t, now: UInt64) -> RateDecision {
+        let admitted = d.kind == SLUICE_EMITTED
+        let at = admitted ? max(now, d.at) : now
+        return RateDecision(
+            outcome: admitted
+                ? .admitted(remaining: Int(clamping: d.remaining))
+                : .dropped(retryAt: d.at == UInt64.max ? nil : LimiterInstant(nanoseconds: d.at)),
+            at: LimiterInstant(nanoseconds: at), fullAt: LimiterInstant(nanoseconds: max(d.full, at)))
     }
 
     /// Reads a key's quota now without changing it (for a `RateLimit` header
