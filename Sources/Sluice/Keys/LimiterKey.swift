@@ -346,13 +346,11 @@ extension String: LimiterKey {
     /// - Parameter body: receives `.bytes` of the normalized UTF-8.
     /// - Returns: what `body` returns.
     public func withLimiterKeyIdentity<Result>(_ body: (LimiterKeyIdentity) -> Result) -> Result {
-        if let result = utf8.withContiguousStorageIfAvailable({ utf8 -> Result? in
-            isASCII(utf8) ? body(.bytes(UnsafeRawBufferPointer(utf8))) : nil
-        }) {
-            if let result { return result }
-            return withNormalizedUTF8(self, body)
-        }
-        // A bridged string without contiguous UTF-8: made contiguous once.
+        // `withUTF8` lends a native string's storage in place (a bridged
+        // string without contiguous UTF-8 is made contiguous once, in the
+        // copy). Not `utf8.withContiguousStorageIfAvailable`: its `Result?`
+        // made this unspecialized function look up `Optional<Result>`'s
+        // metadata on every call (~900 instructions).
         var copy = self
         return copy.withUTF8 { utf8 in
             isASCII(utf8) ? body(.bytes(UnsafeRawBufferPointer(utf8))) : withNormalizedUTF8(self, body)
@@ -367,12 +365,11 @@ extension Substring: LimiterKey {
     /// - Parameter body: receives `.bytes` of the normalized UTF-8.
     /// - Returns: what `body` returns.
     public func withLimiterKeyIdentity<Result>(_ body: (LimiterKeyIdentity) -> Result) -> Result {
-        if let result = utf8.withContiguousStorageIfAvailable({ utf8 -> Result? in
-            isASCII(utf8) ? body(.bytes(UnsafeRawBufferPointer(utf8))) : nil
-        }), let result {
-            return result
+        // As `String`'s: the base's storage lent in place (no `Result?`).
+        var copy = self
+        return copy.withUTF8 { utf8 in
+            isASCII(utf8) ? body(.bytes(UnsafeRawBufferPointer(utf8))) : String(self).withLimiterKeyIdentity(body)
         }
-        return String(self).withLimiterKeyIdentity(body)
     }
 }
 
