@@ -8,12 +8,6 @@ import Testing
 /// exactly as limiters that keep their values in slots.
 @Suite("Compact limiters")
 struct CompactTests {
-    /// A value that a slot limiter must keep in its table (not trivially copyable).
-    final class Box<V: Sendable>: Sendable {
-        let value: V
-        init(_ value: V) { self.value = value }
-    }
-
     /// One event, comparable: kind, key, value, time.
     struct Seen: Equatable, CustomStringConvertible {
         var kind: String
@@ -44,33 +38,28 @@ struct CompactTests {
     ) throws {
         for seed in seeds {
             var rng = Rng(state: seed)
-            let maxKeys: Int? = seed % 4 == 0 ? 3 : nil
-            let clockA = ManualLimiterClock(), clockB = ManualLimiterClock()
             let logA = Log(), logB = Log()
-            let deliveryA: LimiterDelivery<K, V>
-            let deliveryB: LimiterDelivery<K, Box<V>>
-            if observeDrops {
-                deliveryA = .events { e in
-                    logA.add(Seen(kind: "\(e.kind)", key: UInt64(truncatingIfNeeded: e.key), value: Int64(truncatingIfNeeded: e.value), at: e.at.nanoseconds))
-                }
-                deliveryB = .events { e in
-                    logB.add(Seen(kind: "\(e.kind)", key: UInt64(truncatingIfNeeded: e.key), value: Int64(truncatingIfNeeded: e.value.value), at: e.at.nanoseconds))
-                }
-            } else {
-                deliveryA = .handler { k, v in
-                    logA.add(Seen(kind: "emitted", key: UInt64(truncatingIfNeeded: k), value: Int64(truncatingIfNeeded: v), at: clockA.now.nanoseconds))
-                }
-                deliveryB = .handler { k, v in
-                    logB.add(Seen(kind: "emitted", key: UInt64(truncatingIfNeeded: k), value: Int64(truncatingIfNeeded: v.value), at: clockB.now.nanoseconds))
-                }
-            }
-            let hashSeed = (seed &* 0x9E37_79B9_7F4A_7C15, seed ^ 0x1234_5678)
-            let compact = try Limiter<K, V>(
-                policy, scheduler: .manual(clockA), maxKeys: maxKeys, tick: nil, combine: nil, delivery: deliveryA,
-                seed: hashSeed, makeSink: { LimiterStorage.makeSink($0) })
-            let slotted = try Limiter<K, Box<V>>(
-                policy, scheduler: .manual(clockB), maxKeys: maxKeys, tick: nil, combine: nil, delivery: deliveryB,
-                seed: hashSeed, makeSink: { LimiterStorage.makeSink($0) })
+            let twins = try SlotTwins<K, V>(
+                policy, maxKeys: seed % 4 == 0 ? 3 : nil, seed: (seed &* 0x9E37_79B9_7F4A_7C15, seed ^ 0x1234_5678),
+                a: { clock in
+                    observeDrops
+                        ? .events { e in
+                            logA.add(Seen(kind: "\(e.kind)", key: UInt64(truncatingIfNeeded: e.key), value: Int64(truncatingIfNeeded: e.value), at: e.at.nanoseconds))
+                        }
+                        : .handler { k, v in
+                            logA.add(Seen(kind: "emitted", key: UInt64(truncatingIfNeeded: k), value: Int64(truncatingIfNeeded: v), at: clock.now.nanoseconds))
+                        }
+                },
+                b: { clock in
+                    observeDrops
+                        ? .events { e in
+                            logB.add(Seen(kind: "\(e.kind)", key: UInt64(truncatingIfNeeded: e.key), value: Int64(truncatingIfNeeded: e.value.value), at: e.at.nanoseconds))
+                        }
+                        : .handler { k, v in
+                            logB.add(Seen(kind: "emitted", key: UInt64(truncatingIfNeeded: k), value: Int64(truncatingIfNeeded: v.value), at: clock.now.nanoseconds))
+                        }
+                })
+            let compact = twins.a, slotted = twins.b
             #expect(compact.storage.compact)
             #expect(!slotted.storage.compact)
             // Keys spread over the type's range (negative ones included),
@@ -82,54 +71,38 @@ struct CompactTests {
             var n = 0
             var closed = false
             for step in 0..<120 {
+                let at = "seed \(seed) step \(step)"
                 let op = rng.next(20)
                 let key = keys[rng.next(keys.count)]
                 switch op {
                 case 0..<10:
                     n += 1
-                    let a = Result { () throws(LimiterError) in try compact.submit(value(n), for: key) }
-                    let b = Result { () throws(LimiterError) in try slotted.submit(Box(value(n)), for: key) }
-                    #expect("\(a)" == "\(b)", "seed \(seed) step \(step): decisions differ")
+                    twins.submit(value(n), for: key, at)
                 case 10..<12:
-                    var itemsA: [(V, K)] = [], itemsB: [(Box<V>, K)] = []
+                    var items: [(V, K)] = []
                     for _ in 0..<(1 + rng.next(12)) {
                         n += 1
-                        let k = keys[rng.next(keys.count)]
-                        itemsA.append((value(n), k))
-                        itemsB.append((Box(value(n)), k))
+                        items.append((value(n), keys[rng.next(keys.count)]))
                     }
-                    let a = compact.submit(contentsOf: itemsA)
-                    let b = slotted.submit(contentsOf: itemsB)
-                    #expect("\(a)" == "\(b)", "seed \(seed) step \(step): batch decisions differ")
+                    twins.submit(contentsOf: items, at)
                 case 12:
-                    #expect("\(Result { () throws(LimiterError) in try compact.flush(key) })"
-                        == "\(Result { () throws(LimiterError) in try slotted.flush(key) })")
+                    twins.flush(key, at)
                 case 13:
-                    #expect("\(Result { () throws(LimiterError) in try compact.cancel(key) })"
-                        == "\(Result { () throws(LimiterError) in try slotted.cancel(key) })")
+                    twins.cancel(key, at)
                 case 14:
-                    #expect("\(Result { () throws(LimiterError) in try compact.pending(key) })"
-                        == "\(Result { () throws(LimiterError) in try slotted.pending(key) })")
+                    twins.pending(key, at)
                 case 15 where step > 90 && !closed:
-                    let drain = rng.next(2) == 0
-                    try compact.close(drain: drain)
-                    try slotted.close(drain: drain)
+                    try twins.close(drain: rng.next(2) == 0)
                     closed = true
                 default:
-                    let dt = Duration.milliseconds(rng.next(45))
-                    clockA.advance(by: dt)
-                    clockB.advance(by: dt)
+                    twins.advance(by: .milliseconds(rng.next(45)))
                 }
-                #expect(compact.storage.heldValues == slotted.storage.heldValues, "seed \(seed) step \(step)")
-                #expect(logA.snapshot == logB.snapshot, "seed \(seed) step \(step): events differ")
+                #expect(compact.storage.heldValues == slotted.storage.heldValues, "\(at)")
+                #expect(logA.snapshot == logB.snapshot, "\(at): events differ")
                 if logA.snapshot != logB.snapshot { return }
             }
-            clockA.runUntilIdle()
-            clockB.runUntilIdle()
-            if !closed {
-                try compact.close(drain: seed % 2 == 0)
-                try slotted.close(drain: seed % 2 == 0)
-            }
+            twins.runUntilIdle()
+            if !closed { try twins.close(drain: seed % 2 == 0) }
             #expect(logA.snapshot == logB.snapshot, "seed \(seed): events differ at the end")
             #expect(compact.storage.heldValues == 0 && slotted.storage.heldValues == 0)
         }

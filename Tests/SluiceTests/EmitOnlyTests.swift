@@ -10,7 +10,6 @@ import Testing
 /// whose delivery observes drops still receives each one.
 @Suite("Emit-only limiters")
 struct EmitOnlyTests {
-    typealias Box = CompactTests.Box
     typealias Seen = CompactTests.Seen
     typealias Log = SeenLog<Seen>
 
@@ -52,77 +51,60 @@ struct EmitOnlyTests {
     func differential(policy: LimiterPolicy) throws {
         for seed in UInt64(1)...30 {
             var rng = SeededRandom(state: seed)
-            let maxKeys: Int? = seed % 5 == 0 ? 3 : nil
-            let clockA = ManualLimiterClock(), clockB = ManualLimiterClock()
             let logA = Log(), logB = Log()
             let dropsB = Locked<Int>(0)
-            let hashSeed = (seed &* 0x9E37_79B9_7F4A_7C15, seed ^ 0x5555)
-            let emitOnly = try Limiter<Int, Int>(
-                policy, scheduler: .manual(clockA), maxKeys: maxKeys, tick: nil, combine: nil,
-                delivery: .handler { k, v in
-                    logA.add(Seen(kind: "emitted", key: UInt64(bitPattern: Int64(k)), value: Int64(v), at: clockA.now.nanoseconds))
-                },
-                seed: hashSeed, makeSink: { LimiterStorage.makeSink($0) })
-            let told = try Limiter<Int, Box<Int>>(
-                policy, scheduler: .manual(clockB), maxKeys: maxKeys, tick: nil, combine: nil,
-                delivery: .events { e in
-                    if e.kind == .emitted {
-                        logB.add(Seen(kind: "emitted", key: UInt64(bitPattern: Int64(e.key)), value: Int64(e.value.value), at: clockB.now.nanoseconds))
-                    } else {
-                        dropsB.withLock { $0 += 1 }
+            let twins = try SlotTwins<Int, Int>(
+                policy, maxKeys: seed % 5 == 0 ? 3 : nil, seed: (seed &* 0x9E37_79B9_7F4A_7C15, seed ^ 0x5555),
+                a: { clock in
+                    .handler { k, v in
+                        logA.add(Seen(kind: "emitted", key: UInt64(bitPattern: Int64(k)), value: Int64(v), at: clock.now.nanoseconds))
                     }
                 },
-                seed: hashSeed, makeSink: { LimiterStorage.makeSink($0) })
+                b: { clock in
+                    .events { e in
+                        if e.kind == .emitted {
+                            logB.add(Seen(kind: "emitted", key: UInt64(bitPattern: Int64(e.key)), value: Int64(e.value.value), at: clock.now.nanoseconds))
+                        } else {
+                            dropsB.withLock { $0 += 1 }
+                        }
+                    }
+                })
+            let emitOnly = twins.a, told = twins.b
             #expect(emitOnly.storage.emitOnly)
             #expect(!told.storage.emitOnly)
             let keys = [Int.min, -7, 0, 3, Int.max]
             var n = 0
             var closed = false
             for step in 0..<150 {
+                let at = "seed \(seed) step \(step)"
                 let key = keys[rng.next(keys.count)]
                 switch rng.next(20) {
                 case 0..<10:
                     n += 1
-                    let a = Result { () throws(LimiterError) in try emitOnly.submit(n, for: key) }
-                    let b = Result { () throws(LimiterError) in try told.submit(Box(n), for: key) }
-                    #expect("\(a)" == "\(b)", "seed \(seed) step \(step): decisions differ")
+                    twins.submit(n, for: key, at)
                 case 10..<13:
-                    var itemsA: [(Int, Int)] = [], itemsB: [(Box<Int>, Int)] = []
+                    var items: [(Int, Int)] = []
                     for _ in 0..<(1 + rng.next(40)) {  // past one group of 32
                         n += 1
-                        let k = keys[rng.next(keys.count)]
-                        itemsA.append((n, k))
-                        itemsB.append((Box(n), k))
+                        items.append((n, keys[rng.next(keys.count)]))
                     }
-                    let a = emitOnly.submit(contentsOf: itemsA)
-                    let b = told.submit(contentsOf: itemsB)
-                    #expect("\(a)" == "\(b)", "seed \(seed) step \(step): batch decisions differ")
+                    twins.submit(contentsOf: items, at)
                 case 13:
-                    #expect("\(Result { () throws(LimiterError) in try emitOnly.flush(key) })"
-                        == "\(Result { () throws(LimiterError) in try told.flush(key) })")
+                    twins.flush(key, at)
                 case 14:
-                    #expect("\(Result { () throws(LimiterError) in try emitOnly.cancel(key) })"
-                        == "\(Result { () throws(LimiterError) in try told.cancel(key) })")
+                    twins.cancel(key, at)
                 case 15 where step > 120 && !closed:
-                    let drain = rng.next(2) == 0
-                    try emitOnly.close(drain: drain)
-                    try told.close(drain: drain)
+                    try twins.close(drain: rng.next(2) == 0)
                     closed = true
                 default:
-                    let dt = Duration.milliseconds(rng.next(45))
-                    clockA.advance(by: dt)
-                    clockB.advance(by: dt)
+                    twins.advance(by: .milliseconds(rng.next(45)))
                 }
-                #expect(Self.counters(emitOnly.statistics) == Self.counters(told.statistics), "seed \(seed) step \(step)")
-                #expect(emitOnly.storage.heldValues == told.storage.heldValues, "seed \(seed) step \(step)")
-                #expect(logA.snapshot == logB.snapshot, "seed \(seed) step \(step): emissions differ")
+                #expect(Self.counters(emitOnly.statistics) == Self.counters(told.statistics), "\(at)")
+                #expect(emitOnly.storage.heldValues == told.storage.heldValues, "\(at)")
+                #expect(logA.snapshot == logB.snapshot, "\(at): emissions differ")
                 if logA.snapshot != logB.snapshot { return }
             }
-            if !closed {
-                let drain = seed % 2 == 0
-                try emitOnly.close(drain: drain)
-                try told.close(drain: drain)
-            }
+            if !closed { try twins.close(drain: seed % 2 == 0) }
             let stats = emitOnly.statistics
             #expect(Self.counters(stats) == Self.counters(told.statistics))
             #expect(logA.snapshot == logB.snapshot, "seed \(seed): emissions differ at the end")
