@@ -38,6 +38,11 @@ static void on_event(void *user, const sluice_event_t *ev) {
     pthread_mutex_unlock(&c->sync.mu);
 }
 
+static void count_init(struct count *c) {
+    memset(c, 0, sizeof *c);
+    lt_sync_init(&c->sync);
+}
+
 static uint64_t mem_of(sluice_mt_t *m) {
     sluice_mt_stats_t st;
     LT_OK(sluice_mt_stats(m, &st));
@@ -69,14 +74,15 @@ static uint64_t empty_mem(sluice_loop_t *loop, struct count *c) {
     return b;
 }
 
+/* an attached loop whose one pass fires every key due */
+static const sluice_loop_config_t one_pass = { .max_timers_per_pass = 10 * KEYS };
+
 static void test_attached(void) {
-    sluice_loop_config_t lc = { .max_timers_per_pass = 10 * KEYS }; /* one pass fires all */
     struct event_base *base;
     sluice_loop_t *loop;
-    if (!lt_attached_loop(&base, &loop, &lc)) return;
+    if (!lt_attached_loop(&base, &loop, &one_pass)) return;
     static struct count c;
-    memset(&c, 0, sizeof c);
-    lt_sync_init(&c.sync);
+    count_init(&c);
     const uint64_t empty = empty_mem(loop, &c);
     sluice_mt_t *m = debouncer(loop, &c, INTERVAL, NSHARDS);
     if (!m) goto out;
@@ -116,13 +122,11 @@ out:
 
 /* A call between passes does the pending work of its shard itself. */
 static void test_call_between_passes(void) {
-    sluice_loop_config_t lc = { .max_timers_per_pass = 10 * KEYS };
     struct event_base *base;
     sluice_loop_t *loop;
-    if (!lt_attached_loop(&base, &loop, &lc)) return;
+    if (!lt_attached_loop(&base, &loop, &one_pass)) return;
     static struct count c;
-    memset(&c, 0, sizeof c);
-    lt_sync_init(&c.sync);
+    count_init(&c);
     sluice_mt_t *m = debouncer(loop, &c, INTERVAL, 1);
     if (m) {
         const uint64_t t = sluice_clock_now();
@@ -151,8 +155,7 @@ static void test_owned(void) {
     LT_OK(sluice_loop_start(&loop, NULL));
     if (!loop) return;
     static struct count c;
-    memset(&c, 0, sizeof c);
-    lt_sync_init(&c.sync);
+    count_init(&c);
     /* every key submitted at one time, due together well after the last
      * call: the loop drains them all in a few passes, then tidies */
     const uint64_t interval = 500 * LT_MS;
