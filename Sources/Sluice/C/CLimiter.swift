@@ -53,6 +53,17 @@ struct CLimiter: @unchecked Sendable {
     func close(_ mode: sluice_close_mode_t, now: UInt64) -> Int32 { sluice_limiter_close(handle, now, mode) }
     /// `sluice_limiter_advance` (every due timer).
     func advance(to now: UInt64) -> Int64 { sluice_limiter_advance(handle, now, 0) }
+    /// `sluice_limiter_advance_into`: at most `maxTimers` timers (0: no
+    /// bound), their emissions written to `out[0..<count]` (at most
+    /// `capacity`) instead of reported to the event callback. Returns the
+    /// timers handled, or a negative `SLUICE_E*`.
+    @inlinable
+    func advance(
+        to now: UInt64, maxTimers: Int, into out: UnsafeMutablePointer<sluice_emission_t>, capacity: Int,
+        count: inout Int
+    ) -> Int64 {
+        sluice_limiter_advance_into(handle, now, maxTimers, out, capacity, &count)
+    }
     /// `sluice_limiter_next_deadline` (`UInt64.max`: none).
     var nextDeadline: UInt64 { sluice_limiter_next_deadline(handle) }
 

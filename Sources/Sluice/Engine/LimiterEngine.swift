@@ -142,20 +142,21 @@ final class EngineSink: Sendable {
     /// all of them recorded in one critical section, then delivered in one
     /// drain. Without it at init, one `handle` per event.
     @usableFromInline let handleMany: @Sendable (UnsafePointer<sluice_event_t>, Int) -> Void
-    /// `recordHeld` for a batch of events, in order, in the critical section
-    /// the caller holds (a manual engine's timers, see `ManualEngine.fire`):
-    /// one specialized loop instead of a closure call per event. Without it
-    /// at init, one `recordHeld` per event.
-    @usableFromInline let recordManyHeld: @Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void
+    /// `recordHeld` for a manual engine's timers (see `ManualEngine.fire`):
+    /// the emissions of one fire round (`sluice_limiter_advance_into`), in
+    /// order, in the critical section the caller holds: one specialized loop
+    /// instead of a closure call per event. Without it at init, one
+    /// `recordHeld` per emission.
+    @usableFromInline let recordManyHeld: @Sendable (UnsafePointer<sluice_emission_t>, Int) -> Void
     /// With the caller's lock held, for a manual engine's fire: whether the
     /// events just collected may be handed to the delivery straight from the
     /// engine's buffer (`deliverDirect`) instead of being recorded. `true`
     /// makes the caller the delivering thread, which then calls
     /// `deliverDirect` and `finishDirect`, without the lock. `nil`: never.
     @usableFromInline let claimDirect: (@Sendable () -> Bool)?
-    /// Delivers a fire's events, in order, straight from the engine's buffer
-    /// (no lock held; after a `claimDirect` that returned `true`).
-    @usableFromInline let deliverDirect: (@Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void)?
+    /// Delivers a fire round's emissions, in order, straight from the
+    /// engine's buffer (no lock held; after a `claimDirect` that returned `true`).
+    @usableFromInline let deliverDirect: (@Sendable (UnsafePointer<sluice_emission_t>, Int) -> Void)?
     /// Ends a direct delivery: delivers what was recorded meanwhile, then
     /// gives up the delivery (no lock held).
     @usableFromInline let finishDirect: (@Sendable () -> Void)?
@@ -167,9 +168,9 @@ final class EngineSink: Sendable {
         record: @escaping @Sendable (EngineEvent) -> Void, recordHeld: @escaping @Sendable (EngineEvent) -> Void,
         deliver: @escaping @Sendable () -> Void, handle: @escaping @Sendable (EngineEvent) -> Void,
         handleMany: (@Sendable (UnsafePointer<sluice_event_t>, Int) -> Void)? = nil,
-        recordManyHeld: (@Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void)? = nil,
+        recordManyHeld: (@Sendable (UnsafePointer<sluice_emission_t>, Int) -> Void)? = nil,
         claimDirect: (@Sendable () -> Bool)? = nil,
-        deliverDirect: (@Sendable (UnsafeMutablePointer<EngineEvent>, Int) -> Void)? = nil,
+        deliverDirect: (@Sendable (UnsafePointer<sluice_emission_t>, Int) -> Void)? = nil,
         finishDirect: (@Sendable () -> Void)? = nil
     ) {
         self.claimDirect = deliverDirect != nil && finishDirect != nil ? claimDirect : nil
@@ -182,8 +183,8 @@ final class EngineSink: Sendable {
         self.handleMany = handleMany ?? { events, count in
             for i in 0..<count { handle(EngineEvent(events + i)) }
         }
-        self.recordManyHeld = recordManyHeld ?? { events, count in
-            for i in 0..<count { recordHeld(events[i]) }
+        self.recordManyHeld = recordManyHeld ?? { emissions, count in
+            for i in 0..<count { recordHeld(EngineEvent(emission: emissions[i])) }
         }
     }
 

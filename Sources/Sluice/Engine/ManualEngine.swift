@@ -62,8 +62,8 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             let state = user.assumingMemoryBound(to: ManualEngineState.self)
             // A limiter's single submit (see `LimiterStorage.submitManual`):
             // kept for it, nothing else to check.
-            if state.pointee.collecting {  // a limiter's submit or batch (submitManyCollecting), or a fire
-                if event.pointee.kind == SLUICE_EVENT_DROP {  // (a fire's events are mostly emissions)
+            if state.pointee.collecting {  // a limiter's submit or batch (submitManyCollecting)
+                if event.pointee.kind == SLUICE_EVENT_DROP {
                     // A value dropped (superseded) that nobody observes, held
                     // in its token (a compact limiter): only counted here.
                     if let held = state.pointee.compactHeld {
@@ -103,7 +103,6 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     @inline(never)
     private func handleEvent(_ event: UnsafePointer<sluice_event_t>) {
         if collecting {  // the caller records it
-            if let firing, collectedCount == collectedCapacity { recordFired(firing) }  // fire: the buffer is full
             if batchEnds != nil { markBatchReturned() }  // a batch: which call it belongs to
             return collect(EngineEvent(event))
         }
@@ -114,7 +113,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     deinit {
         core?.free()
         state.pointee.events.deallocate()  // EngineEvent is trivial
-        spareEvents?.events.deallocate()
+        fireBuffer?.deallocate()  // sluice_emission_t is trivial
         state.deallocate()  // trivial
     }
 
@@ -157,11 +156,10 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         collectedCount &+= 1
     }
 
-    /// Doubles the buffer of kept events (a call reported more than ever),
-    /// or makes it `capacity` long.
+    /// Doubles the buffer of kept events (a call reported more than ever).
     @inline(never)
-    private func growCollected(to capacity: Int? = nil) {
-        let capacity = capacity ?? collectedCapacity * 2
+    private func growCollected() {
+        let capacity = collectedCapacity * 2
         let events = UnsafeMutablePointer<EngineEvent>.allocate(capacity: capacity)
         events.moveInitialize(from: collected, count: collectedCount)
         collected.deallocate()
@@ -373,30 +371,25 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             sink?.deliver()
             return
         }
-        // A limiter's engine: in rounds of at most `fireBatch` timers, each
-        // recorded in one critical section and delivered before the next
-        // (the outbox stays small, whatever the number of timers due). A
-        // round the sink takes directly (`claimDirect`) is delivered from
-        // the buffer its events were collected in, without recording them.
+        // A limiter's engine: in rounds of at most `fireBatch` timers, the
+        // core writing their emissions into an array (no callback per
+        // event), each round recorded in one critical section and delivered
+        // before the next (the outbox stays small, whatever the number of
+        // timers due). A round the sink takes directly (`claimDirect`) is
+        // delivered from the array itself, without recording it.
         while true {
-            var direct: (events: UnsafeMutablePointer<EngineEvent>, capacity: Int, count: Int)?
+            var direct: UnsafeMutablePointer<sluice_emission_t>?
+            var directCount = 0
             let (sink, more) = lock.withLock { () -> (EngineSink?, Bool) in
                 guard let core, let sinkRef else { return (self.sink, false) }
-                return (self.sink, fireCollecting(core, now: now, sinkRef, direct: &direct))
+                return (self.sink, fireRound(core, now: now, sinkRef, direct: &direct, count: &directCount))
             }
             if let direct, let sink {
-                sink.deliverDirect.unsafelyUnwrapped(direct.events, direct.count)
-                // The round's buffer collects again (it is warm; the spare
-                // that stood in is small): nothing is kept in either
-                // outside a critical section.
+                sink.deliverDirect.unsafelyUnwrapped(direct, directCount)
+                // The array fills the next round (it is warm). A fire from
+                // the handler meanwhile used an array of its own: one is kept.
                 lock.withLock {
-                    guard collectedCount == 0 else {  // (every caller takes its events: never)
-                        spareEvents = (direct.events, direct.capacity)
-                        return
-                    }
-                    spareEvents = (collected, collectedCapacity)
-                    collected = direct.events
-                    collectedCapacity = direct.capacity
+                    if fireBuffer == nil { fireBuffer = direct } else { direct.deallocate() }
                 }
                 sink.finishDirect.unsafelyUnwrapped()
             } else {
@@ -406,71 +399,59 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
         }
     }
 
-    /// The buffer that collects events while a direct round's buffer is
-    /// being delivered from (the handler's own calls; small, grown as
-    /// `collected` grows), nil before the first direct round. Guarded by
-    /// `lock`.
-    @exclusivity(unchecked) private var spareEvents: (events: UnsafeMutablePointer<EngineEvent>, capacity: Int)?
-    /// The size of the first ``spareEvents``.
-    private static let spareCapacity = 16
-
-    /// While ``fireCollecting(_:now:_:)`` runs: the sink its events go to
-    /// (guarded by `lock`).
-    @exclusivity(unchecked) private var firing: Unmanaged<EngineSink>?
-    /// The timers of one round of a fire, and the size of the buffer its
-    /// events are recorded from.
+    /// The array the core writes a fire round's emissions into
+    /// (`fireBatch` long), allocated at the first fire; `nil` while a direct
+    /// round is delivered from it (then a fire from the handler allocates
+    /// another). Guarded by `lock`.
+    @exclusivity(unchecked) private var fireBuffer: UnsafeMutablePointer<sluice_emission_t>?
+    /// The timers of one round of a fire, and the length of its array.
     private static let fireBatch = 512
 
     /// One round of a fire, with the caller's lock held (the storage's):
-    /// advances the core by at most `fireBatch` timers; their events are
-    /// collected by the event callback's fast path, as a limiter's submit
-    /// collects them, and recorded in order by the sink's `recordManyHeld`
-    /// (whenever the buffer is full, and at the end), in the same critical
-    /// section: no closure call and no lock round trip per event. Returns
-    /// whether timers due at `now` may be left.
+    /// advances the core by at most `fireBatch` timers with
+    /// `sluice_limiter_advance_into`, which writes their emissions into
+    /// ``fireBuffer`` instead of calling the event callback per event (the
+    /// same emissions, in the same order), and has the sink record them in
+    /// order with its `recordManyHeld`, in the same critical section: no
+    /// closure call and no lock round trip per event. Returns whether timers
+    /// due at `now` may be left.
     ///
     /// Between rounds the lock is free and the round's events are
     /// delivered: a handler that calls the limiter meanwhile finds the
     /// timers still due at `now` as a call always does, run first for the
     /// key it names (so each key's values keep their order).
-    /// When the sink takes the round's events directly (its `claimDirect`,
-    /// for a limiter whose recording of them only fills the outbox), they
-    /// are not recorded: `direct` receives their buffer, replaced by the
-    /// spare one, for the caller to deliver from once the lock is released
-    /// and to put back afterwards.
-    private func fireCollecting(
+    /// When the sink takes the round's emissions directly (its
+    /// `claimDirect`, for a limiter whose recording of them only fills the
+    /// outbox), they are not recorded: `direct` receives the array and
+    /// `count` their number, for the caller to deliver from once the lock is
+    /// released and to put back afterwards.
+    private func fireRound(
         _ core: CLimiter, now: UInt64, _ sink: Unmanaged<EngineSink>,
-        direct: inout (events: UnsafeMutablePointer<EngineEvent>, capacity: Int, count: Int)?
+        direct: inout UnsafeMutablePointer<sluice_emission_t>?, count: inout Int
     ) -> Bool {
-        if collectedCapacity < Self.fireBatch { growCollected(to: Self.fireBatch) }  // once, at the first fire
-        if collectedCount != 0 { recordFired(sink) }  // (none: every caller records its own)
-        firing = sink
-        state.pointee.fast = true
-        collecting = true
-        let handled = sluice_limiter_advance(core.handle, now, Self.fireBatch)
-        collecting = false
-        state.pointee.fast = false
-        firing = nil
-        if collectedCount != 0,
-           sink._withUnsafeGuaranteedRef({ $0.claimDirect?() ?? false }) {
-            direct = (collected, collectedCapacity, collectedCount)
-            let spare = spareEvents ?? (.allocate(capacity: Self.spareCapacity), Self.spareCapacity)
-            spareEvents = nil
-            collected = spare.events
-            collectedCapacity = spare.capacity
-            collectedCount = 0
-        } else {
-            recordFired(sink)
+        let buffer = fireBuffer ?? .allocate(capacity: Self.fireBatch)
+        fireBuffer = nil
+        var written = 0
+        let handled = core.advance(
+            to: now, maxTimers: Self.fireBatch, into: buffer, capacity: Self.fireBatch, count: &written)
+        if written != 0 {
+            if sink._withUnsafeGuaranteedRef({ $0.claimDirect?() ?? false }) {
+                direct = buffer
+                count = written
+                return handled >= Self.fireBatch
+            }
+            sink._withUnsafeGuaranteedRef { $0.recordManyHeld(buffer, written) }
         }
+        fireBuffer = buffer
         return handled >= Self.fireBatch
     }
+}
 
-    /// Records the collected events of a fire, in order (with `lock` held).
-    private func recordFired(_ sink: Unmanaged<EngineSink>) {
-        let count = collectedCount
-        guard count != 0 else { return }
-        sink._withUnsafeGuaranteedRef { $0.recordManyHeld(collected, count) }
-        collectedCount = 0
+extension EngineEvent {
+    /// The EMIT event an emission of `sluice_limiter_advance_into` stands for.
+    @inlinable
+    init(emission: sluice_emission_t) {
+        self.init(kind: SLUICE_EVENT_EMIT, token: emission.token, at: emission.at, successor: nil, key: emission.key)
     }
 }
 

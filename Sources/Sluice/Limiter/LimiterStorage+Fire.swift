@@ -1,57 +1,49 @@
 import CSluice
 
 /// The storage's side of a manual engine's timers (`ManualEngine.fire`):
-/// the events of a clock advance arrive in batches, recorded in one
-/// specialized loop under the lock the engine holds (the storage's), and
-/// the outbox is delivered with one pass over its buffer.
+/// the emissions of a clock advance arrive in rounds (the core writes them
+/// into the engine's array, `sluice_limiter_advance_into`), recorded in one
+/// specialized loop under the lock the engine holds (the storage's) and the
+/// outbox delivered with one pass over its buffer, or, for an emit-only
+/// limiter with a handler, delivered straight from the array.
 extension LimiterStorage {
-    /// With the lock held: records a batch of events in order, exactly as
-    /// ``recordLocked(_:)`` one at a time, with room in the outbox made once
-    /// for the batch (the sink's `recordManyHeld`).
+    /// With the lock held: records the emissions of a fire round in order,
+    /// exactly as ``recordLocked(_:)`` one at a time, with room in the
+    /// outbox made once for the round (the sink's `recordManyHeld`). A
+    /// timer reports nothing but emissions.
     @inlinable
-    func recordManyLocked(_ events: UnsafeMutablePointer<EngineEvent>, count: Int) {
+    func recordManyLocked(_ emissions: UnsafePointer<sluice_emission_t>, count: Int) {
         guard count > 0 else { return }
         if combine != nil {
-            // A DROP may fold into its successor: the general path.
-            for i in 0..<count { recordLocked(events[i]) }
+            // (the general path; an emission folds into nothing)
+            for i in 0..<count { recordLocked(EngineEvent(emission: emissions[i])) }
             return
         }
-        let observes = observesDrops
-        if compact && !observes {
-            // A compact limiter whose drops nobody observes: every event
-            // gives up one held value (``take(_:)``, counted here for the
-            // batch), only the emissions go out.
+        if compact {
+            // Every emission gives up one held value (``take(_:)``, counted
+            // here for the round); the key and value are in the emission.
             if !emitOnly {
                 if slots.count < count { staleToken() }
                 slots.count &-= count
             }
             outbox.events.appendEach(count) { i -> Event? in
-                let event = events[i]
-                guard event.kind == SLUICE_EVENT_EMIT else { return nil }
+                let emission = emissions[i]
                 return Event(
-                    kind: .emitted, key: Key._sluiceKey(integerIdentity: event.key), value: Self.value(of: event.token),
-                    at: LimiterInstant(nanoseconds: event.at))
+                    kind: .emitted, key: Key._sluiceKey(integerIdentity: emission.key),
+                    value: Self.value(of: emission.token), at: LimiterInstant(nanoseconds: emission.at))
             }
             return
         }
         outbox.events.appendEach(count) { i -> Event? in
-            let event = events[i]
-            let entry = take(event)
-            let at = LimiterInstant(nanoseconds: event.at)
-            switch event.kind {
-            case SLUICE_EVENT_EMIT:
-                return Event(kind: .emitted, key: entry.key, value: entry.value, at: at)
-            case SLUICE_EVENT_DROP:
-                return observes ? Event(kind: .dropped, key: entry.key, value: entry.value, at: at) : nil
-            default:
-                return observes ? Event(kind: .discarded, key: entry.key, value: entry.value, at: at) : nil
-            }
+            let emission = emissions[i]
+            let entry = slots.remove(emission.token)
+            return Event(kind: .emitted, key: entry.key, value: entry.value, at: LimiterInstant(nanoseconds: emission.at))
         }
     }
 
     /// With the lock held, for a manual engine's fire (the sink's
-    /// `claimDirect`): whether the events the engine just collected may skip
-    /// the outbox and be delivered straight from its buffer. Only for an
+    /// `claimDirect`): whether the emissions the engine just collected may
+    /// skip the outbox and be delivered straight from its buffer. Only for an
     /// emit-only limiter (compact, nobody observing drops: recording its
     /// events changes nothing but the outbox) delivering to a handler, open,
     /// with nothing waiting in the outbox and nobody delivering (so these
@@ -66,18 +58,16 @@ extension LimiterStorage {
         return true
     }
 
-    /// Delivers a fire's events straight from the engine's buffer, in order,
-    /// without the lock, after ``claimDirectLocked()`` returned `true`: what
-    /// ``recordManyLocked(_:count:)`` then ``deliverOutbox()`` would hand to
-    /// the handler. The caller finishes with ``deliverOutbox()``.
+    /// Delivers a fire round's emissions straight from the engine's buffer,
+    /// in order, without the lock, after ``claimDirectLocked()`` returned
+    /// `true`: what ``recordManyLocked(_:count:)`` then ``deliverOutbox()``
+    /// would hand to the handler. The caller finishes with ``deliverOutbox()``.
     @inlinable
-    func deliverDirect(_ events: UnsafeMutablePointer<EngineEvent>, count: Int) {
+    func deliverDirect(_ emissions: UnsafePointer<sluice_emission_t>, count: Int) {
         guard let body = delivery.handlerBody else { return }
         for i in 0..<count {
-            let event = events[i]
-            if event.kind == SLUICE_EVENT_EMIT {
-                body(Key._sluiceKey(integerIdentity: event.key), Self.value(of: event.token))
-            }
+            let emission = emissions[i]
+            body(Key._sluiceKey(integerIdentity: emission.key), Self.value(of: emission.token))
         }
     }
 }
