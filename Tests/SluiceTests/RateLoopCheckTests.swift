@@ -194,6 +194,7 @@ struct RateLoopCheckTests {
 
         // Bad costs, the cap, and a closed limiter: the inlined path throws
         // what the engine path throws.
+        #expect(CPolicy.rateMax == 1_000_000_000_000, "check(_:cost:) tests this bound inline, as a literal")
         let capped = try RateLimiter<UInt64>(policy, scheduler: .loop(loop), maxKeys: 3)
         for cost in [0, -1, Int.min, 1_000_000_000_001, Int.max] {
             #expect(throws: LimiterError.outOfRange) { try capped.check(1, cost: cost) }

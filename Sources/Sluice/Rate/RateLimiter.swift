@@ -98,6 +98,10 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     /// nothing. A cost above the burst is never admitted: it is dropped with
     /// ``RateDecision/retryAt`` `nil`.
     ///
+    /// On a loop, the call is inlined into the caller: the key's identity,
+    /// the loop limiter's C call (which reads the clock once) and the
+    /// decision, nothing else; a failure is thrown out of line.
+    ///
     /// - Parameters:
     ///   - key: the key (a client, a tenant, a route, …).
     ///   - cost: the units the call weighs (1 by default), 1 to 10^12.
@@ -107,10 +111,6 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     ///   ``LimiterError/keyTooLong`` for a byte key over 1024 bytes,
     ///   ``LimiterError/full`` for a new key past `maxKeys`,
     ///   ``LimiterError/outOfMemory``, ``LimiterError/closed`` after ``close()``.
-    ///
-    /// On a loop, the call is inlined into the caller: the key's identity,
-    /// the loop limiter's C call (which reads the clock once) and the
-    /// decision, nothing else; a failure is thrown out of line.
     @inlinable @inline(__always)
     public func check(_ key: Key, cost: Int = 1) throws(LimiterError) -> RateDecision {
         // 1 ... 10^12 (CPolicy.rateMax), tested as one unsigned comparison.
