@@ -345,12 +345,14 @@ extension String: LimiterKey {
     ///
     /// - Parameter body: receives `.bytes` of the normalized UTF-8.
     /// - Returns: what `body` returns.
+    @inlinable
     public func withLimiterKeyIdentity<Result>(_ body: (LimiterKeyIdentity) -> Result) -> Result {
         // `withUTF8` lends a native string's storage in place (a bridged
         // string without contiguous UTF-8 is made contiguous once, in the
         // copy). Not `utf8.withContiguousStorageIfAvailable`: its `Result?`
         // made this unspecialized function look up `Optional<Result>`'s
-        // metadata on every call (~900 instructions).
+        // metadata on every call (~900 instructions). Inlinable, with the
+        // ASCII scan: specialized in the caller, no closure layers.
         var copy = self
         return copy.withUTF8 { utf8 in
             isASCII(utf8) ? body(.bytes(UnsafeRawBufferPointer(utf8))) : withNormalizedUTF8(self, body)
@@ -375,7 +377,8 @@ extension Substring: LimiterKey {
 
 /// Whether every byte is below 0x80 (ASCII text is its own NFC form),
 /// eight bytes at a time.
-private func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+@inlinable
+func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
     guard let base = bytes.baseAddress else { return true }
     let count = bytes.count
     var i = 0
@@ -398,7 +401,8 @@ private func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
 ///
 /// NFC grows UTF-8 by at most three times; the normalized bytes are written
 /// into a temporary buffer of that size (on the stack when small).
-private func withNormalizedUTF8<Result>(_ string: String, _ body: (LimiterKeyIdentity) -> Result) -> Result {
+@usableFromInline
+func withNormalizedUTF8<Result>(_ string: String, _ body: (LimiterKeyIdentity) -> Result) -> Result {
     let capacity = string.utf8.count * 3
     // Keys longer than the core's limit are refused anyway; normalize them
     // into an array rather than a large temporary buffer.
