@@ -149,16 +149,19 @@ public struct RateDecision: Hashable, Sendable, CustomStringConvertible {
         self.fullAt = fullAt
     }
 
-    /// From a core decision made at `now`.
+    /// From a core decision made at `now`: `at` is the call's time, never
+    /// before `now`; a drop's `retryAt` is `nil` when never (`SLUICE_NEVER`).
+    /// Inlinable, so that ``RateLimiter/check(_:cost:)``, inlined into its
+    /// caller, builds the decision in place.
+    @inlinable
     init(_ decision: sluice_decision_t, now: UInt64) {
-        let at = max(now, decision.kind == SLUICE_EMITTED ? decision.at : now)
-        self.at = LimiterInstant(nanoseconds: at)
-        fullAt = LimiterInstant(nanoseconds: max(decision.full, at))
-        if decision.kind == SLUICE_EMITTED {
-            outcome = .admitted(remaining: Int(clamping: decision.remaining))
-        } else {
-            outcome = .dropped(retryAt: decision.at == CPolicy.never ? nil : LimiterInstant(nanoseconds: decision.at))
-        }
+        let admitted = decision.kind == SLUICE_EMITTED
+        let at = admitted ? max(now, decision.at) : now
+        self.init(
+            outcome: admitted
+                ? .admitted(remaining: Int(clamping: decision.remaining))
+                : .dropped(retryAt: decision.at == UInt64.max ? nil : LimiterInstant(nanoseconds: decision.at)),
+            at: LimiterInstant(nanoseconds: at), fullAt: LimiterInstant(nanoseconds: max(decision.full, at)))
     }
 
     /// Whether the call was admitted.

@@ -121,7 +121,7 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
         var now: UInt64 = 0
         let rc = key.withCoreKey { loop.submitTimed($0, token: 0, cost: UInt64(cost), into: &decision, at: &now) }
         if rc < 0 { throw Self.failure(rc) }
-        return Self.rateDecision(decision, now: now)
+        return RateDecision(decision, now: now)
     }
 
     /// ``check(_:cost:)`` on an engine other than a loop, and a bad cost.
@@ -140,21 +140,6 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     /// ``check(_:cost:)`` keeps only the call).
     @usableFromInline @inline(never)
     static func failure(_ rc: Int32) -> LimiterError { LimiterError(rawValue: rc) }
-
-    /// A core decision made at `now` as a ``RateDecision`` (what
-    /// `RateDecision.init(_:now:)` does, inlinable): `at` is the call's time,
-    /// never before `now`; a drop's `retryAt` is `nil` when never
-    /// (`SLUICE_NEVER`).
-    @inlinable @inline(__always)
-    static func rateDecision(_ d: sluice_decision_t, now: UInt64) -> RateDecision {
-        let admitted = d.kind == SLUICE_EMITTED
-        let at = admitted ? max(now, d.at) : now
-        return RateDecision(
-            outcome: admitted
-                ? .admitted(remaining: Int(clamping: d.remaining))
-                : .dropped(retryAt: d.at == UInt64.max ? nil : LimiterInstant(nanoseconds: d.at)),
-            at: LimiterInstant(nanoseconds: at), fullAt: LimiterInstant(nanoseconds: max(d.full, at)))
-    }
 
     /// Reads a key's quota now without changing it (for a `RateLimit` header
     /// before the call is made, or a dashboard).
