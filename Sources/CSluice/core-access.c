@@ -28,6 +28,8 @@ uint64_t sluice__hash_u64(const uint64_t seed[2], uint64_t key) { return sluice_
 
 const void *sluice__limiter_hot(const sluice_limiter_t *l) { return &l->now_seen; }
 
+void *sluice__limiter_host_word(sluice_limiter_t *l) { return &l->host_word; }
+
 void sluice__limiter_seed(const sluice_limiter_t *l, uint64_t seed[2]) {
     seed[0] = l->seed[0];
     seed[1] = l->seed[1];

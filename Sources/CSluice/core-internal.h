@@ -59,6 +59,12 @@ uint64_t sluice__hash_u64(const uint64_t seed[2], uint64_t key);
  * an address: never read or written through. */
 const void *sluice__limiter_hot(const sluice_limiter_t *limiter);
 
+/* Eight bytes (8-aligned when the limiter is) in the line every call writes
+ * (sluice__limiter_hot's), which the core never reads or writes: storage
+ * for the embedding layer's own use. The loop layer keeps its shard lock
+ * there, so that taking the lock and making the call touch one line. */
+void *sluice__limiter_host_word(sluice_limiter_t *limiter);
+
 /* Copies the hash seed a limiter uses into `seed`. A limiter created with
  * `fixed_seed` and this seed hashes every key exactly as this one does. */
 void sluice__limiter_seed(const sluice_limiter_t *limiter, uint64_t seed[2]);

@@ -135,6 +135,19 @@ struct sluice__counters {
 const char *sluice__config_check(const sluice_config_t *config, int *code);
 
 struct sluice_limiter {
+    /* What every call writes, first: in the loop layer, whose allocator
+     * aligns the limiter to a cache line, these 48 bytes share one line, so
+     * a call that finds the shard last used on another CPU fetches one line,
+     * not two or three (2 threads on one loop limiter, 1k keys: 1.40x ->
+     * 1.84x the throughput of one). Nothing read-mostly shares the line.
+     *  - host_word: storage the embedding layer owns, never touched by the
+     *    core (sluice__limiter_host_word): the loop layer keeps its shard
+     *    lock there;
+     *  - now_seen, and the decision counters (count.decided). */
+    uint64_t host_word;
+    uint64_t now_seen;
+    struct sluice__counters count;
+
     /* policy, normalised by its setup() */
     const struct sluice__policy_ops *ops;
     uint8_t kind;
@@ -175,9 +188,6 @@ struct sluice_limiter {
     struct sluice__wheel_arena arena;
     struct sluice__wheel wheel;
     struct sluice__mem mem;
-
-    uint64_t now_seen;
-    struct sluice__counters count;
 
     int depth;           /* nesting of public calls (callbacks re-enter) */
     bool closed;         /* close() done */

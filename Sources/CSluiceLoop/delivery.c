@@ -95,14 +95,14 @@ static void teardown(struct sluice_mt *m);
 
 /* Takes a shard's queued events, or returns false when it has none. */
 static bool take_outbox(struct sluice_mt *m, struct shard *s, struct outbox *batch) {
-    sluice__lock(&s->mu);
+    sluice__lock(s->lk);
     if (s->out.n == 0) {
-        sluice__unlock(&s->mu);
+        sluice__unlock(s->lk);
         return false;
     }
     *batch = s->out;
     s->out = m->spare;
-    sluice__unlock(&s->mu);
+    sluice__unlock(s->lk);
     return true;
 }
 
@@ -191,9 +191,9 @@ static bool tidy_one(struct sluice_mt *m) {
         if (!s->tidy) continue;
         if (done) return true;
         s->tidy = false;
-        sluice__lock(&s->mu);
+        sluice__lock(s->lk);
         sluice__limiter_tidy(s->core);
-        sluice__unlock(&s->mu);
+        sluice__unlock(s->lk);
         done = true;
     }
     return false;
@@ -221,12 +221,12 @@ static void on_loop_event(evutil_socket_t fd, short what, void *arg) {
             more = true;
             break;
         }
-        sluice__lock(&s->mu);
+        sluice__lock(s->lk);
         sluice__limiter_defer_tidy(s->core, true);
         budget -= sluice__shard_advance(m, s, now, budget, &stalled);
         if (sluice__limiter_defer_tidy(s->core, false)) s->tidy = true;
         if (budget == 0 && atomic_load_explicit(&s->next, memory_order_relaxed) <= now) more = true;
-        sluice__unlock(&s->mu);
+        sluice__unlock(s->lk);
     }
     if (more) atomic_fetch_add_explicit(&m->budget_passes, 1, memory_order_relaxed);
     if (deliver(m)) return;
@@ -261,11 +261,11 @@ static void teardown(struct sluice_mt *m) {
      * or held while the callback runs). */
     for (unsigned i = 0; i < m->nshards; i++) {
         struct shard *s = sluice__shard_at(m, i);
-        sluice__lock(&s->mu); /* orders us after every earlier holder */
+        sluice__lock(s->lk); /* orders us after every earlier holder */
         s->direct = true;
         sluice_limiter_t *core = s->core;
         s->core = NULL;
-        sluice__unlock(&s->mu);
+        sluice__unlock(s->lk);
         sluice_limiter_free(core);
     }
     sluice_loop_t *loop = m->loop;

@@ -178,9 +178,14 @@ void sluice__mt_release(const struct sluice_mt *m, void *p, size_t size);
  * Linux, a pthread mutex of 40 elsewhere), the outbox's counts on the
  * second; what only the live-key cap, teardown or stats use comes after. */
 struct shard {
+    /* The shard's lock: `lk`. With the futex lock it lives in the core's
+     * host word (sluice__limiter_host_word), in the line every call writes
+     * anyway, so a call moves one line between CPUs, not two; `mu` is only
+     * the lock until the core exists, and the pthread mutex elsewhere. */
+    sluice__lock_t *lk;
     sluice__lock_t mu;
     sluice_limiter_t *core;
-    _Atomic uint64_t next; /* the core's next deadline, written under mu */
+    _Atomic uint64_t next; /* the core's next deadline, written under lk */
     size_t max_keylen;     /* longest byte key submitted to this shard: bounds an event's bytes */
     struct outbox out;
     struct sluice_mt *m;

@@ -135,9 +135,9 @@ static unsigned round_pow2(unsigned n) {
 void sluice__mt_destroy(struct sluice_mt *m, unsigned built) {
     for (unsigned i = 0; i < built; i++) {
         struct shard *s = sluice__shard_at(m, i);
+        sluice__lock_destroy(&s->mu); /* (s->lk, when in the core, needs no destroying) */
         if (s->core) sluice_limiter_free(s->core);
         sluice__outbox_release(m, &s->out);
-        sluice__lock_destroy(&s->mu);
     }
     sluice__outbox_release(m, &m->spare);
     if (m->shards_raw) sluice__mt_release(m, m->shards_raw, m->shards_raw_size);
@@ -226,6 +226,7 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
             sluice__mt_destroy(m, i);
             return SLUICE_ENOMEM;
         }
+        s->lk = &s->mu;
         cc.user = s;
         rc = sluice_limiter_new(&s->core, &cc);
         if (rc) {
@@ -233,6 +234,15 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
             return rc;
         }
         s->hot = sluice__limiter_hot(s->core);
+#if defined(SLM_FUTEX_LOCK)
+        /* The futex word moves into the line every call writes (the core's,
+         * line-aligned by line_alloc): one line to fetch per call. Nobody
+         * holds the lock yet. */
+        _Static_assert(sizeof(sluice__lock_t) <= sizeof(uint64_t) && _Alignof(sluice__lock_t) <= _Alignof(uint64_t),
+                       "the shard lock fits the core's host word");
+        s->lk = sluice__limiter_host_word(s->core);
+        sluice__lock_init(s->lk);
+#endif
         if (i > 0 && !config->fixed_seed) { /* each shard's SipHash fallback keyed apart */
             rc = sluice__limiter_redraw_strong_key(s->core);
             if (rc) {
@@ -325,7 +335,7 @@ static bool sweep_others(struct sluice_mt *m, const struct shard *own, uint64_t 
         struct shard *o = sluice__shard_at(m, i);
         if (o == own) continue;
         uint64_t next = UINT64_MAX;
-        sluice__lock(&o->mu);
+        sluice__lock(o->lk);
         if (atomic_load_explicit(&m->state, memory_order_acquire) == MT_OPEN && o->core) {
             uint64_t had = o->charged;
             size_t before = o->out.n;
@@ -338,7 +348,7 @@ static bool sweep_others(struct sluice_mt *m, const struct shard *own, uint64_t 
             if (o->out.n != before) *queued = true;
             next = sluice__shard_publish_next(o);
         }
-        sluice__unlock(&o->mu);
+        sluice__unlock(o->lk);
         if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
     }
     return freed;
@@ -371,9 +381,9 @@ static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_
         if (sluice__key_is_live(s->core, k)) return 0;
         if (!budget_take(m)) {
             if (m->nshards > 1) {
-                sluice__unlock(&s->mu);
+                sluice__unlock(s->lk);
                 bool freed = sweep_others(m, s, now, unlocked);
-                sluice__lock(&s->mu);
+                sluice__lock(s->lk);
                 *unlocked = true;
                 if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
                 /* the shard moved meanwhile: its outbox may have been
@@ -464,11 +474,11 @@ static inline void prefetch_w(const void *p) {
 MT_HOT int key_call_prepared(struct sluice_mt *m, const sluice__pkey_t *k, const struct call *c) {
     struct shard *s = sluice__shard_at(m, (unsigned)k->hash & m->mask);
     int rc;
-    /* The two lines every call writes, the shard's lock and the core's
-     * clock and counters, were often last written by another thread's call
-     * on this shard: ask for both now, so that they travel while the clock
-     * is read, rather than one after the other under the lock. */
-    prefetch_w(&s->mu);
+    /* The line every call writes, the core's clock and counters with the
+     * shard's lock (s->lk, on Linux), was often last written by another
+     * thread's call on this shard: ask for it now, so that it travels while
+     * the clock is read rather than under the lock. */
+    prefetch_w(s->lk);
     prefetch_w(s->hot);
     /* The clock is read before the lock, to keep the critical section short;
      * a time older than one the shard has seen counts as that later one. A
@@ -479,13 +489,13 @@ MT_HOT int key_call_prepared(struct sluice_mt *m, const sluice__pkey_t *k, const
         if (c->now > now && c->now - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
         now = c->now;
     }
-    sluice__lock(&s->mu);
+    sluice__lock(s->lk);
     size_t before = s->out.n;
     bool unlocked = false; /* at the cap: released while other shards were swept */
     rc = shard_call_locked(m, s, k, c, now, &unlocked);
     uint64_t next = sluice__shard_publish_next(s);
     bool produced = s->out.n != before || unlocked;
-    sluice__unlock(&s->mu);
+    sluice__unlock(s->lk);
     if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
     if (produced) sluice__mt_deliver_or_wake(m); /* m may be gone afterwards (a free from a callback) */
     return rc;
@@ -566,7 +576,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
                 last = i + 1;
                 while (last < g && !krc[last] && shard_of[last] == si) last++;
             }
-            sluice__lock(&s->mu);
+            sluice__lock(s->lk);
             for (size_t j = i; j < last; j++)
                 if (!done[j] && !krc[j] && shard_of[j] == si) sluice__prefetch_prepared(s->core, &k[j], 0);
             for (size_t j = i; j < last; j++)
@@ -588,7 +598,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             }
             uint64_t next = sluice__shard_publish_next(s);
             if (s->out.n != before || unlocked) produced = true;
-            sluice__unlock(&s->mu);
+            sluice__unlock(s->lk);
             if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
         }
     }
@@ -682,11 +692,11 @@ static int quota_call(sluice_mt_t *m, sluice_key_t key, uint64_t cost, bool have
         if (at > now && at - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
         now = at;
     }
-    sluice__lock(&s->mu);
+    sluice__lock(s->lk);
     /* A read: the shard's core hashes the key again (same seed) and changes
      * nothing, so no event, deadline or key count moves. */
     rc = sluice_limiter_quota(s->core, key, cost, now, out);
-    sluice__unlock(&s->mu);
+    sluice__unlock(s->lk);
     return rc;
 }
 
@@ -703,7 +713,7 @@ int sluice_mt_quota_at(sluice_mt_t *m, sluice_key_t key, uint64_t cost, uint64_t
 int sluice_mt_close(sluice_mt_t *m, sluice_close_mode_t mode) {
     if (!m || (mode != SLUICE_CLOSE_DRAIN && mode != SLUICE_CLOSE_DISCARD)) return SLUICE_EINVAL;
     if (atomic_load(&m->state) != MT_OPEN) return SLUICE_ECLOSED;
-    for (unsigned i = 0; i < m->nshards; i++) sluice__lock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = 0; i < m->nshards; i++) sluice__lock(sluice__shard_at(m, i)->lk);
     int rc = 0;
     bool produced = false;
     if (atomic_load(&m->state) != MT_OPEN) {
@@ -735,7 +745,7 @@ int sluice_mt_close(sluice_mt_t *m, sluice_close_mode_t mode) {
             }
         }
     }
-    for (unsigned i = m->nshards; i-- > 0;) sluice__unlock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = m->nshards; i-- > 0;) sluice__unlock(sluice__shard_at(m, i)->lk);
     if (produced) sluice__mt_deliver_or_wake(m);
     return rc;
 }
@@ -762,21 +772,21 @@ int sluice_mt_stats(sluice_mt_t *m, sluice_mt_stats_t *out) {
     /* The live keys at one instant: every shard locked at once (in order,
      * as close does), for a count that can be compared with max_keys (a sum
      * taken shard by shard could count a key that moved twice). */
-    for (unsigned i = 0; i < m->nshards; i++) sluice__lock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = 0; i < m->nshards; i++) sluice__lock(sluice__shard_at(m, i)->lk);
     for (unsigned i = 0; i < m->nshards; i++) {
         const struct shard *s = sluice__shard_at(m, i);
         if (s->core) out->core.live_keys += sluice__limiter_live(s->core);
     }
-    for (unsigned i = m->nshards; i-- > 0;) sluice__unlock(&sluice__shard_at(m, i)->mu);
+    for (unsigned i = m->nshards; i-- > 0;) sluice__unlock(sluice__shard_at(m, i)->lk);
     for (unsigned i = 0; i < m->nshards; i++) {
         struct shard *s = sluice__shard_at(m, i);
         sluice_stats_t st;
-        sluice__lock(&s->mu);
+        sluice__lock(s->lk);
         int rc = s->core ? sluice_limiter_stats(s->core, &st) : SLUICE_ECLOSED;
         out->core.memory_bytes += s->out.cap * sizeof(struct ob_rec) + s->out.capb;
         out->core.full_refusals += s->full_refusals;
         out->events_queued += s->out.n; /* counted per shard: no counter shared by the callers */
-        sluice__unlock(&s->mu);
+        sluice__unlock(s->lk);
         if (rc == 0) add_stats(&out->core, &st);
     }
     out->core.memory_bytes += sizeof *m + m->shards_raw_size;
