@@ -86,15 +86,6 @@ struct sluice__wheel {
     uint64_t count;        /* armed nodes, in slots, overflow or expired */
     uint64_t occ[SLUICE__WHEEL_LEVELS];
     struct sluice__wheel_link heads[SLUICE__WHEEL_HEADS];
-    /* By slot (head number below SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS),
-     * while the slot is occupied: a lower bound of its nodes' expiry ticks
-     * (the least tick placed there since it was last empty; a node moved
-     * later or removed leaves it lower than needed). sluice__wheel_next()
-     * reports it instead of a coarse slot's start, so that a caller stepping
-     * from deadline to deadline (a manual clock) reaches a burst's tick in
-     * one step: its nodes are then due when their slot is reached, instead
-     * of cascading down a level first. */
-    uint64_t slot_min[SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS];
 };
 
 static inline struct sluice__wheel_node *sluice__wheel_node_at(const struct sluice__wheel_arena *a, uint32_t i) {
@@ -145,45 +136,14 @@ void sluice__wheel_advance(struct sluice__wheel *w, uint64_t now_ns);
  * Returns SLUICE__WHEEL_NONE when nothing is due at the wheel's current time. */
 uint32_t sluice__wheel_pop(struct sluice__wheel *w);
 
-static inline unsigned sluice__wheel_ctz64(uint64_t x) { /* x != 0 */
-#if defined(__GNUC__) || defined(__clang__)
-    return (unsigned)__builtin_ctzll(x);
-#else
-    unsigned n = 0;
-    while (!(x & 1)) {
-        x >>= 1;
-        n++;
-    }
-    return n;
-#endif
-}
-
 /* A lower bound of the time (ns) when sluice__wheel_advance + sluice__wheel_pop next find work:
- * cur_ns if the expired list is not empty, UINT64_MAX if nothing is armed, else
- * the later of the first slot's start and its slot_min (so never later than
- * the first expiry). O(levels). */
+ * cur_ns if the expired list is not empty, UINT64_MAX if nothing is armed. */
 static inline uint64_t sluice__wheel_next(const struct sluice__wheel *w) {
     if (w->count == 0) return UINT64_MAX;
-    uint64_t nt = w->next_tick;
-    if (nt == UINT64_MAX) return UINT64_MAX;
-    if (nt > w->curtick) {
-        /* Nothing waits on the expired list: the first occupied slot of the
-         * lowest occupied level is reached first (wheel.c, refresh_next),
-         * and nothing in it expires before its slot_min. */
-        for (unsigned level = 0; level < SLUICE__WHEEL_LEVELS; level++) {
-            uint64_t o = w->occ[level];
-            if (!o) continue;
-            unsigned s = sluice__wheel_ctz64(o);
-            uint64_t m = w->slot_min[level * SLUICE__WHEEL_SLOTS + s];
-            /* (at the end of time the slot's start stays: a time that
-             * saturates would read as "nothing armed") */
-            if (m > nt && m < UINT64_MAX / w->tick_ns) nt = m;
-            break;
-        }
-    }
-    /* saturating nt * tick_ns */
-    if (nt > UINT64_MAX / w->tick_ns) return UINT64_MAX;
-    return nt * w->tick_ns;
+    if (w->next_tick == UINT64_MAX) return UINT64_MAX;
+    /* saturating next_tick * tick_ns */
+    if (w->next_tick > UINT64_MAX / w->tick_ns) return UINT64_MAX;
+    return w->next_tick * w->tick_ns;
 }
 
 /* The caller has copied a record (with its node) to index `to`; re-points the

@@ -198,9 +198,7 @@ static inline void place(struct sluice__wheel *w, uint32_t i, struct sluice__whe
             unsigned sh = DIGIT_SHIFT(level);
             unsigned s = (unsigned)(e >> sh) & (SLUICE__WHEEL_SLOTS - 1);
             h = level * SLUICE__WHEEL_SLOTS + s;
-            uint64_t bit = UINT64_C(1) << s;
-            if (!(w->occ[level] & bit) || e < w->slot_min[h]) w->slot_min[h] = e;
-            w->occ[level] |= bit;
+            w->occ[level] |= UINT64_C(1) << s;
             start = e & ~((UINT64_C(1) << sh) - 1);
         } else {
             h = SLUICE__WHEEL_HEAD_OVERFLOW;
@@ -367,16 +365,13 @@ static void cascade(struct sluice__wheel *w, uint32_t i, struct sluice__wheel_no
     uint32_t last = i;
     struct sluice__wheel_node *ln = n;
     uint32_t x = n->link.next;
-    uint64_t least = n->deadline; /* the run's earliest deadline (slot_min) */
     /* lo < D <= hi as one unsigned test: D - (lo + 1) <= hi - (lo + 1).
      * (n's own deadline is in the span, so lo < hi; a saturated lo would
      * leave no deadline above it.) */
     const uint64_t first = lo + 1, span = hi - first;
     while (x < SLUICE__WHEEL_HEAD_BASE && lo != UINT64_MAX) {
         struct sluice__wheel_node *xn = sluice__wheel_node_at(w->arena, x);
-        uint64_t d = xn->deadline;
-        if (d - first > span) break;
-        if (d < least) least = d;
+        if (xn->deadline - first > span) break;
         last = x;
         ln = xn;
         x = xn->link.next;
@@ -392,9 +387,7 @@ static void cascade(struct sluice__wheel *w, uint32_t i, struct sluice__wheel_no
     link_of(w, tail)->next = i;
     ln->link.next = SLUICE__WHEEL_HEAD_BASE + h;
     hd->prev = last;
-    const uint64_t bit = UINT64_C(1) << s, emin = least == n->deadline ? e : expiry_tick(w, least);
-    if (!(w->occ[level] & bit) || emin < w->slot_min[h]) w->slot_min[h] = emin;
-    w->occ[level] |= bit;
+    w->occ[level] |= UINT64_C(1) << s;
     if (start < w->next_tick) w->next_tick = start;
 }
 
@@ -499,10 +492,6 @@ int sluice__wheel_check(const struct sluice__wheel *w) {
                 FAIL("list %u: node %u prev %#x, expected %#x", h, cur, n->link.prev, prev);
             uint64_t e = n->deadline / t + (n->deadline % t != 0); /* independent of recip */
             if (h < WHEEL_HEADS) {
-                if (w->slot_min[h] > e)
-                    FAIL("node %u (deadline %llu, E %llu) in level %u slot %u is before the slot's least tick %llu",
-                            cur, (unsigned long long)n->deadline, (unsigned long long)e, level, slot,
-                            (unsigned long long)w->slot_min[h]);
                 if (slot_start > e)
                     FAIL("node %u (deadline %llu, E %llu) sits in level %u slot %u starting at tick %llu: "
                             "reached late",
