@@ -45,19 +45,9 @@
 #define TEST_NAME "test_advance_into"
 #define SCENARIO_SEED 0xad7a4ce1ULL
 #include "support/scenario.h"
+#include "support/event_copy.h"
 
 /* ------------------------------------------------------------------ event logs */
-
-struct ev {
-    int kind;
-    bool is_u64;
-    uint64_t u64;
-    char bytes[24];
-    size_t len;
-    uint64_t token, at;
-    bool has_successor;
-    uint64_t successor;
-};
 
 struct side {
     struct ev *v;
@@ -84,19 +74,7 @@ static void on_event(void *user, const sluice_event_t *e) {
           s->name, (int)e->kind, e->token);
     CHECK(!s->emit_only || e->kind == SLUICE_EVENT_EMIT, "%s: emit_only limiter reported kind %d", s->name,
           (int)e->kind);
-    struct ev *r = push(s);
-    r->kind = (int)e->kind;
-    r->is_u64 = e->key.kind == SLUICE_KEY_U64;
-    r->u64 = e->key.u64;
-    if (!r->is_u64) {
-        CHECK(e->key.len <= sizeof r->bytes, "unexpected key length %zu", e->key.len);
-        r->len = e->key.len;
-        if (e->key.len) memcpy(r->bytes, e->key.bytes, e->key.len);
-    }
-    r->token = e->token;
-    r->at = e->at;
-    r->has_successor = e->has_successor;
-    r->successor = e->successor;
+    ev_copy(push(s), e);
 }
 
 /* ------------------------------------------------------------------ keys and tokens */
@@ -124,6 +102,17 @@ static uint64_t new_token(unsigned key) {
     }
     g_token_key[t] = key;
     return t;
+}
+
+/* The same call on A and B (a new token for key k): the same result and
+ * decision on both. */
+static void submit_both(sluice_limiter_t *la, sluice_limiter_t *lb, unsigned k, uint64_t now, const char *what) {
+    uint64_t tok = new_token(k);
+    sluice_decision_t da, db;
+    int ra = sluice_limiter_submit(la, key_of(k), tok, now, &da);
+    int rb = sluice_limiter_submit(lb, key_of(k), tok, now, &db);
+    CHECK(ra == rb, "%s: %d vs %d", what, ra, rb);
+    if (ra == 0) CHECK(da.kind == db.kind && da.at == db.at, "%s: decisions differ", what);
 }
 
 /* Appends B's emissions to its log as the EMIT events they stand for,
@@ -302,13 +291,7 @@ static void scenario(unsigned iter) {
         }
         unsigned calls = (unsigned)rndn(12);
         for (unsigned c = 0; c < calls; c++) {
-            unsigned k = (unsigned)rndn(hot);
-            uint64_t tok = new_token(k);
-            sluice_decision_t da, db;
-            int ra = sluice_limiter_submit(la, key_of(k), tok, now, &da);
-            int rb = sluice_limiter_submit(lb, key_of(k), tok, now, &db);
-            CHECK(ra == rb, "submit: %d vs %d", ra, rb);
-            if (ra == 0) CHECK(da.kind == db.kind && da.at == db.at, "submit decisions differ");
+            submit_both(la, lb, (unsigned)rndn(hot), now, "submit");
         }
         if (rndn(6) == 0) {
             unsigned k = (unsigned)rndn(hot);
@@ -338,12 +321,7 @@ static void scenario(unsigned iter) {
             if ((count == cap || (bound && (size_t)nb == bound)) && rndn(2) == 0) {
                 /* B stopped early: what is left stays due, and a call on a key
                  * fires its due timer first, through the callback, on both */
-                unsigned k = (unsigned)rndn(hot);
-                uint64_t tok = new_token(k);
-                sluice_decision_t da, db;
-                int ra = sluice_limiter_submit(la, key_of(k), tok, to, &da);
-                int rb = sluice_limiter_submit(lb, key_of(k), tok, to, &db);
-                CHECK(ra == rb, "submit after a full array: %d vs %d", ra, rb);
+                submit_both(la, lb, (unsigned)rndn(hot), to, "submit after a full array");
                 g_after_full++;
                 same_state(la, lb, &a, &b, "a call after a full array");
             }

@@ -37,22 +37,12 @@
 #include <inttypes.h>
 
 #include "support/check.h"
+#include "support/event_copy.h"
 /* internals: sluice__table_use_strong_hash(), to run the emit_only and
  * submit_u64 paths on an index switched to SipHash */
 #include "limiter-internal.h"
 
 /* ------------------------------------------------------------------ event logs */
-
-struct ev {
-    int kind;
-    bool is_u64;
-    uint64_t u64;
-    char bytes[16];
-    size_t len;
-    uint64_t token, at;
-    bool has_successor;
-    uint64_t successor;
-};
 
 struct log {
     struct ev *v;
@@ -66,20 +56,7 @@ static void log_push(struct log *g, const sluice_event_t *e) {
         g->v = realloc(g->v, g->cap * sizeof *g->v);
         CHECK(g->v != NULL, "out of memory");
     }
-    struct ev *r = &g->v[g->n++];
-    memset(r, 0, sizeof *r);
-    r->kind = (int)e->kind;
-    r->is_u64 = e->key.kind == SLUICE_KEY_U64;
-    r->u64 = e->key.u64;
-    if (!r->is_u64) {
-        CHECK(e->key.len <= sizeof r->bytes, "unexpected key length %zu", e->key.len);
-        r->len = e->key.len;
-        if (e->key.len) memcpy(r->bytes, e->key.bytes, e->key.len);
-    }
-    r->token = e->token;
-    r->at = e->at;
-    r->has_successor = e->has_successor;
-    r->successor = e->successor;
+    ev_copy(&g->v[g->n++], e);
 }
 
 static void on_event(void *user, const sluice_event_t *e) {

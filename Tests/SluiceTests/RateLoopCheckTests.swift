@@ -35,28 +35,15 @@ struct RateLoopCheckTests {
         var cost: Int
     }
 
-    /// splitmix64: a repeatable sequence from a seed.
-    struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-    }
-
     static func calls(seed: UInt64, count: Int, keys: Int) -> [Call] {
-        var random = Random(state: seed)
+        var random = SeededRandom(state: seed)  // (DifferentialSupport.swift)
         return (0..<count).map { _ in
-            let r = random.below(100)
+            let r = random.next(100)
             // Mostly cost 1; some 2 and 3; some above the burst (never
             // admitted); a few out of range (0, negative, above 10^12).
             let cost =
                 r < 70 ? 1 : r < 80 ? 2 : r < 88 ? 3 : r < 93 ? 7 : r < 95 ? 0 : r < 97 ? -5 : 1_000_000_000_001
-            return Call(key: random.below(keys), cost: cost)
+            return Call(key: random.next(keys), cost: cost)
         }
     }
 
