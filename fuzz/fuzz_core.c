@@ -6,7 +6,7 @@
  * short and long byte keys, so key copies are allocated), an allocation
  * fault schedule (a 64-bit mask over the first 64 allocation attempts, and
  * optionally every Nth attempt after that), a sequence of operations
- * (submit / flush / cancel / pending / advance / close / free / bad keys /
+ * (submit / flush / cancel / pending / advance, also into an array / close / free / bad keys /
  * bad arguments), and a script of calls to make from inside event callbacks
  * (submit, cancel, flush, pending, advance, close, free — nested up to 4
  * deep).
@@ -224,6 +224,23 @@ static void on_event(void *user, const sluice_event_t *e) {
     }
 }
 
+/* An emission written by sluice_limiter_advance_into(), checked as on_event
+ * checks an event: a token held for its key (an integer key's value is in
+ * the emission; a byte key's is 0), emitted once, not in the future. */
+static void emitted_into(ctx_t *c, const sluice_emission_t *m) {
+    REQUIRE(m->token >= 1 && m->token <= c->ntok, "emission of unknown token %" PRIu64, m->token);
+    int k = c->tokkey[m->token];
+    const keydef_t *d = &c->keys[k];
+    REQUIRE(m->key == (d->kind == SLUICE_KEY_U64 ? d->u64 : 0), "token %" PRIu64 " emitted with key %" PRIu64,
+            m->token, m->key);
+    /* (from a callback of the token's own submit: emitted before its decision returns, as on_event allows) */
+    uint8_t *st = &c->tok[m->token];
+    if (*st == T_HELD) *st = T_DONE;
+    else if (*st == T_IN_FLIGHT) *st = T_EARLY;
+    else finding("token %" PRIu64 " emitted in state %d (twice, or never taken)", m->token, *st);
+    REQUIRE(m->at <= c->now, "emission at %" PRIu64 " after the latest time %" PRIu64, m->at, c->now);
+}
+
 static void do_submit(ctx_t *c, int k, uint64_t t, uint64_t cost) {
     if (c->ntok + 1 >= MAXTOK) return;
     uint64_t tok = ++c->ntok;
@@ -300,8 +317,19 @@ static void run_op(ctx_t *c, uint8_t op, uint8_t arg, uint64_t t) {
     case 5: expect_rc(c, "cancel", sluice_limiter_cancel(c->l, key_of(c, k), t), was, false, false); break;
     case 6: expect_rc(c, "pending", sluice_limiter_pending(c->l, key_of(c, k), t), was, false, false); break;
     case 7: {
-        int64_t n = sluice_limiter_advance(c->l, t, arg & 0x10 ? (size_t)(arg >> 5) + 1 : 0);
-        expect_rc(c, "advance", n < 0 ? (int)n : 0, was, false, false);
+        size_t bound = arg & 0x10 ? (size_t)(arg >> 5) + 1 : 0;
+        if (arg & 0x08) { /* into an array of 1 to 8: no callback during the call */
+            sluice_emission_t out[8];
+            size_t cap = (size_t)(arg & 7) + 1, count = 99;
+            int64_t n = sluice_limiter_advance_into(c->l, t, bound, out, cap, &count);
+            expect_rc(c, "advance_into", n < 0 ? (int)n : 0, was, false, false);
+            REQUIRE(n < 0 ? count == 0 : count <= cap && count <= (uint64_t)n,
+                    "advance_into: %zu emissions for %" PRId64 " timers, capacity %zu", count, n, cap);
+            for (size_t i = 0; i < count; i++) emitted_into(c, &out[i]);
+        } else {
+            int64_t n = sluice_limiter_advance(c->l, t, bound);
+            expect_rc(c, "advance", n < 0 ? (int)n : 0, was, false, false);
+        }
         break;
     }
     case 8: {
