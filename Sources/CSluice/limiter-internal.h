@@ -139,7 +139,7 @@ struct sluice_limiter {
      * aligns the limiter to a cache line, these 48 bytes share one line, so
      * a call that finds the shard last used on another CPU fetches one line,
      * not two or three (2 threads on one loop limiter, 1k keys: 1.40x ->
-     * 1.84x the throughput of one). Nothing read-mostly shares the line.
+     * 1.80x the throughput of one). Nothing read-mostly shares the line.
      *  - host_word: storage the embedding layer owns, never touched by the
      *    core (sluice__limiter_host_word): the loop layer keeps its shard
      *    lock there;
