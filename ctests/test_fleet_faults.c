@@ -149,6 +149,16 @@ int main(void) {
     pid_t okserver = fake_server(1, &ok_port);
     test_redis_t redis;
     tf_start_redis(&redis);
+    {
+        /* the helper itself: a second server on a port another one holds must
+         * not count as started because the first one answers there */
+        test_redis_t twin;
+        memset(&twin, 0, sizeof twin);
+        CHECK(test_redis_start(&twin, redis.port) == -1 && twin.pid == 0, "a taken port counted as started");
+        test_redis_stop(&twin);
+        int a = test_free_port(), b = test_free_port();
+        CHECK(a > 0 && b > 0 && a != redis.port && b != redis.port, "free ports %d %d", a, b);
+    }
     base = event_base_new();
     CHECK(base, "event_base_new");
 

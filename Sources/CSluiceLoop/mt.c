@@ -477,9 +477,12 @@ MT_HOT int key_call_prepared(struct sluice_mt *m, const sluice__pkey_t *k, const
     /* The line every call writes, the core's clock and counters with the
      * shard's lock (s->lk, on Linux), was often last written by another
      * thread's call on this shard: ask for it now, so that it travels while
-     * the clock is read rather than under the lock. */
-    prefetch_w(s->lk);
+     * the clock is read rather than under the lock. With the futex lock the
+     * lock word is in that line: one hint is enough. */
     prefetch_w(s->hot);
+#if !defined(SLM_FUTEX_LOCK)
+    prefetch_w(s->lk);
+#endif
     /* The clock is read before the lock, to keep the critical section short;
      * a time older than one the shard has seen counts as that later one. A
      * time given by the caller may not run ahead of the clock: the shard's

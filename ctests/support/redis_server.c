@@ -52,7 +52,57 @@ bool test_redis_available(void) {
     return false;
 }
 
+/* The kernel's range for outgoing connections' local ports, or the default. */
+static void ephemeral_range(int *lo, int *hi) {
+    *lo = 32768;
+    *hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        int a, b;
+        if (fscanf(f, "%d %d", &a, &b) == 2 && a > 0 && b >= a) {
+            *lo = a;
+            *hi = b;
+        }
+        fclose(f);
+    }
+}
+
+static bool port_bindable(int port) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return false;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    bool ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+/* A port from bind(0) lies in the range the kernel also gives outgoing
+ * connections, so any connect() in a parallel test could take it as its local
+ * port before the server binds it (a CI run lost a server that way). The port
+ * is drawn at random outside that range instead, and checked to be free. */
 int test_free_port(void) {
+    int lo, hi;
+    ephemeral_range(&lo, &hi);
+    /* the larger of the gaps below and above the range, within 10000..65535 */
+    int below_lo = 10000, below_hi = lo - 1, above_lo = hi + 1, above_hi = 65535;
+    bool below = below_hi - below_lo >= above_hi - above_lo;
+    int from = below ? below_lo : above_lo, to = below ? below_hi : above_hi;
+    if (to - from < 100) { /* no room outside it: take bind(0)'s choice */
+        from = 0;
+        to = -1;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
+    for (int i = 0; i < 200 && to >= from; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int port = from + (int)((seed >> 8) % (unsigned)(to - from + 1));
+        if (port_bindable(port)) return port;
+    }
     int s = socket(AF_INET, SOCK_STREAM, 0);
     if (s < 0) return -1;
     struct sockaddr_in a;
@@ -109,24 +159,46 @@ static void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-int test_redis_start(test_redis_t *r, int port) {
-    if (!test_redis_available()) {
-        fprintf(stderr, "redis-server not found (set SLUICE_REDIS_SERVER or install redis-server)\n");
+/* The process id of the server answering on `port` (from INFO server), or -1
+ * when none answers. A PONG alone could come from another test's server that
+ * holds the port; the id says whether it is ours. */
+static long answering_pid(int port) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return -1;
+    struct timeval tv = { 5, 0 };
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    static const char cmd[] = "INFO server\r\n";
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0 || write(s, cmd, sizeof cmd - 1) != (ssize_t)(sizeof cmd - 1)) {
+        close(s);
         return -1;
     }
-    if (port == 0) port = test_free_port();
-    if (port <= 0) {
-        fprintf(stderr, "no free port\n");
-        return -1;
-    }
-    if (r->dir[0] == '\0') {
-        snprintf(r->dir, sizeof r->dir, "/tmp/sluice-redis-XXXXXX");
-        if (!mkdtemp(r->dir)) {
-            fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
-            r->dir[0] = '\0';
-            return -1;
+    char buf[8192];
+    size_t n = 0;
+    long pid = -1;
+    while (n < sizeof buf - 1) {
+        ssize_t k = read(s, buf + n, sizeof buf - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+        buf[n] = '\0';
+        const char *p = strstr(buf, "process_id:");
+        if (p && strchr(p, '\n')) {
+            pid = strtol(p + strlen("process_id:"), NULL, 10);
+            break;
         }
     }
+    close(s);
+    return pid;
+}
+
+/* One start on `port`: 0 when our server answers, 1 when it exited at start
+ * (the port was taken: worth another port), -1 on any other failure. */
+static int start_once(test_redis_t *r, int port) {
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", port);
     pid_t parent = getpid();
@@ -152,18 +224,42 @@ int test_redis_start(test_redis_t *r, int port) {
     r->pid = pid;
     r->port = port;
     for (int i = 0; i < 3000; i++) { /* up to 30 s: a loaded machine can be slow to start it */
-        char out[64];
-        if (test_redis_command(port, "PING", out, sizeof out) == 0 && strncmp(out, "+PONG", 5) == 0) return 0;
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {
             fprintf(stderr, "redis-server exited at start (port %d)\n", port);
             r->pid = 0;
-            return -1;
+            return 1;
         }
+        if (answering_pid(port) == (long)pid) return 0;
         sleep_ms(10);
     }
-    fprintf(stderr, "redis-server did not answer PING on port %d\n", port);
+    fprintf(stderr, "redis-server did not answer on port %d\n", port);
     test_redis_stop(r);
+    return -1;
+}
+
+int test_redis_start(test_redis_t *r, int port) {
+    if (!test_redis_available()) {
+        fprintf(stderr, "redis-server not found (set SLUICE_REDIS_SERVER or install redis-server)\n");
+        return -1;
+    }
+    if (r->dir[0] == '\0') {
+        snprintf(r->dir, sizeof r->dir, "/tmp/sluice-redis-XXXXXX");
+        if (!mkdtemp(r->dir)) {
+            fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+            r->dir[0] = '\0';
+            return -1;
+        }
+    }
+    if (port != 0) return start_once(r, port) == 0 ? 0 : -1;
+    /* a free port can still be taken before the server binds it: another one */
+    for (int attempt = 0; attempt < 10; attempt++) {
+        int p = test_free_port();
+        if (p <= 0) break;
+        int rc = start_once(r, p);
+        if (rc <= 0) return rc;
+    }
+    fprintf(stderr, "no free port for redis-server\n");
     return -1;
 }
 
