@@ -31,6 +31,11 @@
 //  - The loop layer includes the core's internal accessor header by a
 //    relative path ("../CSluice/core-internal.h"), so no header search path
 //    (and no unsafeFlags) is needed.
+//  - CHiredis has no pkgConfig: Debian's hiredis.pc adds -D_FILE_OFFSET_BITS=64,
+//    a flag SwiftPM refuses with a warning on every build, and its include
+//    path is not needed, because every include names <hiredis/...> from the
+//    compiler's default search path. Without libhiredis-dev (make deps
+//    installs it) the build stops at "'hiredis/hiredis.h' file not found".
 //  - No unsafeFlags: a package that depends on Sluice by version would refuse them.
 import PackageDescription
 
@@ -110,9 +115,7 @@ let package = Package(
         // ---- fleet (Redis) rate limiter: only SluiceFleet's users need hiredis ----
         .systemLibrary(
             name: "CHiredis",
-            path: "Sources/CHiredis",
-            pkgConfig: "hiredis",
-            providers: [.apt(["libhiredis-dev"])]
+            path: "Sources/CHiredis"
         ),
         .target(
             name: "CSluiceFleet",
