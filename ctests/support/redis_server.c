@@ -52,6 +52,32 @@ bool test_redis_available(void) {
     return false;
 }
 
+/* 127.0.0.1:port (0: any port). */
+static struct sockaddr_in loopback(int port) {
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    return a;
+}
+
+/* A socket connected to 127.0.0.1:port with 5 s send and receive timeouts
+ * (Redis on a loaded machine can take a while), or -1. */
+static int connect_loopback(int port) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return -1;
+    struct timeval tv = { 5, 0 };
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a = loopback(port);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
 /* The kernel's range for outgoing connections' local ports, or the default. */
 static void ephemeral_range(int *lo, int *hi) {
     *lo = 32768;
@@ -70,11 +96,7 @@ static void ephemeral_range(int *lo, int *hi) {
 static bool port_bindable(int port) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     if (s < 0) return false;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
+    struct sockaddr_in a = loopback(port);
     bool ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
     close(s);
     return ok;
@@ -105,10 +127,7 @@ int test_free_port(void) {
     }
     int s = socket(AF_INET, SOCK_STREAM, 0);
     if (s < 0) return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct sockaddr_in a = loopback(0);
     socklen_t len = sizeof a;
     if (bind(s, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(s, (struct sockaddr *)&a, &len) != 0) {
         close(s);
@@ -119,20 +138,8 @@ int test_free_port(void) {
 }
 
 int test_redis_command(int port, const char *cmd, char *out, size_t out_len) {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int s = connect_loopback(port);
     if (s < 0) return -1;
-    struct timeval tv = { 5, 0 }; /* Redis on a loaded machine can take a while */
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(s);
-        return -1;
-    }
     char line[512];
     snprintf(line, sizeof line, "%s\r\n", cmd);
     if (write(s, line, strlen(line)) != (ssize_t)strlen(line)) {
@@ -163,18 +170,10 @@ static void sleep_ms(int ms) {
  * when none answers. A PONG alone could come from another test's server that
  * holds the port; the id says whether it is ours. */
 static long answering_pid(int port) {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int s = connect_loopback(port);
     if (s < 0) return -1;
-    struct timeval tv = { 5, 0 };
-    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
     static const char cmd[] = "INFO server\r\n";
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0 || write(s, cmd, sizeof cmd - 1) != (ssize_t)(sizeof cmd - 1)) {
+    if (write(s, cmd, sizeof cmd - 1) != (ssize_t)(sizeof cmd - 1)) {
         close(s);
         return -1;
     }
