@@ -50,13 +50,16 @@ final class RedisServer {
                     break
                 }
                 if answeringPid(port: port) == Int(pid) { return RedisServer(port: port, pid: pid) }
-                try await Task.sleep(for: .milliseconds(10))
+                do {
+                    try await Task.sleep(for: .milliseconds(10))
+                } catch {
+                    stop(pid) // cancelled: no server left behind
+                    throw error
+                }
                 waited += 1
             }
             if waited == 3_000 {
-                kill(pid, SIGKILL)
-                var status: Int32 = 0
-                waitpid(pid, &status, 0)
+                stop(pid)
                 throw StartError(description: "redis-server did not answer on port \(port) within 30 s")
             }
         }
@@ -64,7 +67,12 @@ final class RedisServer {
     }
 
     deinit {
-        kill(pid, SIGKILL) // no persistence: nothing to save
+        Self.stop(pid)
+    }
+
+    /// Kills the server (no persistence: nothing to save) and reaps it.
+    private static func stop(_ pid: pid_t) {
+        kill(pid, SIGKILL)
         var status: Int32 = 0
         waitpid(pid, &status, 0)
     }
