@@ -47,6 +47,7 @@ struct FleetLimiterTests {
     @Test("decisions equal the local RateLimiter's, from Redis and the cache; quota, cancel (manual time)", .needsRedis)
     func decisions() async throws {
         let redis = try await RedisServer.start()
+        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
         let twin = try Twin(port: redis.port, prefix: "swift-manual",
                             policy: .rate(limit: 2, per: .seconds(1), burst: 2))
         let fleet = twin.fleet
@@ -84,6 +85,7 @@ struct FleetLimiterTests {
     @Test("a random mix of keys, costs and times: every decision equals the local one", .needsRedis)
     func randomTwin() async throws {
         let redis = try await RedisServer.start()
+        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
         let twin = try Twin(port: redis.port, prefix: "swift-random",
                             policy: .rate(limit: 5, per: .milliseconds(100), burst: 3))
         defer { twin.fleet.close() }
@@ -103,6 +105,7 @@ struct FleetLimiterTests {
     @Test("RateLimitHeaders gives the same fields for the fleet's decisions as for the local ones", .needsRedis)
     func headers() async throws {
         let redis = try await RedisServer.start()
+        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
         let policy = LimiterPolicy.rate(limit: 3, per: .seconds(2), burst: 3)
         let twin = try Twin(port: redis.port, prefix: "swift-headers", policy: policy)
         defer { twin.fleet.close() }
@@ -126,6 +129,7 @@ struct FleetLimiterTests {
     @Test("a FleetLimiter is a RateDecider (server time)", .needsRedis)
     func decider() async throws {
         let redis = try await RedisServer.start()
+        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
         // Two calls per hour: one back every 30 min, so that no refill comes
         // between the three calls however long a loaded machine (a
         // ThreadSanitizer run beside 120 other tests on two cores) takes to
@@ -152,6 +156,7 @@ struct FleetLimiterTests {
     @Test("server time, concurrent callers: never more than the burst at once", .needsRedis)
     func concurrent() async throws {
         let redis = try await RedisServer.start()
+        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
         // One call back every 6 min: the 200 calls never see a refill, however
         // long a loaded machine takes to make them (with 6 s, it could).
         let fleet = try FleetLimiter(policy: .rate(limit: 10, per: .seconds(3600), burst: 10),
