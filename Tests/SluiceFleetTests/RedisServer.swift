@@ -119,24 +119,19 @@ final class RedisServer {
         }
     }
 
-    /// The kernel's range of local ports for outgoing connections.
+    /// The kernel's range of local ports for outgoing connections (the first
+    /// line of ip_local_port_range: "low high"), or Linux's default.
     private static func ephemeralRange() -> ClosedRange<Int> {
-        guard let f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r") else { return 32768...60999 }
-        defer { fclose(f) }
-        var lo: Int32 = 0, hi: Int32 = 0
-        guard readPair(f, &lo, &hi), lo > 0, hi >= lo else { return 32768...60999 }
-        return Int(lo)...Int(hi)
-    }
-
-    /// The two numbers on the first line of `f`.
-    private static func readPair(_ f: UnsafeMutablePointer<FILE>, _ a: inout Int32, _ b: inout Int32) -> Bool {
         var line = [CChar](repeating: 0, count: 64)
-        guard fgets(&line, 64, f) != nil else { return false }
-        let parts = String(cString: line).split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
-        guard parts.count >= 2, let x = Int32(parts[0]), let y = Int32(parts[1]) else { return false }
-        a = x
-        b = y
-        return true
+        if let f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r") {
+            defer { fclose(f) }
+            if fgets(&line, Int32(line.count), f) != nil {
+                let n = String(cString: line).split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
+                    .compactMap { Int($0) }
+                if n.count == 2, n[0] > 0, n[1] >= n[0] { return n[0]...n[1] }
+            }
+        }
+        return 32768...60999
     }
 
     /// A port outside the ephemeral range that can be bound now.
