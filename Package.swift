@@ -34,8 +34,12 @@
 //  - CHiredis has no pkgConfig: Debian's hiredis.pc adds -D_FILE_OFFSET_BITS=64,
 //    a flag SwiftPM refuses with a warning on every build, and its include
 //    path is not needed, because every include names <hiredis/...> from the
-//    compiler's default search path. Without libhiredis-dev (make deps
-//    installs it) the build stops at "'hiredis/hiredis.h' file not found".
+//    compiler's default search path. Without pkgConfig SwiftPM prints no
+//    `providers:` hint, so the headers carry it: without libhiredis-dev (make
+//    deps installs it) a build of SluiceFleet stops in CSluiceFleet/fleet.c at
+//    `error: "hiredis not found: ... install libhiredis-dev (apt-get install
+//    libhiredis-dev, or make deps)"`, followed by "'hiredis/adapters/libevent.h'
+//    file not found" (CHiredis.h has the same check for a Swift import).
 //  - No unsafeFlags: a package that depends on Sluice by version would refuse them.
 import PackageDescription
 

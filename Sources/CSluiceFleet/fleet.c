@@ -25,6 +25,14 @@
 
 #include <event2/event.h>
 #include <event2/thread.h>
+/* Without hiredis's headers, say which package brings them before the
+ * compiler stops at the first missing one (SwiftPM prints no hint for
+ * CHiredis: see Package.swift; the same check is in CHiredis.h). */
+#if defined(__has_include)
+#if !__has_include(<hiredis/adapters/libevent.h>)
+#error "hiredis not found: the fleet limiter (SluiceFleet) needs hiredis's headers; install libhiredis-dev (apt-get install libhiredis-dev, or make deps)"
+#endif
+#endif
 #include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
