@@ -7,6 +7,8 @@
 #   make microbench the C micro-benchmark of the wheel and the core (bench/*.c)
 #   make sanitize   C core under ASan+UBSan and under TSan, Swift tests under TSan
 #   make fuzz       libFuzzer harnesses, SECONDS each (default 60)
+#   make test-starved  the ASan C suite and the Swift tests, twice each, on one CPU beside
+#                   two busy loops (before submitting: CONTRIBUTING.md)
 #   make install-test   install into a temporary prefix and build consumers against it: the
 #                   core alone (pkg-config sluice-core) and the loop layer (pkg-config sluice),
 #                   shared and static, and find_package(sluice)
@@ -120,13 +122,17 @@ microbench: deps
 # --- sanitizers --------------------------------------------------------------------
 sanitize: sanitize-address sanitize-thread sanitize-swift
 
-sanitize-address: deps
+# The C build under ASan+UBSan (build-asan/), and how its tests run.
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+.PHONY: build-asan
+build-asan: deps
 	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=$(CLANG) \
 	  -DSLUICE_SANITIZE=address
 	$(CMAKE) --build build-asan -j$(JOBS)
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
-	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(CTEST) --test-dir build-asan $(CTEST_FLAGS)
+
+sanitize-address: build-asan
+	$(ASAN_ENV) $(CTEST) --test-dir build-asan $(CTEST_FLAGS)
 
 sanitize-thread: deps
 	$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=$(CLANG) \
@@ -137,6 +143,18 @@ sanitize-thread: deps
 
 sanitize-swift:
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+# --- a loaded machine (run before submitting; CONTRIBUTING.md) ------------------------------
+# test-starved: the ASan+UBSan C suite, then the Swift tests, each STARVED_RUNS times in a
+# row (default 2) on one CPU shared with two busy loops (tools/starved.sh): the way a busy
+# two-core CI machine runs them. A test that passes only when its threads are prompt fails
+# here. Slow (the C suite alone takes tens of minutes): not part of make test.
+STARVED_RUNS ?= 2
+.PHONY: test-starved
+test-starved: build-asan
+	$(ASAN_ENV) tools/starved.sh -n $(STARVED_RUNS) $(CTEST) --test-dir build-asan $(CTEST_FLAGS)
+	$(SWIFT) build --build-tests
+	tools/starved.sh -n $(STARVED_RUNS) $(SWIFT) test --skip-build
 
 # --- fuzzing ------------------------------------------------------------------------
 # Each fuzz_<name> runs SECONDS on a copy of fuzz/corpus/<name>/ (the checked-in
