@@ -23,6 +23,14 @@ struct LoopLimiterTests {
         let start = limiter.now
         #expect(try limiter.submit(1, for: "a") == .emitted)
         let decision = try limiter.submit(2, for: "a")
+        guard insideOneWindow(start, limiter.now, .seconds(1), "default loop") else {
+            // A new window opened: the second value may be emitted at once too.
+            #expect(await eventually(timeout: .seconds(30)) { times.withLock { $0.count } == 2 })
+            #expect(times.withLock { $0.map(\.value) } == [1, 2])
+            #expect(times.withLock { $0.allSatisfy { $0.loopThread && $0.deliveredAt >= $0.at } })
+            try await limiter.close()
+            return
+        }
         guard case let .scheduled(at) = decision else {
             Issue.record("expected scheduled, got \(decision)")
             return
@@ -51,10 +59,17 @@ struct LoopLimiterTests {
         var limiter: Limiter<Int, Int>? = try Limiter(.debounce(interval: .seconds(1)), scheduler: .loop(loop!),
                                                       handler: out.handler)
         loop = nil
+        let start = limiter!.now
         try limiter!.submit(1, for: 1)
         try limiter!.submit(2, for: 1)
-        #expect(await eventually { out.count == 1 })
-        #expect(out.values == [2])
+        if insideOneWindow(start, limiter!.now, .seconds(1), "own loop") {
+            #expect(await eventually { out.count == 1 })
+            #expect(out.values == [2])
+        } else {
+            // 1 was emitted on its own only if the stall came between the calls.
+            #expect(await eventually { out.values.last == 2 })
+            #expect(out.values == [2] || out.values == [1, 2])
+        }
         #expect(weakLoop != nil, "the limiter keeps its loop")
         limiter = nil
         #expect(await eventually { weakLoop == nil })
@@ -286,14 +301,18 @@ struct LoopLimiterTests {
                 box.withLock { $0 = nil }  // the last reference goes away here
             }
         }
+        let start = limiter.now
         try limiter.submit(tracker.make(1), for: 1)
         try limiter.submit(tracker.make(2), for: 2)
         try limiter.submit(tracker.make(3), for: 3)
         box.withLock { $0 = limiter }
+        let boxedInTime = insideOneWindow(start, limiter.now, .seconds(1), "released inside its delivery")
         _ = consume limiter
         #expect(await eventually { tracker.alive == 0 })
         #expect(delivered.withLock { $0 } >= 1)
-        #expect(heldAtDelivery.withLock { $0 }, "the last reference was released inside the delivery")
+        if boxedInTime {
+            #expect(heldAtDelivery.withLock { $0 }, "the last reference was released inside the delivery")
+        }
     }
 
     @Test("a stream on the loop finishes after close")
@@ -301,16 +320,22 @@ struct LoopLimiterTests {
         // The interval outlasts the close below, so the three submits coalesce
         // however slow the run; close drains what is pending.
         let (limiter, emissions) = try Limiter<String, Int>.makeStream(.debounce(interval: .seconds(10)))
+        let start = limiter.now
         try limiter.submit(1, for: "x")
         try limiter.submit(2, for: "y")
         try limiter.submit(3, for: "x")
+        let oneBurst = insideOneWindow(start, limiter.now, .seconds(10), "stream on the loop")
         Task {
             try? await Task.sleep(for: .milliseconds(30))
             try? await limiter.close()
         }
         var got: [String: [Int]] = [:]
         for await e in emissions { got[e.key, default: []].append(e.value) }
-        #expect(got == ["x": [3], "y": [2]])
+        if oneBurst {
+            #expect(got == ["x": [3], "y": [2]])
+        } else {
+            #expect(got["y"] == [2] && (got["x"] == [3] || got["x"] == [1, 3]))
+        }
     }
 
     @Test("rate on the loop: Retry-After from the real clock")

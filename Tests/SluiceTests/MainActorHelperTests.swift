@@ -21,10 +21,13 @@ struct MainActorHelperTests {
         return true
     }
 
-    /// Lets the main queue run what is queued on it.
+    /// Lets the main queue run what is queued on it: the main queue is
+    /// serial, so a block queued now runs after everything queued before it
+    /// (however long a busy machine takes to get there).
     func settle() async {
-        for _ in 0..<5 { await Task.yield() }
-        try? await Task.sleep(for: .milliseconds(20))
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            DispatchQueue.main.async { done.resume() }
+        }
     }
 
     @Test("throttled work runs on the main actor, in order, after the decision")
