@@ -4,7 +4,6 @@
 #                   and swift test under ThreadSanitizer)
 #   make bench      the benchmark suite: Sluice beside Dispatch baselines, libevent's timers and
 #                   the hardware floor, ratios in one run (QUICK=1: reduced sizes, under 3 min)
-#   make microbench the C micro-benchmark of the wheel and the core (bench/*.c)
 #   make sanitize   C core under ASan+UBSan and under TSan, Swift tests under TSan
 #   make fuzz       libFuzzer harnesses, SECONDS each (default 60)
 #   make test-starved  the ASan C suite and the Swift tests, twice each, on one CPU beside
@@ -99,7 +98,7 @@ swift-test:
 # with the build; QUICK=1: keys up to 100k, under 3 min.
 BENCH_BIN := Benchmarks/.build/release/sluice-bench
 
-.PHONY: bench-build bench-report microbench
+.PHONY: bench-build bench-report
 
 bench: deps bench-build
 	$(BENCH_BIN) run $(if $(filter 1 yes true,$(QUICK)),--quick)
@@ -110,14 +109,6 @@ bench-build:
 # docs/benchmarks.md and docs/charts/*.svg from Benchmarks/results/latest.json.
 bench-report: bench-build
 	$(BENCH_BIN) report
-
-# The C micro-benchmark (bench/*.c): wheel, core, libevent's heap, floor, loop layer.
-# -O2 everywhere, as SwiftPM builds the C target in release.
-microbench: deps
-	$(CMAKE) -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSLUICE_BENCH=ON \
-	  -DSLUICE_BUILD_TESTS=OFF "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG"
-	$(CMAKE) --build build-bench -j$(JOBS) --target sluice-microbench
-	./build-bench/sluice-microbench $(if $(filter 1 yes true,$(QUICK)),--quick)
 
 # --- sanitizers --------------------------------------------------------------------
 sanitize: sanitize-address sanitize-thread sanitize-swift
@@ -189,7 +180,7 @@ core-only: build
 	$(CTEST) --test-dir build -L split $(CTEST_FLAGS)
 
 clean:
-	rm -rf build build-bench build-asan build-tsan build-fuzz .build .build-tsan .build-snippets Benchmarks/.build
+	rm -rf build build-asan build-tsan build-fuzz .build .build-tsan .build-snippets Benchmarks/.build
 
 # --- documentation code -------------------------------------------------------------------
 # Every ```swift block of the README, the DocC catalog and the doc comments of Sluice,

@@ -233,7 +233,6 @@ public struct ReportGenerator {
             ```sh
             make bench              # the full suite (≤ 10 min on 2 cores), then the table and the goals
             make bench QUICK=1      # every scenario at keys ≤ 100k (≤ 3 min)
-            make microbench         # the C micro-benchmark of bench/*.c (wheel, core, libevent heap, floor)
             Benchmarks/.build/release/sluice-bench run --scenario fire --impl sluice-c --impl libevent-timers
             Benchmarks/.build/release/sluice-bench report   # this page and docs/charts/ from results/latest.json
             cd Benchmarks && swift package benchmark        # single-operation microbenchmarks (package-benchmark)
