@@ -23,24 +23,31 @@ import SluiceHTTP
 ///   bytes): 503 (431 for the key), or lets the request through with
 ///   ``SluiceHTTP/RateLimitGate/FailureMode/allow``.
 ///
-/// A request whose key closure returns `nil` is not limited. Keying by the
-/// client address needs a context that knows it
-/// (`RemoteAddressRequestContext`: `ClientContext` below, the reader's own);
-/// a key closure works with any context.
+/// A request whose key closure returns `nil` is not limited; one that throws
+/// ``SluiceHTTP/InvalidClientID`` is answered `400 Bad Request` with a problem
+/// body. Keying by the client address needs a context that knows it
+/// (`RemoteAddressRequestContext`): ``ClientAddressContext`` is one, ready to
+/// use. A key closure works with any context.
 ///
 /// ```swift
 /// import Hummingbird
+/// import SluiceNIO
 ///
-/// let router = Router(context: ClientContext.self)
-/// let limiter = try RateLimiter<String>(limit: 100, per: .seconds(60))
-/// router.add(middleware: RateLimitMiddleware(limiter))            // per client address
+/// let router = Router(context: ClientAddressContext.self)
+/// let limiter = try RateLimiter<String>(
+///     limit: 100, per: .seconds(60),
+///     scheduler: .eventLoop(EventLoopGroupProvider.singleton.eventLoopGroup.next()))  // the server's loops
+/// router.add(middleware: RateLimitMiddleware(limiter))                 // per client address
+/// router.add(middleware: RateLimitMiddleware(limiter, clientIDField: "X-Api-Key"))
+///                                                                      // per API key, else per address
 /// router.add(middleware: RateLimitMiddleware(limiter) { request, _ in
-///     request.headers[.authorization]                              // per API key
+///     request.headers[.authorization]                                   // any key of your own
 /// })
 /// ```
 public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
-    /// The key of a request (`nil`: not limited).
-    public typealias KeyFunction = @Sendable (Request, Context) -> String?
+    /// The key of a request (`nil`: not limited; throwing
+    /// ``SluiceHTTP/InvalidClientID``: answered 400).
+    public typealias KeyFunction = @Sendable (Request, Context) throws -> String?
     /// The cost of a request, in units of the quota.
     public typealias CostFunction = @Sendable (Request, Context) -> Int
 
@@ -61,7 +68,8 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     ///   - onFailure: what to answer when no decision can be made.
     ///   - failureObserver: told about each failure to decide (a log line).
     ///   - cost: the cost of a request (`nil`: 1).
-    ///   - key: the key of a request (`nil`: not limited).
+    ///   - key: the key of a request (`nil`: not limited; throwing
+    ///     ``SluiceHTTP/InvalidClientID``: 400).
     public init(
         _ decider: any RateDecider, policyName: String = "default", shadow: Bool = false,
         onFailure: RateLimitGate.FailureMode = .reject,
@@ -81,14 +89,16 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     public func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard let key = key(request, context) else { return try await next(request, context) }
+        let key: String?
+        do {
+            key = try self.key(request, context)
+        } catch let error as InvalidClientID {
+            return Self.response(error.rejection, fields: HTTPFields())
+        }
+        guard let key else { return try await next(request, context) }
         let verdict = await gate.evaluate(key: key, cost: cost?(request, context) ?? 1)
         if let rejection = verdict.rejection {
-            var fields = fields(verdict)
-            fields.append(HTTPField(name: .contentType, value: rejection.contentType))
-            return Response(
-                status: HTTPResponse.Status(code: rejection.status), headers: fields,
-                body: ResponseBody(byteBuffer: ByteBuffer(string: rejection.body)))
+            return Self.response(rejection, fields: fields(verdict))
         }
         var response: Response
         do {
@@ -102,6 +112,25 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         if verdict.ratePolicy != nil, let policyField { response.headers.append(policyField) }
         if let value = verdict.rateLimit { response.headers.append(HTTPField(name: .rateLimit, value: value)) }
         return response
+    }
+
+    /// The answer of a rejection: its status, `fields`, its media type and body.
+    @usableFromInline
+    static func response(_ rejection: RateLimitGate.Rejection, fields: HTTPFields) -> Response {
+        var fields = fields
+        fields.append(HTTPField(name: .contentType, value: rejection.contentType))
+        return Response(
+            status: HTTPResponse.Status(code: rejection.status), headers: fields,
+            body: ResponseBody(byteBuffer: ByteBuffer(string: rejection.body)))
+    }
+
+    /// The client id in the field `name` by the rule of ``SluiceHTTP/ClientID``
+    /// (every occurrence of the field is looked at: sent twice, it is refused).
+    ///
+    /// - Returns: the id, or `nil` when the field is absent or empty.
+    /// - Throws: ``SluiceHTTP/InvalidClientID`` (answered 400 when thrown by a key closure).
+    public static func clientID(_ request: Request, field name: HTTPField.Name) throws(InvalidClientID) -> String? {
+        try ClientID.parse(request.headers[values: name], field: name.rawName)
     }
 
     /// The verdict's fields: `Retry-After`, `RateLimit-Policy`, `RateLimit` (those it has).
@@ -200,6 +229,46 @@ extension RateLimitMiddleware where Context: RemoteAddressRequestContext {
         }
     }
 
+    /// Middleware keyed by a client id sent in the field `clientIDField` (an
+    /// API key, `X-Client-Id`), else — field absent or empty — by the client
+    /// address. The id follows the rule of ``SluiceHTTP/ClientID``: a field sent
+    /// twice or with anything but visible ASCII is answered 400.
+    ///
+    /// - Parameters:
+    ///   - decider: what decides.
+    ///   - clientIDField: the name of the field with the client's id (a valid
+    ///     field name: an invalid one is a programming error and traps).
+    ///   - forwardedHeaders: ``SluiceHTTP/ForwardedHeaders/ignore`` (the default) or the trusted proxies.
+    ///   - policyName: the name in the `RateLimit*` fields.
+    ///   - shadow: never reject.
+    ///   - onFailure: what to answer when no decision can be made.
+    ///   - failureObserver: told about each failure to decide.
+    ///   - cost: the cost of a request (`nil`: 1).
+    public init(
+        _ decider: any RateDecider, clientIDField: String, forwardedHeaders: ForwardedHeaders = .ignore,
+        policyName: String = "default", shadow: Bool = false, onFailure: RateLimitGate.FailureMode = .reject,
+        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil
+    ) {
+        guard let clientIDField = HTTPField.Name(clientIDField) else {
+            preconditionFailure("not a valid header field name: \(clientIDField)")
+        }
+        self.init(
+            decider, policyName: policyName, shadow: shadow, onFailure: onFailure, failureObserver: failureObserver,
+            cost: cost
+        ) { request, context in
+            try Self.clientKey(request, context, clientIDField: clientIDField, forwardedHeaders)
+        }
+    }
+
+    /// The key of ``init(_:clientIDField:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:)``:
+    /// the id in `clientIDField`, else the client address.
+    public static func clientKey(
+        _ request: Request, _ context: Context, clientIDField: HTTPField.Name,
+        _ forwardedHeaders: ForwardedHeaders = .ignore
+    ) throws(InvalidClientID) -> String? {
+        try clientID(request, field: clientIDField) ?? clientAddress(request, context, forwardedHeaders)
+    }
+
     /// The client address of a request (see ``init(_:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:)``).
     public static func clientAddress(
         _ request: Request, _ context: Context, _ forwardedHeaders: ForwardedHeaders
@@ -209,6 +278,25 @@ extension RateLimitMiddleware where Context: RemoteAddressRequestContext {
         return forwardedHeaders.clientAddress(
             peer: peer, forwarded: request.headers[values: .forwarded],
             xForwardedFor: request.headers[values: .xForwardedFor])
+    }
+}
+
+/// A request context that knows the client's address (the TCP peer's): what
+/// ``RateLimitMiddleware`` needs to key requests by client address.
+///
+/// ```swift
+/// let router = Router(context: ClientAddressContext.self)
+/// ```
+public struct ClientAddressContext: RequestContext, RemoteAddressRequestContext {
+    /// Hummingbird's storage of the context.
+    public var coreContext: CoreRequestContextStorage
+    /// The TCP peer's address (`nil` when unknown).
+    public let remoteAddress: SocketAddress?
+
+    /// The context of a request arriving on `source`'s channel.
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
     }
 }
 

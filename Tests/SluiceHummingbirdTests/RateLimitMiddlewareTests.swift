@@ -9,16 +9,6 @@ import Sluice
 import SluiceHummingbird
 import Testing
 
-/// A request context that knows the client's address.
-struct AddressContext: RequestContext, RemoteAddressRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let remoteAddress: SocketAddress?
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        remoteAddress = source.channel.remoteAddress
-    }
-}
-
 let clientID = HTTPField.Name("X-Client-Id")!
 let costField = HTTPField.Name("X-Cost")!
 let rateLimitField = HTTPField.Name("RateLimit")!
@@ -175,7 +165,7 @@ struct RateLimitMiddlewareTests {
     func clientAddress() async throws {
         for trusted in [false, true] {
             let limiter = try RateLimiter<String>(limit: 1, per: .seconds(3600))
-            let router = Router(context: AddressContext.self)
+            let router = Router(context: ClientAddressContext.self)
             router.add(
                 middleware: RateLimitMiddleware(
                     limiter, forwardedHeaders: trusted ? .trust(["127.0.0.1", "::1"]) : .ignore))
@@ -194,6 +184,94 @@ struct RateLimitMiddlewareTests {
                 ) {
                     #expect($0.status == .tooManyRequests)  // trusted: 203.0.113.1 again
                 }
+            }
+        }
+    }
+
+    /// The rule of SluiceHTTP's ClientID through the middleware: the strings are the
+    /// ones Hummingbird makes of the bytes (invalid UTF-8 becomes U+FFFD).
+    @Test("client ids: trimmed, empty is absent, U+FFFD / control / non-ASCII / comma / twice answered 400")
+    func clientIDRule() async throws {
+        let limiter = try RateLimiter<String>(limit: 2, per: .seconds(3600))
+        let middleware = RateLimitMiddleware<BasicRequestContext>(limiter) { request, _ in
+            try RateLimitMiddleware<BasicRequestContext>.clientID(request, field: clientID)
+        }
+        try await app(middleware).test(.router) { client in
+            // " a " and "a" are one client: its second request has 0 left.
+            try await client.execute(uri: "/", method: .get, headers: [clientID: " a\t"]) {
+                #expect($0.status == .ok)
+                #expect($0.headers[rateLimitField] == "\"default\";r=1;t=1800")
+            }
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "a"]) {
+                #expect($0.headers[rateLimitField] == "\"default\";r=0;t=3600")
+            }
+            // Empty after trimming: no id (this key closure: not limited).
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "  "]) {
+                #expect($0.status == .ok)
+                #expect($0.headers[rateLimitField] == nil)
+            }
+            let refused: [(String, String)] = [
+                ("\u{FFFD}", "is not valid UTF-8"), ("caf\u{FFFD}", "is not valid UTF-8"),
+                ("café", "not ASCII"), ("a\tb", "control character"), ("a b", "a space"),
+                ("dup1, dup2", "comma"),
+            ]
+            for (value, reason) in refused {
+                try await client.execute(uri: "/", method: .get, headers: [clientID: value]) { response in
+                    #expect(response.status == .badRequest, "\(value)")
+                    #expect(response.headers[.contentType] == "application/problem+json")
+                    #expect(response.headers[rateLimitField] == nil)
+                    let body = try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8))
+                        as? [String: Any]
+                    #expect(body?["status"] as? Int == 400)
+                    #expect((body?["detail"] as? String)?.contains(reason) == true, "\(value): \(body ?? [:])")
+                }
+            }
+            var twice = HTTPFields()
+            twice.append(HTTPField(name: clientID, value: "dup1"))
+            twice.append(HTTPField(name: clientID, value: "dup2"))
+            try await client.execute(uri: "/", method: .get, headers: twice) { response in
+                #expect(response.status == .badRequest)
+                #expect(String(buffer: response.body).contains("X-Client-Id field is sent more than once"))
+            }
+        }
+        #expect(limiter.statistics.liveKeys == 1, "only \"a\" became a key")
+    }
+
+    @Test("ClientID.parse: the rule, value by value")
+    func clientIDParse() throws {
+        #expect(try ClientID.parse([], field: "X") == nil)
+        #expect(try ClientID.parse([" \t "], field: "X") == nil)
+        #expect(try ClientID.parse([" key-1_~! "], field: "X") == "key-1_~!")
+        #expect(throws: InvalidClientID(field: "X", reason: "is sent more than once")) {
+            try ClientID.parse(["a", "a"], field: "X")
+        }
+        #expect(throws: InvalidClientID(field: "X", reason: "contains a control character")) {
+            try ClientID.parse(["a\u{0}b"], field: "X")
+        }
+    }
+
+    /// ClientAddressContext and the id-else-address key on a live server: an empty or
+    /// absent id is the address's quota; a real id has its own.
+    @Test("clientIDField: the id, else the client address (live, ClientAddressContext)")
+    func clientIDElseAddress() async throws {
+        let limiter = try RateLimiter<String>(limit: 1, per: .seconds(3600))
+        let router = Router(context: ClientAddressContext.self)
+        router.add(middleware: RateLimitMiddleware(limiter, clientIDField: "X-Client-Id"))
+        router.get("/") { request, context in
+            try RateLimitMiddleware<ClientAddressContext>.clientKey(request, context, clientIDField: clientID) ?? "?"
+        }
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+        try await app.test(.live) { client in
+            try await client.execute(uri: "/", method: .get) {
+                #expect($0.status == .ok)
+                #expect(String(buffer: $0.body) == "127.0.0.1")
+            }
+            try await client.execute(uri: "/", method: .get, headers: [clientID: " "]) {
+                #expect($0.status == .tooManyRequests, "an empty id is the address's quota")
+            }
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "k1"]) {
+                #expect($0.status == .ok)
+                #expect(String(buffer: $0.body) == "k1")
             }
         }
     }
