@@ -13,19 +13,28 @@ import Vapor
 /// - no decision possible (key cap, key over 1024 bytes): 503 (431), or through
 ///   with ``SluiceHTTP/RateLimitGate/FailureMode/allow``.
 ///
-/// The key is a closure on the request (`nil`: not limited); the default is
-/// the client address: the TCP peer's (`request.remoteAddress`), or — only
+/// The key is a closure on the request (`nil`: not limited; throwing
+/// ``SluiceHTTP/InvalidClientID``: answered `400 Bad Request` with a problem
+/// body); ``init(_:clientIDField:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:)``
+/// keys on a client id field (an API key) by the rule of ``SluiceHTTP/ClientID``,
+/// else on the client address. The default is the client address: the TCP peer's (`request.remoteAddress`), or — only
 /// with ``SluiceHTTP/ForwardedHeaders/trust(_:)`` and a request from a listed
 /// proxy — the address in `Forwarded` / `X-Forwarded-For`. (Vapor's own
 /// `peerAddress` believes `X-Forwarded-For` from anyone: it is not used.)
 ///
 /// ```swift
-/// let limiter = try RateLimiter<String>(limit: 100, per: .seconds(60))
-/// app.grouped(SluiceRateLimitMiddleware(limiter)).get("api") { _ in "ok" }
+/// import SluiceNIO
+///
+/// // On one of the server's own event loops: no thread of Sluice's.
+/// let limiter = try RateLimiter<String>(limit: 100, per: .seconds(60), scheduler: .eventLoop(app.eventLoopGroup.next()))
+/// app.grouped(RateLimitMiddleware(limiter)).get("api") { _ in "ok" }                // per client address
+/// app.grouped(RateLimitMiddleware(limiter, clientIDField: "X-Api-Key")).get("v2") { _ in "ok" }
+///                                                                                  // per API key, else address
 /// ```
-public struct SluiceRateLimitMiddleware: AsyncMiddleware {
-    /// The key of a request (`nil`: not limited).
-    public typealias KeyFunction = @Sendable (Request) -> String?
+public struct RateLimitMiddleware: AsyncMiddleware {
+    /// The key of a request (`nil`: not limited; throwing
+    /// ``SluiceHTTP/InvalidClientID``: answered 400).
+    public typealias KeyFunction = @Sendable (Request) throws -> String?
     /// The cost of a request, in units of the quota.
     public typealias CostFunction = @Sendable (Request) -> Int
 
@@ -43,7 +52,8 @@ public struct SluiceRateLimitMiddleware: AsyncMiddleware {
     ///   - onFailure: what to answer when no decision can be made.
     ///   - failureObserver: told about each failure to decide.
     ///   - cost: the cost of a request (`nil`: 1).
-    ///   - key: the key of a request.
+    ///   - key: the key of a request (`nil`: not limited; throwing
+    ///     ``SluiceHTTP/InvalidClientID``: 400).
     public init(
         _ decider: any RateDecider, policyName: String = "default", shadow: Bool = false,
         onFailure: RateLimitGate.FailureMode = .reject,
@@ -79,6 +89,50 @@ public struct SluiceRateLimitMiddleware: AsyncMiddleware {
         }
     }
 
+    /// Middleware keyed by a client id sent in the field `clientIDField` (an
+    /// API key, `X-Client-Id`), else — field absent or empty — by the client
+    /// address. The id follows the rule of ``SluiceHTTP/ClientID``: a field sent
+    /// twice or with anything but visible ASCII is answered 400.
+    ///
+    /// - Parameters:
+    ///   - decider: what decides.
+    ///   - clientIDField: the name of the field with the client's id.
+    ///   - forwardedHeaders: ``SluiceHTTP/ForwardedHeaders/ignore`` (the default) or the trusted proxies.
+    ///   - policyName: the name in the `RateLimit*` fields.
+    ///   - shadow: never reject.
+    ///   - onFailure: what to answer when no decision can be made.
+    ///   - failureObserver: told about each failure to decide.
+    ///   - cost: the cost of a request (`nil`: 1).
+    public init(
+        _ decider: any RateDecider, clientIDField: String, forwardedHeaders: ForwardedHeaders = .ignore,
+        policyName: String = "default", shadow: Bool = false, onFailure: RateLimitGate.FailureMode = .reject,
+        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil
+    ) {
+        self.init(
+            decider, policyName: policyName, shadow: shadow, onFailure: onFailure, failureObserver: failureObserver,
+            cost: cost
+        ) { request in
+            try Self.clientKey(request, clientIDField: clientIDField, forwardedHeaders)
+        }
+    }
+
+    /// The client id in the field `name` by the rule of ``SluiceHTTP/ClientID``
+    /// (every occurrence of the field is looked at: sent twice, it is refused).
+    ///
+    /// - Returns: the id, or `nil` when the field is absent or empty.
+    /// - Throws: ``SluiceHTTP/InvalidClientID`` (answered 400 when thrown by a key closure).
+    public static func clientID(_ request: Request, field name: String) throws(InvalidClientID) -> String? {
+        try ClientID.parse(request.headers[name], field: name)
+    }
+
+    /// The key of ``init(_:clientIDField:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:)``:
+    /// the id in `clientIDField`, else the client address.
+    public static func clientKey(
+        _ request: Request, clientIDField: String, _ forwardedHeaders: ForwardedHeaders = .ignore
+    ) throws(InvalidClientID) -> String? {
+        try clientID(request, field: clientIDField) ?? clientAddress(request, forwardedHeaders)
+    }
+
     /// The client address of a request (see the type's description).
     public static func clientAddress(_ request: Request, _ forwardedHeaders: ForwardedHeaders) -> String? {
         let peer = request.remoteAddress?.ipAddress
@@ -88,15 +142,16 @@ public struct SluiceRateLimitMiddleware: AsyncMiddleware {
     }
 
     public func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
-        guard let key = key(request) else { return try await next.respond(to: request) }
+        let key: String?
+        do {
+            key = try self.key(request)
+        } catch let error as InvalidClientID {
+            return Self.response(error.rejection, fields: [])
+        }
+        guard let key else { return try await next.respond(to: request) }
         let verdict = await gate.evaluate(key: key, cost: cost?(request) ?? 1)
         if let rejection = verdict.rejection {
-            var headers = HTTPHeaders()
-            for (name, value) in verdict.headers { headers.add(name: name, value: value) }
-            headers.add(name: .contentType, value: rejection.contentType)
-            return Response(
-                status: HTTPResponseStatus(statusCode: rejection.status), headers: headers,
-                body: .init(string: rejection.body))
+            return Self.response(rejection, fields: verdict.headers)
         }
         let response: Response
         do {
@@ -108,6 +163,16 @@ public struct SluiceRateLimitMiddleware: AsyncMiddleware {
         if let value = verdict.ratePolicy { response.headers.replaceOrAdd(name: "RateLimit-Policy", value: value) }
         if let value = verdict.rateLimit { response.headers.replaceOrAdd(name: "RateLimit", value: value) }
         return response
+    }
+
+    /// The answer of a rejection: its status, `fields`, its media type and body.
+    static func response(_ rejection: RateLimitGate.Rejection, fields: [(name: String, value: String)]) -> Response {
+        var headers = HTTPHeaders()
+        for (name, value) in fields { headers.add(name: name, value: value) }
+        headers.add(name: .contentType, value: rejection.contentType)
+        return Response(
+            status: HTTPResponseStatus(statusCode: rejection.status), headers: headers,
+            body: .init(string: rejection.body))
     }
 
     /// `error`, made to answer with the verdict's fields too: an `Abort` with the
@@ -126,7 +191,7 @@ public struct SluiceRateLimitMiddleware: AsyncMiddleware {
     }
 }
 
-/// An error thrown by the responder after ``SluiceRateLimitMiddleware``, with
+/// An error thrown by the responder after ``RateLimitMiddleware``, with
 /// the rate-limit fields that the answer made of it must carry.
 ///
 /// It is an `AbortError` with the underlying error's status, reason and headers

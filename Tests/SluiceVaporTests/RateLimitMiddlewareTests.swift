@@ -8,7 +8,7 @@ import Vapor
 import VaporTesting
 
 @Suite("Vapor rate-limit middleware")
-struct SluiceRateLimitMiddlewareTests {
+struct RateLimitMiddlewareTests {
     /// 2 per 10 s (one unit back every 5 s), on a manual clock: values by hand.
     @Test("admits the quota, then 429 with Retry-After, RateLimit fields and a problem body; shadow never rejects")
     func quota() async throws {
@@ -17,7 +17,7 @@ struct SluiceRateLimitMiddlewareTests {
             let limiter = try RateLimiter<String>(limit: 2, per: .seconds(10), scheduler: .manual(clock))
             try await withApp { app in
                 app.grouped(
-                    SluiceRateLimitMiddleware(
+                    RateLimitMiddleware(
                         limiter, shadow: shadow, cost: { Int($0.headers.first(name: "X-Cost") ?? "") ?? 1 },
                         key: { $0.headers.first(name: "X-Client-Id") })
                 ).get { _ in "ok" }
@@ -70,7 +70,7 @@ struct SluiceRateLimitMiddlewareTests {
         let clock = ManualLimiterClock()
         let limiter = try RateLimiter<String>(limit: 2, per: .seconds(10), scheduler: .manual(clock))
         try await withApp { app in
-            app.grouped(SluiceRateLimitMiddleware(limiter, key: { $0.headers.first(name: "X-Client-Id") }))
+            app.grouped(RateLimitMiddleware(limiter, key: { $0.headers.first(name: "X-Client-Id") }))
                 .get { _ -> String in
                     switch kind {
                     case "abort": throw Abort(.notFound, headers: ["X-Own": "kept"], reason: "no such thing")
@@ -106,13 +106,75 @@ struct SluiceRateLimitMiddlewareTests {
         }
     }
 
+    /// The same rule as Hummingbird's (SluiceHTTP's ClientID): the strings are the ones
+    /// Vapor makes of the bytes (invalid UTF-8 becomes U+FFFD).
+    @Test("client ids: trimmed, empty is absent, U+FFFD / control / non-ASCII / comma / twice answered 400")
+    func clientIDRule() async throws {
+        let limiter = try RateLimiter<String>(limit: 2, per: .seconds(3600))
+        try await withApp { app in
+            app.grouped(
+                RateLimitMiddleware(limiter) { request in try RateLimitMiddleware.clientID(request, field: "X-Client-Id") }
+            ).get { _ in "ok" }
+            try await app.testing().test(.GET, "/", headers: ["X-Client-Id": " a\t"]) {
+                #expect($0.status == .ok)
+                #expect($0.headers.first(name: "RateLimit") == "\"default\";r=1;t=1800")
+            }
+            try await app.testing().test(.GET, "/", headers: ["X-Client-Id": "a"]) {
+                #expect($0.headers.first(name: "RateLimit") == "\"default\";r=0;t=3600")
+            }
+            try await app.testing().test(.GET, "/", headers: ["X-Client-Id": "  "]) {
+                #expect($0.status == .ok)
+                #expect($0.headers.first(name: "RateLimit") == nil, "empty: no id")
+            }
+            let refused: [(String, String)] = [
+                ("\u{FFFD}", "is not valid UTF-8"), ("café", "not ASCII"), ("a\tb", "control character"), ("a b", "a space"),
+                ("dup1, dup2", "comma"),
+            ]
+            for (value, reason) in refused {
+                try await app.testing().test(.GET, "/", headers: ["X-Client-Id": value]) { response in
+                    #expect(response.status == .badRequest, "\(value)")
+                    #expect(response.headers.first(name: "Content-Type") == "application/problem+json")
+                    #expect(response.body.string.contains(reason), "\(value): \(response.body.string)")
+                }
+            }
+            let twice = HTTPHeaders([("X-Client-Id", "dup1"), ("X-Client-Id", "dup2")])
+            try await app.testing().test(.GET, "/", headers: twice) { response in
+                #expect(response.status == .badRequest)
+                #expect(response.body.string.contains("X-Client-Id field is sent more than once"))
+            }
+        }
+        #expect(limiter.statistics.liveKeys == 1, "only \"a\" became a key")
+    }
+
+    @Test("clientIDField: the id, else the peer address (running server)")
+    func clientIDElseAddress() async throws {
+        let limiter = try RateLimiter<String>(limit: 1, per: .seconds(3600))
+        try await withApp { app in
+            app.grouped(RateLimitMiddleware(limiter, clientIDField: "X-Client-Id")).get { request in
+                try RateLimitMiddleware.clientKey(request, clientIDField: "X-Client-Id") ?? "?"
+            }
+            let tester = try app.testing(method: .running(hostname: "127.0.0.1", port: 0))
+            try await tester.test(.GET, "/") {
+                #expect($0.status == .ok)
+                #expect($0.body.string == "127.0.0.1")
+            }
+            try await tester.test(.GET, "/", headers: ["X-Client-Id": " "]) {
+                #expect($0.status == .tooManyRequests, "an empty id is the address's quota")
+            }
+            try await tester.test(.GET, "/", headers: ["X-Client-Id": "k1"]) {
+                #expect($0.status == .ok)
+                #expect($0.body.string == "k1")
+            }
+        }
+    }
+
     @Test("keyed by the peer address on a running server; X-Forwarded-For only from a trusted proxy")
     func clientAddress() async throws {
         for trusted in [false, true] {
             let limiter = try RateLimiter<String>(limit: 1, per: .seconds(3600))
             try await withApp { app in
                 app.grouped(
-                    SluiceRateLimitMiddleware(limiter, forwardedHeaders: trusted ? .trust(["127.0.0.1", "::1"]) : .ignore)
+                    RateLimitMiddleware(limiter, forwardedHeaders: trusted ? .trust(["127.0.0.1", "::1"]) : .ignore)
                 ).get { _ in "ok" }
                 let tester = try app.testing(method: .running(hostname: "127.0.0.1", port: 0))
                 try await tester.test(.GET, "/", headers: ["X-Forwarded-For": "203.0.113.1"]) {
