@@ -7,7 +7,7 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
-#include "trace-internal.h"
+#include "format-internal.h"
 
 #include <event2/event.h>
 #include <inttypes.h>

@@ -1,8 +1,7 @@
 /*
- * trace-internal.h — what trace.c (parser, manual runner) and realtime.c
- * (real-loop runner) share: the layout of a parsed trace and the one place
- * that turns a thing the limiter did into an output line. Not installed;
- * every symbol is sluice__-prefixed and hidden.
+ * trace-internal.h — the layout of a parsed trace, written by parse.c and
+ * read by the output lines (format.c) and the runners (run.c, realtime.c).
+ * Not installed; every symbol is sluice__-prefixed and hidden.
  */
 #ifndef SLUICE_TRACE_INTERNAL_H
 #define SLUICE_TRACE_INTERNAL_H
@@ -58,42 +57,5 @@ static inline const char *sluice__step_value(const sluice_trace_t *t, const stru
  * every run. */
 #define SLUICE__TRACE_SEED0 UINT64_C(0x736c756963652d74) /* "sluice-t" */
 #define SLUICE__TRACE_SEED1 UINT64_C(0x726163652d763100) /* "race-v1" */
-
-/* Where a run's lines go: builds the text and the fields of each line and
- * hands them to options->on_output. */
-struct sluice__trace_sink {
-    const sluice_trace_t *t;
-    sluice_trace_output_fn fn;
-    void *user;
-    sluice_trace_run_result_t *res;
-    char *buf; /* one line; room for the longest */
-    size_t cap;
-};
-
-/* Prepares a sink (one allocation). Returns SLUICE_TRACE_OK or
- * SLUICE_TRACE_ENOMEM. */
-SLUICE__TRACE_HIDDEN int sluice__trace_sink_init(struct sluice__trace_sink *k, const sluice_trace_t *t,
-                                                 const sluice_trace_run_options_t *opt,
-                                                 sluice_trace_run_result_t *res);
-SLUICE__TRACE_HIDDEN void sluice__trace_sink_free(struct sluice__trace_sink *k);
-
-/* `TIME emit|drop|discard KEY VALUE` of call step `step`; `successor` is
- * the step of the call that replaced it (drops only), or SIZE_MAX. */
-SLUICE__TRACE_HIDDEN void sluice__trace_put_value(struct sluice__trace_sink *k, sluice_trace_output_kind_t kind,
-                                                  uint64_t time_ms, size_t step, size_t successor);
-/* `TIME pending KEY yes|no`. */
-SLUICE__TRACE_HIDDEN void sluice__trace_put_pending(struct sluice__trace_sink *k, uint64_t time_ms, size_t step,
-                                                    bool yes);
-/* `TIME quota KEY remaining=R full=F retry=S|never` from the core's quota
- * (ns, rounded up to ms here). */
-SLUICE__TRACE_HIDDEN void sluice__trace_put_quota(struct sluice__trace_sink *k, uint64_t time_ms, size_t step,
-                                                  const sluice_quota_t *q);
-
-/* Formats a message into a run result's message (overwrites it). */
-SLUICE__TRACE_HIDDEN void sluice__trace_set_message(sluice_trace_run_result_t *res, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 #endif /* SLUICE_TRACE_INTERNAL_H */

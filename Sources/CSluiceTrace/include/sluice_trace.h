@@ -25,9 +25,9 @@
  * my_fn receives every output line once, in order, both as fields and as
  * the exact text the tool prints (sluice_trace_output_t).
  *
- * Dependencies: parsing and sluice_trace_run() (trace.c) need only the core
- * (sluice.h): no event loop, no threads. sluice_trace_run_realtime()
- * (realtime.c) uses the loop layer and libevent.
+ * Dependencies: parsing and sluice_trace_run() need only the core
+ * (sluice.h): no event loop, no threads.
+ * sluice_trace_run_realtime() uses the loop layer and libevent.
  *
  * Threads: a parsed trace is never changed after sluice_trace_parse();
  * several threads may read or run the same trace at once. A run keeps all of
