@@ -49,8 +49,6 @@ endif()
 # compiled in only here, where the fleet limiter exists.
 if(TARGET sluice-trace)
   target_sources(sluice-trace PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/tools/sluice-trace/redis_run.c")
-  # redis_run.c prints through the trace library's formatter (trace-internal.h)
-  target_include_directories(sluice-trace PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/Sources/CSluiceTrace")
   target_compile_definitions(sluice-trace PRIVATE SLUICE_TRACE_WITH_REDIS=1)
   target_link_libraries(sluice-trace PRIVATE sluice_fleet)
 endif()

@@ -1,7 +1,7 @@
 /*
  * format-internal.h — the output lines of a run (format.c): the one place
  * that turns what a limiter did into a line, for every runner (run.c,
- * realtime.c). Not installed; every symbol is sluice__-prefixed
+ * realtime.c, answers.c). Not installed; every symbol is sluice__-prefixed
  * and hidden.
  */
 #ifndef SLUICE_TRACE_FORMAT_INTERNAL_H

@@ -1,10 +1,10 @@
 /*
  * redis_run.c — see redis_run.h. Steps are pipelined (a window of requests
  * in flight on the one connection, which Redis runs in order), answers kept
- * per step, then printed in step order by the local runner's own formatter
- * (Sources/CSluiceTrace, trace-internal.h): a rate call is decided at once (emit or drop), a quota line prints
- * its peek, `pending` is always "no", and cancel, flush and close print
- * nothing for a rate policy.
+ * per step, then printed in step order by the trace library's
+ * sluice_trace_print_answers(), which prints them as the local run does: a
+ * rate call is decided at once (emit or drop), a quota line prints its peek,
+ * `pending` is always "no", and cancel, flush and close print nothing.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "sluice_fleet.h"
-#include "trace-internal.h" /* the runners' line formatter (sluice__trace_put_*) */
 
 #define NS_PER_MS 1000000ull
 #define WINDOW 256
@@ -147,35 +146,30 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
         goto out;
     }
 
-    /* print, in step order, what the local run prints, through the trace
-     * library's own formatter (trace-internal.h): a call emits or drops at
-     * once, `pending` is always "no" for a rate policy, and cancel, flush and
-     * close print nothing */
-    sluice_trace_run_options_t opt;
-    memset(&opt, 0, sizeof opt);
-    opt.on_output = on_output;
-    opt.user = user;
-    sluice_trace_run_result_t res;
-    memset(&res, 0, sizeof res);
-    struct sluice__trace_sink sink;
-    if (sluice__trace_sink_init(&sink, trace, &opt, &res) != SLUICE_TRACE_OK) {
+    /* print, in step order, what the local run prints (the trace library's
+     * sluice_trace_print_answers(): a call emits or drops at once, `pending`
+     * is always "no" for a rate policy, and cancel, flush and close print
+     * nothing) */
+    sluice_trace_answer_t *answers = calloc(n ? n : 1, sizeof *answers);
+    if (!answers) {
         fprintf(stderr, "error: out of memory\n");
         status = 1;
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        sluice_trace_step_t st;
-        sluice_trace_step(trace, i, &st);
-        const sluice_fleet_result_t *r = &slots[i].res;
-        if (st.verb == SLUICE_TRACE_CALL)
-            sluice__trace_put_value(&sink, r->decision.kind == SLUICE_EMITTED ? SLUICE_TRACE_OUT_EMIT : SLUICE_TRACE_OUT_DROP,
-                                    st.time_ms, i, SIZE_MAX);
-        else if (st.verb == SLUICE_TRACE_PENDING)
-            sluice__trace_put_pending(&sink, st.time_ms, i, false);
-        else if (st.verb == SLUICE_TRACE_QUOTA)
-            sluice__trace_put_quota(&sink, st.time_ms, i, &r->quota);
+        answers[i].emitted = slots[i].res.decision.kind == SLUICE_EMITTED;
+        answers[i].quota = slots[i].res.quota;
     }
-    sluice__trace_sink_free(&sink);
+    sluice_trace_run_options_t opt;
+    memset(&opt, 0, sizeof opt);
+    opt.on_output = on_output;
+    opt.user = user;
+    rc = sluice_trace_print_answers(trace, answers, &opt, NULL);
+    free(answers);
+    if (rc != SLUICE_TRACE_OK) {
+        fprintf(stderr, "error: %s\n", sluice_trace_strerror(rc));
+        status = rc == SLUICE_TRACE_ENOMEM ? 1 : 64;
+    }
 
 out:
     sluice_fleet_free(f); /* answers what is left (SLUICE_ECLOSED) */

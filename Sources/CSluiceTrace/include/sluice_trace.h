@@ -25,8 +25,8 @@
  * my_fn receives every output line once, in order, both as fields and as
  * the exact text the tool prints (sluice_trace_output_t).
  *
- * Dependencies: parsing and sluice_trace_run() need only the core
- * (sluice.h): no event loop, no threads.
+ * Dependencies: parsing, sluice_trace_run() and sluice_trace_print_answers()
+ * need only the core (sluice.h): no event loop, no threads.
  * sluice_trace_run_realtime() uses the loop layer and libevent.
  *
  * Threads: a parsed trace is never changed after sluice_trace_parse();
@@ -400,6 +400,41 @@ SLUICE_EXTERN int sluice_trace_run(const sluice_trace_t *trace, const sluice_tra
 SLUICE_EXTERN int sluice_trace_run_realtime(const sluice_trace_t *trace,
                                             const sluice_trace_run_options_t *options,
                                             sluice_trace_run_result_t *result);
+
+/** What another limiter decided for one step of a rate trace, for
+ *  sluice_trace_print_answers(). */
+typedef struct sluice_trace_answer {
+    bool emitted;         /**< call steps: true when the call was emitted, false when dropped */
+    sluice_quota_t quota; /**< quota steps: the quota read at the step's time (core units, ns) */
+} sluice_trace_answer_t;
+
+/**
+ * Prints the lines of a rate trace whose steps another limiter decided (for
+ * example the fleet limiter in Redis: `sluice-trace --redis`), exactly as
+ * sluice_trace_run() prints a run that decided the same.
+ *
+ * Lines come in step order, each stamped with its step's TIME: a call step
+ * gives `emit` or `drop` (never a successor: a rate call is decided at
+ * once), a pending step `no` (a rate key holds no value), a quota step the
+ * quota of its answer (full and retry rounded up to ms); cancel, flush and
+ * close give nothing.
+ *
+ * @param trace a parsed trace whose policy is rate.
+ * @param answers one answer per step (sluice_trace_step_count() of them);
+ *        only those of call and quota steps are read. May be NULL when the
+ *        trace has no step.
+ * @param options on_output and user are used, the rest is ignored; NULL: the
+ *        lines are produced, not delivered.
+ * @param result receives the count of lines and, on failure, the message;
+ *        may be NULL.
+ * @return SLUICE_TRACE_OK, SLUICE_TRACE_ENOMEM, or SLUICE_TRACE_EINVAL (NULL
+ *         trace, NULL answers for a trace with steps, or a policy that is
+ *         not rate); nothing is delivered on failure.
+ * Complexity: O(steps).
+ */
+SLUICE_EXTERN int sluice_trace_print_answers(const sluice_trace_t *trace, const sluice_trace_answer_t *answers,
+                                             const sluice_trace_run_options_t *options,
+                                             sluice_trace_run_result_t *result);
 
 /**
  * A short English description of a status code of this library.
