@@ -3,13 +3,18 @@
 //
 //   GET /           "hello CLIENT": a quota of --limit requests per --per seconds per
 //                   client (the X-Client-Id header when present, else the client address;
-//                   X-Forwarded-For/Forwarded only from --trust-proxy addresses).
+//                   X-Forwarded-For/Forwarded only from --trust-proxy addresses). An
+//                   X-Client-Id sent twice or not of visible ASCII: 400 (docs/servers.md).
 //                   429 + Retry-After + problem+json beyond it; RateLimit-Policy and
 //                   RateLimit on every answer.
 //   PUT /docs/ID    a new version of a document: saved once a burst of PUTs on that ID
 //                   has been quiet for --debounce-ms (a debounce per document, on a
 //                   NIO event loop); 202.
 //   GET /docs/ID    "saves=N content=LAST" (404 before the first save).
+//
+// Against hostile clients: --idle-timeout (Hummingbird's own), --header-timeout,
+// --request-timeout and --max-connections (the connection guard of server-support,
+// installed by GuardedHTTP1Channel below).
 //
 // Every save prints "saved ID CONTENT" on stdout. On SIGTERM/SIGINT the server stops
 // taking requests, then the limiters are drained (pending saves are made), then it exits.
@@ -18,9 +23,9 @@
 import ExampleServerSupport
 import HTTPTypes
 import Hummingbird
+import HummingbirdCore
 import NIOCore
 import Logging
-import NIOPosix
 import ServiceLifecycle
 import Sluice
 import SluiceHTTP
@@ -28,13 +33,25 @@ import SluiceHummingbird
 import SluiceMetrics
 import SluiceNIO
 
-/// A request context that knows the client's address.
-struct ClientContext: RequestContext, RemoteAddressRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let remoteAddress: SocketAddress?
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        remoteAddress = source.channel.remoteAddress
+/// Hummingbird's HTTP/1 server with the connection guard of server-support: a connection
+/// beyond the cap is closed at once; a request head must be complete `headerTimeout`
+/// after its first byte, and its response ended `requestTimeout` after the head.
+struct GuardedHTTP1Channel: ServerChildChannel {
+    let http1: HTTP1Channel
+    let cap: ConnectionCap
+    let headerTimeout: TimeAmount
+    let requestTimeout: TimeAmount
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1Channel.Value> {
+        http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            try cap.admit(channel)
+            try HTTPTimeouts.install(on: channel, headerTimeout: headerTimeout, requestTimeout: requestTimeout)
+            return value
+        }
+    }
+
+    func handle(value: HTTP1Channel.Value, logger: Logger) async {
+        await http1.handle(value: value, logger: logger)
     }
 }
 
@@ -43,36 +60,38 @@ var logger = Logger(label: "hummingbird-server")
 logger.logLevel = .notice
 
 let clientID = HTTPField.Name("X-Client-Id")!
+typealias Middleware = RateLimitMiddleware<ClientAddressContext>
 let forwarded: ForwardedHeaders = options.trustedProxies.isEmpty ? .ignore : .trust(options.trustedProxies)
 
 // The quota: a local RateLimiter.
-// Its clock and timers are a NIO event loop of the server's group (SluiceNIO): no thread
-// of Sluice's own. (--quota-on-sluice-loop: Sluice's default loop instead, for comparison.)
+// Its clock and timers are one of the server's own event loops (Hummingbird's default
+// group; SluiceNIO): no thread of Sluice's own. (--quota-on-sluice-loop: Sluice's default
+// loop instead, for comparison: a decision then wakes that thread, about 30% fewer
+// requests per second in docs/servers.md's runs.)
+let serverLoops = EventLoopGroupProvider.singleton.eventLoopGroup
 let quota = try RateLimiter<String>(
     limit: options.limit, per: options.perDuration,
-    scheduler: options.quotaOnSluiceLoop ? .default : .eventLoop(MultiThreadedEventLoopGroup.singleton.next()),
+    scheduler: options.quotaOnSluiceLoop ? .default : .eventLoop(serverLoops.next()),
     maxKeys: 1_000_000)
 // The debounced saves: a Limiter whose timers are tasks of a NIO event loop.
 let store = DocumentStore()
 let saves = try Limiter<String, String>(
     .debounce(interval: .milliseconds(options.debounceMilliseconds)),
-    scheduler: .eventLoop(MultiThreadedEventLoopGroup.singleton.next()), maxKeys: 100_000
+    scheduler: .eventLoop(serverLoops.next()), maxKeys: 100_000
 ) { id, content in store.save(id, content) }
 
-let router = Router(context: ClientContext.self)
+let router = Router(context: ClientAddressContext.self)
 let limited = router.group()
 if !options.noLimit {
+    // X-Client-Id by the rule of SluiceHTTP's ClientID, else the client address.
     limited.add(
-        middleware: RateLimitMiddleware<ClientContext>(quota, shadow: options.shadow) { request, context in
-            request.headers[clientID]
-                ?? RateLimitMiddleware<ClientContext>.clientAddress(request, context, forwarded)
-        })
+        middleware: Middleware(quota, clientIDField: "X-Client-Id", forwardedHeaders: forwarded, shadow: options.shadow))
 }
 limited.get("/") { request, context -> String in
-        let client = request.headers[clientID]
-            ?? RateLimitMiddleware<ClientContext>.clientAddress(request, context, forwarded) ?? "?"
-        return "hello \(client)\n"
-    }
+    // (With --no-limit an id the middleware would refuse is shown as "?".)
+    let client = try? Middleware.clientKey(request, context, clientIDField: clientID, forwarded)
+    return "hello \(client ?? "?")\n"
+}
 router.put("/docs/:id") { request, context -> Response in
     let id = try context.parameters.require("id")
     let body = try await request.body.collect(upTo: 64 * 1024)
@@ -89,8 +108,17 @@ router.get("/docs/:id") { _, context -> String in
     return "saves=\(document.saves) content=\(document.content)\n"
 }
 
+let cap = ConnectionCap(limit: options.maxConnections)
+let server = HTTPServerBuilder { responder in
+    GuardedHTTP1Channel(
+        http1: HTTP1Channel(
+            responder: responder, configuration: .init(idleTimeout: ServerOptions.timeAmount(options.idleTimeout))),
+        cap: cap, headerTimeout: ServerOptions.timeAmount(options.headerTimeout),
+        requestTimeout: ServerOptions.timeAmount(options.requestTimeout))
+}
 let app = Application(
     router: router,
+    server: server,
     configuration: .init(address: .hostname(options.host, port: options.port), serverName: nil),
     onServerRunning: { channel in
         say("listening on \(channel.localAddress?.description ?? "?")")

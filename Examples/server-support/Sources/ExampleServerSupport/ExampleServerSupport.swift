@@ -1,5 +1,6 @@
 // What the example servers share, framework aside (see Package.swift).
 import Foundation
+import NIOCore
 import Synchronization
 
 /// The example servers' command line (the same flags for both).
@@ -20,13 +21,32 @@ public struct ServerOptions: Sendable {
     /// The quota's limiter on Sluice's own loop instead of a NIO event loop (for comparison).
     public var quotaOnSluiceLoop = false
 
+    /// Against hostile clients (docs/servers.md, "What the server must do itself"):
+    /// a connection with no request in progress is closed after `idleTimeout` seconds
+    /// (longer than a load balancer's usual 60 s pool timeout, so that it closes first);
+    public var idleTimeout = 75.0
+    /// a request's head must be complete `headerTimeout` seconds after its first byte;
+    public var headerTimeout = 10.0
+    /// from a complete head to the end of its response, at most `requestTimeout` seconds;
+    public var requestTimeout = 60.0
+    /// at most `maxConnections` open at once: a new one beyond is closed at once (about
+    /// 50 KB of memory each were measured with idle connections, and each needs a file
+    /// descriptor: keep it below `ulimit -n`).
+    public var maxConnections = 4096
+
     /// The quota's period.
     public var perDuration: Duration { .nanoseconds(Int64(per * 1_000_000_000)) }
+
+    /// `seconds` as a NIO time amount.
+    public static func timeAmount(_ seconds: Double) -> TimeAmount { .nanoseconds(Int64(seconds * 1_000_000_000)) }
 
     public static func usage(_ program: String) -> String {
         """
         usage: \(program) [--host ADDR] [--port PORT] [--limit N] [--per SECONDS] [--debounce-ms MS]
                [--trust-proxy ADDR]... [--shadow] [--no-limit] [--quota-on-sluice-loop]
+               [--idle-timeout SECONDS] [--header-timeout SECONDS] [--request-timeout SECONDS]
+               [--max-connections N]
+        (defaults: --idle-timeout 75 --header-timeout 10 --request-timeout 60 --max-connections 4096)
         """
     }
 
@@ -43,6 +63,12 @@ public struct ServerOptions: Sendable {
             guard let value = rest.popFirst() else { fail("\(flag) needs a value") }
             return value
         }
+        func seconds(_ flag: String) -> Double {
+            guard let seconds = Double(value(flag)), seconds > 0, seconds <= 86_400 else {
+                fail("\(flag) must be a number of seconds in (0, 86400]")
+            }
+            return seconds
+        }
         while let flag = rest.popFirst() {
             switch flag {
             case "--host": options.host = value(flag)
@@ -58,6 +84,12 @@ public struct ServerOptions: Sendable {
             case "--debounce-ms":
                 guard let ms = Int(value(flag)), ms >= 1 else { fail("--debounce-ms must be >= 1") }
                 options.debounceMilliseconds = ms
+            case "--idle-timeout": options.idleTimeout = seconds(flag)
+            case "--header-timeout": options.headerTimeout = seconds(flag)
+            case "--request-timeout": options.requestTimeout = seconds(flag)
+            case "--max-connections":
+                guard let n = Int(value(flag)), n >= 1 else { fail("--max-connections must be an integer >= 1") }
+                options.maxConnections = n
             case "--trust-proxy": options.trustedProxies.insert(value(flag))
             case "--shadow": options.shadow = true
             case "--no-limit": options.noLimit = true
