@@ -1,5 +1,7 @@
-/* delivery.c — a loop limiter's libevent timer, the delivery of its events
- * to the user's callback, and its teardown (sluice_mt_free()).
+/* delivery.c — a loop limiter's timer and the delivery of its events to
+ * the user's callback (loop-internal.h). Its creation, its libevent event's
+ * callback and its teardown are in lifetime.c, which calls this file; this
+ * file calls only the shards (shard.c), the outboxes and the core.
  *
  * Delivery: one thread at a time is the "deliverer" of a limiter (flag
  * `delivering` under `dmu`). It takes each shard's outbox whole (swapping it
@@ -11,7 +13,9 @@
  * callback; a call made on the loop thread delivers itself; a call from
  * another thread wakes the loop (event_active, once per batch thanks to the
  * `wake` flag). A shard's outbox is FIFO and a key always maps to one shard,
- * so the events of a key are delivered in order.
+ * so the events of a key are delivered in order. A free asked from inside
+ * the limiter's own callback only sets `free_deferred`: the outermost
+ * deliverer returns it to its caller (lifetime.c), which carries it out.
  *
  * Timer: one libevent event per limiter, used both as the timer and as the
  * wake-up. `armed` is the time it is armed for (UINT64_MAX: not armed); it
@@ -24,15 +28,7 @@
  * `armed` (caller) and the reset of `armed` before the loads of `next`
  * (callback) are both sequentially consistent, so either the caller sees the
  * reset and arms, or the callback sees the caller's deadline: no deadline is
- * missed. Extending or cancelling never lowers `next`, so it never re-arms.
- *
- * Teardown: the free marks the limiter FREEING (every call then fails with
- * SLUICE_ECLOSED before taking a lock), frees the libevent event (which
- * waits for a callback running on the loop thread), delivers what is left,
- * then frees the shard limiters in "direct" mode: their discards go straight
- * to the user's callback, no lock held. A free asked from inside the
- * limiter's own callback only sets `free_deferred`; the outermost deliverer
- * carries it out when it has delivered everything. */
+ * missed. Extending or cancelling never lowers `next`, so it never re-arms. */
 #include "loop-internal.h"
 
 #include <event2/event.h>
@@ -40,14 +36,18 @@
 #include <time.h>
 
 /* Limiters this thread is delivering for (innermost first). */
-struct dframe {
-    const struct sluice_mt *m;
-    struct dframe *up;
-};
-static _Thread_local struct dframe *tl_frames;
+static _Thread_local struct sluice__dframe *tl_frames;
 
-static bool in_callback(const struct sluice_mt *m) {
-    for (const struct dframe *f = tl_frames; f; f = f->up)
+void sluice__deliverer_push(struct sluice__dframe *f, const struct sluice_mt *m) {
+    f->m = m;
+    f->up = tl_frames;
+    tl_frames = f;
+}
+
+void sluice__deliverer_pop(struct sluice__dframe *f) { tl_frames = f->up; }
+
+bool sluice__mt_in_callback(const struct sluice_mt *m) {
+    for (const struct sluice__dframe *f = tl_frames; f; f = f->up)
         if (f->m == m) return true;
     return false;
 }
@@ -91,8 +91,6 @@ uint64_t sluice__mt_min_next(const struct sluice_mt *m) {
 
 /* ------------------------------------------------------------------ delivery */
 
-static void teardown(struct sluice_mt *m);
-
 /* Takes a shard's queued events, or returns false when it has none. */
 static bool take_outbox(struct sluice_mt *m, struct shard *s, struct outbox *batch) {
     sluice__lock(s->lk);
@@ -106,9 +104,7 @@ static bool take_outbox(struct sluice_mt *m, struct shard *s, struct outbox *bat
     return true;
 }
 
-/* One pass over the shards, delivering what each has queued (the caller is
- * the deliverer). Returns true when something was delivered. */
-static bool deliver_pass(struct sluice_mt *m) {
+bool sluice__mt_deliver_pass(struct sluice_mt *m) {
     bool any = false;
     for (unsigned i = 0; i < m->nshards; i++) {
         struct outbox batch;
@@ -121,9 +117,7 @@ static bool deliver_pass(struct sluice_mt *m) {
     return any;
 }
 
-/* Delivers every queued event. Returns true when the limiter was freed (by a
- * deferred free): the caller must not touch it again. */
-static bool deliver(struct sluice_mt *m) {
+bool sluice__mt_deliver(struct sluice_mt *m) {
     pthread_mutex_lock(&m->dmu);
     if (m->delivering) {
         m->again = true;
@@ -132,10 +126,10 @@ static bool deliver(struct sluice_mt *m) {
     }
     m->delivering = true;
     pthread_mutex_unlock(&m->dmu);
-    struct dframe frame = { m, tl_frames };
-    tl_frames = &frame;
+    struct sluice__dframe frame;
+    sluice__deliverer_push(&frame, m);
     for (;;) {
-        bool any = deliver_pass(m);
+        bool any = sluice__mt_deliver_pass(m);
         pthread_mutex_lock(&m->dmu);
         if (!any && !m->again) break; /* dmu stays locked */
         m->again = false;
@@ -147,9 +141,8 @@ static bool deliver(struct sluice_mt *m) {
         pthread_cond_broadcast(&m->dcond);
     }
     pthread_mutex_unlock(&m->dmu);
-    if (do_free) teardown(m); /* still the deliverer, frame still pushed */
-    tl_frames = frame.up;
-    return do_free;
+    sluice__deliverer_pop(&frame);
+    return do_free; /* when set, still the deliverer: the caller frees */
 }
 
 /* Asks the loop thread to deliver (and to look at the timer).
@@ -163,19 +156,9 @@ static bool deliver(struct sluice_mt *m) {
  * the next timer. With another cause the activation survives event_add(),
  * and the callback's run disarms the timer as before (a non-persistent
  * event is deleted, timeout included, before its callback runs). */
-static void wake(struct sluice_mt *m) {
+void sluice__mt_wake(struct sluice_mt *m) {
     /* a plain load first: while a wake-up is pending, callers only read the line */
     if (!atomic_load(&m->wake) && !atomic_exchange(&m->wake, true) && m->ev) event_active(m->ev, EV_READ, 0);
-}
-
-static bool loop_inline(const struct sluice_loop *loop) {
-    return sluice_loop_in_thread(loop) || atomic_load(&loop->stopped);
-}
-
-bool sluice__mt_deliver_or_wake(struct sluice_mt *m) {
-    if (loop_inline(m->loop)) return deliver(m);
-    wake(m);
-    return false;
 }
 
 /* Table work deferred by the timer pass (the core's index shrink and slab
@@ -199,11 +182,7 @@ static bool tidy_one(struct sluice_mt *m) {
     return false;
 }
 
-/* The limiter's libevent callback: its timer fired, or it was woken. */
-static void on_loop_event(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
-    struct sluice_mt *m = arg;
+bool sluice__mt_timer_pass(struct sluice_mt *m) {
     atomic_store(&m->wake, false);
     pthread_mutex_lock(&m->arm_mu);
     atomic_store(&m->armed, UINT64_MAX); /* libevent disarmed it to run us */
@@ -229,7 +208,7 @@ static void on_loop_event(evutil_socket_t fd, short what, void *arg) {
         sluice__unlock(s->lk);
     }
     if (more) atomic_fetch_add_explicit(&m->budget_passes, 1, memory_order_relaxed);
-    if (deliver(m)) return;
+    if (sluice__mt_deliver(m)) return true;
     bool tidy_more = tidy_one(m);
     uint64_t next = sluice__mt_min_next(m);
     if (stalled && next < now + SLM_RETRY_NS)
@@ -237,65 +216,5 @@ static void on_loop_event(evutil_socket_t fd, short what, void *arg) {
     else if (more || tidy_more)
         next = now; /* at once, after the loop has polled I/O */
     sluice__mt_arm_at(m, next);
-}
-
-int sluice__mt_event_new(struct sluice_mt *m) {
-    m->ev = event_new(m->loop->base, -1, 0, on_loop_event, m);
-    return m->ev ? 0 : SLUICE_ENOMEM;
-}
-
-/* ------------------------------------------------------------------ teardown */
-
-/* Carried out by the deliverer (flag held, frame pushed), state FREEING. */
-static void teardown(struct sluice_mt *m) {
-    pthread_mutex_lock(&m->arm_mu);
-    struct event *ev = m->ev;
-    m->ev = NULL;
-    pthread_mutex_unlock(&m->arm_mu);
-    if (ev) event_free(ev); /* from the loop thread (a deferred free) this does not wait */
-    /* Deliver what is queued: the deliver loop is ours, run it inline. */
-    while (deliver_pass(m)) {
-    }
-    /* Discard what is pending, straight to the user, as the core's free
-     * does (calls into the limiter fail from now on, so no lock is needed
-     * or held while the callback runs). */
-    for (unsigned i = 0; i < m->nshards; i++) {
-        struct shard *s = sluice__shard_at(m, i);
-        sluice__lock(s->lk); /* orders us after every earlier holder */
-        s->direct = true;
-        sluice_limiter_t *core = s->core;
-        s->core = NULL;
-        sluice__unlock(s->lk);
-        sluice_limiter_free(core);
-    }
-    sluice_loop_t *loop = m->loop;
-    sluice__mt_destroy(m, m->nshards);
-    atomic_fetch_sub(&loop->nmt, 1);
-}
-
-void sluice_mt_free(sluice_mt_t *m) {
-    if (!m) return;
-    if (in_callback(m)) {
-        /* Deferred: the outermost deliverer finishes and releases. */
-        atomic_store(&m->state, MT_FREEING);
-        pthread_mutex_lock(&m->dmu);
-        m->free_deferred = true;
-        pthread_mutex_unlock(&m->dmu);
-        return;
-    }
-    if (atomic_exchange(&m->state, MT_FREEING) == MT_FREEING) return; /* freed twice: misuse */
-    /* No more callbacks from the loop: event_free waits for a running one. */
-    pthread_mutex_lock(&m->arm_mu);
-    struct event *ev = m->ev;
-    m->ev = NULL;
-    pthread_mutex_unlock(&m->arm_mu);
-    if (ev) event_free(ev);
-    pthread_mutex_lock(&m->dmu);
-    while (m->delivering) pthread_cond_wait(&m->dcond, &m->dmu);
-    m->delivering = true;
-    pthread_mutex_unlock(&m->dmu);
-    struct dframe frame = { m, tl_frames };
-    tl_frames = &frame;
-    teardown(m);
-    tl_frames = frame.up;
+    return false;
 }

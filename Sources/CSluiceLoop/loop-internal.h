@@ -9,10 +9,17 @@
  *               base run on a thread of its own
  *   outbox.c    the per-shard queue of events waiting to be delivered
  *   lock.c      the shard lock's slow paths (contention: spin, then futex)
- *   mt.c        the sharded thread-safe limiter (sluice_mt_*): creation,
- *               key calls, the live-key budget, close, stats
- *   delivery.c  the limiter's libevent timer, delivery of events to the
- *               user's callback, teardown and free
+ *   shard.c     a shard's upkeep: the core's event callback, the next
+ *               deadline, the live-key count, firing due deadlines
+ *   delivery.c  the limiter's timer and the delivery of events to the
+ *               user's callback
+ *   lifetime.c  the limiter's creation, its libevent event's callback,
+ *               teardown and free (sluice_mt_new*, sluice_mt_free)
+ *   mt.c        the calls on a limiter (sluice_mt_*): key calls, the
+ *               live-key budget, close, stats
+ *
+ * Each file calls only files listed above it: no two files call each
+ * other.
  *
  * It uses the core only through its public API (sluice.h) and the accessors
  * of ../CSluice/core-internal.h: no field of a core structure is read here.
@@ -169,7 +176,7 @@ void sluice__outbox_release(const struct sluice_mt *m, struct outbox *o);
 void *sluice__mt_alloc(const struct sluice_mt *m, size_t size);
 void sluice__mt_release(const struct sluice_mt *m, void *p, size_t size);
 
-/* ------------------------------------------------------------------ limiter (mt.c) */
+/* ------------------------------------------------------------------ limiter and shards (shard.c) */
 
 /* A shard. Every call on a key takes its lock and reads or writes the
  * fields of the first two lines, from whichever thread calls, so they are
@@ -253,6 +260,11 @@ struct sluice_mt {
 
 static inline struct shard *sluice__shard_at(const struct sluice_mt *m, unsigned i) { return &m->shards[i].s; }
 
+/* The core limiter's event callback of a shard (`user` is the shard): runs
+ * under the shard lock and queues the event in the shard's outbox; in
+ * teardown (`direct`), with the shard to itself, hands it to the user. */
+void sluice__shard_on_event(void *user, const sluice_event_t *ev);
+
 /* Publishes the shard core's next deadline in `next` (shard locked) and
  * returns it. */
 uint64_t sluice__shard_publish_next(struct shard *s);
@@ -267,25 +279,51 @@ void sluice__shard_settle_keys(struct shard *s);
  * Returns the transitions handled. */
 size_t sluice__shard_advance(struct sluice_mt *m, struct shard *s, uint64_t now, size_t budget, bool *stalled);
 
-/* Frees what sluice_mt_new built (shards [0, built) have their mutex and core). */
-void sluice__mt_destroy(struct sluice_mt *m, unsigned built);
-
 /* ------------------------------------------------------------------ delivery (delivery.c) */
 
-/* Creates the limiter's libevent event (m->ev) on its loop's base: its
- * timer and its wake-up. Returns 0 or SLUICE_ENOMEM. */
-int sluice__mt_event_new(struct sluice_mt *m);
+/* A limiter this thread is delivering for, on the thread's stack of them. */
+struct sluice__dframe {
+    const struct sluice_mt *m;
+    struct sluice__dframe *up;
+};
+
+/* Pushes `f` (for `m`) on the thread's stack of deliverers, and pops it. */
+void sluice__deliverer_push(struct sluice__dframe *f, const struct sluice_mt *m);
+void sluice__deliverer_pop(struct sluice__dframe *f);
+
+/* True when this thread is inside a delivery of `m` (its callback). */
+bool sluice__mt_in_callback(const struct sluice_mt *m);
 
 /* Arms the timer at `at` if that is earlier than where it is armed. */
 void sluice__mt_arm_at(struct sluice_mt *m, uint64_t at);
+
+/* The earliest `next` over the shards. */
+uint64_t sluice__mt_min_next(const struct sluice_mt *m);
+
+/* One pass over the shards, delivering what each has queued (the caller is
+ * the deliverer). Returns true when something was delivered. */
+bool sluice__mt_deliver_pass(struct sluice_mt *m);
+
+/* Delivers every queued event, as the deliverer (or asks the thread that is
+ * delivering for one more pass). Returns true when a free was asked from a
+ * callback meanwhile: the caller, still the deliverer, must then carry it
+ * out (lifetime.c) and not touch the limiter otherwise. */
+bool sluice__mt_deliver(struct sluice_mt *m);
+
+/* Asks the loop thread to deliver (activates the limiter's event). */
+void sluice__mt_wake(struct sluice_mt *m);
+
+/* The work of the limiter's libevent event, its timer fired or woken: fires
+ * due deadlines within the loop's budget, delivers, tidies one shard and
+ * re-arms. Returns what sluice__mt_deliver() returns. */
+bool sluice__mt_timer_pass(struct sluice_mt *m);
+
+/* ------------------------------------------------------------------ lifetime (lifetime.c) */
 
 /* After a call that queued events: delivers them here (on the loop thread,
  * or when no loop thread runs) or wakes the loop. Returns true when the
  * limiter was freed meanwhile (a free from a callback): do not touch it. */
 bool sluice__mt_deliver_or_wake(struct sluice_mt *m);
-
-/* The earliest `next` over the shards. */
-uint64_t sluice__mt_min_next(const struct sluice_mt *m);
 
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop

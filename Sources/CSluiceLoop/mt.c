@@ -1,7 +1,8 @@
 /* mt.c — the sharded thread-safe limiter (sluice_mt_*, sluice_loop.h):
- * creation, the calls on a key, the live-key budget, close and counters.
- * Its timer, delivery and teardown are in delivery.c, its event queues in
- * outbox.c (see loop-internal.h for the layout).
+ * the calls on a key, the live-key budget, close and counters. Its
+ * creation and free are in lifetime.c, its timer and delivery in
+ * delivery.c, its shards' upkeep in shard.c, its event queues in outbox.c
+ * (see loop-internal.h for the layout).
  *
  * A call on a key hashes it once with the seed every shard shares, takes
  * the shard's lock, reserves outbox room for the events the call can
@@ -35,247 +36,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------ shard helpers */
-
-/* The shard limiters allocate through this: every block starts on a cache
- * line and owns its last line whole, so the hot fields of two shards (each
- * written under its own lock, by any thread) never share a line. The
- * caller's block address is kept in the line before the block. */
-static void *line_alloc(void *ctx, size_t size) {
-    const struct sluice_mt *m = ctx;
-    size_t body = (size + SLM_CACHE_LINE - 1) / SLM_CACHE_LINE * SLM_CACHE_LINE;
-    if (body < size || body > SIZE_MAX - 2 * SLM_CACHE_LINE) return NULL;
-    unsigned char *raw = sluice__mt_alloc(m, body + 2 * SLM_CACHE_LINE);
-    if (!raw) return NULL;
-    uintptr_t p = ((uintptr_t)raw + 2 * SLM_CACHE_LINE - 1) & ~(uintptr_t)(SLM_CACHE_LINE - 1);
-    ((void **)p)[-1] = raw;
-    return (void *)p;
-}
-
-static void line_release(void *ctx, void *p, size_t size) {
-    const struct sluice_mt *m = ctx;
-    if (!p) return;
-    size_t body = (size + SLM_CACHE_LINE - 1) / SLM_CACHE_LINE * SLM_CACHE_LINE;
-    sluice__mt_release(m, ((void **)p)[-1], body + 2 * SLM_CACHE_LINE);
-}
-
-/* The core's callback: runs under the shard lock (or, in teardown, with the
- * shard to ourselves). */
-static void shard_on_event(void *user, const sluice_event_t *ev) {
-    struct shard *s = user;
-    struct sluice_mt *m = s->m;
-    if (s->direct) {
-        atomic_fetch_add_explicit(&m->delivered, 1, memory_order_relaxed);
-        if (m->on_events)
-            m->on_events(m->user, ev, 1);
-        else if (m->on_event)
-            m->on_event(m->user, ev);
-        return;
-    }
-    sluice__outbox_push(m, &s->out, ev);
-}
-
-uint64_t sluice__shard_publish_next(struct shard *s) {
-    uint64_t next = sluice_limiter_next_deadline(s->core);
-    if (next != atomic_load_explicit(&s->next, memory_order_relaxed)) atomic_store(&s->next, next);
-    return next;
-}
-
-void sluice__shard_settle_keys(struct shard *s) {
-    struct sluice_mt *m = s->m;
-    if (!m->max_keys || !s->core) return;
-    uint64_t live = sluice__limiter_live(s->core);
-    if (live < s->charged)
-        atomic_fetch_sub_explicit(&m->live_keys, s->charged - live, memory_order_relaxed);
-    else if (live > s->charged) /* never happens (a call creates only its reserved key); stay exact anyway */
-        atomic_fetch_add_explicit(&m->live_keys, live - s->charged, memory_order_relaxed);
-    s->charged = live;
-}
-
-/* Takes one unit of the live-key budget, or returns false when every unit
- * is taken. */
-static bool budget_take(struct sluice_mt *m) {
-    uint64_t cur = atomic_load_explicit(&m->live_keys, memory_order_relaxed);
-    do {
-        if (cur >= m->max_keys) return false;
-    } while (!atomic_compare_exchange_weak_explicit(&m->live_keys, &cur, cur + 1, memory_order_relaxed,
-                                                    memory_order_relaxed));
-    return true;
-}
-
-size_t sluice__shard_advance(struct sluice_mt *m, struct shard *s, uint64_t now, size_t budget, bool *stalled) {
-    size_t done = 0;
-    while (done < budget) {
-        size_t want = budget - done;
-        if (want > SLM_ADVANCE_CHUNK) want = SLM_ADVANCE_CHUNK;
-        size_t fit = sluice__outbox_room(m, &s->out, want, s->max_keylen);
-        if (fit == 0) {
-            *stalled = true;
-            break;
-        }
-        int64_t n = sluice_limiter_advance(s->core, now, fit);
-        if (n <= 0) break;
-        done += (size_t)n;
-        if ((size_t)n < fit) break;
-    }
-    sluice__shard_settle_keys(s);
-    sluice__shard_publish_next(s);
-    return done;
-}
-
-/* ------------------------------------------------------------------ creation */
-
-static unsigned round_pow2(unsigned n) {
-    unsigned p = 1;
-    while (p < n) p <<= 1;
-    return p;
-}
-
-void sluice__mt_destroy(struct sluice_mt *m, unsigned built) {
-    for (unsigned i = 0; i < built; i++) {
-        struct shard *s = sluice__shard_at(m, i);
-        sluice__lock_destroy(&s->mu); /* (s->lk, when in the core, needs no destroying) */
-        if (s->core) sluice_limiter_free(s->core);
-        sluice__outbox_release(m, &s->out);
-    }
-    sluice__outbox_release(m, &m->spare);
-    if (m->shards_raw) sluice__mt_release(m, m->shards_raw, m->shards_raw_size);
-    pthread_cond_destroy(&m->dcond);
-    pthread_mutex_destroy(&m->dmu);
-    pthread_mutex_destroy(&m->arm_mu);
-    sluice_allocator_t a = m->alloc;
-    bool has = m->has_alloc;
-    if (has)
-        a.release(a.ctx, m, sizeof *m);
-    else
-        free(m);
-}
-
-int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t *config, unsigned nshards) {
-    sluice_mt_options_t opt = { nshards, 0, NULL };
-    return sluice_mt_new_with_options(out, loop, config, &opt);
-}
-
-int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t *config,
-                               const sluice_mt_options_t *options) {
-    if (!out || !loop || !config) return SLUICE_EINVAL;
-    unsigned nshards = options ? options->nshards : 0;
-    unsigned report = options ? options->flags : 0;
-    if (nshards > SLUICE_MT_SHARDS_MAX) return SLUICE_EINVAL;
-    if (report & ~(unsigned)SLUICE_MT_REPORT_ALL) return SLUICE_EINVAL;
-    sluice_mt_events_fn on_events = options ? options->on_events : NULL;
-    if (report && !config->on_event && !on_events) return SLUICE_EINVAL;
-    if (config->allocator && (!config->allocator->alloc || !config->allocator->release)) return SLUICE_EINVAL;
-    int rc = sluice_policy_validate(&config->policy);
-    if (rc) return rc;
-    unsigned n = nshards ? round_pow2(nshards) : SLUICE_MT_SHARDS_DEFAULT;
-
-    struct sluice_mt *m = config->allocator ? config->allocator->alloc(config->allocator->ctx, sizeof *m)
-                                            : malloc(sizeof *m);
-    if (!m) return SLUICE_ENOMEM;
-    memset(m, 0, sizeof *m);
-    if (config->allocator) {
-        m->alloc = *config->allocator;
-        m->has_alloc = true;
-    }
-    if (pthread_mutex_init(&m->arm_mu, NULL) != 0) goto fail_m;
-    if (pthread_mutex_init(&m->dmu, NULL) != 0) goto fail_arm;
-    if (pthread_cond_init(&m->dcond, NULL) != 0) goto fail_dmu;
-    m->loop = loop;
-    m->on_event = config->on_event;
-    m->on_events = on_events;
-    m->user = config->user;
-    m->nshards = n;
-    m->mask = n - 1;
-    m->budget = loop->budget;
-    /* emit_only: no DROP reaches the callback, an immediate one included */
-    m->report = config->emit_only ? report & ~(unsigned)SLUICE_MT_REPORT_DROPPED : report;
-    m->max_keys = config->max_keys;
-    atomic_init(&m->state, MT_OPEN);
-    atomic_init(&m->live_keys, 0);
-    atomic_init(&m->armed, UINT64_MAX);
-    atomic_init(&m->wake, false);
-
-    m->shards_raw_size = (size_t)n * sizeof(union shard_slot) + SLM_SHARD_ALIGN;
-    m->shards_raw = sluice__mt_alloc(m, m->shards_raw_size);
-    if (!m->shards_raw) {
-        sluice__mt_destroy(m, 0);
-        return SLUICE_ENOMEM;
-    }
-    memset(m->shards_raw, 0, m->shards_raw_size);
-    uintptr_t base = ((uintptr_t)m->shards_raw + SLM_SHARD_ALIGN - 1) & ~(uintptr_t)(SLM_SHARD_ALIGN - 1);
-    m->shards = (union shard_slot *)base;
-
-    /* Every shard gets the whole configuration, max_keys included: the core
-     * validates it, and its own cap never bites before the limiter's (a
-     * shard never holds more keys than all shards together). */
-    sluice_config_t cc = *config;
-    m->line_alloc.alloc = line_alloc;
-    m->line_alloc.release = line_release;
-    m->line_alloc.ctx = m;
-    cc.allocator = &m->line_alloc;
-    cc.on_event = shard_on_event;
-    cc.start_ns = sluice_clock_now();
-    if (cc.tick_ns == 0) cc.tick_ns = SLUICE_LOOP_TICK_DEFAULT_NS;
-    for (unsigned i = 0; i < n; i++) {
-        struct shard *s = sluice__shard_at(m, i);
-        s->m = m;
-        atomic_init(&s->next, UINT64_MAX);
-        if (sluice__lock_init(&s->mu) != 0) {
-            sluice__mt_destroy(m, i);
-            return SLUICE_ENOMEM;
-        }
-        s->lk = &s->mu;
-        cc.user = s;
-        rc = sluice_limiter_new(&s->core, &cc);
-        if (rc) {
-            sluice__mt_destroy(m, i + 1);
-            return rc;
-        }
-        s->hot = sluice__limiter_hot(s->core);
-#if defined(SLM_FUTEX_LOCK)
-        /* The futex word moves into the line every call writes (the core's,
-         * line-aligned by line_alloc): one line to fetch per call. Nobody
-         * holds the lock yet. */
-        _Static_assert(sizeof(sluice__lock_t) <= sizeof(uint64_t) && _Alignof(sluice__lock_t) <= _Alignof(uint64_t),
-                       "the shard lock fits the core's host word");
-        s->lk = sluice__limiter_host_word(s->core);
-        sluice__lock_init(s->lk);
-#endif
-        if (i > 0 && !config->fixed_seed) { /* each shard's SipHash fallback keyed apart */
-            rc = sluice__limiter_redraw_strong_key(s->core);
-            if (rc) {
-                sluice__mt_destroy(m, i + 1);
-                return rc;
-            }
-        }
-        if (i == 0) { /* every shard hashes with the first one's key */
-            sluice__limiter_seed(s->core, m->seed);
-            cc.fixed_seed = true;
-            cc.seed[0] = m->seed[0];
-            cc.seed[1] = m->seed[1];
-        }
-    }
-    if (sluice__mt_event_new(m) != 0) {
-        sluice__mt_destroy(m, n);
-        return SLUICE_ENOMEM;
-    }
-    atomic_fetch_add(&loop->nmt, 1);
-    *out = m;
-    return 0;
-
-fail_dmu:
-    pthread_mutex_destroy(&m->dmu);
-fail_arm:
-    pthread_mutex_destroy(&m->arm_mu);
-fail_m:
-    if (config->allocator)
-        config->allocator->release(config->allocator->ctx, m, sizeof *m);
-    else
-        free(m);
-    return SLUICE_ENOMEM;
-}
 
 /* ------------------------------------------------------------------ calls on a key */
 
@@ -352,6 +112,17 @@ static bool sweep_others(struct sluice_mt *m, const struct shard *own, uint64_t 
         if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
     }
     return freed;
+}
+
+/* Takes one unit of the live-key budget, or returns false when every unit
+ * is taken. */
+static bool budget_take(struct sluice_mt *m) {
+    uint64_t cur = atomic_load_explicit(&m->live_keys, memory_order_relaxed);
+    do {
+        if (cur >= m->max_keys) return false;
+    } while (!atomic_compare_exchange_weak_explicit(&m->live_keys, &cur, cur + 1, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    return true;
 }
 
 /* Before a submit that may create its key: takes a unit of the live-key
