@@ -17,6 +17,7 @@ let package = Package(
         .package(path: "../server-support"),
         .package(name: "Sluice", path: "../..", traits: ["Vapor"]),
         .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
     ],
     targets: [
         .executableTarget(
@@ -28,6 +29,7 @@ let package = Package(
                 .product(name: "SluiceNIO", package: "Sluice"),
                 .product(name: "SluiceVapor", package: "Sluice"),
                 .product(name: "Vapor", package: "vapor"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Sources/vapor-server"
         ),
