@@ -4,24 +4,8 @@
 #include "core-internal.h"
 #include "limiter-internal.h"
 
-static inline void to_keyref(const sluice__pkey_t *in, struct sluice__keyref *out) {
-    out->bytes = in->bytes;
-    out->len = in->len;
-    out->u64 = in->u64;
-    out->is_u64 = in->is_u64;
-    out->hash = in->hash;
-}
-
 int sluice__key_prepare(const uint64_t seed[2], sluice_key_t key, sluice__pkey_t *out) {
-    struct sluice__keyref k;
-    int rc = sluice__key_prepare_seeded(seed, key, &k);
-    if (rc) return rc;
-    out->bytes = k.bytes;
-    out->len = k.len;
-    out->u64 = k.u64;
-    out->is_u64 = k.is_u64;
-    out->hash = k.hash;
-    return 0;
+    return sluice__key_prepare_seeded(seed, key, out);
 }
 
 uint64_t sluice__hash_u64(const uint64_t seed[2], uint64_t key) { return sluice__fast_hash_u64(seed, key); }
@@ -37,26 +21,20 @@ void sluice__limiter_seed(const sluice_limiter_t *l, uint64_t seed[2]) {
 
 int sluice__submit_prepared(sluice_limiter_t *l, const sluice__pkey_t *key, uint64_t token, uint64_t cost,
                             uint64_t now, sluice_decision_t *d) {
-    struct sluice__keyref k;
-    to_keyref(key, &k);
-    return sluice__limiter_submit_keyref(l, &k, token, cost, now, d);
+    return sluice__limiter_submit_keyref(l, key, token, cost, now, d);
 }
 
 int sluice__key_op(sluice_limiter_t *l, const sluice__pkey_t *key, sluice__key_op_t op, uint64_t now) {
-    struct sluice__keyref k;
-    to_keyref(key, &k);
     switch (op) {
-    case SLUICE__OP_FLUSH: return sluice__limiter_key_op_keyref(l, &k, now, SLUICE_EVENT_EMIT);
-    case SLUICE__OP_CANCEL: return sluice__limiter_key_op_keyref(l, &k, now, SLUICE_EVENT_DROP);
-    case SLUICE__OP_PENDING: return sluice__limiter_key_op_keyref(l, &k, now, 0);
+    case SLUICE__OP_FLUSH: return sluice__limiter_key_op_keyref(l, key, now, SLUICE_EVENT_EMIT);
+    case SLUICE__OP_CANCEL: return sluice__limiter_key_op_keyref(l, key, now, SLUICE_EVENT_DROP);
+    case SLUICE__OP_PENDING: return sluice__limiter_key_op_keyref(l, key, now, 0);
     }
     return SLUICE_EINVAL;
 }
 
 bool sluice__key_is_live(const sluice_limiter_t *l, const sluice__pkey_t *key) {
-    struct sluice__keyref k;
-    to_keyref(key, &k);
-    return l->table.live != 0 && sluice__table_find(&l->table, &k) != SLUICE__NONE;
+    return l->table.live != 0 && sluice__table_find(&l->table, key) != SLUICE__NONE;
 }
 
 uint64_t sluice__limiter_now(const sluice_limiter_t *l) { return l->now_seen; }
@@ -67,10 +45,8 @@ uint64_t sluice__limiter_live(const sluice_limiter_t *l) { return l->table.live;
 
 void sluice__prefetch_prepared(const sluice_limiter_t *l, const sluice__pkey_t *key, int stage) {
     if (l->table.live == 0) return;
-    struct sluice__keyref k;
-    to_keyref(key, &k);
     if (stage == 0)
-        sluice__prefetch_slot(l, &k);
+        sluice__prefetch_slot(l, key);
     else
-        sluice__prefetch_entry(l, &k);
+        sluice__prefetch_entry(l, key);
 }

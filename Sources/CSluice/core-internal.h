@@ -19,6 +19,7 @@
 #define SLUICE_CORE_INTERNAL_H
 
 #include "include/sluice.h"
+#include "key-internal.h" /* sluice__pkey_t: a prepared key */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,15 +28,6 @@
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility push(hidden)
 #endif
-
-/* A key checked and hashed with a given seed. */
-typedef struct sluice__pkey {
-    const unsigned char *bytes; /* byte keys: the caller's bytes (borrowed) */
-    size_t len;                 /* byte keys: their length (0 for integer keys) */
-    uint64_t u64;               /* integer keys: the integer */
-    bool is_u64;
-    uint64_t hash;              /* the key's 64-bit hash under the seed */
-} sluice__pkey_t;
 
 /* What sluice__key_op() does to a key (see sluice.h for each). */
 typedef enum sluice__key_op {

@@ -37,6 +37,7 @@
 
 #include "alloc-internal.h"
 #include "hash-internal.h"
+#include "key-internal.h"
 #include "siphash-internal.h"
 #include "sluice.h"
 #include "wheel-internal.h"
@@ -114,15 +115,6 @@ struct sluice__table {
     /* Called after compaction copied an entry to index `to`. */
     void (*moved)(void *ctx, uint32_t to);
     void *moved_ctx;
-};
-
-/* A key checked and hashed, ready for the table. */
-struct sluice__keyref {
-    const unsigned char *bytes;
-    size_t len;
-    uint64_t u64;
-    bool is_u64;
-    uint64_t hash; /* the fast hash under the seed; the index's tags use sluice__table_hash() */
 };
 
 static inline struct sluice__entry *sluice__entry_at(const struct sluice__table *t, uint32_t idx) {
