@@ -285,6 +285,8 @@ extension RateLimitMiddleware where Context: RemoteAddressRequestContext {
 /// ``RateLimitMiddleware`` needs to key requests by client address.
 ///
 /// ```swift
+/// import Hummingbird
+///
 /// let router = Router(context: ClientAddressContext.self)
 /// ```
 public struct ClientAddressContext: RequestContext, RemoteAddressRequestContext {
