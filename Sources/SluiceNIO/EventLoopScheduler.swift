@@ -53,6 +53,12 @@ extension LimiterScheduler {
     /// its clock is the loop's, its deadlines are tasks of the loop, and a
     /// ``Sluice/Limiter``'s emissions are delivered on the loop's thread.
     ///
+    /// In a server, give a `RateLimiter` one of the server's own loops: on
+    /// Sluice's default loop (`LimiterScheduler.default`) a decision that
+    /// creates a key wakes Sluice's loop thread, and the example servers
+    /// answered about 30% fewer requests per second that way
+    /// (docs/servers.md, "Cost of the middleware").
+    ///
     /// ```swift
     /// let loop = group.next()
     /// let limiter = try Limiter<String, Int>(
