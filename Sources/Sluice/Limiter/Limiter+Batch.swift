@@ -378,7 +378,7 @@ extension Limiter {
     /// let limiter = try Limiter<String, Int>(
     ///     .throttle(interval: .seconds(1)), scheduler: .manual(clock), handler: { key, value in print(key, value) })
     /// let decisions = limiter.submit(contentsOf: [(1, "a"), (2, "a"), (3, "b")])   // prints "a 1", "b 3"
-    /// print(try decisions.map { try $0.get() })   // [emitted, scheduled(at: t+1s), emitted]
+    /// print(try decisions.map { try $0.get() })   // [emitted, scheduled(at: 1.000000s on the limiter clock), emitted]
     /// ```
     ///
     /// - Parameter items: (value, key) pairs, in the order of the calls.

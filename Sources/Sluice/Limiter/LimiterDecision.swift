@@ -23,7 +23,11 @@ public enum LimiterDecision: Hashable, Sendable, CustomStringConvertible {
     /// suppressed the call.
     case dropped(retryAt: LimiterInstant)
 
-    /// `emitted`, `scheduled(at: …)` or `dropped(retryAt: …)`.
+    /// `emitted`, `scheduled(at: …)` or `dropped(retryAt: …)`, the instant
+    /// in seconds on the limiter clock (see ``LimiterInstant/description``):
+    /// for example `scheduled(at: 1979.628459s on the limiter clock)`. To
+    /// see how far away it is, take ``Limiter/now``'s
+    /// ``LimiterInstant/duration(to:)`` to it.
     public var description: String {
         switch self {
         case .emitted: "emitted"
@@ -208,12 +212,22 @@ public struct RateDecision: Hashable, Sendable, CustomStringConvertible {
         LimiterInstant.secondsRoundedUp(from: at, to: fullAt)
     }
 
-    /// `admitted(remaining: R)` or `dropped(retryAt: …)`, with the instants.
+    /// The outcome with its waits counted from the decision, in seconds
+    /// with six decimals, then when it was made (see
+    /// ``LimiterInstant/description``):
+    ///
+    /// - `admitted(remaining: 4, full in 0.200000s; at 1979.628459s on the limiter clock)`
+    /// - `dropped(retry in 0.500000s, full in 1.000000s; at 1979.628459s on the limiter clock)`
+    /// - `dropped(never: the cost is above the burst; at 1979.628459s on the limiter clock)`
     public var description: String {
+        let full = LimiterInstant.seconds(from: at, to: fullAt)
         switch outcome {
-        case let .admitted(remaining): "admitted(remaining: \(remaining), at: \(at), fullAt: \(fullAt))"
-        case let .dropped(retryAt?): "dropped(retryAt: \(retryAt), at: \(at), fullAt: \(fullAt))"
-        case .dropped(nil): "dropped(never: cost above the burst, at: \(at))"
+        case let .admitted(remaining):
+            return "admitted(remaining: \(remaining), full in \(full); at \(at))"
+        case let .dropped(retryAt?):
+            return "dropped(retry in \(LimiterInstant.seconds(from: at, to: retryAt)), full in \(full); at \(at))"
+        case .dropped(nil):
+            return "dropped(never: the cost is above the burst; at \(at))"
         }
     }
 }

@@ -86,31 +86,36 @@ public struct LimiterInstant: InstantProtocol, Hashable, Sendable, CustomStringC
         lhs.nanoseconds < rhs.nanoseconds
     }
 
-    /// The time since the clock's origin, readable: for example `t+1.5s` or `t+34m13.29s`.
+    /// The instant in seconds since its clock's origin, with six decimals
+    /// (whole microseconds, the rest cut off), and the clock named: for
+    /// example `1979.628459s on the limiter clock`.
+    ///
+    /// *The limiter clock* is the clock of the limiter that made the instant
+    /// (its ``Limiter/now``, ``RateLimiter/now``): on an event loop
+    /// (``LimiterLoop``), the system's `CLOCK_MONOTONIC` (on Linux, about the
+    /// time since the machine booted), which ``LimiterLoop/now`` reads; on a
+    /// ``ManualLimiterClock``, the time since that clock was created; on an
+    /// external scheduler (SwiftNIO), its loop's clock. A fleet limiter's
+    /// instants are on the event loops' clock too (except in manual-time
+    /// mode). For the exact value, read ``nanoseconds``.
     public var description: String {
-        Self.readable(nanoseconds: nanoseconds)
+        Self.seconds(nanoseconds: nanoseconds) + " on the limiter clock"
     }
 
-    /// `t+` and the time since the origin, readable: `t+0s`, `t+0.25s`,
-    /// `t+34m13.29s`, `t+2h0m5s` (hours, minutes, then seconds with up to
-    /// nine decimals, trailing zeros cut).
-    static func readable(nanoseconds: UInt64) -> String {
-        let totalSeconds = nanoseconds / 1_000_000_000
-        let fraction = nanoseconds % 1_000_000_000
-        var text = "t+"
-        let hours = totalSeconds / 3600
-        let minutes = (totalSeconds % 3600) / 60
-        let seconds = totalSeconds % 60
-        if hours > 0 { text += "\(hours)h" }
-        if hours > 0 || minutes > 0 { text += "\(minutes)m" }
-        text += "\(seconds)"
-        if fraction > 0 {
-            var digits = String(fraction)
-            digits = String(repeating: "0", count: 9 - digits.count) + digits
-            while digits.last == "0" { digits.removeLast() }
-            text += "." + digits
-        }
-        return text + "s"
+    /// Nanoseconds as seconds with six decimals (the rest cut off), with the
+    /// unit: `0.000000s`, `1.500000s`, `1979.628459s`.
+    static func seconds(nanoseconds: UInt64) -> String {
+        let micros = String(nanoseconds % 1_000_000_000 / 1_000)
+        return "\(nanoseconds / 1_000_000_000)." + String(repeating: "0", count: 6 - micros.count) + micros + "s"
+    }
+
+    /// The time from `start` to `end` as seconds with six decimals (the
+    /// rest cut off), with the unit and a minus sign when `end` is earlier:
+    /// `0.500000s`, `-1.000000s`.
+    static func seconds(from start: LimiterInstant, to end: LimiterInstant) -> String {
+        end.nanoseconds >= start.nanoseconds
+            ? seconds(nanoseconds: end.nanoseconds - start.nanoseconds)
+            : "-" + seconds(nanoseconds: start.nanoseconds - end.nanoseconds)
     }
 
     /// Whole seconds from `start` to `end`, rounded up (0 when `end` is not
