@@ -142,6 +142,7 @@ struct ErrorTests {
         let policy = LimiterPolicy.throttle(interval: .seconds(1))
         for (maxKeys, tick, words) in [
             (-1, nil, ["maxKeys (-1)", "nil for no cap"]),
+            (0, nil, ["maxKeys (0)", "at least 1", "nil for no cap"]),
             (nil, Duration.zero, ["tick", "more than zero"]),
             (nil, Duration.seconds(2), ["tick (2.0 seconds)", "one second"]),
         ] as [(Int?, Duration?, [String])] {
@@ -155,8 +156,49 @@ struct ErrorTests {
                     delivery: .handler { _, _ in })
             }
         }
-        // 0 and nil both mean no cap.
-        #expect(LimiterError.problem(maxKeys: 0) == nil)
+        // nil is "no cap"; 1 is the smallest cap.
         #expect(LimiterError.problem(maxKeys: nil) == nil)
+        #expect(LimiterError.problem(maxKeys: 1) == nil)
+    }
+
+    @Test("maxKeys: 0 is refused, naming maxKeys, by every limiter that takes it (it used to mean no cap)")
+    func maxKeysZero() throws {
+        let clock = ManualLimiterClock()
+        func expectRefused(_ what: String, _ body: () throws -> Void) {
+            do {
+                try body()
+                Issue.record("\(what): maxKeys 0 was accepted")
+            } catch {
+                #expect(error as? LimiterError == .invalidArgument, "\(what)")
+                #expect(
+                    "\(error)" == "Invalid maxKeys (0): it must be at least 1, or nil for no cap on keys.",
+                    "\(what): \(error)")
+            }
+        }
+        expectRefused("Limiter, handler") {
+            _ = try Limiter<String, Int>(.throttle(interval: .seconds(1)), scheduler: .manual(clock), maxKeys: 0) {
+                _, _ in
+            }
+        }
+        expectRefused("Limiter, delivery") {
+            _ = try Limiter<Int, Int>(
+                .debounce(interval: .seconds(1)), scheduler: .manual(clock), maxKeys: 0, delivery: .handler { _, _ in })
+        }
+        expectRefused("Limiter.makeStream") {
+            _ = try Limiter<Int, Int>.makeStream(.audit(interval: .seconds(1)), scheduler: .manual(clock), maxKeys: 0)
+        }
+        expectRefused("RateLimiter, policy") {
+            _ = try RateLimiter<String>(.rate(limit: 1, per: .seconds(1)), scheduler: .manual(clock), maxKeys: 0)
+        }
+        expectRefused("RateLimiter, limit per") {
+            _ = try RateLimiter<String>(limit: 1, per: .seconds(1), scheduler: .manual(clock), maxKeys: 0)
+        }
+        expectRefused("RateLimiter on a loop") {
+            _ = try RateLimiter<String>(limit: 1, per: .seconds(1), maxKeys: 0)
+        }
+        // A cap of 1 is a cap: the second key is refused.
+        let one = try RateLimiter<String>(limit: 1, per: .seconds(1), scheduler: .manual(clock), maxKeys: 1)
+        _ = try one.check("a")
+        #expect(throws: LimiterError.full) { try one.check("b") }
     }
 }

@@ -50,12 +50,12 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     }
 
     /// An error with the code of `error` and a sentence saying exactly what
-    /// was wrong.
+    /// was wrong (`package`: SluiceFleet explains its configuration with it).
     ///
     /// - Parameters:
     ///   - error: the kind of error (its code is kept).
     ///   - reason: a sentence naming the option and the rule it broke.
-    init(_ error: LimiterError, reason: String) {
+    package init(_ error: LimiterError, reason: String) {
         self.rawValue = error.rawValue
         self.reason = reason
     }
@@ -67,7 +67,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     public static let busy = LimiterError(rawValue: SLUICE_EBUSY.rawValue)
     /// An invalid argument or configuration: a negative interval, a `maxWait`
     /// below the interval, a policy with neither edge, a rate limit, period
-    /// or burst below 1, a negative `maxKeys`, a tick of zero or above one
+    /// or burst below 1, a `maxKeys` below 1, a tick of zero or above one
     /// second. ``reason`` names the option.
     public static let invalidArgument = LimiterError(rawValue: SLUICE_EINVAL.rawValue)
     /// The cap on keys with state (`maxKeys`) is reached and a new key was
@@ -193,12 +193,13 @@ extension LimiterError {
         return error
     }
 
-    /// The problem with a `maxKeys` option, if any.
+    /// The problem with a `maxKeys` option, if any: 0 and negative caps are
+    /// refused (a cap of 0 would refuse every key; `nil` is "no cap").
     static func problem(maxKeys: Int?) -> (code: LimiterError, sentence: String)? {
-        guard let maxKeys, maxKeys < 0 else { return nil }
+        guard let maxKeys, maxKeys < 1 else { return nil }
         return (
             .invalidArgument,
-            "Invalid maxKeys (\(maxKeys)): it must be at least 1, or 0 or nil for no cap on keys."
+            "Invalid maxKeys (\(maxKeys)): it must be at least 1, or nil for no cap on keys."
         )
     }
 
@@ -217,8 +218,9 @@ extension LimiterError {
 
 extension LimiterPolicy {
     /// The first option of this policy that breaks a rule, with the code the
-    /// core reports for it and a sentence naming the option and the rule.
-    var problem: (code: LimiterError, sentence: String)? {
+    /// core reports for it and a sentence naming the option and the rule
+    /// (`package`: SluiceFleet checks its policies with it).
+    package var problem: (code: LimiterError, sentence: String)? {
         func duration(_ name: String, _ value: Duration) -> (code: LimiterError, sentence: String)? {
             if value < .zero {
                 return (.invalidArgument, "\(name) (\(value)) is negative; it must be zero or more.")

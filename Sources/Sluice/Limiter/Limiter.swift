@@ -96,7 +96,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     /// - Parameters:
     ///   - policy: what every key follows; checked here.
     ///   - scheduler: where time comes from and who runs the timers.
-    ///   - maxKeys: a cap on keys with state (`nil`, the default, for none).
+    ///   - maxKeys: a cap on keys with state, at least 1 (`nil`, the default, for none; 0 is refused).
     ///     A new key past the cap is refused with ``LimiterError/full``;
     ///     keys with state are never evicted.
     ///   - tick: the resolution of the timer wheel (`nil` for the engine's
@@ -148,7 +148,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     /// - Parameters:
     ///   - policy: what every key follows; checked here.
     ///   - scheduler: where time comes from and who runs the timers.
-    ///   - maxKeys: a cap on keys with state (`nil` for none).
+    ///   - maxKeys: a cap on keys with state, at least 1 (`nil` for none).
     ///   - combine: folds a superseded value into the newer one (see
     ///     ``init(_:scheduler:maxKeys:tick:combine:delivery:)``).
     ///   - handler: receives the key and the value of every emission.
@@ -179,7 +179,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     /// - Parameters:
     ///   - policy: what every key follows; checked here.
     ///   - scheduler: where time comes from and who runs the timers.
-    ///   - maxKeys: a cap on keys with state (`nil` for none).
+    ///   - maxKeys: a cap on keys with state, at least 1 (`nil` for none).
     ///   - bufferingPolicy: the stream's buffer (unbounded by default; a
     ///     bounded buffer drops emissions the consumer did not take in time).
     ///   - combine: folds a superseded value into the newer one (see

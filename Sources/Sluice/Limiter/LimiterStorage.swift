@@ -259,7 +259,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         var config = sluice_config_t()
         config.policy = try policy.cPolicy()
         if let maxKeys {
-            guard maxKeys >= 0 else { throw .invalidArgument }
+            // 0 is the core's "no cap": in Swift that is nil, and 0 is refused.
+            guard maxKeys >= 1 else { throw .invalidArgument }
             config.max_keys = UInt64(maxKeys)
         }
         if let tick {

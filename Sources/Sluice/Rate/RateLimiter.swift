@@ -48,7 +48,7 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     /// - Parameters:
     ///   - policy: a ``LimiterPolicy/rate(limit:per:burst:)`` policy.
     ///   - scheduler: where time comes from (the default loop by default).
-    ///   - maxKeys: a cap on keys with state (`nil` for none); a new key past
+    ///   - maxKeys: a cap on keys with state, at least 1 (`nil` for none); a new key past
     ///     it is refused with ``LimiterError/full``. A key whose quota is whole
     ///     again has no state.
     /// - Throws: ``LimiterError/invalidArgument`` for a policy that is not
@@ -79,7 +79,7 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     ///   - per: the period.
     ///   - burst: calls admitted at once (`nil`: `limit`).
     ///   - scheduler: where time comes from (the default loop by default).
-    ///   - maxKeys: a cap on keys with state (`nil` for none).
+    ///   - maxKeys: a cap on keys with state, at least 1 (`nil` for none).
     /// - Throws: as ``init(_:scheduler:maxKeys:)``.
     public convenience init(
         limit: Int, per: Duration, burst: Int? = nil, scheduler: LimiterScheduler = .default, maxKeys: Int? = nil
