@@ -96,6 +96,7 @@ struct sluice_fleet {
     pthread_mutex_t mu;
     struct req *qhead, *qtail;
     bool wake_armed, closed;
+    bool stop_loop; /* sluice_fleet_free() of an owned loop: the wake event breaks the loop */
 
     struct req *whead, *wtail;
     sluice_limiter_t *fallback;
@@ -625,6 +626,11 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
     (void)what;
     struct sluice_fleet *f = arg;
     pthread_mutex_lock(&f->mu);
+    if (f->stop_loop) { /* sluice_fleet_free() answers the queue once the loop is stopped */
+        pthread_mutex_unlock(&f->mu);
+        event_base_loopbreak(f->base);
+        return;
+    }
     struct req *q = f->qhead;
     f->qhead = f->qtail = NULL;
     f->wake_armed = false;
@@ -1040,7 +1046,16 @@ void sluice_fleet_free(sluice_fleet_t *f) {
     if (!f) return;
     struct event_base *owned_base = NULL;
     if (f->owned) {
-        event_base_loopbreak(f->base);
+        /* Not event_base_loopbreak() from here alone: event_base_loop() clears
+         * the break flag when it starts, so a free right after
+         * sluice_fleet_start(), before the thread entered the loop, was lost
+         * and the join waited forever. An active event is not lost: the wake
+         * event breaks the loop from inside, whenever the loop runs it. */
+        pthread_mutex_lock(&f->mu);
+        f->stop_loop = true;
+        f->wake_armed = true;
+        event_active(f->wake, 0, 0);
+        pthread_mutex_unlock(&f->mu);
         pthread_join(f->thread, NULL);
         owned_base = f->base;
     }
