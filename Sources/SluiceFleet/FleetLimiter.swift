@@ -9,7 +9,7 @@ import Darwin
 #endif
 
 /// Why Redis could not decide, or why a request failed.
-public enum FleetError: Error, Sendable, Equatable {
+public enum FleetError: Error, Sendable, Equatable, CustomStringConvertible {
     /// No connection to Redis (down, refused, reconnecting).
     case notConnected
     /// Redis did not answer within the timeout.
@@ -28,6 +28,17 @@ public enum FleetError: Error, Sendable, Equatable {
         case Int32(SLUICE_FLEET_EPROTO.rawValue): self = .badReply
         case Int32(SLUICE_ECLOSED.rawValue): self = .closed
         default: self = .code(code)
+        }
+    }
+
+    /// What went wrong, as one sentence.
+    public var description: String {
+        switch self {
+        case .notConnected: "No connection to Redis (down, refused, or reconnecting)."
+        case .timedOut: "Redis did not answer within the timeout."
+        case .badReply: "Redis answered something that is not a valid answer."
+        case .closed: "The fleet limiter is closed: it takes no more requests."
+        case let .code(code): LimiterError(rawValue: code).description
         }
     }
 }
@@ -55,25 +66,26 @@ public struct FleetConfiguration: Sendable {
         case local(LimiterPolicy?)
     }
 
-    /// Redis host (a numeric address is best: name resolution blocks).
+    /// Redis host, not empty (a numeric address is best: name resolution blocks).
     public var host: String = "127.0.0.1"
-    /// Redis port.
+    /// Redis port, 1 to 65535.
     public var port: Int = 6379
-    /// Key prefix: Redis keys are `{prefix:...}`. Give each policy its own.
+    /// Key prefix, 1 to 256 bytes of UTF-8: Redis keys are `{prefix:...}`.
+    /// Give each policy its own.
     public var prefix: String = "sluice"
-    /// Per-request timeout.
+    /// Per-request timeout, more than zero.
     public var timeout: Duration = .milliseconds(50)
     /// The failure policy.
     public var onFailure: FailurePolicy = .closed()
-    /// Entries of the local cache of certain drops (`nil`: no cache).
+    /// Entries of the local cache of certain drops, at least 1 (`nil`: no cache).
     public var cacheSlots: Int? = 4096
-    /// How long a cache entry is trusted.
+    /// How long a cache entry is trusted, more than zero.
     public var cacheTTL: Duration = .seconds(1)
     /// Use the time passed with each request instead of Redis's clock (tests, traces).
     public var manualTime: Bool = false
-    /// Most calls and quota reads decided by one script run (requests queued
-    /// together are sent as one batch, decided in order). 1 for Redis Cluster:
-    /// a batch names keys of different hash slots.
+    /// Most calls and quota reads decided by one script run, 1 to 1024
+    /// (requests queued together are sent as one batch, decided in order).
+    /// 1 for Redis Cluster: a batch names keys of different hash slots.
     public var maxBatch: Int = 32
 
     /// A configuration with the defaults (127.0.0.1:6379, 50 ms timeout, fail closed).
@@ -104,11 +116,85 @@ private func durationNs(_ d: Duration) -> UInt64 {
     return UInt64(s) &* 1_000_000_000 &+ UInt64(a / 1_000_000_000)
 }
 
-private func ratePolicy(_ p: LimiterPolicy) throws(LimiterError) -> sluice_policy_t {
-    try p.validate()
-    guard let r = p.rateLimit else { throw LimiterError.invalidArgument } // not a rate policy
+/// The C form of a rate policy; `option` names it in errors ("policy",
+/// "onFailure: .local(…)"): a policy that is not rate, or a rate policy that
+/// breaks a rule, is refused with a reason naming the option and the rule.
+private func ratePolicy(_ p: LimiterPolicy, option: String) throws(LimiterError) -> sluice_policy_t {
+    guard let r = p.rateLimit else {
+        throw LimiterError(
+            .invalidArgument,
+            reason: "Invalid \(option): a FleetLimiter takes a rate policy (.rate(limit:per:burst:)), not \(p).")
+    }
+    if let problem = p.problem {
+        throw LimiterError(problem.code, reason: "Invalid \(option): \(problem.sentence)")
+    }
+    try p.validate()  // the core's check (the reason above covers every refusal it makes)
     let per = durationNs(r.per)
     return sluice_rate(UInt64(r.limit), Int64(clamping: per), UInt64(r.burst))
+}
+
+/// A refused option of a ``FleetConfiguration``: its name, value and rule.
+private func invalid(_ option: String, _ value: Any, _ rule: String) -> LimiterError {
+    LimiterError(.invalidArgument, reason: "Invalid FleetConfiguration.\(option) (\(value)): \(rule).")
+}
+
+/// A positive duration option in nanoseconds, at most 10^18 (about 31.7 years).
+private func positiveNs(_ option: String, _ d: Duration) throws(LimiterError) -> UInt64 {
+    guard d > .zero else { throw invalid(option, d, "it must be more than zero") }
+    guard d <= .nanoseconds(1_000_000_000_000_000_000) else {
+        throw LimiterError(
+            .outOfRange,
+            reason: "Invalid FleetConfiguration.\(option) (\(d)): it may be at most 10^18 nanoseconds (about 31.7 years).")
+    }
+    return max(1, durationNs(d))
+}
+
+/// The C configuration of `configuration` (without host and prefix, which
+/// the caller points at), after checking every option: a value the C layer
+/// would silently replace by its default (a zero port, timeout or TTL, an
+/// empty prefix) or clamp (cache slots, batch size) is refused, with a
+/// reason naming the option and the rule.
+private func cConfig(policy: LimiterPolicy, _ configuration: FleetConfiguration) throws(LimiterError)
+    -> sluice_fleet_config_t {
+    var c = sluice_fleet_config_t()
+    c.policy = try ratePolicy(policy, option: "policy")
+    guard !configuration.host.isEmpty else {
+        throw invalid("host", "\"\"", "it must name the Redis server (a numeric address is best)")
+    }
+    guard (1...65535).contains(configuration.port) else {
+        throw invalid("port", configuration.port, "it must be 1 to 65535")
+    }
+    let prefixBytes = configuration.prefix.utf8.count
+    guard (1...256).contains(prefixBytes) else {
+        throw invalid("prefix", "\(prefixBytes) bytes", "it must be 1 to 256 bytes of UTF-8")
+    }
+    c.port = Int32(configuration.port)
+    c.timeout_ns = try positiveNs("timeout", configuration.timeout)
+    c.manual_time = configuration.manualTime
+    if let slots = configuration.cacheSlots {
+        guard slots >= 1 else { throw invalid("cacheSlots", slots, "it must be at least 1, or nil for no cache") }
+        c.cache_slots = slots
+    } else {
+        c.cache_slots = Int(bitPattern: UInt.max)  // SIZE_MAX: no cache
+    }
+    c.cache_ttl_ns = try positiveNs("cacheTTL", configuration.cacheTTL)
+    guard (1...1024).contains(configuration.maxBatch) else {
+        throw invalid("maxBatch", configuration.maxBatch, "it must be 1 to 1024")
+    }
+    c.max_batch = configuration.maxBatch
+    switch configuration.onFailure {
+    case .closed(let retry):
+        c.on_failure = SLUICE_FLEET_FAIL_CLOSED
+        c.closed_retry_ns = try positiveNs("onFailure: .closed(retryAfter:)", retry)
+    case .open:
+        c.on_failure = SLUICE_FLEET_FAIL_OPEN
+    case .local(let p):
+        c.on_failure = SLUICE_FLEET_FAIL_LOCAL
+        if let p {
+            c.fallback_policy = try ratePolicy(p, option: "onFailure: .local policy")
+        }
+    }
+    return c
 }
 
 /// One pending request: resumes its continuation with the C result.
@@ -131,26 +217,46 @@ private func source(_ r: sluice_fleet_result_t) -> FleetSource {
     }
 }
 
-/// A fleet result as the local limiter's decision type. Times are those of the
-/// decision's clock (see ``FleetLimiter``).
-private func rateDecision(_ r: sluice_fleet_result_t) -> RateDecision {
+/// Moves a result's times onto the clock its Swift instants are on: with
+/// `local` (the event loops' `CLOCK_MONOTONIC` read when the answer came),
+/// the result's own time `now` becomes `local` and every other time keeps
+/// its exact distance to it; without (manual-time mode), times stay the
+/// caller's.
+private struct Onto {
+    let now: UInt64
+    let local: UInt64?
+
+    func callAsFunction(_ t: UInt64) -> LimiterInstant {
+        guard let local else { return LimiterInstant(nanoseconds: t) }
+        if t >= now {
+            let (sum, carry) = local.addingReportingOverflow(t - now)
+            return LimiterInstant(nanoseconds: carry ? .max : sum)
+        }
+        return LimiterInstant(nanoseconds: local >= now - t ? local - (now - t) : 0)
+    }
+}
+
+/// A fleet result as the local limiter's decision type, its instants on the
+/// local clock (see ``FleetLimiter/call(_:cost:now:)``).
+private func rateDecision(_ r: sluice_fleet_result_t, local: UInt64?) -> RateDecision {
     let d = r.decision
     let admitted = d.kind == SLUICE_EMITTED
     let at = max(r.now, admitted ? d.at : r.now)
+    let onto = Onto(now: r.now, local: local)
     let outcome: RateDecision.Outcome = admitted
         ? .admitted(remaining: Int(clamping: d.remaining))
-        : .dropped(retryAt: d.at == UInt64.max ? nil : LimiterInstant(nanoseconds: max(d.at, at)))
-    return RateDecision(outcome: outcome, at: LimiterInstant(nanoseconds: at),
-                        fullAt: LimiterInstant(nanoseconds: max(d.full, at)))
+        : .dropped(retryAt: d.at == UInt64.max ? nil : onto(max(d.at, at)))
+    return RateDecision(outcome: outcome, at: onto(at), fullAt: onto(max(d.full, at)))
 }
 
-/// A fleet quota read as the local limiter's quota type.
-private func rateQuota(_ r: sluice_fleet_result_t) -> RateQuota {
+/// A fleet quota read as the local limiter's quota type, on the local clock.
+private func rateQuota(_ r: sluice_fleet_result_t, local: UInt64?) -> RateQuota {
     let q = r.quota
-    return RateQuota(at: LimiterInstant(nanoseconds: r.now), burst: Int(clamping: q.burst),
+    let onto = Onto(now: r.now, local: local)
+    return RateQuota(at: onto(r.now), burst: Int(clamping: q.burst),
                      remaining: Int(clamping: q.remaining),
-                     fullAt: LimiterInstant(nanoseconds: max(q.full, r.now)),
-                     retryAt: q.retry == UInt64.max ? nil : LimiterInstant(nanoseconds: max(q.retry, r.now)))
+                     fullAt: onto(max(q.full, r.now)),
+                     retryAt: q.retry == UInt64.max ? nil : onto(max(q.retry, r.now)))
 }
 
 /// A rate limiter shared by a fleet of processes through Redis.
@@ -169,6 +275,19 @@ private func rateQuota(_ r: sluice_fleet_result_t) -> RateQuota {
 /// The limiter runs its own libevent loop on a thread of its own
 /// (`sluice_fleet_start`); every method may be called from any task or thread.
 ///
+/// The instants of its decisions are on the local event loops' clock, the
+/// clock of ``now`` (and of ``Sluice/LimiterLoop/now``): `at` is when the
+/// answer arrived, and `retryAt` and `fullAt` keep their exact distance to
+/// it, so a decision prints, compares and waits like a local limiter's (see
+/// ``call(_:cost:now:)``). In manual-time mode they are on the caller's
+/// clock, the `now` passed with each request.
+///
+/// A configuration it cannot use is refused when it is created, with a
+/// ``Sluice/LimiterError`` whose reason names the option and the rule:
+/// `FleetLimiter(policy: .throttle(interval: .seconds(1)))` throws "Invalid
+/// policy: a FleetLimiter takes a rate policy (.rate(limit:per:burst:)), not
+/// throttle(…)."
+///
 /// ```swift
 /// var config = FleetConfiguration()
 /// config.prefix = "api"
@@ -183,6 +302,7 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     /// The rate policy the decisions follow.
     public let policy: LimiterPolicy
     private let fleet: OpaquePointer
+    private let manualTime: Bool
     private let stateLock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private var closed = false
     private var freed = false
@@ -193,42 +313,27 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     /// - Parameters:
     ///   - policy: a ``LimiterPolicy/rate(limit:per:burst:)`` policy.
     ///   - configuration: where Redis is and how to fail.
-    /// - Throws: ``LimiterError`` for a policy that is not a valid rate policy,
-    ///   or when the limiter cannot be created.
+    /// - Throws: ``Sluice/LimiterError/invalidArgument`` (or
+    ///   ``Sluice/LimiterError/outOfRange``) with a ``Sluice/LimiterError/reason``
+    ///   naming the option and the rule, for a policy that is not a valid rate
+    ///   policy or an option out of its range (see ``FleetConfiguration``);
+    ///   another ``Sluice/LimiterError`` when the limiter cannot be created.
     public init(policy: LimiterPolicy, configuration: FleetConfiguration = FleetConfiguration()) throws(LimiterError) {
-        let cPolicy = try ratePolicy(policy)
-        var c = sluice_fleet_config_t()
-        c.policy = cPolicy
-        c.port = Int32(configuration.port)
-        c.timeout_ns = durationNs(configuration.timeout)
-        c.manual_time = configuration.manualTime
-        c.cache_slots = configuration.cacheSlots.map { max(1, $0) } ?? Int(bitPattern: UInt.max) // SIZE_MAX: none
-        c.cache_ttl_ns = durationNs(configuration.cacheTTL)
-        c.max_batch = max(1, configuration.maxBatch)
-        switch configuration.onFailure {
-        case .closed(let retry):
-            c.on_failure = SLUICE_FLEET_FAIL_CLOSED
-            c.closed_retry_ns = max(1, durationNs(retry))
-        case .open:
-            c.on_failure = SLUICE_FLEET_FAIL_OPEN
-        case .local(let p):
-            c.on_failure = SLUICE_FLEET_FAIL_LOCAL
-            if let p {
-                c.fallback_policy = try ratePolicy(p)
-            }
-        }
+        var c = try cConfig(policy: policy, configuration)
         var out: OpaquePointer?
+        let prefix = Array(configuration.prefix.utf8)  // its bytes (a NUL inside is kept): the C side copies them
         let rc = configuration.host.withCString { host in
-            configuration.prefix.withCString { prefix in
+            prefix.withUnsafeBytes { prefix in
                 c.host = host
-                c.prefix = UnsafeRawPointer(prefix)
-                c.prefix_len = strlen(prefix)
+                c.prefix = prefix.baseAddress
+                c.prefix_len = prefix.count
                 return sluice_fleet_start(&out, &c)
             }
         }
         guard rc == 0, let out else { throw LimiterError(rawValue: rc) }
         self.fleet = out
         self.policy = policy
+        self.manualTime = configuration.manualTime
         pthread_mutex_init(stateLock, nil)
     }
 
@@ -275,9 +380,14 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     ///
     /// The decision is the local rate limiter's type, so ``RateLimitHeaders``
     /// and the server middleware read it unchanged. Its instants are on the
-    /// decision's clock: the Redis server's (Unix time, ns), the caller's
-    /// `now` in manual-time mode, or the local wall clock for a failure-policy
-    /// answer. To know who decided, use ``decide(_:cost:now:)``.
+    /// local event loops' clock (``now``), whoever decided: `at` is when the
+    /// answer arrived, and `retryAt` and `fullAt` are as far from it as the
+    /// decider said (Redis on its clock, the cache on its estimate of it, the
+    /// failure policy on the local wall clock), so a wait is never shorter
+    /// than the decider's. Two decisions' instants agree to within the time
+    /// their answers took. In manual-time mode they are on the caller's
+    /// clock: the `now` passed in. To know who decided, use
+    /// ``decide(_:cost:now:)``.
     ///
     /// - Parameters:
     ///   - key: the key.
@@ -301,11 +411,13 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     /// - Throws: as ``call(_:cost:now:)``.
     public func decide<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError)
         -> (decision: RateDecision, source: FleetSource) {
+        let manualTime = self.manualTime
         let result: Result<(decision: RateDecision, source: FleetSource), FleetError> =
             await withCheckedContinuation { cont in
                 let pending = Pending { r in
                     if r.status != 0 { cont.resume(returning: .failure(FleetError(code: r.status))); return }
-                    cont.resume(returning: .success((rateDecision(r), source(r))))
+                    let local = manualTime ? nil : LimiterLoop.now.nanoseconds
+                    cont.resume(returning: .success((rateDecision(r, local: local), source(r))))
                 }
                 let rc = submit(key, { k, user in
                     sluice_fleet_call(fleet, k, cost, now, fleetCallback, user)
@@ -330,7 +442,7 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     }
 
     /// Reads a key's quota without changing it (always asks Redis), as the
-    /// local limiter's quota type (instants on the decision's clock, as
+    /// local limiter's quota type (instants on the local clock, as
     /// ``call(_:cost:now:)``).
     ///
     /// - Parameters:
@@ -340,10 +452,12 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     /// - Returns: the quota.
     /// - Throws: as ``call(_:cost:now:)``.
     public func quota<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError) -> RateQuota {
+        let manualTime = self.manualTime
         let result: Result<RateQuota, FleetError> = await withCheckedContinuation { cont in
             let pending = Pending { r in
                 if r.status != 0 { cont.resume(returning: .failure(FleetError(code: r.status))); return }
-                cont.resume(returning: .success(rateQuota(r)))
+                let local = manualTime ? nil : LimiterLoop.now.nanoseconds
+                cont.resume(returning: .success(rateQuota(r, local: local)))
             }
             let rc = submit(key, { k, user in
                 sluice_fleet_quota(fleet, k, cost, now, fleetCallback, user)
@@ -372,6 +486,13 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
         }
         try result.get()
     }
+
+    /// The current time of the clock its decisions' instants are on: the
+    /// event loops' `CLOCK_MONOTONIC` (``Sluice/LimiterLoop/now``), for
+    /// example to wait until a decision's `retryAt`:
+    /// `fleet.now.duration(to: retryAt)`. (In manual-time mode the instants
+    /// are on the caller's clock instead.)
+    public var now: LimiterInstant { LimiterLoop.now }
 
     /// The limiter's counters.
     public var stats: FleetStats {

@@ -137,15 +137,31 @@ struct FleetLimiterTests {
         let decider: any RateDecider = try FleetLimiter(policy: .rate(limit: 2, per: .seconds(3600), burst: 2),
                                                         configuration: config(port: redis.port, prefix: "swift-decider"))
         defer { (decider as? FleetLimiter)?.close() }
+        let before = LimiterLoop.now
         let first = try await decider.check("c", cost: 1)
         let second = try await decider.check("c", cost: 1)
         let third = try await decider.check("c", cost: 1)
+        let after = LimiterLoop.now
         #expect(first.isAdmitted && first.remaining == 1)
         #expect(second.isAdmitted && second.remaining == 0)
+        // The instants are on the local loops' clock (not Redis's Unix time):
+        // each decision's `at` is when its answer came.
+        for decision in [first, second, third] {
+            #expect(before <= decision.at && decision.at <= after, "\(decision) not in [\(before), \(after)]")
+        }
+        #expect((decider as? FleetLimiter)?.now ?? .init(nanoseconds: 0) >= after)
         // Server time: the third call waits until the first one's time plus
-        // one emission interval (30 min), exactly; its Retry-After counts from
-        // its own time, which a loaded machine may make some seconds later.
-        #expect(!third.isAdmitted && third.retryAt == first.at.advanced(by: .seconds(1800)))
+        // one emission interval (30 min); on the local clock that is exact to
+        // within the difference of the two answers' latencies (a loaded
+        // machine may take seconds). Its Retry-After counts from its own
+        // time, which a loaded machine may make some seconds later.
+        let retryAt = try #require(third.retryAt)
+        #expect(!third.isAdmitted)
+        let skew = retryAt.duration(to: first.at.advanced(by: .seconds(1800)))
+        #expect(skew > .seconds(-600) && skew < .seconds(600), "\(skew)")
+        #expect(third.description.hasPrefix("dropped(retry in 1"), "\(third)")
+        #expect(third.description.hasSuffix("; at \(third.at))") && third.description.hasSuffix(" on the limiter clock)"),
+                "\(third)")
         let seconds = try #require(third.retryAfterSeconds)
         #expect((1...1800).contains(seconds))
         #expect(seconds > 1800 - 600) // not an interval counted from elsewhere
@@ -191,10 +207,119 @@ struct FleetLimiterTests {
         #expect(!b.isAdmitted && b.retryAfter == .seconds(2) && b.retryAfterSeconds == 2)
     }
 
-    @Test("only rate policies")
+    @Test("a failure-policy answer is on the local clock too, its retry exact")
+    func failureOnLocalClock() async throws {
+        var c = FleetConfiguration()
+        c.port = 1 // nothing listens on port 1
+        c.onFailure = .closed(retryAfter: .milliseconds(1500))
+        let fleet = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
+        defer { fleet.close() }
+        let before = fleet.now
+        let d = try await fleet.call("x")
+        #expect(before <= d.at && d.at <= fleet.now, "\(d)")
+        #expect(d.retryAt == d.at.advanced(by: .milliseconds(1500)))
+        #expect(d.description == "dropped(retry in 1.500000s, full in 0.000000s; at \(d.at))")
+    }
+
+    @Test("only rate policies: the error names the policy and the rule")
     func policy() {
-        #expect(throws: LimiterError.self) {
+        do {
             _ = try FleetLimiter(policy: .throttle(interval: .seconds(1)))
+            Issue.record("a throttle policy was accepted")
+        } catch {
+            #expect(error == .invalidArgument)
+            #expect("\(error)".hasPrefix(
+                "Invalid policy: a FleetLimiter takes a rate policy (.rate(limit:per:burst:)), not throttle("),
+                "\(error)")
+            #expect(error.errorDescription == "\(error)")
         }
+    }
+
+    /// Configurations that break one rule each, and words the reason must
+    /// contain: the option and the rule.
+    static let badConfigurations: [(String, LimiterPolicy, @Sendable (inout FleetConfiguration) -> Void, [String])] = [
+        ("rate limit 0", .rate(limit: 0, per: .seconds(1)), { _ in }, ["Invalid policy", "limit (0)", "at least 1"]),
+        ("burst too large", .rate(limit: 1, per: .seconds(1), burst: 2_000_000_000_000), { _ in },
+         ["Invalid policy", "burst", "10^12"]),
+        ("empty host", .rate(limit: 1, per: .seconds(1)), { $0.host = "" }, ["FleetConfiguration.host", "Redis server"]),
+        ("port 0", .rate(limit: 1, per: .seconds(1)), { $0.port = 0 }, ["FleetConfiguration.port (0)", "1 to 65535"]),
+        ("port 70000", .rate(limit: 1, per: .seconds(1)), { $0.port = 70_000 }, ["port (70000)", "1 to 65535"]),
+        ("empty prefix", .rate(limit: 1, per: .seconds(1)), { $0.prefix = "" }, ["prefix (0 bytes)", "1 to 256 bytes"]),
+        ("long prefix", .rate(limit: 1, per: .seconds(1)), { $0.prefix = String(repeating: "p", count: 257) },
+         ["prefix (257 bytes)", "1 to 256 bytes"]),
+        ("zero timeout", .rate(limit: 1, per: .seconds(1)), { $0.timeout = .zero },
+         ["FleetConfiguration.timeout", "more than zero"]),
+        ("cacheSlots 0", .rate(limit: 1, per: .seconds(1)), { $0.cacheSlots = 0 },
+         ["cacheSlots (0)", "at least 1", "nil for no cache"]),
+        ("negative cache TTL", .rate(limit: 1, per: .seconds(1)), { $0.cacheTTL = .seconds(-1) },
+         ["cacheTTL", "more than zero"]),
+        ("maxBatch 0", .rate(limit: 1, per: .seconds(1)), { $0.maxBatch = 0 }, ["maxBatch (0)", "1 to 1024"]),
+        ("maxBatch 2000", .rate(limit: 1, per: .seconds(1)), { $0.maxBatch = 2000 }, ["maxBatch (2000)", "1 to 1024"]),
+        ("closed retry 0", .rate(limit: 1, per: .seconds(1)), { $0.onFailure = .closed(retryAfter: .zero) },
+         ["onFailure: .closed(retryAfter:)", "more than zero"]),
+        ("local throttle", .rate(limit: 1, per: .seconds(1)),
+         { $0.onFailure = .local(.throttle(interval: .seconds(1))) },
+         ["Invalid onFailure: .local policy", "rate policy", "throttle("]),
+        ("local rate 0", .rate(limit: 1, per: .seconds(1)), { $0.onFailure = .local(.rate(limit: 0, per: .seconds(1))) },
+         ["Invalid onFailure: .local policy", "limit (0)"]),
+    ]
+
+    @Test("a refused configuration names the option and the rule", arguments: badConfigurations.indices)
+    func configurationReasons(_ index: Int) {
+        let (name, policy, change, words) = Self.badConfigurations[index]
+        var c = FleetConfiguration()
+        c.port = 1 // never reached: the check comes first
+        change(&c)
+        do {
+            let fleet = try FleetLimiter(policy: policy, configuration: c)
+            fleet.close()
+            Issue.record("\(name): accepted")
+        } catch {
+            #expect(error == .invalidArgument || error == .outOfRange, "\(name): \(error.rawValue)")
+            let reason = error.reason ?? ""
+            for word in words {
+                #expect(reason.contains(word), "\(name): \(reason)")
+            }
+            #expect(error.description == reason && reason.hasSuffix("."), "\(name): \(error)")
+        }
+    }
+
+    @Test("the defaults and the edges of each range are accepted")
+    func configurationEdges() throws {
+        for change in [
+            { (_: inout FleetConfiguration) in },
+            { $0.cacheSlots = nil }, { $0.cacheSlots = 1 }, { $0.maxBatch = 1 }, { $0.maxBatch = 1024 },
+            { $0.prefix = String(repeating: "é", count: 128) }, { $0.port = 65_535 },
+            { $0.onFailure = .local(nil) }, { $0.onFailure = .local(.rate(limit: 1, per: .seconds(2))) },
+        ] as [(inout FleetConfiguration) -> Void] {
+            var c = FleetConfiguration()
+            c.port = 1
+            change(&c)
+            let fleet = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
+            fleet.close()
+        }
+    }
+
+    @Test("a limiter closed right after it was created stops its loop thread", .timeLimit(.minutes(2)))
+    func closeAtOnce() throws {
+        // sluice_fleet_free() used to break the loop with event_base_loopbreak(),
+        // which a loop thread that had not entered event_base_loop() yet lost:
+        // the join then waited forever.
+        var c = FleetConfiguration()
+        c.port = 1
+        for _ in 0..<200 {
+            let fleet = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
+            fleet.close()
+        }
+    }
+
+    @Test("fleet errors describe themselves in a sentence")
+    func errorSentences() {
+        for error: FleetError in [.notConnected, .timedOut, .badReply, .closed, .code(LimiterError.outOfRange.rawValue)] {
+            let text = error.description
+            #expect(text.first?.isUppercase == true && text.hasSuffix("."), "\(text)")
+            #expect("\(error)" == text)
+        }
+        #expect(FleetError.code(LimiterError.outOfRange.rawValue).description == LimiterError.outOfRange.description)
     }
 }
