@@ -22,9 +22,20 @@ set(SLUICE_FLEET_DIR "${CMAKE_CURRENT_SOURCE_DIR}/Sources/CSluiceFleet")
 file(GLOB SLUICE_FLEET_SOURCES CONFIGURE_DEPENDS "${SLUICE_FLEET_DIR}/*.c")
 add_library(sluice_fleet STATIC ${SLUICE_FLEET_SOURCES})
 add_library(sluice::sluice_fleet ALIAS sluice_fleet)
-set_target_properties(sluice_fleet PROPERTIES POSITION_INDEPENDENT_CODE ON)
-target_include_directories(sluice_fleet PUBLIC "${SLUICE_FLEET_DIR}/include" PRIVATE "${SLUICE_FLEET_DIR}")
+set_target_properties(sluice_fleet PROPERTIES OUTPUT_NAME sluice-fleet POSITION_INDEPENDENT_CODE ON)
+target_include_directories(sluice_fleet
+  PUBLIC $<BUILD_INTERFACE:${SLUICE_FLEET_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+  PRIVATE "${SLUICE_FLEET_DIR}")
 target_link_libraries(sluice_fleet PUBLIC sluice_static PkgConfig::HIREDIS ${SLUICE_DEP_LIBS})
+
+# Installed: libsluice-fleet.a with sluice_fleet.h, sluice-fleet.pc, and
+# sluice::sluice_fleet in sluiceFleetTargets.cmake, which sluiceConfig.cmake
+# loads when it exists and hiredis is found.
+install(TARGETS sluice_fleet EXPORT sluiceFleetTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(FILES "${SLUICE_FLEET_DIR}/include/sluice_fleet.h" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT sluiceFleetTargets NAMESPACE sluice:: FILE sluiceFleetTargets.cmake
+        DESTINATION "${SLUICE_CMAKE_INSTALL_DIR}")
+sluice_install_pkgconfig(sluice-fleet)
 
 find_program(SLUICE_REDIS_SERVER NAMES redis-server)
 if(SLUICE_BUILD_TESTS)

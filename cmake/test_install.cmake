@@ -9,15 +9,21 @@
 #        cc loop_consumer.c $(pkg-config --cflags --libs sluice) -Wl,-rpath,LIBDIR   (libsluice.so)
 #        cc loop_consumer.c $(pkg-config --static --cflags --libs sluice)            (libsluice.a)
 #      and consumer.c through `pkg-config sluice` too;
-#   3. a CMake project with find_package(sluice): sluice::sluice_shared,
+#   3. the trace library, trace_consumer.c (WITH_TRACE), and the fleet
+#      limiter, fleet_consumer.c (WITH_FLEET: the build found hiredis):
+#        cc trace_consumer.c $(pkg-config [--static] --cflags --libs sluice-trace)
+#        cc fleet_consumer.c $(pkg-config [--static] --cflags --libs sluice-fleet)
+#   4. a CMake project with find_package(sluice): sluice::sluice_shared,
 #      sluice::sluice_static, sluice::sluice, sluice::sluice_core_shared,
-#      sluice::sluice_core_static.
+#      sluice::sluice_core_static, sluice::sluice_trace and (WITH_FLEET)
+#      sluice::sluice_fleet.
 # Shared programs run with LD_LIBRARY_PATH unset (the rpath finds the
 # library); static ones must not need any libsluice*.so.
 #
 #   cmake -DBUILD_DIR=build -DSOURCE_DIR=. -DWORK_DIR=build/install-consumer
 #         -DC_COMPILER=cc -DPKG_CONFIG=pkg-config -DGENERATOR="Unix Makefiles"
-#         -DVERSION=0.1.0 [-DEXTRA_FLAGS="-fsanitize=..."] -P test_install.cmake
+#         -DVERSION=0.1.0 [-DEXTRA_FLAGS="-fsanitize=..."] [-DWITH_TRACE=1]
+#         [-DWITH_FLEET=1] -P test_install.cmake
 cmake_minimum_required(VERSION 3.20)
 foreach(_var BUILD_DIR SOURCE_DIR WORK_DIR C_COMPILER PKG_CONFIG GENERATOR VERSION)
   if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
@@ -81,7 +87,8 @@ endfunction()
 
 # Builds a program with the flags of `pkg-config [--static] --cflags --libs
 # <module>` (as the README shows), checks it, runs it.
-#   pkg_consumer(NAME exe SOURCE file.c MODULE sluice|sluice-core [STATIC] [NO_LIBEVENT])
+#   pkg_consumer(NAME exe SOURCE file.c MODULE sluice|sluice-core|sluice-trace|sluice-fleet
+#                [STATIC] [NO_LIBEVENT])
 function(pkg_consumer)
   cmake_parse_arguments(P "STATIC;NO_LIBEVENT" "NAME;SOURCE;MODULE" "" ${ARGN})
   if(P_STATIC)
@@ -97,10 +104,10 @@ function(pkg_consumer)
     message(FATAL_ERROR "pkg-config ${P_MODULE} gives '${_flags}': no -levent_core for a loop program")
   endif()
   separate_arguments(_flag_list UNIX_COMMAND "${_flags}")
-  if(P_MODULE STREQUAL "sluice")
-    set(_lib libsluice)
-  else()
+  if(P_MODULE STREQUAL "sluice-core")
     set(_lib libsluice-core)
+  else()
+    set(_lib libsluice) # sluice, and sluice-trace and sluice-fleet through it
   endif()
   if(P_STATIC)
     # -lsluice would pick libsluice.so next to libsluice.a: name the archive.
@@ -153,6 +160,20 @@ foreach(_f "${_prefix}/include/sluice.h" "${_prefix}/include/sluice_loop.h"
     message(FATAL_ERROR "not installed: ${_f}")
   endif()
 endforeach()
+set(_optional "")
+if(WITH_TRACE)
+  list(APPEND _optional "${_prefix}/include/sluice_trace.h" "${_libdir}/libsluice-trace.a"
+                        "${_pcdir}/sluice-trace.pc")
+endif()
+if(WITH_FLEET)
+  list(APPEND _optional "${_prefix}/include/sluice_fleet.h" "${_libdir}/libsluice-fleet.a"
+                        "${_pcdir}/sluice-fleet.pc" "${_libdir}/cmake/sluice/sluiceFleetTargets.cmake")
+endif()
+foreach(_f IN LISTS _optional)
+  if(NOT EXISTS "${_f}")
+    message(FATAL_ERROR "not installed: ${_f}")
+  endif()
+endforeach()
 file(READ "${_pcs}" _pc_text)
 string(FIND "${_pc_text}" "prefix=${_prefix}\n" _at)
 if(NOT _at EQUAL 0)
@@ -196,6 +217,16 @@ pkg_consumer(NAME loop-pkgconfig-shared SOURCE "${_loop_consumer_c}" MODULE slui
 pkg_consumer(NAME loop-pkgconfig-static SOURCE "${_loop_consumer_c}" MODULE sluice STATIC)
 pkg_consumer(NAME consumer-pkgconfig-shared SOURCE "${_consumer_c}" MODULE sluice)
 pkg_consumer(NAME consumer-pkgconfig-static SOURCE "${_consumer_c}" MODULE sluice STATIC)
+if(WITH_TRACE)
+  set(_trace_consumer_c "${SOURCE_DIR}/ctests/consumer/trace_consumer.c")
+  pkg_consumer(NAME trace-pkgconfig-shared SOURCE "${_trace_consumer_c}" MODULE sluice-trace)
+  pkg_consumer(NAME trace-pkgconfig-static SOURCE "${_trace_consumer_c}" MODULE sluice-trace STATIC)
+endif()
+if(WITH_FLEET)
+  set(_fleet_consumer_c "${SOURCE_DIR}/ctests/consumer/fleet_consumer.c")
+  pkg_consumer(NAME fleet-pkgconfig-shared SOURCE "${_fleet_consumer_c}" MODULE sluice-fleet)
+  pkg_consumer(NAME fleet-pkgconfig-static SOURCE "${_fleet_consumer_c}" MODULE sluice-fleet STATIC)
+endif()
 
 # --- find_package(sluice) -----------------------------------------------------
 set(_cbuild "${WORK_DIR}/cmake-consumer")
@@ -211,8 +242,15 @@ if(NOT _sluice_dir STREQUAL "sluice_DIR:PATH=${_libdir}/cmake/sluice")
   message(FATAL_ERROR "find_package(sluice) found '${_sluice_dir}', not the one in ${_libdir}")
 endif()
 run(COMMAND "${CMAKE_COMMAND}" --build "${_cbuild}")
-foreach(_name consumer_shared consumer_static consumer_default consumer_core_shared consumer_core_static
-              loop_consumer_shared loop_consumer_static)
+set(_names consumer_shared consumer_static consumer_default consumer_core_shared consumer_core_static
+           loop_consumer_shared loop_consumer_static)
+if(WITH_TRACE)
+  list(APPEND _names trace_consumer)
+endif()
+if(WITH_FLEET)
+  list(APPEND _names fleet_consumer)
+endif()
+foreach(_name IN LISTS _names)
   run_consumer("${_cbuild}/${_name}" "${CMAKE_COMMAND}" -E env --unset=LD_LIBRARY_PATH)
 endforeach()
 check_needs_shared("${_cbuild}/consumer_shared" libsluice "${_libdir}")
@@ -221,5 +259,11 @@ check_needs_shared("${_cbuild}/consumer_core_shared" libsluice-core "${_libdir}"
 check_needs_shared("${_cbuild}/consumer_core_static" FALSE "${_libdir}")
 check_needs_shared("${_cbuild}/loop_consumer_shared" libsluice "${_libdir}")
 check_needs_shared("${_cbuild}/loop_consumer_static" FALSE "${_libdir}")
+if(WITH_TRACE)
+  check_needs_shared("${_cbuild}/trace_consumer" FALSE "${_libdir}")
+endif()
+if(WITH_FLEET)
+  check_needs_shared("${_cbuild}/fleet_consumer" FALSE "${_libdir}")
+endif()
 
 step("all consumers built and ran against the installed sluice ${VERSION}")
