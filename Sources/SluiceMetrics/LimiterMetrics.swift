@@ -9,19 +9,51 @@ import Synchronization
 public struct ObservedLimiter: Sendable {
     /// The value of the `limiter` dimension of its metrics.
     public let name: String
+    /// Whether it only decides (a rate policy): nothing is ever kept for
+    /// later, so it has no `sluice_emitted_later_total`,
+    /// `sluice_discarded_total` or `sluice_pending_values` series (they
+    /// could never move).
+    public let decidesOnly: Bool
     let statistics: @Sendable () -> LimiterStatistics
     let drain: @Sendable () async -> Void
 
     /// A ``Sluice/Limiter``: drained with `close(drain: true)`, so that every
-    /// pending (debounced, throttled, audited) value is emitted.
+    /// pending (debounced, throttled, audited) value is emitted; the drain
+    /// returns once every one of them was delivered (the handler returned,
+    /// the queue ran it, or the stream received it). With a rate policy it
+    /// only decides (``decidesOnly``).
     ///
     /// - Parameters:
     ///   - name: the limiter's name in the metrics.
     ///   - limiter: the limiter.
     public static func limiter<Key, Value>(_ name: String, _ limiter: Limiter<Key, Value>) -> ObservedLimiter {
         ObservedLimiter(
-            name: name, statistics: { limiter.statistics },
+            name: name, decidesOnly: limiter.policy.rateLimit != nil, statistics: { limiter.statistics },
             drain: { if !limiter.isClosed { try? await limiter.close(drain: true) } })
+    }
+
+    /// A ``Sluice/Limiter`` whose emissions a task of yours consumes (its
+    /// `makeStream` stream, for example to hand each value to the next
+    /// limiter of a chain after some async work): drained with
+    /// `close(drain: true)`, which finishes the stream after the drained
+    /// values, and then waits until `consumer` has finished — so that
+    /// whatever the consumer does with the last values (submit them to the
+    /// next limiter, save them) is done before the drain returns.
+    ///
+    /// - Parameters:
+    ///   - name: the limiter's name in the metrics.
+    ///   - limiter: the limiter.
+    ///   - consumer: the task that consumes its emissions; it must end when
+    ///     the stream finishes.
+    public static func limiter<Key, Value, Success, Failure>(
+        _ name: String, _ limiter: Limiter<Key, Value>, consumer: Task<Success, Failure>
+    ) -> ObservedLimiter {
+        ObservedLimiter(
+            name: name, decidesOnly: limiter.policy.rateLimit != nil, statistics: { limiter.statistics },
+            drain: {
+                if !limiter.isClosed { try? await limiter.close(drain: true) }
+                _ = await consumer.result
+            })
     }
 
     /// A ``Sluice/RateLimiter``: nothing is pending in it; it is closed, so
@@ -31,34 +63,47 @@ public struct ObservedLimiter: Sendable {
     ///   - name: the limiter's name in the metrics.
     ///   - limiter: the limiter.
     public static func rateLimiter<Key>(_ name: String, _ limiter: RateLimiter<Key>) -> ObservedLimiter {
-        ObservedLimiter(name: name, statistics: { limiter.statistics }, drain: { try? limiter.close() })
+        ObservedLimiter(name: name, decidesOnly: true, statistics: { limiter.statistics }, drain: { try? limiter.close() })
     }
 }
 
 /// swift-metrics counters and gauges for limiters, from their counters
 /// (``Sluice/LimiterStatistics``, O(1) to read): call ``poll()`` whenever
-/// you like — after each decision, or periodically (``LimiterService`` does,
-/// every `pollInterval`). Each poll adds what each counter grew by since the
-/// previous one.
+/// you like — periodically (``LimiterService`` does, every second by
+/// default), or on demand, for example in the handler of a `/metrics`
+/// scrape, right before the backend renders. Each poll adds what each
+/// counter grew by since the previous one, so the metrics lag the limiters
+/// by at most the time since the last poll.
 ///
 /// Metrics, each with the dimension `limiter` = the limiter's name:
 ///
-/// | metric | kind | what |
-/// | --- | --- | --- |
-/// | `sluice_admitted_total` | counter | calls emitted or admitted at once |
-/// | `sluice_emitted_later_total` | counter | values emitted at a deadline (or by flush/close) |
-/// | `sluice_dropped_total` | counter | calls dropped (rate: refused requests) |
-/// | `sluice_discarded_total` | counter | pending values discarded (cancel, close without drain) |
-/// | `sluice_refused_at_cap_total` | counter | new keys refused at `maxKeys` |
-/// | `sluice_live_keys` | gauge | keys with state |
-/// | `sluice_pending_values` | gauge | values waiting for a deadline |
+/// | metric | kind | what | rate limiters |
+/// | --- | --- | --- | --- |
+/// | `sluice_admitted_total` | counter | calls emitted or admitted at once | yes |
+/// | `sluice_emitted_later_total` | counter | values emitted at a deadline (or by flush/close) | no |
+/// | `sluice_dropped_total` | counter | calls dropped (rate: refused requests) | yes |
+/// | `sluice_discarded_total` | counter | pending values discarded (close without drain) | no |
+/// | `sluice_refused_at_cap_total` | counter | new keys refused at `maxKeys` | yes |
+/// | `sluice_live_keys` | gauge | keys with state | yes |
+/// | `sluice_pending_values` | gauge | values waiting for a deadline | no |
+///
+/// A rate limiter (``ObservedLimiter/rateLimiter(_:_:)``, or a `Limiter`
+/// with a rate policy) never keeps a value for later, so the three series
+/// marked "no" could only ever be 0: they are not created for it.
+///
+/// A poll reads each limiter's counters — for a limiter on a loop, one lock
+/// per shard — and updates its five or seven instruments, under one lock of
+/// its own: a few microseconds per limiter, negligible at one poll a second.
 ///
 /// Keys refused at the cap are also logged (one warning per poll that saw
 /// new refusals, with the count), on the given `Logger`.
 public final class LimiterMetrics: Sendable {
     struct Instruments: Sendable {
-        let admitted, emittedLater, dropped, discarded, refusedAtCap: Counter
-        let liveKeys, pendingValues: Gauge
+        let admitted, dropped, refusedAtCap: Counter
+        let liveKeys: Gauge
+        /// `nil` for a limiter that only decides: these could never move.
+        let emittedLater, discarded: Counter?
+        let pendingValues: Gauge?
     }
 
     let limiters: [ObservedLimiter]
@@ -82,11 +127,13 @@ public final class LimiterMetrics: Sendable {
             let dimensions = [("limiter", limiter.name)]
             func counter(_ label: String) -> Counter { Counter(label: label, dimensions: dimensions, factory: factory) }
             func gauge(_ label: String) -> Gauge { Gauge(label: label, dimensions: dimensions, factory: factory) }
+            let keeps = !limiter.decidesOnly
             return Instruments(
-                admitted: counter("sluice_admitted_total"), emittedLater: counter("sluice_emitted_later_total"),
-                dropped: counter("sluice_dropped_total"), discarded: counter("sluice_discarded_total"),
+                admitted: counter("sluice_admitted_total"), dropped: counter("sluice_dropped_total"),
                 refusedAtCap: counter("sluice_refused_at_cap_total"), liveKeys: gauge("sluice_live_keys"),
-                pendingValues: gauge("sluice_pending_values"))
+                emittedLater: keeps ? counter("sluice_emitted_later_total") : nil,
+                discarded: keeps ? counter("sluice_discarded_total") : nil,
+                pendingValues: keeps ? gauge("sluice_pending_values") : nil)
         }
         last = Mutex(Array(repeating: nil, count: limiters.count))
     }
@@ -99,7 +146,8 @@ public final class LimiterMetrics: Sendable {
                 let now = limiter.statistics()
                 let before = last[index]
                 let metrics = instruments[index]
-                func grow(_ counter: Counter, _ path: KeyPath<LimiterStatistics, Int>) {
+                func grow(_ counter: Counter?, _ path: KeyPath<LimiterStatistics, Int>) {
+                    guard let counter else { return }
                     let delta = now[keyPath: path] - (before?[keyPath: path] ?? 0)
                     if delta > 0 { counter.increment(by: Int64(delta)) }
                 }
@@ -109,7 +157,7 @@ public final class LimiterMetrics: Sendable {
                 grow(metrics.discarded, \.discarded)
                 grow(metrics.refusedAtCap, \.refusedAtCap)
                 metrics.liveKeys.record(now.liveKeys)
-                metrics.pendingValues.record(now.pendingValues)
+                metrics.pendingValues?.record(now.pendingValues)
                 let refused = now.refusedAtCap - (before?.refusedAtCap ?? 0)
                 if refused > 0 {
                     logger.warning(

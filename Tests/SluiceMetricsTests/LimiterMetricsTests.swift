@@ -50,6 +50,79 @@ struct LimiterMetricsTests {
         #expect(try counter("sluice_refused_at_cap_total", "api") == 1)
     }
 
+    @Test("a rate limiter has no series that could never move: emitted later, discarded, pending")
+    func rateLimiterSeries() throws {
+        let clock = ManualLimiterClock()
+        let rate = try RateLimiter<String>(limit: 1, per: .seconds(1), scheduler: .manual(clock))
+        let rateValues = try Limiter<String, Int>(.rate(limit: 1, per: .seconds(1)), scheduler: .manual(clock)) {
+            _, _ in
+        }
+        let debounce = try Limiter<String, Int>(.debounce(interval: .seconds(1)), scheduler: .manual(clock)) { _, _ in }
+        let factory = TestMetrics()
+        let metrics = LimiterMetrics(
+            [.rateLimiter("api", rate), .limiter("uploads", rateValues), .limiter("saves", debounce)], factory: factory)
+        _ = try rate.check("x")
+        try rateValues.submit(1, for: "x")
+        try debounce.submit(1, for: "x")
+        metrics.poll()
+        for name in ["api", "uploads"] {
+            let dimensions = [("limiter", name)]
+            for label in ["sluice_emitted_later_total", "sluice_discarded_total"] {
+                #expect(factory.counters(label: label, dimensions: dimensions).isEmpty, "\(name): \(label)")
+            }
+            #expect(factory.recorders(label: "sluice_pending_values", dimensions: dimensions).isEmpty, "\(name)")
+            #expect(try factory.expectCounter("sluice_admitted_total", dimensions).totalValue == 1, "\(name)")
+            #expect(try factory.expectGauge("sluice_live_keys", dimensions).lastValue == 1, "\(name)")
+            _ = try factory.expectCounter("sluice_dropped_total", dimensions)
+            _ = try factory.expectCounter("sluice_refused_at_cap_total", dimensions)
+        }
+        let saves = [("limiter", "saves")]
+        #expect(try factory.expectGauge("sluice_pending_values", saves).lastValue == 1)
+        _ = try factory.expectCounter("sluice_emitted_later_total", saves)
+        _ = try factory.expectCounter("sluice_discarded_total", saves)
+        #expect(ObservedLimiter.rateLimiter("api", rate).decidesOnly)
+        #expect(ObservedLimiter.limiter("uploads", rateValues).decidesOnly)
+        #expect(!ObservedLimiter.limiter("saves", debounce).decidesOnly)
+    }
+
+    @Test("by default the service's metrics lag the limiters by about a second, not ten", .timeLimit(.minutes(1)))
+    func pollLag() async throws {
+        let rate = try RateLimiter<String>(limit: 100, per: .seconds(1))
+        let factory = TestMetrics()
+        let logger = Logger(label: "test")
+        let service = LimiterService(
+            [.rateLimiter("api", rate)], metrics: LimiterMetrics([.rateLimiter("api", rate)], factory: factory),
+            logger: logger)
+        #expect(service.pollInterval == .seconds(1))
+        let group = ServiceGroup(configuration: .init(services: [service], logger: logger))
+        func admitted() -> Int64 {
+            factory.counters(label: "sluice_admitted_total", dimensions: [("limiter", "api")]).first?.totalValue ?? 0
+        }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            // The first poll comes at once (it records the gauge); a check
+            // after it shows at the next one.
+            func polled() -> Bool {
+                factory.recorders(label: "sluice_live_keys", dimensions: [("limiter", "api")]).first?.lastValue != nil
+            }
+            let start = ContinuousClock.now
+            while !polled(), ContinuousClock.now - start < .seconds(20) {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            #expect(polled())
+            _ = try rate.check("x")
+            let checked = ContinuousClock.now
+            // Generous for a loaded machine, yet well under the old 10 s interval.
+            while admitted() == 0, ContinuousClock.now - checked < .seconds(6) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let lag = ContinuousClock.now - checked
+            #expect(admitted() == 1, "the check did not show within \(lag)")
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+
     @Test("graceful shutdown of the service group drains the limiters: no pending value is lost")
     func drainOnShutdown() async throws {
         let emitted = Mutex<[String]>([])
