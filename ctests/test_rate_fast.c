@@ -1,6 +1,6 @@
 /*
  * test_rate_fast.c — rate's 64-bit fast path gives exactly the results of
- * the exact 128-bit arithmetic (policy-rate.c, limiter-internal.h).
+ * the exact 128-bit arithmetic (policy-rate.c, policy-rate.h).
  *
  * A rate decision is taken in 64-bit arithmetic relative to the call's time
  * when its bounds hold (burst * per < 2^61, t below the limiter's
@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "limiter-internal.h"
+#include "policy-rate.h"
 #include "sluice.h"
 
 __extension__ typedef unsigned __int128 u128;

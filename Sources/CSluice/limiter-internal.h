@@ -7,7 +7,9 @@
  *  - a timer wheel (wheel-internal.h) whose nodes are the entries' nodes;
  *  - a policy: a small table of operations (struct sluice__policy_ops), one
  *    file each (policy-throttle.c, policy-audit.c, policy-debounce.c,
- *    policy-rate.c), registered in sluice__policies[] (limiter.c).
+ *    policy-rate.c) with its header (policy-*.h: the table and the row of
+ *    a call on a live key, inline), registered in sluice__policies[]
+ *    (policy.c).
  *
  * limiter.c owns the plumbing every policy shares: "timers first", the cap
  * on keys, events and their counters, re-entrancy, close and free. A policy
@@ -52,9 +54,15 @@ static inline uint64_t sluice__sat_add(uint64_t a, uint64_t b) { return a > UINT
 
 struct sluice_limiter;
 
-/* The operations of one policy kind. Hot operations (call, fire) are
- * reached through an inline switch on the kind for the built-in policies
- * (no indirect call on the submit path) and through this table otherwise. */
+/* The operations of one policy kind (libevent's eventops is the model):
+ * each policy-NAME.c defines its table, sluice__NAME_ops (policy-NAME.h),
+ * registered in sluice__policies[] (policy.c), and limiter.c reaches the
+ * policy through this table alone. The one exception is the short path of
+ * a call on a live key (limiter.c, call_live): each policy keeps that row
+ * inline in its header (sluice__NAME_live in policy-NAME.h), and limiter.c
+ * compiles it into its submit paths, because an indirect call there would
+ * cost the hottest call its inlining (an operation of this table runs on
+ * every other path). */
 struct sluice__policy_ops {
     sluice_policy_kind_t kind;
     const char *name;
@@ -89,16 +97,18 @@ struct sluice__policy_ops {
     void (*quota)(const struct sluice_limiter *l, uint32_t idx, uint64_t cost, uint64_t t, sluice_quota_t *out);
     /* The policy's invariants of one live entry: NULL, or what is broken. */
     const char *(*check)(const struct sluice_limiter *l, const struct sluice__entry *e);
+    /* A policy whose entries arm no timer (rate) frees idle entries lazily:
+     * reclaim frees those idle at `now` (at most `max`, 0 for no bound) and
+     * returns how many; next says when advance() should call it (UINT64_MAX:
+     * never). Both NULL for a policy with timers, whose idle keys have no
+     * entry (advance() fires their deadlines). */
+    size_t (*reclaim)(struct sluice_limiter *l, uint64_t now, size_t max);
+    uint64_t (*next)(const struct sluice_limiter *l);
 };
 
 /* The registered policies, indexed by kind (NULL where no policy has the kind). */
 #define SLUICE__POLICY_KINDS 5
 extern const struct sluice__policy_ops *const sluice__policies[SLUICE__POLICY_KINDS];
-
-extern const struct sluice__policy_ops sluice__throttle_ops;
-extern const struct sluice__policy_ops sluice__audit_ops;
-extern const struct sluice__policy_ops sluice__debounce_ops;
-extern const struct sluice__policy_ops sluice__rate_ops;
 
 /* The ops of a policy kind, or NULL for an unknown kind. */
 static inline const struct sluice__policy_ops *sluice__policy_ops_of(int kind) {
@@ -153,6 +163,7 @@ struct sluice_limiter {
     uint8_t kind;
     bool pass_through;  /* interval 0: every call emits at once, nothing is kept */
     bool leading, trailing, pick_first, has_max_wait;
+    bool timerless;     /* the policy arms no timer: ops->reclaim and ops->next are set (rate) */
     uint64_t interval;  /* ns */
     uint64_t max_wait;  /* ns */
     /* rate: times are scaled by `limit` (exact for a fractional T = per / limit) */
@@ -237,123 +248,20 @@ static inline const char *sluice__explain_interval(const sluice_policy_t *p, int
     return NULL;
 }
 
-/* The hot operations of the built-in policies, reached by a switch on the
- * kind (limiter.c) rather than through the ops table. */
-int sluice__throttle_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                          uint64_t cost, uint64_t t, sluice_decision_t *d);
-void sluice__throttle_fire(struct sluice_limiter *l, uint32_t idx);
-size_t sluice__throttle_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out);
-int sluice__audit_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                       uint64_t cost, uint64_t t, sluice_decision_t *d);
-void sluice__audit_fire(struct sluice_limiter *l, uint32_t idx);
-size_t sluice__audit_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out);
-int sluice__debounce_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                          uint64_t cost, uint64_t t, sluice_decision_t *d);
-void sluice__debounce_fire(struct sluice_limiter *l, uint32_t idx);
-size_t sluice__debounce_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out);
-int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                      uint64_t cost, uint64_t t, sluice_decision_t *d);
-void sluice__rate_fire(struct sluice_limiter *l, uint32_t idx);
-size_t sluice__rate_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out);
-
-/* A rate decision on a key's state, without changing anything: the key's
- * entry `deadline` and `token` (its TAT as deadline - (token != 0) +
- * token / limit ns; 0 and 0 for a key without an entry: an entry whose
- * deadline <= t is idle), a call of `cost` (1..SLUICE_RATE_MAX) at t.
- * kind: SLUICE_EMITTED (then at = t, full = deadline = the new deadline,
- * token = the new remainder, remaining) or SLUICE_DROPPED (at: the retry
- * time or SLUICE_NEVER, full; the rest unset). sluice__rate_decide takes
- * the 64-bit fast path when its bounds hold and the exact one otherwise;
- * sluice__rate_decide_exact is the exact 128-bit arithmetic alone (kept
- * for the differential test, ctests/test_rate_fast.c). Both give the same
- * result for every input. */
-struct sluice__rate_res {
-    int kind;
-    uint64_t at, full, remaining, deadline, token;
-};
-void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
-                         uint64_t t, struct sluice__rate_res *o);
-void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
-                               uint64_t t, struct sluice__rate_res *o);
-/* The fast path of sluice__rate_decide: the same rule in 64-bit arithmetic
- * relative to t, for t < rate_t_lim, a TAT at most burst * T ahead of t
- * (every TAT a call leaves is: it was admitted at a time <= t) and a cost
- * <= burst; false (nothing written) otherwise. Scaled by limit, x = TAT - t
- * <= burst * per + limit - 1 and fresh = x + cost * per <= 2 * burst * per
- * + limit - 1 fit in 63 bits, nothing reaches the end of the clock (t + 2 *
- * burst * T + 3 <= UINT64_MAX) so the room is t + burst * T, and the three
- * divisions (the new TAT by limit, remaining by per, a retry time by limit)
- * are multiplications by reciprocals (numerators below 2^62). Inline for
- * the short path of submit (sluice__rate_live). */
-static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice_limiter *l, uint64_t deadline,
-                                                        uint64_t token, uint64_t cost, uint64_t t,
-                                                        struct sluice__rate_res *o) {
-    uint64_t xq = 0, xr = 0, full = t;
-    if (deadline > t) {
-        xq = deadline - (token != 0) - t;
-        xr = token;
-        full = deadline;
-    }
-    /* (a cost of 1 never exceeds the burst: the test folds away for it) */
-    if (SLUICE__UNLIKELY((t >= l->rate_t_lim) | (xq > l->rate_bt_q) | ((cost != 1) & (cost > l->burst))))
-        return false;
-    uint64_t fresh = xq * l->limit + xr + cost * l->per;
-    if (fresh > l->rate_bt) {
-        o->kind = SLUICE_DROPPED;
-        o->at = t + sluice__recip_div(l->rate_inv_limit, fresh - l->rate_bt + l->limit - 1);
-        o->full = full;
-        return true;
-    }
-    uint64_t nq = sluice__recip_div(l->rate_inv_limit, fresh);
-    uint64_t nr = fresh - nq * l->limit;
-    o->kind = SLUICE_EMITTED;
-    o->at = t;
-    o->token = nr;
-    o->deadline = o->full = t + nq + (nr != 0);
-    o->remaining = sluice__recip_div(l->rate_inv_per, l->rate_bt - fresh);
-    return true;
-}
-
-/* A rate call of cost 1 on a key with an entry (live or idle in place), for
- * the short path of submit (limiter.c): the fast path only. Brings the entry
- * to its new state and fills the whole of *d; false, having changed
- * nothing, when the fast path's bounds do not hold (then call
- * sluice__rate_call). */
-static SLUICE__HOT_INLINE bool sluice__rate_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t t,
-                                                 sluice_decision_t *d) {
-    struct sluice__rate_res o;
-    if (!sluice__rate_decide_fast(l, e->node.deadline, e->token, 1, t, &o)) return false;
-    d->kind = (sluice_decision_kind_t)o.kind;
-    d->at = o.at;
-    d->full = o.full;
-    if (o.kind == SLUICE_DROPPED) {
-        d->remaining = 0;
-        return true;
-    }
-    e->token = o.token;
-    e->node.deadline = o.deadline; /* no timer: the TAT is read on access */
-    d->remaining = o.remaining;
-    return true;
-}
-
-/* The quota (the policy's quota op) on a key's state given as above: the
- * fast path when its bounds hold, or the exact arithmetic alone. */
-void sluice__rate_quota(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
-                        sluice_quota_t *out);
-void sluice__rate_quota_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
-                              uint64_t t, sluice_quota_t *out);
-
-/* Rate's lazy expiry (policy-rate.c). reclaim: frees idle rate entries at
- * `now` (at most `max`, 0 for no bound) by the resumable pass, until none is
- * left; returns how many. next: when advance() should run it (UINT64_MAX
- * with no entry). Both O(1) when no entry can be idle. */
-size_t sluice__rate_reclaim(struct sluice_limiter *l, uint64_t now, size_t max);
-uint64_t sluice__rate_next(const struct sluice_limiter *l);
-
 /* Creates the entry of an idle key (timer unarmed, nothing pending).
  * Returns 0 and its index, SLUICE_EFULL at the key cap (counted) or
  * SLUICE_ENOMEM, with nothing changed. */
-int sluice__limiter_add_key(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t *idx);
+static inline int sluice__limiter_add_key(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t *idx) {
+    if (l->max_keys && l->table.live >= l->max_keys) {
+        l->count.full_refusals++;
+        return SLUICE_EFULL;
+    }
+    int rc = sluice__table_insert(&l->table, k, idx);
+    if (rc) return rc;
+    l->arena.chunks = l->table.chunks; /* the chunk table may have grown */
+    sluice__wheel_node_init(&sluice__entry_at(&l->table, *idx)->node);
+    return 0;
+}
 
 /* Returns a live key to idle: disarms its timer, forgets a pending token
  * (the caller has reported it) and frees the entry. Inline: every fire row
@@ -474,68 +382,16 @@ static SLUICE__HOT_INLINE void sluice__report_superseded(struct sluice_limiter *
     if (fn) fn(l->user, &pe->ev);
 }
 
-/* ---- the rows of a call on a live key, shared by the policies' call()
- * and the short path of submit (limiter.c) ----
- * Each brings the entry to its new state and fills *d (kind and at; the
- * caller has zeroed remaining and full), and returns true when the call
- * superseded a pending token: the caller reports its DROP
- * (sluice__report_superseded), after which it may store the decision where
- * a callback can see it. The event is captured in *pe only when someone is
- * told of drops, so a limiter under emit_only builds none.
- * The entry's deadline is after t (timers first has run). */
-
-/* throttle OPEN | call(t, v) | trailing off: drop v. No pending: pending = v.
- * pick latest: drop pending, pending = v. pick first: drop v */
-static SLUICE__HOT_INLINE bool sluice__throttle_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
-                                         uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
-    d->at = e->node.deadline;
-    uint8_t f = e->flags;
-    if (!l->trailing || ((f & SLUICE__F_PENDING) && l->pick_first)) {
-        d->kind = SLUICE_DROPPED;
-        return false;
-    }
-    d->kind = SLUICE_SCHEDULED;
-    if (!(f & SLUICE__F_PENDING)) {
-        sluice__set_pending(l, e, token);
-        return false;
-    }
-    sluice__capture_dropped(l, pe, e, token, t);
-    e->token = token;
-    return true;
-}
-
-/* audit OPEN | call(t, v) | drop pending, pending = v */
-static SLUICE__HOT_INLINE bool sluice__audit_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
-                                      uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
-    sluice__capture_dropped(l, pe, e, token, t);
-    e->token = token;
-    d->kind = SLUICE_SCHEDULED;
-    d->at = e->node.deadline;
-    return true;
-}
-
-/* debounce ACTIVE | call(t, v), without maxWait | last = t (the deadline
- * becomes t + W); trailing ? (drop pending if any; pending = v) : drop v.
- * (With maxWait: sluice__debounce_call.) */
-static SLUICE__HOT_INLINE bool sluice__debounce_live(struct sluice_limiter *l, uint32_t idx, struct sluice__entry *e,
-                                         uint64_t token, uint64_t t, sluice_decision_t *d,
-                                         struct sluice__event *pe) {
-    uint64_t dl = sluice__sat_add(t, l->interval);
-    sluice__wheel_set_later(&l->wheel, idx, &e->node, dl);
-    d->at = dl;
-    if (!l->trailing) {
-        d->kind = SLUICE_DROPPED;
-        return false;
-    }
-    d->kind = SLUICE_SCHEDULED;
-    if (e->flags & SLUICE__F_PENDING) {
-        sluice__capture_dropped(l, pe, e, token, t);
-        e->token = token;
-        return true;
-    }
-    sluice__set_pending(l, e, token);
-    return false;
-}
+/* ---- the row of a call on a live key (policy-*.h) ----
+ * Each policy's header defines it inline, sluice__NAME_live, for its own
+ * call() and for the short path of submit (limiter.c). It brings the entry
+ * to its new state and fills *d (kind and at; the caller has zeroed
+ * remaining and full), and returns true when the call superseded a pending
+ * token: the caller reports its DROP (sluice__report_superseded), after
+ * which it may store the decision where a callback can see it. The event is
+ * captured in *pe only when someone is told of drops, so a limiter under
+ * emit_only builds none. The entry's deadline is after t (timers first has
+ * run). (Rate's row, which reports nothing, has its own contract.) */
 
 /* ---- entry points for a hashed key (limiter.c) ----
  * The body of sluice_limiter_submit_cost() and of

@@ -1,7 +1,9 @@
 /* limiter.c — the plumbing every policy shares: creation, "timers first",
  * the key cap, events and their counters, re-entrancy, flush/cancel/pending,
  * advance, close and free. The rows of each policy's state machine live in
- * policy-*.c (see limiter-internal.h).
+ * policy-*.c, reached through its operations table; the row of a call on a
+ * live key, inline in policy-*.h, is compiled into the short path of submit
+ * here (see limiter-internal.h).
  *
  * Every transition first brings the entry to its new consistent state
  * (fields, pending flag, timer armed or entry removed) and only then reports
@@ -10,6 +12,10 @@
  * one, the key is looked up again. */
 #define _DEFAULT_SOURCE 1
 #include "limiter-internal.h"
+#include "policy-audit.h"
+#include "policy-debounce.h"
+#include "policy-rate.h"
+#include "policy-throttle.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,55 +36,7 @@ _Static_assert(SLUICE__ENTRY_MAX <= SLUICE__WHEEL_INDEX_MAX, "every entry index 
 #define NOINLINE
 #endif
 
-/* ------------------------------------------------------------------ dispatch
- * The built-in policies are called directly (no indirect call on the hot
- * path); a policy added to sluice__policies[] alone goes through its ops. */
-
-static inline int policy_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx,
-                              uint64_t token, uint64_t cost, uint64_t t, sluice_decision_t *d) {
-    switch (l->kind) {
-    case SLUICE_THROTTLE: return sluice__throttle_call(l, k, idx, token, cost, t, d);
-    case SLUICE_AUDIT: return sluice__audit_call(l, k, idx, token, cost, t, d);
-    case SLUICE_DEBOUNCE: return sluice__debounce_call(l, k, idx, token, cost, t, d);
-    case SLUICE_RATE: return sluice__rate_call(l, k, idx, token, cost, t, d);
-    default: return l->ops->call(l, k, idx, token, cost, t, d);
-    }
-}
-
-static inline void policy_fire(struct sluice_limiter *l, uint32_t idx) {
-    switch (l->kind) {
-    case SLUICE_THROTTLE: sluice__throttle_fire(l, idx); break;
-    case SLUICE_AUDIT: sluice__audit_fire(l, idx); break;
-    case SLUICE_DEBOUNCE: sluice__debounce_fire(l, idx); break;
-    case SLUICE_RATE: sluice__rate_fire(l, idx); break;
-    default: l->ops->fire(l, idx); break;
-    }
-}
-
-/* The timer row with its emission written to *out (advance_into): 1 when written. */
-static inline size_t policy_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
-    switch (l->kind) {
-    case SLUICE_THROTTLE: return sluice__throttle_fire_into(l, idx, out);
-    case SLUICE_AUDIT: return sluice__audit_fire_into(l, idx, out);
-    case SLUICE_DEBOUNCE: return sluice__debounce_fire_into(l, idx, out);
-    case SLUICE_RATE: return sluice__rate_fire_into(l, idx, out);
-    default: return l->ops->fire_into(l, idx, out);
-    }
-}
-
 /* ------------------------------------------------------------------ keys and events */
-
-int sluice__limiter_add_key(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t *idx) {
-    if (l->max_keys && l->table.live >= l->max_keys) {
-        l->count.full_refusals++;
-        return SLUICE_EFULL;
-    }
-    int rc = sluice__table_insert(&l->table, k, idx);
-    if (rc) return rc;
-    l->arena.chunks = l->table.chunks; /* the chunk table may have grown */
-    sluice__wheel_node_init(&sluice__entry_of(l, *idx)->node);
-    return 0;
-}
 
 /* Compaction moved an entry: re-point its timer's neighbours. */
 static void entry_moved(void *ctx, uint32_t to) {
@@ -155,9 +113,9 @@ static uint32_t due_first_from(struct sluice_limiter *l, const struct sluice__ke
         found = FIND_NOT_DONE;
         if (idx == SLUICE__NONE) return SLUICE__NONE;
         if (sluice__entry_of(l, idx)->node.deadline > now) return idx;
-        if (l->kind == SLUICE_RATE) return idx; /* no timer: an expired rate entry is idle in place */
+        if (l->timerless) return idx; /* no timer: an expired rate entry is idle in place */
         sluice__wheel_del(&l->wheel, idx);
-        policy_fire(l, idx);
+        l->ops->fire(l, idx);
         if (unusable(l)) {
             *stopped = true;
             return SLUICE__NONE;
@@ -210,6 +168,7 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
 
     l->ops = sluice__policy_ops_of((int)p->kind);
     l->kind = (uint8_t)p->kind;
+    l->timerless = l->ops->reclaim != NULL;
     size_t ext = l->ops->setup(l, p);
     sluice__gate_update(l);
     l->on_event = cfg->on_event;
@@ -324,7 +283,7 @@ static NOINLINE int submit_general(struct sluice_limiter *l, const struct sluice
     bool stopped = false;
     /* rate keys have no timers (lazy expiry, policy-rate.c): just the lookup */
     uint32_t idx;
-    if (l->kind == SLUICE_RATE)
+    if (l->timerless)
         idx = found != FIND_NOT_DONE ? found : sluice__table_find(&l->table, k);
     else
         idx = due_first_from(l, k, now, &stopped, found);
@@ -333,8 +292,8 @@ static NOINLINE int submit_general(struct sluice_limiter *l, const struct sluice
          * until their timers run: run them first, so the answer does not
          * depend on whether the loop happened to advance. Rate: free one
          * expired entry if there is one (policy-rate.c). */
-        if (l->kind == SLUICE_RATE)
-            sluice__rate_reclaim(l, now, 1);
+        if (l->timerless)
+            l->ops->reclaim(l, now, 1);
         else
             advance_locked(l, now, 0);
         idx = unusable(l) ? SLUICE__NONE : due_first(l, k, now, &stopped);
@@ -343,7 +302,7 @@ static NOINLINE int submit_general(struct sluice_limiter *l, const struct sluice
     if (stopped) {
         rc = SLUICE_ECLOSED;
     } else {
-        rc = policy_call(l, k, idx, token, cost, now, d);
+        rc = l->ops->call(l, k, idx, token, cost, now, d);
         if (rc == 0) l->count.decided[d->kind & 3]++;
     }
     leave(l);
@@ -376,8 +335,8 @@ static SLUICE__HOT_INLINE void put_decision(sluice_decision_t *out, const sluice
  * policy, with cost 1 on a usable limiter (the caller checked l->gate and
  * the cost) at `now` (clamped by the caller), when nothing of the key is due
  * (timers first has nothing to do) and, for debounce, without maxWait. It
- * runs the same rows (limiter-internal.h, sluice__*_live; rate:
- * sluice__rate_call) and counts the same totals as the general path, and
+ * runs the same rows (sluice__*_live, policy-*.h; rate, beyond its fast
+ * path: the policy's call op) and counts the same totals as the general path, and
  * writes the caller's decision once, when the call is done (after the event
  * it reports, if any). Returns false, having changed nothing, for any other
  * case: the caller then takes submit_general() with the find already made. */
@@ -402,7 +361,7 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
         sluice_decision_t *dr = out ? out : &d;
         if (!sluice__rate_live(l, e, now, dr)) {
             dr->remaining = dr->full = 0;
-            (void)sluice__rate_call(l, NULL, idx, token, 1, now, dr);
+            (void)l->ops->call(l, NULL, idx, token, 1, now, dr);
         }
         l->count.decided[dr->kind & 3]++;
         return true;
@@ -823,10 +782,10 @@ static inline void prefetch_entry(const struct sluice_limiter *l, uint32_t i) {
  * writes at most one). */
 static SLUICE__HOT_INLINE int64_t advance_pass(struct sluice_limiter *l, uint64_t now, size_t max,
                                                sluice_emission_t *out, size_t cap, size_t *written) {
-    if (l->kind == SLUICE_RATE) {
+    if (l->timerless) {
         /* no timers: the lazy expiry frees the idle entries (policy-rate.c) */
         sluice__wheel_advance(&l->wheel, now);
-        return (int64_t)sluice__rate_reclaim(l, now, max);
+        return (int64_t)l->ops->reclaim(l, now, max);
     }
     sluice__wheel_advance(&l->wheel, now);
     int64_t n = 0;
@@ -853,9 +812,9 @@ static SLUICE__HOT_INLINE int64_t advance_pass(struct sluice_limiter *l, uint64_
             }
         }
         if (out)
-            w += policy_fire_into(l, idx, out + w);
+            w += l->ops->fire_into(l, idx, out + w);
         else
-            policy_fire(l, idx);
+            l->ops->fire(l, idx);
         n++;
         if (unusable(l)) break;
     }
@@ -873,8 +832,8 @@ static NOINLINE int64_t advance_locked_into(struct sluice_limiter *l, uint64_t n
 }
 
 size_t sluice__limiter_reclaim(sluice_limiter_t *l, uint64_t now) {
-    if (unusable(l) || l->kind != SLUICE_RATE) return 0;
-    return sluice__rate_reclaim(l, now < l->now_seen ? l->now_seen : now, 1);
+    if (unusable(l) || !l->timerless) return 0;
+    return l->ops->reclaim(l, now < l->now_seen ? l->now_seen : now, 1);
 }
 
 /* The end of an advance (n timers handled): the table's tidy, or not yet. */
@@ -887,7 +846,7 @@ static inline int64_t advance_done(struct sluice_limiter *l, int64_t n) {
      * under 8 times what the mark allows. Only timers remove keys in an
      * advance (rate aside). The loop layer defers this work its own way
      * (defer_tidy: done after its pass's delivery), left as it is. */
-    if (l->depth == 1 && !l->defer_tidy && !l->dying && l->kind != SLUICE_RATE && l->wheel.count != 0 &&
+    if (l->depth == 1 && !l->defer_tidy && !l->dying && !l->timerless && l->wheel.count != 0 &&
         l->table.live * 8 >= l->table.shrink_below) {
         l->depth = 0;
         return n;
@@ -923,13 +882,13 @@ int64_t sluice_limiter_advance_into(sluice_limiter_t *l, uint64_t now, size_t ma
 static void shut(struct sluice_limiter *l, uint64_t now, sluice_event_kind_t kind) {
     sluice__wheel_advance(&l->wheel, now);
     for (uint32_t idx; (idx = sluice__wheel_pop(&l->wheel)) != SLUICE__NONE;) {
-        policy_fire(l, idx);
+        l->ops->fire(l, idx);
         if (l->closed) return;
     }
     for (uint32_t i = 0; i < l->table.top; i++) {
         while (sluice__entry_of(l, i)->state == SLUICE__LIVE && sluice__entry_of(l, i)->node.deadline <= now) {
             sluice__wheel_del(&l->wheel, i);
-            policy_fire(l, i);
+            l->ops->fire(l, i);
             if (l->closed) return;
         }
     }
@@ -950,7 +909,7 @@ int sluice_limiter_close(sluice_limiter_t *l, uint64_t now, sluice_close_mode_t 
 
 uint64_t sluice_limiter_next_deadline(const sluice_limiter_t *l) {
     if (!l || l->closed || l->dying) return UINT64_MAX;
-    if (l->kind == SLUICE_RATE) return sluice__rate_next(l); /* the lazy expiry's next sweep */
+    if (l->timerless) return l->ops->next(l); /* the lazy expiry's next sweep */
     return sluice__wheel_next(&l->wheel);
 }
 
@@ -993,14 +952,14 @@ int sluice_limiter_check(const sluice_limiter_t *l) {
             if (sluice__wheel_node_armed(&e->node)) FAIL("free entry %u has an armed timer", i);
             continue;
         }
-        if (!sluice__wheel_node_armed(&e->node) && l->kind != SLUICE_RATE) FAIL("live entry %u has no armed timer", i);
+        if (!sluice__wheel_node_armed(&e->node) && !l->timerless) FAIL("live entry %u has no armed timer", i);
         if (e->flags & SLUICE__F_PENDING) pend++;
         const char *why = l->ops->check ? l->ops->check(l, e) : NULL;
         if (why) FAIL("entry %u: %s", i, why);
     }
     if (pend != l->pending) FAIL("pending count %llu, but %llu entries hold a token", (unsigned long long)l->pending,
                                  (unsigned long long)pend);
-    if (l->wheel.count != (l->kind == SLUICE_RATE ? 0 : l->table.live))
+    if (l->wheel.count != (l->timerless ? 0 : l->table.live))
         FAIL("wheel holds %llu timers for %llu live keys", (unsigned long long)l->wheel.count,
              (unsigned long long)l->table.live);
     /* Every scheduled token is pending or was reported exactly once. A call

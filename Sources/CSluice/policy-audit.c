@@ -1,7 +1,7 @@
 /* policy-audit.c — audit(W) of docs/semantics.md: trailing-only, the window
  * is opened by a call. State IDLE (no entry) or OPEN: the entry's timer is
  * `end`, and an open window always holds a pending value. */
-#include "limiter-internal.h"
+#include "policy-audit.h"
 
 /* leading, trailing and pick are ignored: audit is trailing-only. */
 static const char *explain(const sluice_policy_t *p, int *code) { return sluice__explain_interval(p, code); }
@@ -16,7 +16,7 @@ static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
 
 static bool never_schedules(const sluice_policy_t *p) { return p->interval_ns == 0; }
 
-int sluice__audit_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
+static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                        uint64_t cost, uint64_t t, sluice_decision_t *d) {
     (void)cost;
     d->kind = SLUICE_SCHEDULED;
@@ -31,7 +31,7 @@ int sluice__audit_call(struct sluice_limiter *l, const struct sluice__keyref *k,
         d->at = end;
         return 0;
     }
-    /* OPEN: sluice__audit_live (limiter-internal.h) */
+    /* OPEN: sluice__audit_live (policy-audit.h) */
     struct sluice__event pe;
     if (sluice__audit_live(l, sluice__entry_of(l, idx), token, t, d, &pe)) sluice__report_superseded(l, &pe);
     return 0;
@@ -49,9 +49,9 @@ static SLUICE__HOT_INLINE size_t fire(struct sluice_limiter *l, uint32_t idx, sl
     return 1;
 }
 
-void sluice__audit_fire(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
+static void fire_now(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
 
-size_t sluice__audit_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
+static size_t fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
     return fire(l, idx, out);
 }
 
@@ -68,9 +68,9 @@ const struct sluice__policy_ops sluice__audit_ops = {
     .explain = explain,
     .setup = setup,
     .never_schedules = never_schedules,
-    .call = sluice__audit_call,
-    .fire = sluice__audit_fire,
-    .fire_into = sluice__audit_fire_into,
+    .call = call,
+    .fire = fire_now,
+    .fire_into = fire_into,
     .flush = NULL,
     .quota = NULL,
     .check = check,

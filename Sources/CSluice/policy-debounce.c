@@ -4,7 +4,7 @@
  * with maxWait the entry carries `last` and `start` (struct ext) and the
  * policy flag is the spec's maxDue. Without maxWait `last` is implied: the
  * only deadline is last + W. */
-#include "limiter-internal.h"
+#include "policy-debounce.h"
 
 #define F_MAXDUE SLUICE__F_POLICY
 
@@ -53,7 +53,7 @@ static inline uint64_t deadline(const struct sluice_limiter *l, struct sluice__e
     return cap < quiet ? cap : quiet;
 }
 
-int sluice__debounce_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
+static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                           uint64_t cost, uint64_t t, sluice_decision_t *d) {
     (void)cost;
     if (idx == SLUICE__NONE) {
@@ -70,7 +70,7 @@ int sluice__debounce_call(struct sluice_limiter *l, const struct sluice__keyref 
     struct sluice__entry *e = sluice__entry_of(l, idx);
     struct sluice__event pe;
     if (!l->has_max_wait) {
-        /* the common rows (limiter-internal.h) */
+        /* the common rows (policy-debounce.h) */
         if (sluice__debounce_live(l, idx, e, token, t, d, &pe)) sluice__report_superseded(l, &pe);
         return 0;
     }
@@ -141,9 +141,9 @@ static SLUICE__HOT_INLINE size_t fire(struct sluice_limiter *l, uint32_t idx, sl
     return 1;
 }
 
-void sluice__debounce_fire(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
+static void fire_now(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
 
-size_t sluice__debounce_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
+static size_t fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
     return fire(l, idx, out);
 }
 
@@ -165,9 +165,9 @@ const struct sluice__policy_ops sluice__debounce_ops = {
     .explain = explain,
     .setup = setup,
     .never_schedules = never_schedules,
-    .call = sluice__debounce_call,
-    .fire = sluice__debounce_fire,
-    .fire_into = sluice__debounce_fire_into,
+    .call = call,
+    .fire = fire_now,
+    .fire_into = fire_into,
     .flush = NULL,
     .quota = NULL,
     .check = check,

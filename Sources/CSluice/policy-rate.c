@@ -33,7 +33,7 @@
  *    entry is examined within top / RATE_STEP creations, so without a cap
  *    and without a loop the slab holds at most about twice the keys used in
  *    the last 2 S;
- *  - sluice__rate_reclaim(), a pass over the slab that can stop and resume
+ *  - reclaim (the reclaim op), a pass over the slab that can stop and resume
  *    (`rate_pass`), freeing every idle entry, run by advance().
  *    next_deadline() asks for it at max(rate_lb, rate_last + S): the
  *    earliest full, but at most once per S after the previous pass, so a
@@ -56,7 +56,7 @@
  * counts only the calls that fit before it. A TAT is therefore always exact.
  * Reported times round toward "later": `full` and a retry time are ceilings
  * in ns; `remaining` is a floor. */
-#include "limiter-internal.h"
+#include "policy-rate.h"
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -97,7 +97,7 @@ static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
     l->rate_lb = l->rate_pass_min = UINT64_MAX;
     l->rate_last = 0;
     l->rate_pass = l->rate_step = 0;
-    /* the fast path (sluice__rate_decide_fast, limiter-internal.h): every
+    /* the fast path (sluice__rate_decide_fast, policy-rate.h): every
      * scaled quantity relative to t fits in 63 bits and every numerator of
      * a reciprocal division in 62 when burst * per < 2^61 */
     l->rate_inv_limit = sluice__recip_of(l->limit);
@@ -248,7 +248,7 @@ static SLUICE__HOT_INLINE void drop(const struct sluice__rate_res *o, sluice_dec
     d->full = o->full;
 }
 
-/* Every call the fast path of sluice__rate_call() does not take: a key
+/* Every call the fast path of call() does not take: a key
  * without an entry (created when admitted), or inputs outside the fast
  * path's bounds (the exact arithmetic). */
 static NOINLINE_RATE int call_slow(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx,
@@ -273,7 +273,7 @@ static NOINLINE_RATE int call_slow(struct sluice_limiter *l, const struct sluice
     return 0;
 }
 
-int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
+static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                       uint64_t cost, uint64_t t, sluice_decision_t *d) {
     (void)token;
     if (SLUICE__UNLIKELY(idx == SLUICE__NONE)) return call_slow(l, k, idx, cost, t, d);
@@ -289,9 +289,9 @@ int sluice__rate_call(struct sluice_limiter *l, const struct sluice__keyref *k, 
 }
 
 /* Only close() reaches it (rate entries arm no timer): frees an expired entry. */
-void sluice__rate_fire(struct sluice_limiter *l, uint32_t idx) { sluice__limiter_remove_key(l, idx); }
+static void fire_now(struct sluice_limiter *l, uint32_t idx) { sluice__limiter_remove_key(l, idx); }
 
-size_t sluice__rate_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
+static size_t fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
     (void)out;
     sluice__limiter_remove_key(l, idx);
     return 0;
@@ -316,7 +316,8 @@ static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t) {
     }
 }
 
-size_t sluice__rate_reclaim(struct sluice_limiter *l, uint64_t now, size_t max) {
+/* The reclaim op (limiter-internal.h). */
+static size_t reclaim(struct sluice_limiter *l, uint64_t now, size_t max) {
     size_t n = 0;
     /* Ends when no entry is idle: a pass ends with rate_lb = the least full
      * it kept, so rate_lb > now unless part of the pass ran at an earlier
@@ -348,7 +349,8 @@ size_t sluice__rate_reclaim(struct sluice_limiter *l, uint64_t now, size_t max) 
     return n;
 }
 
-uint64_t sluice__rate_next(const struct sluice_limiter *l) {
+/* The next op: when advance() should reclaim. */
+static uint64_t next_sweep(const struct sluice_limiter *l) {
     if (l->table.live == 0) return UINT64_MAX;
     uint64_t at = sluice__sat_add(l->rate_last, l->rate_every);
     return at > l->rate_lb ? at : l->rate_lb;
@@ -439,10 +441,12 @@ const struct sluice__policy_ops sluice__rate_ops = {
     .explain = explain,
     .setup = setup,
     .never_schedules = never_schedules,
-    .call = sluice__rate_call,
-    .fire = sluice__rate_fire,
-    .fire_into = sluice__rate_fire_into,
+    .call = call,
+    .fire = fire_now,
+    .fire_into = fire_into,
     .flush = flush,
     .quota = quota,
     .check = check,
+    .reclaim = reclaim,
+    .next = next_sweep,
 };

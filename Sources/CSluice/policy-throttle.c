@@ -1,7 +1,7 @@
 /* policy-throttle.c — throttle(W, leading, trailing, pick) of
  * docs/semantics.md. State IDLE (no entry) or OPEN: the entry's timer is
  * `end`, its pending flag and token the pending value. */
-#include "limiter-internal.h"
+#include "policy-throttle.h"
 
 static const char *explain(const sluice_policy_t *p, int *code) {
     const char *why = sluice__explain_interval(p, code);
@@ -26,7 +26,7 @@ static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
 /* Without trailing nothing is ever kept: calls are emitted or dropped at once. */
 static bool never_schedules(const sluice_policy_t *p) { return p->interval_ns == 0 || !p->trailing; }
 
-int sluice__throttle_call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
+static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
                           uint64_t cost, uint64_t t, sluice_decision_t *d) {
     (void)cost;
     if (idx == SLUICE__NONE) {
@@ -38,7 +38,7 @@ int sluice__throttle_call(struct sluice_limiter *l, const struct sluice__keyref 
         sluice__open_window(l, e, idx, token, t, end, d);
         return 0;
     }
-    /* OPEN: sluice__throttle_live (limiter-internal.h) */
+    /* OPEN: sluice__throttle_live (policy-throttle.h) */
     struct sluice__event pe;
     if (sluice__throttle_live(l, sluice__entry_of(l, idx), token, t, d, &pe)) sluice__report_superseded(l, &pe);
     return 0;
@@ -62,9 +62,9 @@ static SLUICE__HOT_INLINE size_t fire(struct sluice_limiter *l, uint32_t idx, sl
     return 1;
 }
 
-void sluice__throttle_fire(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
+static void fire_now(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
 
-size_t sluice__throttle_fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
+static size_t fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
     return fire(l, idx, out);
 }
 
@@ -80,9 +80,9 @@ const struct sluice__policy_ops sluice__throttle_ops = {
     .explain = explain,
     .setup = setup,
     .never_schedules = never_schedules,
-    .call = sluice__throttle_call,
-    .fire = sluice__throttle_fire,
-    .fire_into = sluice__throttle_fire_into,
+    .call = call,
+    .fire = fire_now,
+    .fire_into = fire_into,
     .flush = NULL,
     .quota = NULL,
     .check = check,

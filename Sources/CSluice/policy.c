@@ -1,8 +1,14 @@
 /* policy.c — the registry of policies, and configuration checks.
  *
  * Adding a policy: a policy-NAME.c file defining its sluice__NAME_ops
- * (limiter-internal.h), a kind in sluice.h, and one line below. */
+ * (declared in policy-NAME.h), a kind in sluice.h, and one line below;
+ * its row of a call on a live key, if it has one, in policy-NAME.h and in
+ * limiter.c's call_live (limiter-internal.h says why). */
 #include "limiter-internal.h"
+#include "policy-audit.h"
+#include "policy-debounce.h"
+#include "policy-rate.h"
+#include "policy-throttle.h"
 
 const struct sluice__policy_ops *const sluice__policies[SLUICE__POLICY_KINDS] = {
     [SLUICE_THROTTLE] = &sluice__throttle_ops,
