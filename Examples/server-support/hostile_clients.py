@@ -4,14 +4,16 @@
 Each check opens its connections at once (in threads), then measures when the server
 closes each one, and asserts "closed no earlier than the timeout, and no later than the
 timeout plus a generous bound" (the bound absorbs a loaded machine; it is never a fixed
-window around an exact time). Every wait is bounded.
+window around an exact time). Each time is measured from before what starts the server's
+timer (the connect, the request, the first byte), so "never early" holds however late
+this process runs. Every wait is bounded.
 
   idle        connections that send nothing, and keep-alive connections idle after one
-              request: closed by the idle timeout (from connect / from the response).
+              request: closed by the idle timeout (after the connect / the response).
   slowloris   a request head sent 1 byte per second: closed by the header timeout
               (from its first byte); the idle timeout must be longer than the window.
   slow-body   a complete head, then its body at 1 byte per second: closed (or answered,
-              e.g. 503) by the request timeout, from the end of the head.
+              e.g. 503) by the request timeout, after the head.
   flood       many connections at once beyond --max-connections: the ones beyond are
               closed promptly (within the bound, shorter than the idle timeout), the open
               count settles at the cap (± a slack of 2), and one more is closed at once.
@@ -111,9 +113,11 @@ def window_check(name, timeout, elapsed):
 
 
 def idle(count, timeout):
+    # Each start is taken before what starts the server's timer (connect, the request),
+    # so that "no earlier than" holds however late this process runs.
     def silent(_):
-        s = connect()
         start = time.monotonic()
+        s = connect()
         end = wait_closed(s, start + timeout + BOUND + 1)
         s.close()
         return None if end is None else end - start
@@ -122,6 +126,7 @@ def idle(count, timeout):
         s = connect()
         s.setblocking(True)
         s.settimeout(5)
+        start = time.monotonic()  # the server's idle timer starts at the end of its answer
         s.sendall(f"GET /docs/none HTTP/1.1\r\nHost: {HOST}\r\n\r\n".encode())
         answer = b""
         while b"\r\n\r\n" not in answer:  # a 404 with a short body: the head is enough
@@ -129,7 +134,6 @@ def idle(count, timeout):
             if not chunk:
                 return 0.0  # closed at once: not a keep-alive connection
             answer += chunk
-        start = time.monotonic()
         s.setblocking(False)
         end = wait_closed(s, start + timeout + BOUND + 1)
         s.close()
@@ -161,8 +165,8 @@ def slowloris(count, timeout):
 def slow_body(count, timeout):
     def client(i):
         s = connect()
+        start = time.monotonic()  # before the head: the server's timer starts when it has read it
         s.sendall(f"PUT /docs/slow{i} HTTP/1.1\r\nHost: {HOST}\r\nContent-Length: 1000\r\n\r\n".encode())
-        start = time.monotonic()  # the head is complete
         stop = threading.Event()
         sender = threading.Thread(target=trickle, args=(s, b"x" * 1000, stop))
         sender.start()
