@@ -303,7 +303,7 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     public let policy: LimiterPolicy
     private let fleet: OpaquePointer
     private let manualTime: Bool
-    private let stateLock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let stateLock = PosixLock()
     private var closed = false
     private var freed = false
     private var finalStats = sluice_fleet_stats_t()
@@ -334,34 +334,32 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
         self.fleet = out
         self.policy = policy
         self.manualTime = configuration.manualTime
-        pthread_mutex_init(stateLock, nil)
     }
 
     deinit {
         close()
-        stateLock.deallocate()
     }
 
     /// Stops the loop thread and frees the limiter: requests not answered yet
     /// fail with ``FleetError/closed``; later requests throw it. Idempotent.
     public func close() {
-        pthread_mutex_lock(stateLock)
+        stateLock.lock()
         if closed {
-            pthread_mutex_unlock(stateLock)
+            stateLock.unlock()
             return
         }
         closed = true
         sluice_fleet_stats(fleet, &finalStats)
         freed = true
-        pthread_mutex_unlock(stateLock)
+        stateLock.unlock()
         sluice_fleet_free(fleet) /* stops and joins the loop thread, answers what is left */
     }
 
     private func submit<K: LimiterKey>(_ key: K, _ body: (sluice_key_t, UnsafeMutableRawPointer) -> Int32,
                                        _ pending: Pending) -> Int32 {
         let user = Unmanaged.passRetained(pending).toOpaque()
-        pthread_mutex_lock(stateLock)
-        defer { pthread_mutex_unlock(stateLock) }
+        stateLock.lock()
+        defer { stateLock.unlock() }
         if closed {
             Unmanaged<Pending>.fromOpaque(user).release()
             return Int32(SLUICE_ECLOSED.rawValue)
@@ -497,9 +495,9 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     /// The limiter's counters.
     public var stats: FleetStats {
         var s = sluice_fleet_stats_t()
-        pthread_mutex_lock(stateLock)
+        stateLock.lock()
         if freed { s = finalStats } else { sluice_fleet_stats(fleet, &s) }
-        pthread_mutex_unlock(stateLock)
+        stateLock.unlock()
         return FleetStats(
             calls: s.calls, quotas: s.quotas, cancels: s.cancels,
             redisAdmitted: s.redis_admitted, redisDropped: s.redis_dropped, cacheDropped: s.cache_dropped,

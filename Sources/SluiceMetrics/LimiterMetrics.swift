@@ -2,7 +2,6 @@
 import CoreMetrics
 import Logging
 import Sluice
-import Synchronization
 
 /// A limiter as observability and lifecycle see it: a name, its counters,
 /// and how to drain it. Make one with ``limiter(_:_:)`` or ``rateLimiter(_:_:)``.
@@ -111,7 +110,7 @@ public final class LimiterMetrics: Sendable {
 
     let limiters: [ObservedLimiter]
     let instruments: [Instruments]
-    let last: Mutex<[LimiterStatistics?]>
+    let last: Locked<[LimiterStatistics?]>
     let logger: Logger
 
     /// Metrics for `limiters`.
@@ -138,7 +137,7 @@ public final class LimiterMetrics: Sendable {
                 discarded: keeps ? counter("sluice_discarded_total") : nil,
                 pendingValues: keeps ? gauge("sluice_pending_values") : nil)
         }
-        last = Mutex(Array(repeating: nil, count: limiters.count))
+        last = Locked(Array(repeating: nil, count: limiters.count))
     }
 
     /// Reads every limiter's counters and updates the metrics (from any
