@@ -6,6 +6,7 @@
 #                   the hardware floor, ratios in one run (QUICK=1: reduced sizes, under 3 min)
 #   make sanitize   C core under ASan+UBSan and under TSan, Swift tests under TSan
 #   make fuzz       libFuzzer harnesses, SECONDS each (default 60)
+#   make format     format the C and Swift sources (format-check: fail when one is not)
 #   make test-starved  the ASan C suite and the Swift tests, twice each, on one CPU beside
 #                   two busy loops (before submitting: CONTRIBUTING.md)
 #   make install-test   install into a temporary prefix and build consumers against it: the
@@ -134,6 +135,16 @@ sanitize-thread: deps
 
 sanitize-swift:
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+# --- formatting (.clang-format, .swift-format) -----------------------------------------------
+# format: rewrites every tracked C and Swift file; format-check (CI): fails on one that is not
+# formatted. clang-format comes from Debian (apt-get install clang-format); swift-format is
+# part of the Swift toolchain.
+.PHONY: format format-check
+format:
+	tools/format.sh
+format-check:
+	tools/format.sh --check
 
 # --- a loaded machine (run before submitting; CONTRIBUTING.md) ------------------------------
 # test-starved: the ASan+UBSan C suite, then the Swift tests, each STARVED_RUNS times in a
