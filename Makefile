@@ -233,7 +233,7 @@ servers-test:
 	rm -f $(SERVERS_SCRATCH)/debug.yaml
 	$(SWIFT) build --build-tests --traits $(SERVERS_TRAITS) --scratch-path $(SERVERS_SCRATCH) -j $(JOBS)
 	$(SWIFT) test --skip-build --traits $(SERVERS_TRAITS) --scratch-path $(SERVERS_SCRATCH) \
-	  --filter 'Sluice(NIO|Hummingbird|Vapor|Metrics)Tests'
+	  --filter 'NIOEngineTests|Sluice(Hummingbird|Vapor|Metrics)Tests'
 	rm -f $(SERVERS_SCRATCH)/debug.yaml
 	$(SWIFT) build --package-path Examples/hummingbird-server --scratch-path $(SERVERS_SCRATCH) -j $(JOBS)
 	SERVER_BIN=$(SERVERS_SCRATCH)/debug/hummingbird-server Examples/hummingbird-server/test.sh

@@ -156,9 +156,16 @@ let package = Package(
             dependencies: ["SluiceFleet", "Sluice"],
             path: "Tests/SluiceFleetTests"
         ),
+        // The Swift tests. With the NIO trait on they also run the behaviour suite
+        // (Tests/SluiceTests/Behaviour) on the NIO engine (NIOEngineTests.swift).
         .testTarget(
             name: "SluiceTests",
-            dependencies: ["Sluice", "SluiceCLI"],
+            dependencies: [
+                "Sluice", "SluiceCLI", "SluiceNIO",
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["NIO"])),
+                .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["NIO"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["NIO"])),
+            ],
             path: "Tests/SluiceTests"
         ),
         // ---- servers (traits; docs/servers.md): sources are empty unless their trait is on ----
@@ -207,16 +214,6 @@ let package = Package(
             path: "Sources/SluiceMetrics"
         ),
         .testTarget(
-            name: "SluiceNIOTests",
-            dependencies: [
-                "SluiceNIO", "Sluice", "SluiceCLI",
-                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["NIO"])),
-                .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["NIO"])),
-                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["NIO"])),
-            ],
-            path: "Tests/SluiceNIOTests"
-        ),
-        .testTarget(
             name: "SluiceHummingbirdTests",
             dependencies: [
                 "SluiceHummingbird", "SluiceHTTP", "Sluice",
@@ -245,7 +242,8 @@ let package = Package(
             path: "Tests/SluiceVaporTests"
         ),
     ],
-    swiftLanguageModes: [.v6]
+    swiftLanguageModes: [.v6],
+    cLanguageStandard: .c11
 )
 
 // The DocC plugin, only for building the documentation (see the top of this file).

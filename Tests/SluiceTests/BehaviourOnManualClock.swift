@@ -2,8 +2,8 @@ import Testing
 
 @testable import Sluice
 
-/// The engine-generic behaviour suite (Tests/Behaviour/BehaviourCases.swift) on
-/// Sluice's manual clock. SluiceNIOTests runs the same cases on the NIO engine.
+/// The engine-generic behaviour suite (Behaviour/BehaviourCases.swift) on
+/// Sluice's manual clock. NIOEngineTests (NIO trait) runs the same cases on the NIO engine.
 @Suite("Behaviour on the manual clock")
 struct BehaviourOnManualClock {
     @Test("behaviour", arguments: Behaviour.cases)

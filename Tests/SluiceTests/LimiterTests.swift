@@ -7,8 +7,8 @@ import Testing
 @Suite("Limiter on a manual clock")
 struct LimiterTests {
     // Decisions, operations, combine, streams and drops on a manual clock are the
-    // engine-generic behaviour suite (Tests/Behaviour/BehaviourCases.swift), run on
-    // this clock by BehaviourOnManualClock.swift and on the NIO engine by SluiceNIOTests.
+    // engine-generic behaviour suite (Behaviour/BehaviourCases.swift), run on this
+    // clock by BehaviourOnManualClock.swift and on the NIO engine by NIOEngineTests.swift.
 
     // MARK: Errors
 

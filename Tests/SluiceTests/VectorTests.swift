@@ -7,7 +7,7 @@ import Testing
 /// Runs every conformance vector of Tests/Vectors through the trace library
 /// (the one parser and runner, in C), and replays it through the Swift
 /// `Limiter<String, String>` on a manual clock (`LimiterReplay`, shared with
-/// the NIO engine's tests: Tests/Behaviour).
+/// the NIO engine's tests: Behaviour/).
 ///
 /// - `NAME.trace` + `NAME.expected`: the output must match. Lines of one key
 ///   must be equal and in the same order; between different keys at the same

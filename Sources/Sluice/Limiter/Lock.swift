@@ -114,7 +114,7 @@ package final class PosixLock: @unchecked Sendable {
     }
 
     /// Runs `body` with the lock held.
-    @inlinable
+    @inlinable @discardableResult
     package func withLock<Result, Failure: Error>(_ body: () throws(Failure) -> Result) throws(Failure) -> Result {
         lock()
         defer { unlock() }
@@ -132,7 +132,7 @@ package final class Locked<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
-    @inline(__always)
+    @inline(__always) @discardableResult
     package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
         try lock.withLock { () throws(Failure) -> Result in try body(&value) }
     }

@@ -98,7 +98,7 @@ struct NIOEngineTests {
         }
     }
 
-    /// The behaviour suite of Tests/Behaviour (also run on the manual clock by
+    /// The behaviour suite of Behaviour/ (also run on the manual clock by
     /// SluiceTests), on both NIO loops with manual time.
     @Test("behaviour on an EmbeddedEventLoop", arguments: Behaviour.cases)
     func behaviourEmbedded(_ test: BehaviourCase) async throws {

@@ -1,13 +1,11 @@
-// Shared by the SluiceTests and SluiceNIOTests targets (each has a `Behaviour`
-// symlink to this folder): test targets cannot import one another, and these
-// files need @testable access to Sluice and SluiceCLI, which a library target
-// built in release could not have.
+// The engines with manual time that the behaviour suite and the conformance
+// replay run on (the NIO ones in NIOEngineTests.swift, with the NIO trait).
 import Sluice
 
 /// An engine whose time moves only when a test says so, for the behaviour
 /// suite (BehaviourCases.swift) and the conformance replay (LimiterReplay.swift):
-/// Sluice's ``ManualLimiterClock`` in SluiceTests; a NIO `EmbeddedEventLoop` and
-/// a `NIOAsyncTestingEventLoop` in SluiceNIOTests.
+/// Sluice's ``ManualLimiterClock``; a NIO `EmbeddedEventLoop` and a
+/// `NIOAsyncTestingEventLoop` (NIOEngineTests.swift, with the NIO trait).
 ///
 /// The clock starts at 0. `advanceTime(to:)` runs every deadline up to that instant,
 /// in deadline order, with the clock at each deadline while it runs.

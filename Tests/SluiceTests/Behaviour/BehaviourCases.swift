@@ -1,6 +1,6 @@
 // The behaviour suite that runs on every engine with manual time: Sluice's
 // manual clock (SluiceTests/BehaviourOnManualClock.swift) and the NIO engine on
-// an EmbeddedEventLoop and a NIOAsyncTestingEventLoop (SluiceNIOTests). The
+// an EmbeddedEventLoop and a NIOAsyncTestingEventLoop (NIOEngineTests.swift). The
 // bodies are written once, here, against `ManualTimeEngine`.
 import Foundation
 import Testing

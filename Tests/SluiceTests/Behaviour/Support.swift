@@ -19,9 +19,9 @@ struct SplitMix64: RandomNumberGenerator {
 /// Where the conformance vectors live: Tests/Vectors, found from this
 /// file's path.
 enum VectorPaths {
-    /// Tests/ (this file is Tests/Behaviour/Support.swift, seen by the test
-    /// targets through their `Behaviour` symlinks).
-    static let testsDirectory = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
+    /// Tests/ (this file is Tests/SluiceTests/Behaviour/Support.swift).
+    static let testsDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()
         .deletingLastPathComponent()
         .deletingLastPathComponent()
 

@@ -1,5 +1,5 @@
-// The conformance replay, shared by SluiceTests (manual clock) and
-// SluiceNIOTests (EmbeddedEventLoop, NIOAsyncTestingEventLoop).
+// The conformance replay, on the manual clock and, with the NIO trait, on an
+// EmbeddedEventLoop and a NIOAsyncTestingEventLoop (NIOEngineTests.swift).
 import Foundation
 import Testing
 
