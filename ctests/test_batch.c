@@ -111,7 +111,7 @@ static void test_vectors(void) {
         char *text = read_file(path, &len);
         sluice_trace_t *t = NULL;
         sluice_trace_error_t err;
-        CHECK(sluice_trace_parse(text, len, &t, &err) == SLUICE_TRACE_OK, "%s: %s", path, err.message);
+        CHECK(sluice_trace_parse(text, len, &t, &err) == SLUICE_OK, "%s: %s", path, err.message);
         struct outbuf a = { 0 }, b = { 0 };
         char ma[SLUICE_TRACE_MESSAGE_MAX], mb[SLUICE_TRACE_MESSAGE_MAX];
         int ra = run_trace(t, 0, &a, ma, sizeof ma);

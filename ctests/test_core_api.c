@@ -255,7 +255,14 @@ static void test_error_list(void) {
         for (size_t j = 0; j < i; j++) CHECK(sluice_error_code(j) != code, "code %d listed twice", code);
     }
     CHECK(sluice_error_code(n) == 1, "past the end");
-    CHECK(sluice_error_code(3) == SLUICE_EINVAL && sluice_error_code(n - 1) == SLUICE_ECORRUPT, "order of the list");
+    CHECK(sluice_error_code(4) == SLUICE_EINVAL && sluice_error_code(n - 1) == SLUICE_ECORRUPT, "order of the list");
+    /* every module's codes are in the one list: traces and the fleet too */
+    const int modules[] = { SLUICE_ESYNTAX, SLUICE_ELIMIT, SLUICE_EPROTO, SLUICE_ENOTCONN, SLUICE_ETIMEDOUT };
+    for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++) {
+        bool listed = false;
+        for (size_t j = 0; j < n; j++) listed = listed || sluice_error_code(j) == modules[i];
+        CHECK(listed, "code %d of a module is not in the list", modules[i]);
+    }
 }
 
 int main(void) {

@@ -101,7 +101,7 @@ static void check_decision(const char *what, int i, const op_t *o, const sluice_
         return;
     }
     CHECK(res->source == SLUICE_FLEET_SOURCE_REDIS, "%s op %d: source %d cause %d (%s)", what, i, res->source,
-          res->cause, sluice_fleet_strerror(res->cause));
+          res->cause, sluice_strerror(res->cause));
     CHECK(d->kind == want->kind && d->at == want->at && d->remaining == want->remaining && d->full == want->full,
           "%s op %d (key %d t=%llu cost=%llu): redis kind=%d at=%llu rem=%llu full=%llu, model kind=%d at=%llu "
           "rem=%llu full=%llu",
@@ -134,7 +134,7 @@ static sluice_fleet_t *new_fleet(struct event_base *base, int port, const tf_mod
     c.max_batch = max_batch;
     sluice_fleet_t *f = NULL;
     int rc = sluice_fleet_new(&f, base, &c);
-    CHECK(rc == 0, "sluice_fleet_new: %s", sluice_fleet_strerror(rc));
+    CHECK(rc == 0, "sluice_fleet_new: %s", sluice_strerror(rc));
     return f;
 }
 
@@ -184,7 +184,7 @@ int main(void) {
             if (o->kind == 0) rc = sluice_fleet_call(f, key, o->cost, o->t, tf_on_result, &boxes[i]);
             else if (o->kind == 1) rc = sluice_fleet_quota(f, key, o->cost, o->t, tf_on_result, &boxes[i]);
             else rc = sluice_fleet_cancel(f, key, o->t, tf_on_result, &boxes[i]);
-            CHECK(rc == 0, "submit: %s", sluice_fleet_strerror(rc));
+            CHECK(rc == 0, "submit: %s", sluice_strerror(rc));
             if (!pipelined) tf_wait(base, &boxes[i]);
         }
         for (int i = 0; i < OPS; i++) tf_wait(base, &boxes[i]);

@@ -168,7 +168,7 @@ int main(void) {
     volley(f, 10, 5, TIMEOUT, counts, causes, "nothing listening, fail closed");
     CHECK(counts[SLUICE_FLEET_SOURCE_FAILURE] == 10, "fail closed: all by the failure policy");
     for (int i = 0; i < 10; i++)
-        CHECK(causes[i] == SLUICE_FLEET_ENOTCONN || causes[i] == SLUICE_FLEET_ETIMEDOUT, "cause %d", causes[i]);
+        CHECK(causes[i] == SLUICE_ENOTCONN || causes[i] == SLUICE_ETIMEDOUT, "cause %d", causes[i]);
     {
         tf_box_t b = { 0 };
         sluice_fleet_call(f, sluice_key_u64(1), 1, 0, tf_on_result, &b);
@@ -265,7 +265,7 @@ int main(void) {
     CHECK(counts[SLUICE_FLEET_SOURCE_FAILURE] == 20, "garbage: all by the failure policy");
     {
         bool proto = false;
-        for (int i = 0; i < 20; i++) proto |= causes[i] == SLUICE_FLEET_EPROTO;
+        for (int i = 0; i < 20; i++) proto |= causes[i] == SLUICE_EPROTO;
         CHECK(proto, "garbage: some answer names the protocol error");
     }
     sluice_fleet_free(f);

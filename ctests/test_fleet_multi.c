@@ -61,7 +61,7 @@ static void *submitter(void *arg) {
         uintptr_t id = (uintptr_t)n; /* id % KEYS == k */
         int rc = sluice_fleet_call(fleet, sluice_key_u64((uint64_t)k), 1, 0, on_result, (void *)id);
         if (rc != 0) {
-            fprintf(stderr, "call: %s\n", sluice_fleet_strerror(rc));
+            fprintf(stderr, "call: %s\n", sluice_strerror(rc));
             _exit(3);
         }
         /* Paced (tens of thousands of calls a second per thread, still

@@ -159,7 +159,7 @@ static char *run_to_string(const sluice_trace_t *t, bool realtime, int *rc) {
 static void check_trace(const char *name, const char *text) {
     sluice_trace_t *t;
     sluice_trace_error_t err;
-    if (sluice_trace_parse(text, strlen(text), &t, &err) != SLUICE_TRACE_OK) {
+    if (sluice_trace_parse(text, strlen(text), &t, &err) != SLUICE_OK) {
         LT_CHECK(false, "%s: does not parse: %s", name, err.message);
         return;
     }
@@ -241,7 +241,7 @@ static int vectors_in(const char *dir, int *v2) {
             sluice_trace_t *t;
             sluice_trace_error_t err;
             bool short_enough = false;
-            if (sluice_trace_parse(text, strlen(text), &t, &err) == SLUICE_TRACE_OK) {
+            if (sluice_trace_parse(text, strlen(text), &t, &err) == SLUICE_OK) {
                 size_t n = sluice_trace_step_count(t);
                 sluice_trace_step_t last;
                 sluice_policy_t pol = sluice_trace_policy(t);

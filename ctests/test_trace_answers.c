@@ -58,7 +58,7 @@ static const char rate_trace[] = "policy rate limit=2 per=1000\n"
 int main(void) {
     sluice_trace_t *t = NULL;
     sluice_trace_error_t err;
-    CHECK(sluice_trace_parse(rate_trace, sizeof rate_trace - 1, &t, &err) == SLUICE_TRACE_OK);
+    CHECK(sluice_trace_parse(rate_trace, sizeof rate_trace - 1, &t, &err) == SLUICE_OK);
     if (!t) return 1;
     size_t n = sluice_trace_step_count(t);
     sluice_trace_answer_t *answers = calloc(n, sizeof *answers);
@@ -71,13 +71,13 @@ int main(void) {
     memset(&opt, 0, sizeof opt);
     opt.on_output = collect;
     opt.user = ran;
-    CHECK(sluice_trace_run(t, &opt, NULL) == SLUICE_TRACE_OK);
+    CHECK(sluice_trace_run(t, &opt, NULL) == SLUICE_OK);
     CHECK(ran->n == 9);
 
     /* the same answers print the same lines */
     opt.user = printed;
     sluice_trace_run_result_t res;
-    CHECK(sluice_trace_print_answers(t, answers, &opt, &res) == SLUICE_TRACE_OK);
+    CHECK(sluice_trace_print_answers(t, answers, &opt, &res) == SLUICE_OK);
     CHECK(res.lines == ran->n && res.message[0] == '\0');
     CHECK(printed->n == ran->n);
     for (size_t i = 0; i < ran->n && i < printed->n; i++) {
@@ -89,13 +89,13 @@ int main(void) {
     CHECK(printed->n > 5 && strcmp(printed->text[5], "0 quota a remaining=0 full=1000 retry=500") == 0);
 
     /* refusals */
-    CHECK(sluice_trace_print_answers(NULL, answers, &opt, &res) == SLUICE_TRACE_EINVAL);
-    CHECK(sluice_trace_print_answers(t, NULL, &opt, &res) == SLUICE_TRACE_EINVAL);
+    CHECK(sluice_trace_print_answers(NULL, answers, &opt, &res) == SLUICE_EINVAL);
+    CHECK(sluice_trace_print_answers(t, NULL, &opt, &res) == SLUICE_EINVAL);
     static const char throttle_trace[] = "policy throttle interval=10\n0 call a x\n";
     sluice_trace_t *th = NULL;
-    CHECK(sluice_trace_parse(throttle_trace, sizeof throttle_trace - 1, &th, &err) == SLUICE_TRACE_OK);
+    CHECK(sluice_trace_parse(throttle_trace, sizeof throttle_trace - 1, &th, &err) == SLUICE_OK);
     printed->n = 0;
-    CHECK(sluice_trace_print_answers(th, answers, &opt, &res) == SLUICE_TRACE_EINVAL);
+    CHECK(sluice_trace_print_answers(th, answers, &opt, &res) == SLUICE_EINVAL);
     CHECK(printed->n == 0 && res.message[0] != '\0');
 
     sluice_trace_free(th);

@@ -8,7 +8,7 @@
  * are read back and checked (times, lines, costs, v2 lines only under rate);
  * when the trace is small it is also run against the core with invariant
  * checks after every step, each output line checked against its fields; a
- * core misbehaviour found by the runner (SLUICE_TRACE_EINTERNAL) or a run
+ * core misbehaviour found by the runner (SLUICE_ECORRUPT) or a run
  * needing a huge number of advance calls is a finding too.
  *
  * Build and run (from the repository root):
@@ -65,7 +65,7 @@ static void on_output(void *user, const sluice_trace_output_t *o) {
     k->lines++;
     if (o->text == NULL || strlen(o->text) != o->text_len || o->text_len == 0)
         finding("output text", "");
-    if (sluice_trace_step(k->t, o->step, &st) != SLUICE_TRACE_OK)
+    if (sluice_trace_step(k->t, o->step, &st) != SLUICE_OK)
         finding("output step out of range", o->text);
     if (o->key_len != st.key_len || memcmp(o->key, st.key, st.key_len) != 0)
         finding("output key is not its step's", o->text);
@@ -88,12 +88,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* libFuzzer's buffer is exactly `size` bytes: ASan sees any overread. */
     rc = sluice_trace_parse((const char *)data, size, &t, &err);
-    if (rc == SLUICE_TRACE_ENOMEM)
+    if (rc == SLUICE_ENOMEM)
         return 0;
-    if (rc != SLUICE_TRACE_OK) {
+    if (rc != SLUICE_OK) {
         size_t len = strnlen(err.reason, sizeof err.reason);
         char want[SLUICE_TRACE_ERROR_MESSAGE_MAX];
-        if (rc != SLUICE_TRACE_ESYNTAX)
+        if (rc != SLUICE_ESYNTAX)
             finding("unexpected parse status", "");
         if (len == 0 || len == sizeof err.reason)
             finding("empty or unterminated reason", "");
@@ -114,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     n = sluice_trace_step_count(t);
     for (size_t i = 0; i < n; i++) {
         sluice_trace_step_t s, prev;
-        if (sluice_trace_step(t, i, &s) != SLUICE_TRACE_OK)
+        if (sluice_trace_step(t, i, &s) != SLUICE_OK)
             finding("step not readable", "");
         if (s.time_ms > SLUICE_TRACE_TIME_MAX_MS ||
             (i > 0 && (sluice_trace_step(t, i - 1, &prev) != 0 || s.time_ms < prev.time_ms)))
@@ -148,11 +148,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         opt.max_advances = RUN_MAX_ADVANCES;
         opt.check_invariants = !no_check;
         rc = sluice_trace_run(t, &opt, &res);
-        if (rc == SLUICE_TRACE_EINTERNAL)
+        if (rc == SLUICE_ECORRUPT)
             finding("core misbehaved", res.message);
-        if (rc == SLUICE_TRACE_ELIMIT)
+        if (rc == SLUICE_ELIMIT)
             finding("too many advance calls", res.message);
-        if (rc == SLUICE_TRACE_OK && res.lines != sink.lines)
+        if (rc == SLUICE_OK && res.lines != sink.lines)
             finding("line count", res.message);
     }
     sluice_trace_free(t);

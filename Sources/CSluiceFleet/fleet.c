@@ -552,7 +552,7 @@ static void flush_batch(struct sluice_fleet *f, bool force) {
         struct req *r = f->batch[i];
         r->in_redis--;
         STAT_INC(f, unavailable);
-        answer_failure(f, r, SLUICE_FLEET_ENOTCONN);
+        answer_failure(f, r, SLUICE_ENOTCONN);
     }
 }
 
@@ -590,17 +590,17 @@ static void process(struct sluice_fleet *f, struct req *r) {
     }
     if (f->state == ST_DOWN || !f->ac) {
         STAT_INC(f, unavailable);
-        answer_failure(f, r, SLUICE_FLEET_ENOTCONN);
+        answer_failure(f, r, SLUICE_ENOTCONN);
         return;
     }
     if (f->degraded) {
         STAT_INC(f, unavailable);
-        answer_failure(f, r, SLUICE_FLEET_ETIMEDOUT);
+        answer_failure(f, r, SLUICE_ETIMEDOUT);
         return;
     }
     if (mono_now() >= r->deadline) {
         STAT_INC(f, timeouts);
-        answer_failure(f, r, SLUICE_FLEET_ETIMEDOUT);
+        answer_failure(f, r, SLUICE_ETIMEDOUT);
         return;
     }
     if (r->op != SLUICE_FLEET_CANCEL) {
@@ -615,7 +615,7 @@ static void process(struct sluice_fleet *f, struct req *r) {
     }
     if (send_req(f, r) != 0) {
         STAT_INC(f, unavailable);
-        answer_failure(f, r, SLUICE_FLEET_ENOTCONN);
+        answer_failure(f, r, SLUICE_ENOTCONN);
         return;
     }
     insert_waiting(f, r);
@@ -658,7 +658,7 @@ static void tmo_cb(evutil_socket_t fd, short what, void *arg) {
             f->degraded = true;
             arm_in(f->stall, f->cfg.stall_ns);
         }
-        answer_failure(f, r, SLUICE_FLEET_ETIMEDOUT);
+        answer_failure(f, r, SLUICE_ETIMEDOUT);
     }
     arm_timeout(f);
     flush_batch(f, false); /* leaves out the requests just answered */
@@ -719,13 +719,13 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         /* the connection is gone (or being freed) */
         if (r->answered) req_release(r);
         else if (f->closing) answer_closed(f, r);
-        else answer_failure(f, r, ac->err == REDIS_ERR_PROTOCOL ? SLUICE_FLEET_EPROTO : SLUICE_FLEET_ENOTCONN);
+        else answer_failure(f, r, ac->err == REDIS_ERR_PROTOCOL ? SLUICE_EPROTO : SLUICE_ENOTCONN);
         return;
     }
     alive(f);
     if (rep->type != REDIS_REPLY_INTEGER) {
         STAT_INC(f, bad_replies);
-        if (!r->answered) answer_failure(f, r, SLUICE_FLEET_EPROTO); /* frees r */
+        if (!r->answered) answer_failure(f, r, SLUICE_EPROTO); /* frees r */
         else req_release(r);
         if (rep->type != REDIS_REPLY_ERROR) drop_connection(f);
         return;
@@ -749,7 +749,7 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
     f->batches_out--;
     if (!rep || ac != f->ac) {
         /* the connection is gone (or being freed) */
-        int cause = ac->err == REDIS_ERR_PROTOCOL ? SLUICE_FLEET_EPROTO : SLUICE_FLEET_ENOTCONN;
+        int cause = ac->err == REDIS_ERR_PROTOCOL ? SLUICE_EPROTO : SLUICE_ENOTCONN;
         for (size_t i = 0; i < n; i++) {
             struct req *r = b->r[i];
             if (r->answered) req_release(r);
@@ -774,7 +774,7 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         if (m && send_batch(f, b->r, m, true) != 0) {
             for (size_t i = 0; i < m; i++) {
                 b->r[i]->in_redis--;
-                answer_failure(f, b->r[i], SLUICE_FLEET_ENOTCONN);
+                answer_failure(f, b->r[i], SLUICE_ENOTCONN);
             }
         }
         free(b);
@@ -791,7 +791,7 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         fl_u128 tat = 0;
         if (!shape || interpret_item(f, r, rep->element + 3 * i, &res, &t, &tat) != 0) {
             if (shape) bad = true;
-            if (!r->answered) answer_failure(f, r, SLUICE_FLEET_EPROTO); /* frees r */
+            if (!r->answered) answer_failure(f, r, SLUICE_EPROTO); /* frees r */
             else req_release(r);
             continue;
         }
@@ -1129,11 +1129,3 @@ int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {
 
 bool sluice_fleet_connected(sluice_fleet_t *f) { return f && f->state == ST_UP && !f->degraded; }
 
-const char *sluice_fleet_strerror(int err) {
-    switch (err) {
-    case SLUICE_FLEET_EPROTO: return "Redis answered something that is not a valid answer";
-    case SLUICE_FLEET_ENOTCONN: return "no connection to Redis";
-    case SLUICE_FLEET_ETIMEDOUT: return "Redis did not answer in time";
-    default: return sluice_strerror(err);
-    }
-}

@@ -18,12 +18,12 @@ int sluice_trace_print_answers(const sluice_trace_t *trace, const sluice_trace_a
         sluice__trace_set_message(result, "%s", trace == NULL     ? "no trace"
                                                 : answers == NULL ? "no answers"
                                                                   : "not a rate policy");
-        return SLUICE_TRACE_EINVAL;
+        return SLUICE_EINVAL;
     }
     struct sluice__trace_sink sink;
-    if (sluice__trace_sink_init(&sink, trace, options, result) != SLUICE_TRACE_OK) {
+    if (sluice__trace_sink_init(&sink, trace, options, result) != SLUICE_OK) {
         sluice__trace_set_message(result, "out of memory");
-        return SLUICE_TRACE_ENOMEM;
+        return SLUICE_ENOMEM;
     }
     for (size_t i = 0; i < trace->nsteps; i++) {
         const struct sluice__trace_step *s = &trace->steps[i];
@@ -36,5 +36,5 @@ int sluice_trace_print_answers(const sluice_trace_t *trace, const sluice_trace_a
             sluice__trace_put_quota(&sink, s->time_ms, i, &answers[i].quota);
     }
     sluice__trace_sink_free(&sink);
-    return SLUICE_TRACE_OK;
+    return SLUICE_OK;
 }

@@ -20,8 +20,8 @@ struct sluice__trace_sink {
     size_t cap;
 };
 
-/* Prepares a sink (one allocation). Returns SLUICE_TRACE_OK or
- * SLUICE_TRACE_ENOMEM. */
+/* Prepares a sink (one allocation). Returns SLUICE_OK or
+ * SLUICE_ENOMEM. */
 SLUICE__TRACE_HIDDEN int sluice__trace_sink_init(struct sluice__trace_sink *k, const sluice_trace_t *t,
                                                  const sluice_trace_run_options_t *opt,
                                                  sluice_trace_run_result_t *res);

@@ -33,7 +33,7 @@ int sluice__trace_sink_init(struct sluice__trace_sink *k, const sluice_trace_t *
     }
     k->cap = LINE_FIXED + t->max_kv;
     k->buf = malloc(k->cap);
-    return k->buf != NULL ? SLUICE_TRACE_OK : SLUICE_TRACE_ENOMEM;
+    return k->buf != NULL ? SLUICE_OK : SLUICE_ENOMEM;
 }
 
 void sluice__trace_sink_free(struct sluice__trace_sink *k) {

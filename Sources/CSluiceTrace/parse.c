@@ -240,7 +240,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
 
     if (!next_field(&p, end, &f)) {
         set_error(ps->err, ps->line, "missing field");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     memset(pol, 0, sizeof *pol);
     if (field_is(&f, "throttle")) {
@@ -260,7 +260,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
         pol->kind = SLUICE_RATE;
     } else {
         set_error_quoted(ps->err, ps->line, "unknown policy ", f.s, f.n, "");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     allowed = options_of(pol->kind);
 
@@ -273,7 +273,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
 
         if (eq == NULL) {
             set_error_quoted(ps->err, ps->line, "bad option ", f.s, f.n, "");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         name.s = f.s;
         name.n = (size_t)(eq - f.s);
@@ -287,16 +287,16 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
         }
         if (id < 0) {
             set_error_quoted(ps->err, ps->line, "unknown option ", name.s, name.n, "");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         if (seen & BIT(id)) {
             set_error_quoted(ps->err, ps->line, "duplicate option ", name.s, name.n, "");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         seen |= BIT(id);
         if (value.n == 0) {
             set_error(ps->err, ps->line, "missing value for %s", option_names[id]);
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         switch (id) {
         case OPT_LEADING:
@@ -304,7 +304,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
             if (parse_bool(&value, id == OPT_LEADING ? &pol->leading : &pol->trailing) != 0) {
                 set_error_quoted(ps->err, ps->line, "bad value ", value.s, value.n,
                                  id == OPT_LEADING ? " for leading" : " for trailing");
-                return SLUICE_TRACE_ESYNTAX;
+                return SLUICE_ESYNTAX;
             }
             break;
         case OPT_PICK:
@@ -314,7 +314,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
                 pol->pick = SLUICE_PICK_FIRST;
             } else {
                 set_error_quoted(ps->err, ps->line, "bad value ", value.s, value.n, " for pick");
-                return SLUICE_TRACE_ESYNTAX;
+                return SLUICE_ESYNTAX;
             }
             break;
         case OPT_INTERVAL:
@@ -322,7 +322,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
         case OPT_PER:
             nr = parse_number(value.s, value.n, SLUICE_TRACE_DURATION_MAX_MS, &num);
             if (number_failed(ps->err, ps->line, nr, option_names[id], value.s, value.n))
-                return SLUICE_TRACE_ESYNTAX;
+                return SLUICE_ESYNTAX;
             if (id == OPT_INTERVAL) {
                 pol->interval_ms = num;
             } else if (id == OPT_MAXWAIT) {
@@ -331,7 +331,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
             } else {
                 if (num < 1) {
                     set_error(ps->err, ps->line, "per below 1");
-                    return SLUICE_TRACE_ESYNTAX;
+                    return SLUICE_ESYNTAX;
                 }
                 pol->per_ms = num;
             }
@@ -340,10 +340,10 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
         case OPT_BURST:
             nr = parse_number(value.s, value.n, SLUICE_TRACE_COUNT_MAX, &num);
             if (number_failed(ps->err, ps->line, nr, option_names[id], value.s, value.n))
-                return SLUICE_TRACE_ESYNTAX;
+                return SLUICE_ESYNTAX;
             if (num < 1) {
                 set_error(ps->err, ps->line, "%s below 1", option_names[id]);
-                return SLUICE_TRACE_ESYNTAX;
+                return SLUICE_ESYNTAX;
             }
             if (id == OPT_LIMIT)
                 pol->limit = num;
@@ -358,29 +358,29 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
     if (pol->kind == SLUICE_RATE) {
         if (!(seen & BIT(OPT_LIMIT))) {
             set_error(ps->err, ps->line, "missing option limit");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         if (!(seen & BIT(OPT_PER))) {
             set_error(ps->err, ps->line, "missing option per");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         if (!(seen & BIT(OPT_BURST)))
             pol->burst = pol->limit;
-        return SLUICE_TRACE_OK;
+        return SLUICE_OK;
     }
     if (!(seen & BIT(OPT_INTERVAL))) {
         set_error(ps->err, ps->line, "missing option interval");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     if (pol->has_maxwait && pol->maxwait_ms < pol->interval_ms) {
         set_error(ps->err, ps->line, "maxwait below interval");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     if (!pol->leading && !pol->trailing) {
         set_error(ps->err, ps->line, "no edge enabled");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
-    return SLUICE_TRACE_OK;
+    return SLUICE_OK;
 }
 
 static int add_step(struct parser *ps, uint64_t time_ms, uint8_t verb, uint8_t flags, uint64_t cost,
@@ -394,7 +394,7 @@ static int add_step(struct parser *ps, uint64_t time_ms, uint8_t verb, uint8_t f
         !grow((void **)&t->text, &t->text_cap, t->text_len + klen + vlen, 1)) {
         ps->nomem = true;
         set_error(ps->err, ps->line, "out of memory");
-        return SLUICE_TRACE_ENOMEM;
+        return SLUICE_ENOMEM;
     }
     s = &t->steps[t->nsteps++];
     memset(s, 0, sizeof *s);
@@ -417,7 +417,7 @@ static int add_step(struct parser *ps, uint64_t time_ms, uint8_t verb, uint8_t f
         t->ncalls++;
     if (flags & SLUICE__STEP_HAS_COST)
         t->v2 = true;
-    return SLUICE_TRACE_OK;
+    return SLUICE_OK;
 }
 
 /* The optional fields after a call's VALUE or a quota's KEY: only cost=N,
@@ -433,30 +433,30 @@ static int parse_cost_fields(struct parser *ps, const char *p, const char *end, 
         enum num_result nr;
         if (f.n < plen || memcmp(f.s, prefix, plen) != 0) {
             set_error_quoted(ps->err, ps->line, "extra field ", f.s, f.n, "");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         if (ps->pol.kind != SLUICE_RATE) {
             set_error(ps->err, ps->line, "cost needs a rate policy");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         if (*flags & SLUICE__STEP_HAS_COST) {
             set_error(ps->err, ps->line, "duplicate option 'cost'");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         *flags |= SLUICE__STEP_HAS_COST;
         if (f.n == plen) {
             set_error(ps->err, ps->line, "missing value for cost");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         nr = parse_number(f.s + plen, f.n - plen, SLUICE_TRACE_COUNT_MAX, cost);
         if (number_failed(ps->err, ps->line, nr, "cost", f.s + plen, f.n - plen))
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         if (*cost < 1) {
             set_error(ps->err, ps->line, "cost below 1");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
     }
-    return SLUICE_TRACE_OK;
+    return SLUICE_OK;
 }
 
 /* A step line whose first field is `first`; `p` points after it. */
@@ -468,23 +468,23 @@ static int parse_step(struct parser *ps, const struct field *first, const char *
 
     if (ps->closed) {
         set_error(ps->err, ps->line, "line after close");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     if (field_is(first, "policy")) {
         set_error(ps->err, ps->line, "duplicate policy");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     if (number_failed(ps->err, ps->line,
                       parse_number(first->s, first->n, SLUICE_TRACE_TIME_MAX_MS, &time_ms), "time",
                       first->s, first->n))
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     if (time_ms < ps->last_time) {
         set_error(ps->err, ps->line, "time goes backwards");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     if (!next_field(&p, end, &verb)) {
         set_error(ps->err, ps->line, "missing field");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     if (field_is(&verb, "call")) {
         v = SLUICE_TRACE_CALL;
@@ -504,27 +504,27 @@ static int parse_step(struct parser *ps, const struct field *first, const char *
     } else if (field_is(&verb, "quota")) {
         if (ps->pol.kind != SLUICE_RATE) {
             set_error(ps->err, ps->line, "quota needs a rate policy");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         v = SLUICE_TRACE_QUOTA;
         nargs = 1;
     } else {
         set_error_quoted(ps->err, ps->line, "unknown verb ", verb.s, verb.n, "");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     if (!next_field(&p, end, &key) || (nargs == 2 && !next_field(&p, end, &value))) {
         set_error(ps->err, ps->line, "missing field");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     if (v == SLUICE_TRACE_CALL || v == SLUICE_TRACE_QUOTA) {
         rc = parse_cost_fields(ps, p, end, &cost, &flags);
-        if (rc != SLUICE_TRACE_OK)
+        if (rc != SLUICE_OK)
             return rc;
         if (v == SLUICE_TRACE_QUOTA)
             ps->t->v2 = true;
     } else if (next_field(&p, end, &extra)) {
         set_error_quoted(ps->err, ps->line, "extra field ", extra.s, extra.n, "");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     ps->last_time = time_ms;
     if (v == SLUICE_TRACE_CLOSE) {
@@ -532,18 +532,18 @@ static int parse_step(struct parser *ps, const struct field *first, const char *
             flags |= SLUICE__STEP_DISCARD;
         } else if (!field_is(&key, "drain")) {
             set_error_quoted(ps->err, ps->line, "bad value ", key.s, key.n, " for close");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         ps->closed = true;
         return add_step(ps, time_ms, v, flags, 0, NULL, NULL);
     }
     if (key.n > SLUICE_KEY_MAX) {
         set_error(ps->err, ps->line, "key too long");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     if (nargs == 2 && (uint64_t)value.n > UINT32_MAX) {
         set_error(ps->err, ps->line, "value too long");
-        return SLUICE_TRACE_ESYNTAX;
+        return SLUICE_ESYNTAX;
     }
     return add_step(ps, time_ms, v, flags, cost, &key, nargs == 2 ? &value : NULL);
 }
@@ -560,23 +560,23 @@ static int parse_line(struct parser *ps, const char *s, size_t n) {
             code = i;
             if (memchr(s + i, '\0', n - i) != NULL) {
                 set_error(ps->err, ps->line, "bad character 0x00");
-                return SLUICE_TRACE_ESYNTAX;
+                return SLUICE_ESYNTAX;
             }
             break;
         }
         if (!(c == ' ' || c == '\t' || (c >= 0x21 && c <= 0x7e))) {
             set_error(ps->err, ps->line, "bad character 0x%02x", (unsigned)c);
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
     }
     p = s;
     end = s + code;
     if (!next_field(&p, end, &first))
-        return SLUICE_TRACE_OK; /* blank or comment */
+        return SLUICE_OK; /* blank or comment */
     if (!ps->have_policy) {
         if (!field_is(&first, "policy")) {
             set_error(ps->err, ps->line, "missing policy");
-            return SLUICE_TRACE_ESYNTAX;
+            return SLUICE_ESYNTAX;
         }
         ps->have_policy = true;
         return parse_policy(ps, p, end);
@@ -605,24 +605,24 @@ static sluice_policy_t policy_to_sluice(const struct policy_ms *p) {
 int sluice_trace_parse(const char *buf, size_t len, sluice_trace_t **out, sluice_trace_error_t *err) {
     struct parser ps;
     size_t pos = 0;
-    int rc = SLUICE_TRACE_OK;
+    int rc = SLUICE_OK;
 
     if (err != NULL)
         memset(err, 0, sizeof *err);
     if (out == NULL)
-        return SLUICE_TRACE_EINVAL;
+        return SLUICE_EINVAL;
     *out = NULL;
     if (buf == NULL && len != 0)
-        return SLUICE_TRACE_EINVAL;
+        return SLUICE_EINVAL;
     memset(&ps, 0, sizeof ps);
     ps.err = err;
     ps.t = calloc(1, sizeof *ps.t);
     if (ps.t == NULL) {
         ps.nomem = true;
-        rc = SLUICE_TRACE_ENOMEM;
+        rc = SLUICE_ENOMEM;
     }
 
-    while (rc == SLUICE_TRACE_OK && pos < len) {
+    while (rc == SLUICE_OK && pos < len) {
         const char *s = buf + pos;
         const char *nl = memchr(s, '\n', len - pos);
         size_t n = nl ? (size_t)(nl - s) : len - pos;
@@ -633,11 +633,11 @@ int sluice_trace_parse(const char *buf, size_t len, sluice_trace_t **out, sluice
             n--;
         rc = parse_line(&ps, s, n);
     }
-    if (rc == SLUICE_TRACE_OK && !ps.have_policy) {
+    if (rc == SLUICE_OK && !ps.have_policy) {
         set_error(err, ps.line + 1, "missing policy");
-        rc = SLUICE_TRACE_ESYNTAX;
+        rc = SLUICE_ESYNTAX;
     }
-    if (rc != SLUICE_TRACE_OK) {
+    if (rc != SLUICE_OK) {
         sluice_trace_free(ps.t);
         if (ps.nomem) {
             if (err != NULL) {
@@ -645,14 +645,14 @@ int sluice_trace_parse(const char *buf, size_t len, sluice_trace_t **out, sluice
                 snprintf(err->reason, sizeof err->reason, "out of memory");
                 snprintf(err->message, sizeof err->message, "error: out of memory");
             }
-            return SLUICE_TRACE_ENOMEM;
+            return SLUICE_ENOMEM;
         }
         return rc;
     }
     ps.t->lines = ps.line;
     ps.t->policy = policy_to_sluice(&ps.pol);
     *out = ps.t;
-    return SLUICE_TRACE_OK;
+    return SLUICE_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -679,7 +679,7 @@ bool sluice_trace_is_v2(const sluice_trace_t *trace) {
 int sluice_trace_step(const sluice_trace_t *trace, size_t index, sluice_trace_step_t *out) {
     const struct sluice__trace_step *s;
     if (trace == NULL || out == NULL || index >= trace->nsteps)
-        return SLUICE_TRACE_EINVAL;
+        return SLUICE_EINVAL;
     s = &trace->steps[index];
     memset(out, 0, sizeof *out);
     out->time_ms = s->time_ms;
@@ -689,7 +689,7 @@ int sluice_trace_step(const sluice_trace_t *trace, size_t index, sluice_trace_st
     if (s->verb == SLUICE_TRACE_CLOSE) {
         if (s->flags & SLUICE__STEP_DISCARD)
             out->close_mode = SLUICE_CLOSE_DISCARD;
-        return SLUICE_TRACE_OK;
+        return SLUICE_OK;
     }
     out->key = sluice__step_key(trace, s);
     out->key_len = s->key_len;
@@ -699,24 +699,6 @@ int sluice_trace_step(const sluice_trace_t *trace, size_t index, sluice_trace_st
     }
     out->cost = s->cost;
     out->has_cost = (s->flags & SLUICE__STEP_HAS_COST) != 0;
-    return SLUICE_TRACE_OK;
+    return SLUICE_OK;
 }
 
-const char *sluice_trace_strerror(int status) {
-    switch (status) {
-    case SLUICE_TRACE_OK:
-        return "success";
-    case SLUICE_TRACE_ESYNTAX:
-        return "malformed trace";
-    case SLUICE_TRACE_ENOMEM:
-        return "out of memory";
-    case SLUICE_TRACE_EINTERNAL:
-        return "internal error: the limiter broke a rule of its API";
-    case SLUICE_TRACE_ELIMIT:
-        return "too many timer advances";
-    case SLUICE_TRACE_EINVAL:
-        return "invalid argument";
-    default:
-        return "unknown status";
-    }
-}

@@ -44,7 +44,7 @@ static void rt_fail(struct rt *r, int status, const char *fmt, ...)
     ;
 
 static void rt_fail(struct rt *r, int status, const char *fmt, ...) {
-    if (r->status != SLUICE_TRACE_OK) return;
+    if (r->status != SLUICE_OK) return;
     r->status = status;
     va_list ap;
     va_start(ap, fmt);
@@ -67,14 +67,14 @@ static void maybe_finish(struct rt *r) {
 static void on_event(void *user, const sluice_event_t *ev) {
     struct rt *r = user;
     r->res->events++;
-    if (r->status != SLUICE_TRACE_OK) return;
+    if (r->status != SLUICE_OK) return;
     if (ev->token >= r->t->nsteps || r->t->steps[ev->token].verb != SLUICE_TRACE_CALL) {
-        rt_fail(r, SLUICE_TRACE_EINTERNAL, "event for unknown token %" PRIu64, ev->token);
+        rt_fail(r, SLUICE_ECORRUPT, "event for unknown token %" PRIu64, ev->token);
         return;
     }
     const struct sluice__trace_step *s = &r->t->steps[ev->token];
     if (r->reported[ev->token] != 1) {
-        rt_fail(r, SLUICE_TRACE_EINTERNAL, "the call of line %zu was reported %s", s->line,
+        rt_fail(r, SLUICE_ECORRUPT, "the call of line %zu was reported %s", s->line,
                 r->reported[ev->token] == 2 ? "twice" : "before its decision");
         return;
     }
@@ -104,7 +104,7 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
         else
             rc = sluice_mt_submit_at(r->m, key, (uint64_t)i, at, &d);
         if (rc != 0) {
-            rt_fail(r, rc == SLUICE_ENOMEM ? SLUICE_TRACE_ENOMEM : SLUICE_TRACE_EINTERNAL,
+            rt_fail(r, rc == SLUICE_ENOMEM ? SLUICE_ENOMEM : SLUICE_ECORRUPT,
                     "line %zu: sluice_mt_submit%s failed: %s", s->line,
                     (s->flags & SLUICE__STEP_HAS_COST) ? "_cost" : "", sluice_strerror(rc));
             return;
@@ -125,7 +125,7 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
         sluice_quota_t q;
         rc = sluice_mt_quota_at(r->m, key, s->cost, at, &q);
         if (rc != 0) {
-            rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: quota failed: %s", s->line, sluice_strerror(rc));
+            rt_fail(r, SLUICE_ECORRUPT, "line %zu: quota failed: %s", s->line, sluice_strerror(rc));
             break;
         }
         q.full = q.full > r->start ? q.full - r->start : 0;
@@ -141,24 +141,24 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
          * steps of the same millisecond */
         rc = s->verb == SLUICE_TRACE_FLUSH ? sluice_mt_flush_at(r->m, key, at) : sluice_mt_cancel_at(r->m, key, at);
         if (rc < 0)
-            rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: %s failed: %s", s->line,
+            rt_fail(r, SLUICE_ECORRUPT, "line %zu: %s failed: %s", s->line,
                     s->verb == SLUICE_TRACE_FLUSH ? "flush" : "cancel", sluice_strerror(rc));
         break;
     case SLUICE_TRACE_PENDING:
         rc = sluice_mt_pending_at(r->m, key, at);
         if (rc < 0)
-            rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: pending failed: %s", s->line, sluice_strerror(rc));
+            rt_fail(r, SLUICE_ECORRUPT, "line %zu: pending failed: %s", s->line, sluice_strerror(rc));
         else
             sluice__trace_put_pending(&r->sink, elapsed_ms(r), i, rc == 1);
         break;
     case SLUICE_TRACE_CLOSE:
         rc = sluice_mt_close(r->m, (s->flags & SLUICE__STEP_DISCARD) ? SLUICE_CLOSE_DISCARD : SLUICE_CLOSE_DRAIN);
         if (rc != 0)
-            rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: close failed: %s", s->line, sluice_strerror(rc));
+            rt_fail(r, SLUICE_ECORRUPT, "line %zu: close failed: %s", s->line, sluice_strerror(rc));
         r->closed = true;
         break;
     default:
-        rt_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: bad step", s->line);
+        rt_fail(r, SLUICE_ECORRUPT, "line %zu: bad step", s->line);
         break;
     }
 }
@@ -202,13 +202,13 @@ static void on_step(evutil_socket_t fd, short what, void *arg) {
         }
     }
     uint64_t now = sluice_clock_now();
-    while (r->status == SLUICE_TRACE_OK && r->next < r->t->nsteps && step_time(r, r->next) <= now) {
+    while (r->status == SLUICE_OK && r->next < r->t->nsteps && step_time(r, r->next) <= now) {
         size_t i = r->next++;
         r->in_step = true;
         run_step(r, i, step_time(r, i));
         r->in_step = false;
     }
-    if (r->status != SLUICE_TRACE_OK) return;
+    if (r->status != SLUICE_OK) return;
     arm_step(r);
     maybe_finish(r);
 }
@@ -224,16 +224,16 @@ int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_ru
     r.res = result;
     if (!trace) {
         snprintf(result->message, sizeof result->message, "no trace");
-        return SLUICE_TRACE_EINVAL;
+        return SLUICE_EINVAL;
     }
     if (options && options->batch_size > 1) {
         snprintf(result->message, sizeof result->message, "batch_size %" PRIu32 " is not supported by real-loop runs (0 or 1)",
                  options->batch_size);
-        return SLUICE_TRACE_EINVAL;
+        return SLUICE_EINVAL;
     }
-    if (sluice__trace_sink_init(&r.sink, trace, options, result) != SLUICE_TRACE_OK) {
+    if (sluice__trace_sink_init(&r.sink, trace, options, result) != SLUICE_OK) {
         snprintf(result->message, sizeof result->message, "out of memory");
-        return SLUICE_TRACE_ENOMEM;
+        return SLUICE_ENOMEM;
     }
     r.reported = calloc(trace->nsteps ? trace->nsteps : 1, 1);
     struct event_config *ec = event_config_new();
@@ -249,7 +249,7 @@ int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_ru
     }
     if (!r.reported || !r.base || !r.step_ev || sluice_loop_attach(&r.loop, r.base, NULL) != 0) {
         snprintf(result->message, sizeof result->message, "out of memory");
-        r.status = SLUICE_TRACE_ENOMEM;
+        r.status = SLUICE_ENOMEM;
         goto out;
     }
     sluice_config_t cfg;
@@ -263,7 +263,7 @@ int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_ru
     int rc = sluice_mt_new(&r.m, r.loop, &cfg, 1);
     if (rc != 0) {
         snprintf(result->message, sizeof result->message, "sluice_mt_new failed: %s", sluice_strerror(rc));
-        r.status = rc == SLUICE_ENOMEM ? SLUICE_TRACE_ENOMEM : SLUICE_TRACE_EINTERNAL;
+        r.status = rc == SLUICE_ENOMEM ? SLUICE_ENOMEM : SLUICE_ECORRUPT;
         goto out;
     }
 
@@ -276,10 +276,10 @@ int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_ru
     if (trace->nsteps == 0) maybe_finish(&r);
     else event_base_dispatch(r.base);
 
-    if (r.status == SLUICE_TRACE_OK) {
+    if (r.status == SLUICE_OK) {
         for (size_t i = 0; i < trace->nsteps; i++) {
             if (trace->steps[i].verb == SLUICE_TRACE_CALL && r.reported[i] != 2) {
-                rt_fail(&r, SLUICE_TRACE_EINTERNAL, "the call of line %zu was never reported",
+                rt_fail(&r, SLUICE_ECORRUPT, "the call of line %zu was never reported",
                         trace->steps[i].line);
                 break;
             }

@@ -50,7 +50,7 @@ static void run_fail(struct run *r, int status, const char *fmt, ...)
 
 static void run_fail(struct run *r, int status, const char *fmt, ...) {
     va_list ap;
-    if (r->status != SLUICE_TRACE_OK)
+    if (r->status != SLUICE_OK)
         return;
     r->status = status;
     va_start(ap, fmt);
@@ -61,7 +61,7 @@ static void run_fail(struct run *r, int status, const char *fmt, ...) {
 /* Lines come in time order. */
 static void check_order(struct run *r, uint64_t at_ns, size_t line) {
     if (at_ns < r->last_at)
-        run_fail(r, SLUICE_TRACE_EINTERNAL,
+        run_fail(r, SLUICE_ECORRUPT,
                  "line %zu: output at %" PRIu64 " ns is earlier than the previous output (%" PRIu64 " ns)",
                  line, at_ns, r->last_at);
     else
@@ -99,56 +99,56 @@ static void on_event(void *user, const sluice_event_t *ev) {
     size_t successor = SIZE_MAX;
 
     r->res->events++;
-    if (r->status != SLUICE_TRACE_OK)
+    if (r->status != SLUICE_OK)
         return;
     if (ev == NULL) {
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "event callback called with NULL");
+        run_fail(r, SLUICE_ECORRUPT, "event callback called with NULL");
         return;
     }
     if (ev->token >= r->t->nsteps || r->t->steps[ev->token].verb != SLUICE_TRACE_CALL) {
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "event for unknown token %" PRIu64, ev->token);
+        run_fail(r, SLUICE_ECORRUPT, "event for unknown token %" PRIu64, ev->token);
         return;
     }
     /* An event during a batch comes after the calls that have returned:
      * their outputs go first, as with single calls. */
     finish_batch_calls(r);
-    if (r->status != SLUICE_TRACE_OK)
+    if (r->status != SLUICE_OK)
         return;
     s = &r->t->steps[ev->token];
     switch (r->state[ev->token]) {
     case TOK_HELD:
         break;
     case TOK_IN_SUBMIT:
-        run_fail(r, SLUICE_TRACE_EINTERNAL,
+        run_fail(r, SLUICE_ECORRUPT,
                  "the call of line %zu was reported by an event before its submit returned", s->line);
         return;
     case TOK_DONE:
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "the call of line %zu was reported twice", s->line);
+        run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was reported twice", s->line);
         return;
     default:
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "the call of line %zu was reported before it was submitted",
+        run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was reported before it was submitted",
                  s->line);
         return;
     }
     if (ev->key.kind != SLUICE_KEY_BYTES || ev->key.len != s->key_len ||
         (s->key_len != 0 &&
          (ev->key.bytes == NULL || memcmp(ev->key.bytes, sluice__step_key(r->t, s), s->key_len) != 0))) {
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "event for the call of line %zu carries another key", s->line);
+        run_fail(r, SLUICE_ECORRUPT, "event for the call of line %zu carries another key", s->line);
         return;
     }
     kind = event_output(ev->kind);
     if (kind == 0) {
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "event of unknown kind %d for the call of line %zu",
+        run_fail(r, SLUICE_ECORRUPT, "event of unknown kind %d for the call of line %zu",
                  (int)ev->kind, s->line);
         return;
     }
     if (ev->kind == SLUICE_EVENT_DISCARD && !r->discard_ok) {
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "the call of line %zu was discarded outside close(discard)",
+        run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was discarded outside close(discard)",
                  s->line);
         return;
     }
     if (ev->at > r->now) {
-        run_fail(r, SLUICE_TRACE_EINTERNAL,
+        run_fail(r, SLUICE_ECORRUPT,
                  "%s of the call of line %zu at %" PRIu64 " ns, later than now (%" PRIu64 " ns)",
                  event_word(ev->kind), s->line, ev->at, r->now);
         return;
@@ -156,7 +156,7 @@ static void on_event(void *user, const sluice_event_t *ev) {
     if (ev->kind == SLUICE_EVENT_DROP && ev->has_successor) {
         const struct sluice__trace_step *n;
         if (ev->successor >= r->t->nsteps || r->t->steps[ev->successor].verb != SLUICE_TRACE_CALL) {
-            run_fail(r, SLUICE_TRACE_EINTERNAL,
+            run_fail(r, SLUICE_ECORRUPT,
                      "the drop of the call of line %zu names an unknown successor token %" PRIu64, s->line,
                      ev->successor);
             return;
@@ -164,7 +164,7 @@ static void on_event(void *user, const sluice_event_t *ev) {
         n = &r->t->steps[ev->successor];
         if (n->key_len != s->key_len ||
             memcmp(sluice__step_key(r->t, n), sluice__step_key(r->t, s), s->key_len) != 0) {
-            run_fail(r, SLUICE_TRACE_EINTERNAL,
+            run_fail(r, SLUICE_ECORRUPT,
                      "the drop of the call of line %zu names a successor of another key (line %zu)", s->line,
                      n->line);
             return;
@@ -180,8 +180,8 @@ static void on_event(void *user, const sluice_event_t *ev) {
 }
 
 static void check_core(struct run *r, const char *where, size_t line) {
-    if (r->opt->check_invariants && r->status == SLUICE_TRACE_OK && sluice_limiter_check(r->lim) != 0)
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "sluice_limiter_check failed %s line %zu", where, line);
+    if (r->opt->check_invariants && r->status == SLUICE_OK && sluice_limiter_check(r->lim) != 0)
+        run_fail(r, SLUICE_ECORRUPT, "sluice_limiter_check failed %s line %zu", where, line);
 }
 
 static void set_now(struct run *r, uint64_t t) {
@@ -193,11 +193,11 @@ static void set_now(struct run *r, uint64_t t) {
 /* Fires every deadline <= limit, each at its own time. */
 static void fire_until(struct run *r, uint64_t limit, size_t line) {
     uint64_t d = sluice_limiter_next_deadline(r->lim);
-    while (r->status == SLUICE_TRACE_OK && d <= limit) {
+    while (r->status == SLUICE_OK && d <= limit) {
         int64_t n;
         uint64_t d2;
         if (r->opt->max_advances != 0 && r->res->advances >= r->opt->max_advances) {
-            run_fail(r, SLUICE_TRACE_ELIMIT, "more than %" PRIu64 " advance calls (before line %zu)",
+            run_fail(r, SLUICE_ELIMIT, "more than %" PRIu64 " advance calls (before line %zu)",
                      r->opt->max_advances, line);
             return;
         }
@@ -205,14 +205,14 @@ static void fire_until(struct run *r, uint64_t limit, size_t line) {
         n = sluice_limiter_advance(r->lim, d, 0);
         r->res->advances++;
         if (n < 0) {
-            run_fail(r, SLUICE_TRACE_EINTERNAL, "sluice_limiter_advance(%" PRIu64 " ns) failed: %s", d,
+            run_fail(r, SLUICE_ECORRUPT, "sluice_limiter_advance(%" PRIu64 " ns) failed: %s", d,
                      sluice_strerror((int)n));
             return;
         }
         check_core(r, "after an advance before", line);
         d2 = sluice_limiter_next_deadline(r->lim);
         if (d2 <= d) {
-            run_fail(r, SLUICE_TRACE_EINTERNAL,
+            run_fail(r, SLUICE_ECORRUPT,
                      "next deadline %" PRIu64 " ns is not after %" PRIu64
                      " ns, the time just advanced to (before line %zu)",
                      d2, d, line);
@@ -225,16 +225,16 @@ static void fire_until(struct run *r, uint64_t limit, size_t line) {
 static void call_returned(struct run *r, size_t i, uint64_t t, int rc, sluice_decision_t dec) {
     const struct sluice__trace_step *s = &r->t->steps[i];
     if (rc < 0) {
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: sluice_limiter_submit%s failed: %s", s->line,
+        run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_submit%s failed: %s", s->line,
                  (s->flags & SLUICE__STEP_HAS_COST) ? "_cost" : "", sluice_strerror(rc));
         return;
     }
-    if (r->status != SLUICE_TRACE_OK)
+    if (r->status != SLUICE_OK)
         return;
     switch (dec.kind) {
     case SLUICE_EMITTED:
         if (dec.at != t)
-            run_fail(r, SLUICE_TRACE_EINTERNAL,
+            run_fail(r, SLUICE_ECORRUPT,
                      "line %zu: EMITTED decision at %" PRIu64 " ns, not now (%" PRIu64 " ns)", s->line, dec.at,
                      t);
         r->state[i] = TOK_DONE;
@@ -246,12 +246,12 @@ static void call_returned(struct run *r, size_t i, uint64_t t, int rc, sluice_de
         break;
     case SLUICE_SCHEDULED:
         if (dec.at < t)
-            run_fail(r, SLUICE_TRACE_EINTERNAL,
+            run_fail(r, SLUICE_ECORRUPT,
                      "line %zu: SCHEDULED at %" PRIu64 " ns, before now (%" PRIu64 " ns)", s->line, dec.at, t);
         r->state[i] = TOK_HELD;
         break;
     default:
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: unknown decision kind %d", s->line, (int)dec.kind);
+        run_fail(r, SLUICE_ECORRUPT, "line %zu: unknown decision kind %d", s->line, (int)dec.kind);
         break;
     }
 }
@@ -301,7 +301,7 @@ static void run_batch(struct run *r, size_t first, size_t n, uint64_t t) {
     (void)sluice_limiter_submit_many(r->lim, r->calls, n, t, r->decs, r->rcs);
     for (size_t j = r->batch_done; j < n; j++)
         if (r->rcs[j] == RC_RUNNING) {
-            run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: sluice_limiter_submit_many left no result",
+            run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_submit_many left no result",
                      r->t->steps[first + j].line);
             r->rcs[j] = SLUICE_EINVAL;
         }
@@ -317,13 +317,13 @@ static void run_quota(struct run *r, size_t i, sluice_key_t key, uint64_t t) {
     memset(&q, 0, sizeof q);
     rc = sluice_limiter_quota(r->lim, key, s->cost, t, &q);
     if (rc != 0) {
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: sluice_limiter_quota failed: %s", s->line,
+        run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_quota failed: %s", s->line,
                  sluice_strerror(rc));
         return;
     }
     if (q.remaining > q.burst || q.full < t || (q.retry != SLUICE_NEVER && q.retry < t) ||
         (q.retry == SLUICE_NEVER) != (s->cost > q.burst)) {
-        run_fail(r, SLUICE_TRACE_EINTERNAL,
+        run_fail(r, SLUICE_ECORRUPT,
                  "line %zu: inconsistent quota at %" PRIu64 " ns (burst %" PRIu64 ", remaining %" PRIu64
                  ", full %" PRIu64 " ns, retry %" PRIu64 " ns, cost %" PRIu64 ")",
                  s->line, t, q.burst, q.remaining, q.full, q.retry, s->cost);
@@ -340,7 +340,7 @@ static void run_step(struct run *r, size_t i) {
     int rc;
 
     fire_until(r, t, s->line);
-    if (r->status != SLUICE_TRACE_OK)
+    if (r->status != SLUICE_OK)
         return;
     set_now(r, t);
     switch (s->verb) {
@@ -355,13 +355,13 @@ static void run_step(struct run *r, size_t i) {
         rc = s->verb == SLUICE_TRACE_FLUSH ? sluice_limiter_flush(r->lim, key, t)
                                            : sluice_limiter_cancel(r->lim, key, t);
         if (rc != 0 && rc != 1)
-            run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: sluice_limiter_%s returned %d (%s)", s->line,
+            run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_%s returned %d (%s)", s->line,
                      s->verb == SLUICE_TRACE_FLUSH ? "flush" : "cancel", rc, sluice_strerror(rc));
         break;
     case SLUICE_TRACE_PENDING:
         rc = sluice_limiter_pending(r->lim, key, t);
         if (rc != 0 && rc != 1) {
-            run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: sluice_limiter_pending returned %d (%s)", s->line,
+            run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_pending returned %d (%s)", s->line,
                      rc, sluice_strerror(rc));
             break;
         }
@@ -373,11 +373,11 @@ static void run_step(struct run *r, size_t i) {
         rc = sluice_limiter_close(r->lim, t, r->discard_ok ? SLUICE_CLOSE_DISCARD : SLUICE_CLOSE_DRAIN);
         r->discard_ok = false;
         if (rc != 0)
-            run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: sluice_limiter_close failed: %s", s->line,
+            run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_close failed: %s", s->line,
                      sluice_strerror(rc));
         break;
     default:
-        run_fail(r, SLUICE_TRACE_EINTERNAL, "line %zu: bad step", s->line);
+        run_fail(r, SLUICE_ECORRUPT, "line %zu: bad step", s->line);
         break;
     }
     if (s->verb != SLUICE_TRACE_CLOSE)
@@ -403,7 +403,7 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
     r.res = result;
     r.opt = options;
     if (trace == NULL) {
-        run_fail(&r, SLUICE_TRACE_EINVAL, "no trace");
+        run_fail(&r, SLUICE_EINVAL, "no trace");
         return r.status;
     }
     size_t batch = options->batch_size > 1 ? options->batch_size : 1;
@@ -416,12 +416,12 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
         r.rcs = calloc(batch, sizeof *r.rcs);
     }
     if (r.state == NULL || (batch > 1 && (!r.calls || !r.decs || !r.rcs)) ||
-        sluice__trace_sink_init(&r.sink, trace, options, result) != SLUICE_TRACE_OK) {
+        sluice__trace_sink_init(&r.sink, trace, options, result) != SLUICE_OK) {
         free(r.state);
         free(r.calls);
         free(r.decs);
         free(r.rcs);
-        run_fail(&r, SLUICE_TRACE_ENOMEM, "out of memory");
+        run_fail(&r, SLUICE_ENOMEM, "out of memory");
         return r.status;
     }
 
@@ -438,7 +438,7 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
     }
     rc = sluice_limiter_new(&r.lim, &cfg);
     if (rc != 0) {
-        run_fail(&r, rc == SLUICE_ENOMEM ? SLUICE_TRACE_ENOMEM : SLUICE_TRACE_EINTERNAL,
+        run_fail(&r, rc == SLUICE_ENOMEM ? SLUICE_ENOMEM : SLUICE_ECORRUPT,
                  "sluice_limiter_new failed for a valid policy: %s", sluice_strerror(rc));
         sluice__trace_sink_free(&r.sink);
         free(r.state);
@@ -448,7 +448,7 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
         return r.status;
     }
 
-    for (size_t i = 0; i < trace->nsteps && r.status == SLUICE_TRACE_OK;) {
+    for (size_t i = 0; i < trace->nsteps && r.status == SLUICE_OK;) {
         const struct sluice__trace_step *s = &trace->steps[i];
         size_t n = 1;
         if (batch > 1 && s->verb == SLUICE_TRACE_CALL) {
@@ -460,7 +460,7 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
         if (n > 1) {
             uint64_t t = s->time_ms * SLUICE_TRACE_NS_PER_MS;
             fire_until(&r, t, s->line);
-            if (r.status == SLUICE_TRACE_OK) {
+            if (r.status == SLUICE_OK) {
                 set_now(&r, t);
                 run_batch(&r, i, n, t);
                 check_core(&r, "after the batch ending at", trace->steps[i + n - 1].line);
@@ -472,10 +472,10 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
             closed = true;
         i += n;
     }
-    if (r.status == SLUICE_TRACE_OK && !closed)
+    if (r.status == SLUICE_OK && !closed)
         fire_until(&r, UINT64_MAX - 1, trace->nsteps ? trace->steps[trace->nsteps - 1].line : 0);
 
-    if (r.status == SLUICE_TRACE_OK) {
+    if (r.status == SLUICE_OK) {
         size_t missing = 0, first = 0;
         for (size_t i = 0; i < trace->nsteps; i++) {
             if (trace->steps[i].verb == SLUICE_TRACE_CALL && r.state[i] != TOK_DONE) {
@@ -484,15 +484,15 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
             }
         }
         if (missing != 0)
-            run_fail(&r, SLUICE_TRACE_EINTERNAL, "%zu call(s) never reported (the first: line %zu)", missing,
+            run_fail(&r, SLUICE_ECORRUPT, "%zu call(s) never reported (the first: line %zu)", missing,
                      trace->steps[first].line);
     }
     /* Every token is reported by now: an event from free() is a double report. */
     sluice_limiter_free(r.lim);
     r.lim = NULL;
 
-    if (r.status == SLUICE_TRACE_OK && result->unaligned != 0)
-        run_fail(&r, SLUICE_TRACE_EINTERNAL,
+    if (r.status == SLUICE_OK && result->unaligned != 0)
+        run_fail(&r, SLUICE_ECORRUPT,
                  "%" PRIu64 " event time(s) not a whole millisecond (the first: %" PRIu64 " ns)",
                  result->unaligned, r.first_unaligned);
     sluice__trace_sink_free(&r.sink);

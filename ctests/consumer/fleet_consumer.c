@@ -14,9 +14,9 @@
 
 int main(void) {
     printf("sluice %s fleet\n", sluice_version());
-    const char *text = sluice_fleet_strerror(SLUICE_FLEET_ENOTCONN);
+    const char *text = sluice_strerror(SLUICE_ENOTCONN);
     if (text == NULL || text[0] == '\0') {
-        fprintf(stderr, "fleet_consumer: no text for SLUICE_FLEET_ENOTCONN\n");
+        fprintf(stderr, "fleet_consumer: no text for SLUICE_ENOTCONN\n");
         return 1;
     }
     sluice_fleet_config_t config;

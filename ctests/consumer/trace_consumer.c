@@ -24,7 +24,7 @@ int main(void) {
     static const char text[] = "policy throttle interval=100\n0 call A a\n10 call A b\n";
     sluice_trace_t *trace = NULL;
     sluice_trace_error_t err;
-    if (sluice_trace_parse(text, sizeof text - 1, &trace, &err) != SLUICE_TRACE_OK) {
+    if (sluice_trace_parse(text, sizeof text - 1, &trace, &err) != SLUICE_OK) {
         fprintf(stderr, "trace_consumer: %s\n", err.message);
         return 1;
     }
@@ -35,8 +35,8 @@ int main(void) {
     opt.user = out;
     int rc = sluice_trace_run(trace, &opt, NULL);
     sluice_trace_free(trace);
-    if (rc != SLUICE_TRACE_OK || strcmp(out, "0 emit A a\n100 emit A b\n") != 0) {
-        fprintf(stderr, "trace_consumer: run: %s, printed '%s'\n", sluice_trace_strerror(rc), out);
+    if (rc != SLUICE_OK || strcmp(out, "0 emit A a\n100 emit A b\n") != 0) {
+        fprintf(stderr, "trace_consumer: run: %s, printed '%s'\n", sluice_strerror(rc), out);
         return 1;
     }
     return 0;

@@ -182,11 +182,11 @@ int main(int argc, char **argv) {
 
     rc = sluice_trace_parse(buf, len, &trace, &err);
     free(buf);
-    if (rc == SLUICE_TRACE_ENOMEM) {
+    if (rc == SLUICE_ENOMEM) {
         fprintf(stderr, "%s\n", err.message);
         return 1;
     }
-    if (rc != SLUICE_TRACE_OK) {
+    if (rc != SLUICE_OK) {
         fprintf(stderr, "%s\n", err.message);
         return 2;
     }
@@ -216,13 +216,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     switch (rc) {
-    case SLUICE_TRACE_OK:
+    case SLUICE_OK:
         break;
-    case SLUICE_TRACE_ENOMEM:
+    case SLUICE_ENOMEM:
         fprintf(stderr, "error: out of memory\n");
         status = 1;
         break;
-    case SLUICE_TRACE_EINVAL:
+    case SLUICE_EINVAL:
         fprintf(stderr, "error: %s\n", res.message);
         status = 2;
         break;

@@ -89,7 +89,7 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     if (rc != 0) {
         free(slots);
         event_base_free(base);
-        fprintf(stderr, "error: fleet limiter: %s\n", sluice_fleet_strerror(rc));
+        fprintf(stderr, "error: fleet limiter: %s\n", sluice_strerror(rc));
         return rc == SLUICE_ENOMEM ? 1 : 64;
     }
 
@@ -115,7 +115,7 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
                 break;
             }
             if (rc != 0) {
-                fprintf(stderr, "error: line %zu: %s\n", st.line, sluice_fleet_strerror(rc));
+                fprintf(stderr, "error: line %zu: %s\n", st.line, sluice_strerror(rc));
                 status = rc == SLUICE_ENOMEM ? 1 : SLUICE_TRACE_EXIT_REDIS;
                 goto out;
             }
@@ -137,11 +137,11 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     }
     if (failed) {
         int why = failed->status ? failed->status : failed->cause;
-        if (why == SLUICE_FLEET_ENOTCONN)
-            fprintf(stderr, "error: cannot reach Redis at %s: %s\n", addr, sluice_fleet_strerror(why));
+        if (why == SLUICE_ENOTCONN)
+            fprintf(stderr, "error: cannot reach Redis at %s: %s\n", addr, sluice_strerror(why));
         else
             fprintf(stderr, "error: Redis at %s did not decide line %zu: %s\n", addr, failed_line,
-                    sluice_fleet_strerror(why));
+                    sluice_strerror(why));
         status = SLUICE_TRACE_EXIT_REDIS;
         goto out;
     }
@@ -166,9 +166,9 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     opt.user = user;
     rc = sluice_trace_print_answers(trace, answers, &opt, NULL);
     free(answers);
-    if (rc != SLUICE_TRACE_OK) {
-        fprintf(stderr, "error: %s\n", sluice_trace_strerror(rc));
-        status = rc == SLUICE_TRACE_ENOMEM ? 1 : 64;
+    if (rc != SLUICE_OK) {
+        fprintf(stderr, "error: %s\n", sluice_strerror(rc));
+        status = rc == SLUICE_ENOMEM ? 1 : 64;
     }
 
 out:

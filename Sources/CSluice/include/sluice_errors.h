@@ -2,7 +2,10 @@
  * sluice_errors.h — the one list of Sluice's error codes.
  *
  * Each line is X(NAME, VALUE, MESSAGE): the C constant SLUICE_<NAME>, its
- * value, and the sentence sluice_strerror() returns for it. sluice.h builds
+ * value, and the sentence sluice_strerror() returns for it. Every module
+ * returns these codes: the core, the loop layer, the trace library and the
+ * fleet limiter (ESYNTAX and ELIMIT come from traces; EPROTO, ENOTCONN and
+ * ETIMEDOUT from Redis). sluice.h builds
  * `enum sluice_error` from this list and error.c builds sluice_strerror(),
  * sluice_error_count() and sluice_error_code() from it, so a code added here
  * is added everywhere (the Swift layer checks its own list against
@@ -16,13 +19,18 @@
 
 #define SLUICE_ERROR_LIST(X)                                                                              \
     X(OK, 0, "success")                                                                                   \
+    X(ELIMIT, -7, "a configured limit was reached (a trace run's max_advances)")                          \
     X(ENOMEM, -12, "out of memory: nothing was changed")                                                  \
     X(EBUSY, -16, "not allowed while a callback of this limiter runs")                                    \
     X(EINVAL, -22, "invalid argument or configuration")                                                   \
     X(EFULL, -28, "limiter full: the live-key cap is reached, the new key was refused")                   \
     X(ERANGE, -34, "number out of range")                                                                 \
     X(EKEYLEN, -36, "key too long (more than SLUICE_KEY_MAX bytes)")                                      \
+    X(EPROTO, -71, "Redis answered something that is not a valid answer")                                 \
+    X(ESYNTAX, -74, "malformed input: see the line and the reason reported with it")                      \
+    X(ENOTCONN, -107, "no connection to Redis (down, refused or reconnecting)")                           \
     X(ECLOSED, -108, "limiter closed")                                                                    \
-    X(ECORRUPT, -117, "internal invariant broken (see stderr)")
+    X(ETIMEDOUT, -110, "Redis did not answer within the timeout")                                         \
+    X(ECORRUPT, -117, "internal invariant broken: a bug in Sluice (details on stderr or in the message)")
 
 #endif /* SLUICE_ERRORS_H */

@@ -64,13 +64,10 @@ extern "C" {
 
 struct event_base;
 
-/** Errors of the fleet layer, in addition to the SLUICE_E* codes of sluice.h
- *  (negated Linux errno values, like those). */
-enum sluice_fleet_error {
-    SLUICE_FLEET_EPROTO    = -71,  /**< Redis answered something that is not a valid answer */
-    SLUICE_FLEET_ENOTCONN  = -107, /**< no connection to Redis (down, refused, reconnecting) */
-    SLUICE_FLEET_ETIMEDOUT = -110  /**< Redis did not answer within the timeout */
-};
+/* Errors: the functions below return 0 or a negative SLUICE_E* code of
+ * sluice_errors.h, described by sluice_strerror(); those of Redis are
+ * SLUICE_EPROTO (not a valid answer), SLUICE_ENOTCONN (no connection) and
+ * SLUICE_ETIMEDOUT (no answer within the timeout). */
 
 /** What to do when Redis cannot decide in time. */
 typedef enum sluice_fleet_failure {
@@ -101,7 +98,7 @@ typedef struct sluice_fleet_result {
      *  (its local effects — cache, fallback limiter — still happened). */
     int status;
     sluice_fleet_source_t source;
-    /** SLUICE_FLEET_SOURCE_FAILURE: why (SLUICE_FLEET_ETIMEDOUT, _ENOTCONN, _EPROTO). 0 otherwise. */
+    /** SLUICE_FLEET_SOURCE_FAILURE: why (SLUICE_ETIMEDOUT, _ENOTCONN, _EPROTO). 0 otherwise. */
     int cause;
     /** The time of the decision in ns: the Redis server's clock (Unix time),
      *  the caller's time in manual-time mode, or the local CLOCK_REALTIME for
@@ -261,13 +258,6 @@ SLUICE_EXTERN int sluice_fleet_stats(sluice_fleet_t *fleet, sluice_fleet_stats_t
  * request timed out since the last reply). For health checks and tests.
  */
 SLUICE_EXTERN bool sluice_fleet_connected(sluice_fleet_t *fleet);
-
-/**
- * Describes a fleet error code (SLUICE_FLEET_E*) or any SLUICE_E* code.
- *
- * @return a static English sentence; never NULL.
- */
-SLUICE_EXTERN const char *sluice_fleet_strerror(int err);
 
 /**
  * The Lua script the limiter runs in Redis (for inspection and tools). It

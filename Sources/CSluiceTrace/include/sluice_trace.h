@@ -13,7 +13,7 @@
  * ---
  *     sluice_trace_t *t;
  *     sluice_trace_error_t err;
- *     if (sluice_trace_parse(text, len, &t, &err) != SLUICE_TRACE_OK) {
+ *     if (sluice_trace_parse(text, len, &t, &err) != SLUICE_OK) {
  *         fprintf(stderr, "%s\n", err.message);   // "error: line N: REASON"
  *         ...
  *     }
@@ -135,7 +135,7 @@
  * event keys equal to the token's key, DISCARD only during close(discard),
  * event times non-decreasing, never after the current call's time, and whole
  * milliseconds, no error returned for a valid trace, and a next deadline that
- * moves past every time advanced to. A failure is SLUICE_TRACE_EINTERNAL with
+ * moves past every time advanced to. A failure is SLUICE_ECORRUPT with
  * a message: a bug in the core, not in the trace.
  */
 #ifndef SLUICE_TRACE_H
@@ -169,17 +169,14 @@ extern "C" {
 /** sluice_trace_output_t.retry_ms of a quota line whose cost exceeds the burst. */
 #define SLUICE_TRACE_NEVER UINT64_MAX
 
-/** Status codes of the functions below (0 or negative). */
-typedef enum sluice_trace_status {
-    SLUICE_TRACE_OK = 0,
-    SLUICE_TRACE_ESYNTAX = -1,   /**< malformed trace: see sluice_trace_error_t */
-    SLUICE_TRACE_ENOMEM = -2,    /**< an allocation failed */
-    SLUICE_TRACE_EINTERNAL = -3, /**< the core or loop broke a rule of its API (a bug in Sluice):
-                                      see sluice_trace_run_result_t.message */
-    SLUICE_TRACE_ELIMIT = -4,    /**< sluice_trace_run_options_t.max_advances was reached */
-    SLUICE_TRACE_EINVAL = -5     /**< a bad argument (NULL trace, step index out of range,
-                                      batch_size above 1 in a real-loop run) */
-} sluice_trace_status_t;
+/* Errors: the functions below return 0 or a negative SLUICE_E* code of
+ * sluice_errors.h, described by sluice_strerror(): SLUICE_ESYNTAX (a
+ * malformed trace: see sluice_trace_error_t), SLUICE_ENOMEM, SLUICE_ECORRUPT
+ * (the core or loop broke a rule of its API, a bug in Sluice: see
+ * sluice_trace_run_result_t.message), SLUICE_ELIMIT
+ * (sluice_trace_run_options_t.max_advances was reached) and SLUICE_EINVAL
+ * (a bad argument: a NULL trace, a step index out of range, batch_size above
+ * 1 in a real-loop run). */
 
 /** A parsed trace: opaque, immutable, released with sluice_trace_free(). */
 typedef struct sluice_trace sluice_trace_t;
@@ -271,7 +268,7 @@ typedef struct sluice_trace_run_options {
                                  each handed to sluice_limiter_submit_many(). The output is
                                  the same either way (events met during a batch come after
                                  the outputs of the calls that returned before them). Real-loop
-                                 runs accept only 0 or 1 (SLUICE_TRACE_EINVAL otherwise) */
+                                 runs accept only 0 or 1 (SLUICE_EINVAL otherwise) */
 } sluice_trace_run_options_t;
 
 /** What a run found. */
@@ -293,11 +290,11 @@ typedef struct sluice_trace_run_result {
  * @param text the input (may be NULL when len is 0).
  * @param len its length in bytes.
  * @param out receives the parsed trace (NULL on error).
- * @param err receives the error on SLUICE_TRACE_ESYNTAX and
- *        SLUICE_TRACE_ENOMEM (message "error: out of memory"); cleared on
+ * @param err receives the error on SLUICE_ESYNTAX and
+ *        SLUICE_ENOMEM (message "error: out of memory"); cleared on
  *        success. May be NULL.
- * @return SLUICE_TRACE_OK, SLUICE_TRACE_ESYNTAX, SLUICE_TRACE_ENOMEM, or
- *         SLUICE_TRACE_EINVAL when `out` is NULL or `text` is NULL with a
+ * @return SLUICE_OK, SLUICE_ESYNTAX, SLUICE_ENOMEM, or
+ *         SLUICE_EINVAL when `out` is NULL or `text` is NULL with a
  *         non-zero len.
  * Complexity: O(len).
  */
@@ -334,7 +331,7 @@ SLUICE_EXTERN size_t sluice_trace_step_count(const sluice_trace_t *trace);
  * @param trace a parsed trace.
  * @param index 0 to sluice_trace_step_count() - 1.
  * @param out receives the step.
- * @return SLUICE_TRACE_OK, or SLUICE_TRACE_EINVAL for a NULL pointer or an
+ * @return SLUICE_OK, or SLUICE_EINVAL for a NULL pointer or an
  *         index out of range.
  */
 SLUICE_EXTERN int sluice_trace_step(const sluice_trace_t *trace, size_t index, sluice_trace_step_t *out);
@@ -351,7 +348,7 @@ SLUICE_EXTERN bool sluice_trace_is_v2(const sluice_trace_t *trace);
  * Runs a parsed trace against a new core limiter with a manual clock, exact
  * to the millisecond, and delivers every output line to options->on_output.
  *
- * On SLUICE_TRACE_EINTERNAL the run stops at the first problem found (lines
+ * On SLUICE_ECORRUPT the run stops at the first problem found (lines
  * already delivered stay delivered; an event whose time is not a whole ms is
  * still delivered, rounded down, and the run goes on to the end before
  * reporting it).
@@ -359,8 +356,8 @@ SLUICE_EXTERN bool sluice_trace_is_v2(const sluice_trace_t *trace);
  * @param trace a trace from sluice_trace_parse().
  * @param options the options, or NULL for no delivery and no bound.
  * @param result receives counters and the message; may be NULL.
- * @return SLUICE_TRACE_OK, SLUICE_TRACE_EINTERNAL, SLUICE_TRACE_ENOMEM,
- *         SLUICE_TRACE_ELIMIT or SLUICE_TRACE_EINVAL.
+ * @return SLUICE_OK, SLUICE_ECORRUPT, SLUICE_ENOMEM,
+ *         SLUICE_ELIMIT or SLUICE_EINVAL.
  * Complexity: O(steps + events + advance calls), plus the core's own costs.
  */
 SLUICE_EXTERN int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options_t *options,
@@ -391,8 +388,8 @@ SLUICE_EXTERN int sluice_trace_run(const sluice_trace_t *trace, const sluice_tra
  *        NULL: no delivery.
  * @param result receives counters (lines, events) and, on failure, the
  *        message; may be NULL.
- * @return SLUICE_TRACE_OK, SLUICE_TRACE_ENOMEM, SLUICE_TRACE_EINVAL, or
- *         SLUICE_TRACE_EINTERNAL (the loop layer broke a rule: an error for a
+ * @return SLUICE_OK, SLUICE_ENOMEM, SLUICE_EINVAL, or
+ *         SLUICE_ECORRUPT (the loop layer broke a rule: an error for a
  *         valid call, a token reported twice or never, an event of an
  *         unknown token).
  * Takes as long as the trace's last time, plus its last deadline.
@@ -427,7 +424,7 @@ typedef struct sluice_trace_answer {
  *        lines are produced, not delivered.
  * @param result receives the count of lines and, on failure, the message;
  *        may be NULL.
- * @return SLUICE_TRACE_OK, SLUICE_TRACE_ENOMEM, or SLUICE_TRACE_EINVAL (NULL
+ * @return SLUICE_OK, SLUICE_ENOMEM, or SLUICE_EINVAL (NULL
  *         trace, NULL answers for a trace with steps, or a policy that is
  *         not rate); nothing is delivered on failure.
  * Complexity: O(steps).
@@ -435,14 +432,6 @@ typedef struct sluice_trace_answer {
 SLUICE_EXTERN int sluice_trace_print_answers(const sluice_trace_t *trace, const sluice_trace_answer_t *answers,
                                              const sluice_trace_run_options_t *options,
                                              sluice_trace_run_result_t *result);
-
-/**
- * A short English description of a status code of this library.
- *
- * @param status a sluice_trace_status_t value.
- * @return a static string (never NULL).
- */
-SLUICE_EXTERN const char *sluice_trace_strerror(int status);
 
 #ifdef __cplusplus
 }
