@@ -50,7 +50,7 @@ final class Trace: @unchecked Sendable {
                 sluice_trace_parse($0.baseAddress, $0.count, &trace, &error)
             }
         }
-        guard rc == SLUICE_TRACE_OK.rawValue, let trace else {
+        guard rc == SLUICE_OK.rawValue, let trace else {
             let message = withUnsafeBytes(of: &error.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
             throw TraceSyntaxError(line: error.line, message: message.isEmpty ? "error: \(Self.describe(rc))" : message)
         }
@@ -66,7 +66,7 @@ final class Trace: @unchecked Sendable {
         steps.reserveCapacity(count)
         for index in 0..<count {
             var step = sluice_trace_step_t()
-            guard sluice_trace_step(trace, index, &step) == SLUICE_TRACE_OK.rawValue else { continue }
+            guard sluice_trace_step(trace, index, &step) == SLUICE_OK.rawValue else { continue }
             let key = Self.string(step.key, step.key_len)
             let verb: Step.Verb =
                 switch step.verb {
@@ -159,7 +159,7 @@ final class Trace: @unchecked Sendable {
         }
         var result = sluice_trace_run_result_t()
         let rc = withExtendedLifetime(collector) { run(&options, &result) }
-        guard rc == SLUICE_TRACE_OK.rawValue else {
+        guard rc == SLUICE_OK.rawValue else {
             let message = withUnsafeBytes(of: &result.message) {
                 String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
             }
@@ -168,9 +168,9 @@ final class Trace: @unchecked Sendable {
         return collector.lines
     }
 
-    /// `sluice_trace_strerror`.
+    /// `sluice_strerror`: the sentence of the one error list.
     static func describe(_ status: Int32) -> String {
-        String(cString: sluice_trace_strerror(status))
+        String(cString: sluice_strerror(status))
     }
 
     static func string(_ bytes: UnsafePointer<CChar>?, _ count: Int) -> String {

@@ -8,49 +8,16 @@ import Glibc
 import Darwin
 #endif
 
-/// Why Redis could not decide, or why a request failed.
-public enum FleetError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// No connection to Redis (down, refused, reconnecting).
-    case notConnected
-    /// Redis did not answer within the timeout.
-    case timedOut
-    /// Redis answered something that is not a valid answer.
-    case badReply
-    /// The limiter was closed before the request was answered.
-    case closed
-    /// Another Sluice error code (see `sluice_fleet_strerror`).
-    case code(Int32)
-
-    init(code: Int32) {
-        switch code {
-        case Int32(SLUICE_FLEET_ENOTCONN.rawValue): self = .notConnected
-        case Int32(SLUICE_FLEET_ETIMEDOUT.rawValue): self = .timedOut
-        case Int32(SLUICE_FLEET_EPROTO.rawValue): self = .badReply
-        case Int32(SLUICE_ECLOSED.rawValue): self = .closed
-        default: self = .code(code)
-        }
-    }
-
-    /// What went wrong, as one sentence.
-    public var description: String {
-        switch self {
-        case .notConnected: "No connection to Redis (down, refused, or reconnecting)."
-        case .timedOut: "Redis did not answer within the timeout."
-        case .badReply: "Redis answered something that is not a valid answer."
-        case .closed: "The fleet limiter is closed: it takes no more requests."
-        case let .code(code): LimiterError(rawValue: code).description
-        }
-    }
-}
-
 /// Who made a fleet decision.
 public enum FleetSource: Sendable, Equatable {
     /// The script in Redis: the fleet-wide decision.
     case redis
     /// A certain drop answered locally from the TAT cache (no round trip).
     case cache
-    /// The failure policy, because Redis could not decide (the reason).
-    case failure(FleetError)
+    /// The failure policy, because Redis could not decide: the reason
+    /// (``Sluice/LimiterError/notConnected``, ``Sluice/LimiterError/timedOut``
+    /// or ``Sluice/LimiterError/badReply``).
+    case failure(LimiterError)
 }
 
 /// How a ``FleetLimiter`` connects and what it does when Redis cannot decide.
@@ -212,7 +179,7 @@ private let fleetCallback: sluice_fleet_fn = { user, result in
 private func source(_ r: sluice_fleet_result_t) -> FleetSource {
     switch r.source {
     case SLUICE_FLEET_SOURCE_CACHE: return .cache
-    case SLUICE_FLEET_SOURCE_FAILURE: return .failure(FleetError(code: r.cause))
+    case SLUICE_FLEET_SOURCE_FAILURE: return .failure(LimiterError(rawValue: r.cause))
     default: return .redis
     }
 }
@@ -341,7 +308,7 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     }
 
     /// Stops the loop thread and frees the limiter: requests not answered yet
-    /// fail with ``FleetError/closed``; later requests throw it. Idempotent.
+    /// fail with ``Sluice/LimiterError/closed``; later requests throw it. Idempotent.
     public func close() {
         stateLock.lock()
         if closed {
@@ -392,9 +359,9 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     ///   - cost: the units the call weighs (1 to 10^12).
     ///   - now: manual-time mode only: the call's time in ns.
     /// - Returns: the decision (from Redis, the cache or the failure policy).
-    /// - Throws: ``FleetError/closed`` after ``close()``, or another
-    ///   ``FleetError`` for an invalid key or cost.
-    public func call<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError) -> RateDecision {
+    /// - Throws: ``Sluice/LimiterError/closed`` after ``close()``, or another
+    ///   ``Sluice/LimiterError`` for an invalid key or cost.
+    public func call<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(LimiterError) -> RateDecision {
         try await decide(key, cost: cost, now: now).decision
     }
 
@@ -407,20 +374,20 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     ///   - now: manual-time mode only: the call's time in ns.
     /// - Returns: the decision and its source.
     /// - Throws: as ``call(_:cost:now:)``.
-    public func decide<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError)
+    public func decide<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(LimiterError)
         -> (decision: RateDecision, source: FleetSource) {
         let manualTime = self.manualTime
-        let result: Result<(decision: RateDecision, source: FleetSource), FleetError> =
+        let result: Result<(decision: RateDecision, source: FleetSource), LimiterError> =
             await withCheckedContinuation { cont in
                 let pending = Pending { r in
-                    if r.status != 0 { cont.resume(returning: .failure(FleetError(code: r.status))); return }
+                    if r.status != 0 { cont.resume(returning: .failure(LimiterError(rawValue: r.status))); return }
                     let local = manualTime ? nil : LimiterLoop.now.nanoseconds
                     cont.resume(returning: .success((rateDecision(r, local: local), source(r))))
                 }
                 let rc = submit(key, { k, user in
                     sluice_fleet_call(fleet, k, cost, now, fleetCallback, user)
                 }, pending)
-                if rc != 0 { cont.resume(returning: .failure(FleetError(code: rc))) }
+                if rc != 0 { cont.resume(returning: .failure(LimiterError(rawValue: rc))) }
             }
         return try result.get()
     }
@@ -432,10 +399,10 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     ///   - key: the client's key.
     ///   - cost: units, 1 to 10^12.
     /// - Returns: the decision.
-    /// - Throws: a ``FleetError`` (``FleetError/closed`` after ``close()``,
-    ///   ``FleetError/code(_:)`` for a cost out of range).
-    public func check(_ key: String, cost: Int = 1) async throws(FleetError) -> RateDecision {
-        guard cost >= 1 else { throw FleetError.code(Int32(SLUICE_ERANGE.rawValue)) }
+    /// - Throws: a ``Sluice/LimiterError`` (``Sluice/LimiterError/closed`` after ``close()``,
+    ///   ``Sluice/LimiterError/outOfRange`` for a cost out of range).
+    public func check(_ key: String, cost: Int = 1) async throws(LimiterError) -> RateDecision {
+        guard cost >= 1 else { throw LimiterError.outOfRange }
         return try await call(key, cost: UInt64(cost))
     }
 
@@ -449,18 +416,18 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     ///   - now: manual-time mode only: the time in ns.
     /// - Returns: the quota.
     /// - Throws: as ``call(_:cost:now:)``.
-    public func quota<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(FleetError) -> RateQuota {
+    public func quota<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(LimiterError) -> RateQuota {
         let manualTime = self.manualTime
-        let result: Result<RateQuota, FleetError> = await withCheckedContinuation { cont in
+        let result: Result<RateQuota, LimiterError> = await withCheckedContinuation { cont in
             let pending = Pending { r in
-                if r.status != 0 { cont.resume(returning: .failure(FleetError(code: r.status))); return }
+                if r.status != 0 { cont.resume(returning: .failure(LimiterError(rawValue: r.status))); return }
                 let local = manualTime ? nil : LimiterLoop.now.nanoseconds
                 cont.resume(returning: .success(rateQuota(r, local: local)))
             }
             let rc = submit(key, { k, user in
                 sluice_fleet_quota(fleet, k, cost, now, fleetCallback, user)
             }, pending)
-            if rc != 0 { cont.resume(returning: .failure(FleetError(code: rc))) }
+            if rc != 0 { cont.resume(returning: .failure(LimiterError(rawValue: rc))) }
         }
         return try result.get()
     }
@@ -471,16 +438,16 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     ///   - key: the key.
     ///   - now: manual-time mode only: the time in ns.
     /// - Throws: the reason when Redis could not confirm it (the local cache
-    ///   and fallback forgot the key anyway), or ``FleetError/closed``.
-    public func cancel<K: LimiterKey>(_ key: K, now: UInt64 = 0) async throws(FleetError) {
-        let result: Result<Void, FleetError> = await withCheckedContinuation { cont in
+    ///   and fallback forgot the key anyway), or ``Sluice/LimiterError/closed``.
+    public func cancel<K: LimiterKey>(_ key: K, now: UInt64 = 0) async throws(LimiterError) {
+        let result: Result<Void, LimiterError> = await withCheckedContinuation { cont in
             let pending = Pending { r in
-                cont.resume(returning: r.status == 0 ? .success(()) : .failure(FleetError(code: r.status)))
+                cont.resume(returning: r.status == 0 ? .success(()) : .failure(LimiterError(rawValue: r.status)))
             }
             let rc = submit(key, { k, user in
                 sluice_fleet_cancel(fleet, k, now, fleetCallback, user)
             }, pending)
-            if rc != 0 { cont.resume(returning: .failure(FleetError(code: rc))) }
+            if rc != 0 { cont.resume(returning: .failure(LimiterError(rawValue: rc))) }
         }
         try result.get()
     }

@@ -1,3 +1,4 @@
+import CSluice
 import Testing
 
 import Sluice
@@ -166,7 +167,7 @@ struct FleetLimiterTests {
         #expect((1...1800).contains(seconds))
         #expect(seconds > 1800 - 600) // not an interval counted from elsewhere
         #expect(RateLimitHeaders(decider.policy, third)?.retryAfter == String(seconds))
-        await #expect(throws: FleetError.self) { _ = try await decider.check("c", cost: 0) }
+        await #expect(throws: LimiterError.outOfRange) { _ = try await decider.check("c", cost: 0) }
     }
 
     @Test("server time, concurrent callers: never more than the burst at once", .needsRedis)
@@ -198,7 +199,7 @@ struct FleetLimiterTests {
         let a = try await open.decide("x")
         #expect(a.decision.isAdmitted && a.source == .failure(.notConnected))
         open.close()
-        await #expect(throws: FleetError.closed) { try await open.call("x") }
+        await #expect(throws: LimiterError.closed) { try await open.call("x") }
 
         c.onFailure = .closed(retryAfter: .seconds(2))
         let closed = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
@@ -313,13 +314,18 @@ struct FleetLimiterTests {
         }
     }
 
-    @Test("fleet errors describe themselves in a sentence")
+    @Test("the fleet's errors are LimiterErrors of the one list, each a sentence")
     func errorSentences() {
-        for error: FleetError in [.notConnected, .timedOut, .badReply, .closed, .code(LimiterError.outOfRange.rawValue)] {
+        let fleet: [(LimiterError, Int32)] = [
+            (.notConnected, SLUICE_ENOTCONN.rawValue), (.timedOut, SLUICE_ETIMEDOUT.rawValue),
+            (.badReply, SLUICE_EPROTO.rawValue), (.closed, SLUICE_ECLOSED.rawValue),
+        ]
+        for (error, code) in fleet {
+            #expect(error.rawValue == code)
+            #expect(LimiterError.allCases.contains(error))
             let text = error.description
             #expect(text.first?.isUppercase == true && text.hasSuffix("."), "\(text)")
             #expect("\(error)" == text)
         }
-        #expect(FleetError.code(LimiterError.outOfRange.rawValue).description == LimiterError.outOfRange.description)
     }
 }

@@ -7,9 +7,12 @@ import Foundation
 #endif
 
 /// An error reported by a limiter: an invalid configuration, a key the core
-/// refuses, or a call on a closed limiter.
+/// refuses, a call on a closed limiter, or, for a fleet limiter, Redis that
+/// cannot answer.
 ///
-/// Each error is one of the C core's error codes (``rawValue``), with a
+/// Each error is one of the codes of Sluice's one C error list
+/// (`sluice_errors.h`, shared by the core, the loop layer, the fleet and the
+/// trace library) (``rawValue``), with a
 /// sentence that says what went wrong in the Swift API's own words
 /// (``description``, also its `localizedDescription`), and, for a refused
 /// configuration, which option broke which rule (``reason``):
@@ -84,10 +87,25 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     /// An internal consistency check failed: a bug in Sluice (details are
     /// printed on standard error).
     public static let corrupted = LimiterError(rawValue: SLUICE_ECORRUPT.rawValue)
+    /// A fleet limiter has no connection to Redis (down, refused, or
+    /// reconnecting).
+    public static let notConnected = LimiterError(rawValue: SLUICE_ENOTCONN.rawValue)
+    /// Redis did not answer a fleet limiter within its timeout.
+    public static let timedOut = LimiterError(rawValue: SLUICE_ETIMEDOUT.rawValue)
+    /// Redis answered a fleet limiter with something that is not a valid
+    /// answer.
+    public static let badReply = LimiterError(rawValue: SLUICE_EPROTO.rawValue)
+    /// A conformance trace is malformed (the trace tools report the line and
+    /// the reason).
+    public static let malformedTrace = LimiterError(rawValue: SLUICE_ESYNTAX.rawValue)
+    /// A trace run reached its limit of timer advances.
+    public static let limitReached = LimiterError(rawValue: SLUICE_ELIMIT.rawValue)
 
-    /// Every error a limiter reports.
+    /// Every error Sluice reports: one for each code of the C list
+    /// (`sluice_errors.h`), which every module shares.
     public static let allCases: [LimiterError] = [
         .outOfMemory, .busy, .invalidArgument, .full, .outOfRange, .keyTooLong, .closed, .corrupted,
+        .notConnected, .timedOut, .badReply, .malformedTrace, .limitReached,
     ]
 
     /// What went wrong, as one sentence: the ``reason`` when there is one,
@@ -114,6 +132,11 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         case .keyTooLong: "The key is longer than 1024 bytes."
         case .closed: "The limiter is closed: it takes no more values."
         case .corrupted: "An internal consistency check failed (details on standard error): a bug in Sluice."
+        case .notConnected: "No connection to Redis (down, refused, or reconnecting)."
+        case .timedOut: "Redis did not answer within the timeout."
+        case .badReply: "Redis answered something that is not a valid answer."
+        case .malformedTrace: "The trace is malformed."
+        case .limitReached: "The trace run reached its limit of timer advances."
         default: "Unknown Sluice error (code \(rawValue))."
         }
     }
