@@ -4,7 +4,7 @@
  * accessors, and end-to-end runs against the core through the output
  * callback, whose fields are checked against its text.
  *
- * Build: link with Sources/CSluiceTrace/trace.c and the core library; include
+ * Build: link with the trace library (Sources/CSluiceTrace) and the core library; include
  * paths Sources/CSluice/include and Sources/CSluiceTrace/include. Exit status
  * 0 when every check passes.
  */
