@@ -45,6 +45,8 @@ import PackageDescription
 
 let package = Package(
     name: "Sluice",
+    // Synchronization's Atomic (the lock) needs macOS 15; Linux needs nothing.
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "Sluice", targets: ["Sluice"]),
         .executable(name: "sluice", targets: ["SluiceCLI"]),

@@ -29,6 +29,7 @@ import PackageDescription
 
 let package = Package(
     name: "SluiceBenchmarks",
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "sluice-bench", targets: ["SluiceBench"]),
     ],

@@ -14,7 +14,7 @@ import PackageDescription
 
 let package = Package(
     name: "hummingbird-server",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     dependencies: [
         .package(path: "../server-support"),
         .package(name: "Sluice", path: "../..", traits: ["Hummingbird"]),

@@ -9,6 +9,7 @@ import PackageDescription
 
 let package = Package(
     name: "server-support",
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "ExampleServerSupport", targets: ["ExampleServerSupport"]),
     ],

@@ -12,7 +12,7 @@ import PackageDescription
 
 let package = Package(
     name: "vapor-server",
-    platforms: [.macOS(.v13)],
+    platforms: [.macOS(.v15)],
     dependencies: [
         .package(path: "../server-support"),
         .package(name: "Sluice", path: "../..", traits: ["Vapor"]),
