@@ -106,6 +106,21 @@ struct sluice__policy_ops {
     uint64_t (*next)(const struct sluice_limiter *l);
 };
 
+/* A policy file's fire_now and fire_into operations, from its timer row
+ * FIRE(l, idx, out) (out NULL: the emission is reported). */
+#define SLUICE__POLICY_FIRE_OPS(FIRE)                                                                       \
+    static void fire_now(struct sluice_limiter *l, uint32_t idx) { (void)FIRE(l, idx, NULL); }             \
+    static size_t fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {               \
+        return FIRE(l, idx, out);                                                                           \
+    }
+
+/* The operations every policy file defines, as static functions of these
+ * names: a table is { .kind = ..., .name = ..., SLUICE__POLICY_OPS_COMMON }
+ * followed by its optional operations (.flush, .quota, .reclaim, .next). */
+#define SLUICE__POLICY_OPS_COMMON                                                                        \
+    .explain = explain, .setup = setup, .never_schedules = never_schedules, .call = call, .fire = fire_now, \
+    .fire_into = fire_into, .check = check
+
 /* The registered policies, indexed by kind (NULL where no policy has the kind). */
 #define SLUICE__POLICY_KINDS 5
 extern const struct sluice__policy_ops *const sluice__policies[SLUICE__POLICY_KINDS];

@@ -933,13 +933,6 @@ int sluice_limiter_stats(const sluice_limiter_t *l, sluice_stats_t *out) {
     return 0;
 }
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        fprintf(stderr, "sluice_limiter_check: " __VA_ARGS__);                                 \
-        fputc('\n', stderr);                                                                   \
-        return SLUICE_ECORRUPT;                                                                \
-    } while (0)
-
 int sluice_limiter_check(const sluice_limiter_t *l) {
     if (!l) return SLUICE_EINVAL;
     int rc = sluice__table_check(&l->table, l->seed);
@@ -949,18 +942,18 @@ int sluice_limiter_check(const sluice_limiter_t *l) {
     for (uint32_t i = 0; i < l->table.top; i++) {
         const struct sluice__entry *e = sluice__entry_of(l, i);
         if (e->state != SLUICE__LIVE) {
-            if (sluice__wheel_node_armed(&e->node)) FAIL("free entry %u has an armed timer", i);
+            if (sluice__wheel_node_armed(&e->node)) SLUICE__CHECK_FAIL("free entry %u has an armed timer", i);
             continue;
         }
-        if (!sluice__wheel_node_armed(&e->node) && !l->timerless) FAIL("live entry %u has no armed timer", i);
+        if (!sluice__wheel_node_armed(&e->node) && !l->timerless) SLUICE__CHECK_FAIL("live entry %u has no armed timer", i);
         if (e->flags & SLUICE__F_PENDING) pend++;
         const char *why = l->ops->check ? l->ops->check(l, e) : NULL;
-        if (why) FAIL("entry %u: %s", i, why);
+        if (why) SLUICE__CHECK_FAIL("entry %u: %s", i, why);
     }
-    if (pend != l->pending) FAIL("pending count %llu, but %llu entries hold a token", (unsigned long long)l->pending,
+    if (pend != l->pending) SLUICE__CHECK_FAIL("pending count %llu, but %llu entries hold a token", (unsigned long long)l->pending,
                                  (unsigned long long)pend);
     if (l->wheel.count != (l->timerless ? 0 : l->table.live))
-        FAIL("wheel holds %llu timers for %llu live keys", (unsigned long long)l->wheel.count,
+        SLUICE__CHECK_FAIL("wheel holds %llu timers for %llu live keys", (unsigned long long)l->wheel.count,
              (unsigned long long)l->table.live);
     /* Every scheduled token is pending or was reported exactly once. A call
      * still in progress (this check may run from a callback) may have
@@ -970,7 +963,7 @@ int sluice_limiter_check(const sluice_limiter_t *l) {
     uint64_t later = c->reported[SLUICE_EVENT_EMIT] + c->reported[SLUICE_EVENT_DROP] + c->reported[SLUICE_EVENT_DISCARD];
     uint64_t held = later + l->pending, sched = c->decided[SLUICE_SCHEDULED];
     if (held < sched || held > sched + (uint64_t)l->depth)
-        FAIL("token counts disagree: %llu scheduled, %llu reported later, %llu pending",
+        SLUICE__CHECK_FAIL("token counts disagree: %llu scheduled, %llu reported later, %llu pending",
              (unsigned long long)c->decided[SLUICE_SCHEDULED], (unsigned long long)later,
              (unsigned long long)l->pending);
     return 0;

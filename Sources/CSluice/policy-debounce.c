@@ -141,11 +141,7 @@ static SLUICE__HOT_INLINE size_t fire(struct sluice_limiter *l, uint32_t idx, sl
     return 1;
 }
 
-static void fire_now(struct sluice_limiter *l, uint32_t idx) { (void)fire(l, idx, NULL); }
-
-static size_t fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {
-    return fire(l, idx, out);
-}
+SLUICE__POLICY_FIRE_OPS(fire)
 
 static const char *check(const struct sluice_limiter *l, const struct sluice__entry *e) {
     bool pend = e->flags & SLUICE__F_PENDING;
@@ -160,15 +156,5 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
 }
 
 const struct sluice__policy_ops sluice__debounce_ops = {
-    .kind = SLUICE_DEBOUNCE,
-    .name = "debounce",
-    .explain = explain,
-    .setup = setup,
-    .never_schedules = never_schedules,
-    .call = call,
-    .fire = fire_now,
-    .fire_into = fire_into,
-    .flush = NULL,
-    .quota = NULL,
-    .check = check,
+    .kind = SLUICE_DEBOUNCE, .name = "debounce", SLUICE__POLICY_OPS_COMMON
 };

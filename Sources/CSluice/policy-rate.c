@@ -436,17 +436,6 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
 }
 
 const struct sluice__policy_ops sluice__rate_ops = {
-    .kind = SLUICE_RATE,
-    .name = "rate",
-    .explain = explain,
-    .setup = setup,
-    .never_schedules = never_schedules,
-    .call = call,
-    .fire = fire_now,
-    .fire_into = fire_into,
-    .flush = flush,
-    .quota = quota,
-    .check = check,
-    .reclaim = reclaim,
-    .next = next_sweep,
+    .kind = SLUICE_RATE, .name = "rate", SLUICE__POLICY_OPS_COMMON,
+    .flush = flush, .quota = quota, .reclaim = reclaim, .next = next_sweep
 };

@@ -46,6 +46,15 @@
 
 /* Internal symbols stay out of the shared library's interface. */
 #if defined(__GNUC__) || defined(__clang__)
+/* For the sluice_limiter_check() family: says on stderr what is broken and
+ * returns SLUICE_ECORRUPT from the calling function. */
+#define SLUICE__CHECK_FAIL(...)                                                                 \
+    do {                                                                                        \
+        fprintf(stderr, "sluice_limiter_check: " __VA_ARGS__);                                  \
+        fputc('\n', stderr);                                                                    \
+        return SLUICE_ECORRUPT;                                                                 \
+    } while (0)
+
 #pragma GCC visibility push(hidden)
 #endif
 
@@ -221,34 +230,16 @@ static inline void sluice__table_set_bits(struct sluice__table *t, uint32_t bits
 /* A lookup missed after SLUICE__STRONG_PROBE or more slots (table.c). */
 SLUICE__COLD void sluice__table_long_miss(const struct sluice__table *t);
 
-/* Index of the live entry for the key, or SLUICE__NONE. A miss that scanned
- * SLUICE__STRONG_PROBE slots or more switches the table to SipHash (entries
- * do not move; the table is never a const object, only this view of it).
- * Always inlined: clang otherwise makes it a call on every submit (callgrind,
- * throttle-hot: 28 more instructions per submit). */
-static SLUICE__HOT_INLINE uint32_t sluice__table_find(const struct sluice__table *t, const struct sluice__keyref *k) {
-    uint32_t tag = sluice__table_tag(t, k);
-    size_t mask = t->slot_mask;
-    size_t home = sluice__table_home(t, tag), i = home;
-    for (;;) {
-        uint64_t s = t->slots[i];
-        if (s == 0) {
-            if (SLUICE__UNLIKELY(((i - home) & mask) >= SLUICE__STRONG_PROBE)) sluice__table_long_miss(t);
-            return SLUICE__NONE;
-        }
-        if (sluice__slot_tag(s) == tag) {
-            uint32_t idx = sluice__slot_idx(s);
-            if (sluice__entry_matches(sluice__entry_at(t, idx), k)) return idx;
-        }
-        i = (i + 1) & mask;
-    }
-}
-
-/* sluice__table_find() for an integer key with its fast hash, on a table
- * that has not switched to SipHash (!t->strong): the same answer, with the
- * same switch after a long miss. */
-static SLUICE__HOT_INLINE uint32_t sluice__table_find_u64(const struct sluice__table *t, uint64_t key, uint64_t hash) {
-    uint32_t tag = (uint32_t)(hash >> 32);
+/* The probe of both finds below: the index of the live entry whose slot
+ * carries `tag` and that holds the byte key `k` (or, `k` NULL, the integer
+ * key `key`), or SLUICE__NONE. A miss that scanned SLUICE__STRONG_PROBE
+ * slots or more switches the table to SipHash (entries do not move; the
+ * table is never a const object, only this view of it). Always inlined,
+ * with `k` a constant at each find, so the test of `k` folds away; clang
+ * otherwise makes it a call on every submit (callgrind, throttle-hot: 28
+ * more instructions per submit). */
+static SLUICE__HOT_INLINE uint32_t sluice__table_probe(const struct sluice__table *t, uint32_t tag,
+                                                       const struct sluice__keyref *k, uint64_t key) {
     size_t mask = t->slot_mask;
     size_t home = sluice__table_home(t, tag), i = home;
     for (;;) {
@@ -260,10 +251,22 @@ static SLUICE__HOT_INLINE uint32_t sluice__table_find_u64(const struct sluice__t
         if (sluice__slot_tag(s) == tag) {
             uint32_t idx = sluice__slot_idx(s);
             const struct sluice__entry *e = sluice__entry_at(t, idx);
-            if (e->key == key && (e->flags & SLUICE__KEY_U64)) return idx;
+            if (k ? sluice__entry_matches(e, k) : e->key == key && (e->flags & SLUICE__KEY_U64)) return idx;
         }
         i = (i + 1) & mask;
     }
+}
+
+/* Index of the live entry for the key, or SLUICE__NONE. */
+static SLUICE__HOT_INLINE uint32_t sluice__table_find(const struct sluice__table *t, const struct sluice__keyref *k) {
+    return sluice__table_probe(t, sluice__table_tag(t, k), k, 0);
+}
+
+/* sluice__table_find() for an integer key with its fast hash, on a table
+ * that has not switched to SipHash (!t->strong): the same answer, with the
+ * same switch after a long miss. */
+static SLUICE__HOT_INLINE uint32_t sluice__table_find_u64(const struct sluice__table *t, uint64_t key, uint64_t hash) {
+    return sluice__table_probe(t, (uint32_t)(hash >> 32), NULL, key);
 }
 
 /* Asks for the index slot a live entry's key starts its probe at (a hint

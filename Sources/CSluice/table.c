@@ -363,16 +363,9 @@ void sluice__table_maybe_shrink(struct sluice__table *t) {
 
 /* ------------------------------------------------------------------ check */
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        fprintf(stderr, "sluice_limiter_check: " __VA_ARGS__);                                 \
-        fputc('\n', stderr);                                                                   \
-        return SLUICE_ECORRUPT;                                                                \
-    } while (0)
-
 int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]) {
     size_t n = nslots(t), mask = n - 1;
-    if (t->seed[0] != seed[0] || t->seed[1] != seed[1]) FAIL("the table's hash seed is not the limiter's");
+    if (t->seed[0] != seed[0] || t->seed[1] != seed[1]) SLUICE__CHECK_FAIL("the table's hash seed is not the limiter's");
     uint64_t used = 0;
     uint32_t hist[SLUICE__PROBE_HIST] = { 0 };
     for (size_t i = 0; i < n; i++) {
@@ -380,29 +373,29 @@ int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]) {
         if (!s) continue;
         used++;
         uint32_t idx = sluice__slot_idx(s);
-        if (idx >= t->top) FAIL("index slot %zu points past the slab (%u >= %u)", i, idx, t->top);
+        if (idx >= t->top) SLUICE__CHECK_FAIL("index slot %zu points past the slab (%u >= %u)", i, idx, t->top);
         const struct sluice__entry *e = sluice__entry_at(t, idx);
-        if (e->state != SLUICE__LIVE) FAIL("index slot %zu points at a free entry %u", i, idx);
-        if (e->tag != sluice__slot_tag(s)) FAIL("index slot %zu tag differs from entry %u", i, idx);
+        if (e->state != SLUICE__LIVE) SLUICE__CHECK_FAIL("index slot %zu points at a free entry %u", i, idx);
+        if (e->tag != sluice__slot_tag(s)) SLUICE__CHECK_FAIL("index slot %zu tag differs from entry %u", i, idx);
         /* no empty slot between home and i */
         size_t home = sluice__home(sluice__slot_tag(s), t->slot_bits);
         for (size_t j = home; j != i; j = (j + 1) & mask)
-            if (t->slots[j] == 0) FAIL("index slot %zu unreachable from its home", i);
+            if (t->slots[j] == 0) SLUICE__CHECK_FAIL("index slot %zu unreachable from its home", i);
         hist[hist_bucket((i - home) & mask)]++;
         /* the key finds this entry, and its hash matches the tag */
         struct sluice__keyref k;
         unsigned char buf[SLUICE_KEY_MAX];
         sluice_key_t key = sluice__entry_key(e, buf);
-        if (sluice__key_prepare_seeded(seed, key, &k) != 0) FAIL("entry %u holds an invalid key", idx);
+        if (sluice__key_prepare_seeded(seed, key, &k) != 0) SLUICE__CHECK_FAIL("entry %u holds an invalid key", idx);
         if (sluice__table_tag(t, &k) != e->tag)
-            FAIL("entry %u tag is not its key's %s hash", idx, t->strong ? "SipHash" : "fast");
-        if (sluice__table_find(t, &k) != idx) FAIL("entry %u not found by its own key", idx);
+            SLUICE__CHECK_FAIL("entry %u tag is not its key's %s hash", idx, t->strong ? "SipHash" : "fast");
+        if (sluice__table_find(t, &k) != idx) SLUICE__CHECK_FAIL("entry %u not found by its own key", idx);
     }
-    if (used != t->live) FAIL("index holds %llu keys, live count is %llu", (unsigned long long)used,
+    if (used != t->live) SLUICE__CHECK_FAIL("index holds %llu keys, live count is %llu", (unsigned long long)used,
                               (unsigned long long)t->live);
-    if (t->live * LOAD_DEN > (uint64_t)n * LOAD_NUM) FAIL("index over its load limit");
-    if (memcmp(hist, t->probe_hist, sizeof hist) != 0) FAIL("probe-length histogram differs from the index");
-    if (sluice__table_max_probe(t) != scan_max_probe(t)) FAIL("longest probe differs from the index");
+    if (t->live * LOAD_DEN > (uint64_t)n * LOAD_NUM) SLUICE__CHECK_FAIL("index over its load limit");
+    if (memcmp(hist, t->probe_hist, sizeof hist) != 0) SLUICE__CHECK_FAIL("probe-length histogram differs from the index");
+    if (sluice__table_max_probe(t) != scan_max_probe(t)) SLUICE__CHECK_FAIL("longest probe differs from the index");
     uint64_t live = 0, freec = 0;
     for (uint32_t i = 0; i < t->top; i++) {
         const struct sluice__entry *e = sluice__entry_at(t, i);
@@ -411,17 +404,17 @@ int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]) {
         else if (e->state == SLUICE__FREE)
             freec++;
         else
-            FAIL("entry %u has unknown state %u", i, e->state);
+            SLUICE__CHECK_FAIL("entry %u has unknown state %u", i, e->state);
     }
-    if (live != t->live) FAIL("slab has %llu live entries, count is %llu", (unsigned long long)live,
+    if (live != t->live) SLUICE__CHECK_FAIL("slab has %llu live entries, count is %llu", (unsigned long long)live,
                               (unsigned long long)t->live);
     uint64_t walked = 0;
     for (uint32_t f = t->free_head; f != SLUICE__NONE; f = (uint32_t)sluice__entry_at(t, f)->key) {
-        if (f >= t->top) FAIL("free list leaves the slab");
-        if (sluice__entry_at(t, f)->state != SLUICE__FREE) FAIL("free list holds a live entry %u", f);
-        if (++walked > freec) FAIL("free list loops");
+        if (f >= t->top) SLUICE__CHECK_FAIL("free list leaves the slab");
+        if (sluice__entry_at(t, f)->state != SLUICE__FREE) SLUICE__CHECK_FAIL("free list holds a live entry %u", f);
+        if (++walked > freec) SLUICE__CHECK_FAIL("free list loops");
     }
-    if (walked != freec) FAIL("free list holds %llu of %llu free entries", (unsigned long long)walked,
+    if (walked != freec) SLUICE__CHECK_FAIL("free list holds %llu of %llu free entries", (unsigned long long)walked,
                               (unsigned long long)freec);
     return 0;
 }
