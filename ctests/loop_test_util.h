@@ -161,4 +161,40 @@ static inline void fa_release(void *ctx, void *p, size_t size) {
     }
 }
 
+/* sluice_mt_submit_with_options() and sluice_mt_quota() with one option
+ * set: a given time, a cost, the time of the decision. */
+static inline int lt_submit_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t now,
+                               sluice_decision_t *d) {
+    sluice_mt_submit_options_t o = { .now = now };
+    return sluice_mt_submit_with_options(m, key, token, &o, d);
+}
+
+static inline int lt_submit_cost(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
+                                 sluice_decision_t *d) {
+    sluice_mt_submit_options_t o = { .cost = cost };
+    return sluice_mt_submit_with_options(m, key, token, &o, d);
+}
+
+static inline int lt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost, uint64_t now,
+                                    sluice_decision_t *d) {
+    sluice_mt_submit_options_t o = { .cost = cost, .now = now };
+    return sluice_mt_submit_with_options(m, key, token, &o, d);
+}
+
+static inline int lt_submit_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
+                                  sluice_decision_t *d, uint64_t *when) {
+    sluice_mt_submit_options_t o = { .cost = cost, .when = when };
+    return sluice_mt_submit_with_options(m, key, token, &o, d);
+}
+
+static inline int lt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quota_t *q) {
+    sluice_mt_submit_options_t o = { .cost = cost };
+    return sluice_mt_quota(m, key, &o, q);
+}
+
+static inline int lt_quota_at(sluice_mt_t *m, sluice_key_t key, uint64_t cost, uint64_t now, sluice_quota_t *q) {
+    sluice_mt_submit_options_t o = { .cost = cost, .now = now };
+    return sluice_mt_quota(m, key, &o, q);
+}
+
 #endif

@@ -426,8 +426,8 @@ static void loop_differential(sluice_loop_t *loop, sluice_policy_t policy, sluic
             if (batch) sluice_mt_submit_many(mb, calls, n, db, rb);
             for (size_t i = 0; i < n; i++) {
                 sluice_decision_t da;
-                int ra = sluice_mt_submit_cost(ma, calls[i].key, calls[i].token, calls[i].cost, &da);
-                if (!batch) rb[i] = sluice_mt_submit_cost(mb, calls[i].key, calls[i].token, calls[i].cost, &db[i]);
+                int ra = lt_submit_cost(ma, calls[i].key, calls[i].token, calls[i].cost, &da);
+                if (!batch) rb[i] = lt_submit_cost(mb, calls[i].key, calls[i].token, calls[i].cost, &db[i]);
                 LT_CHECK(ra == rb[i], "%s: result %d, emit_only %d", what, ra, rb[i]);
                 if (ra == 0 && rb[i] == 0)
                     LT_CHECK(da.kind == db[i].kind && da.remaining == db[i].remaining, "%s: token %" PRIu64 ": decision %d, emit_only %d",

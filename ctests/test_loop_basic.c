@@ -491,7 +491,7 @@ static void test_budget(void) {
     enum { K = 5000 };
     uint64_t t0 = sluice_clock_now();
     sluice_decision_t d;
-    for (uint64_t i = 0; i < K; i++) LT_OK(sluice_mt_submit_at(m, sluice_key_u64(i), i, t0, &d));
+    for (uint64_t i = 0; i < K; i++) LT_OK(lt_submit_at(m, sluice_key_u64(i), i, t0, &d));
     LT_CHECK(rec_wait(r, K), "all %d emitted", K);
     sluice_mt_stats_t st;
     LT_OK(sluice_mt_stats(m, &st));

@@ -105,7 +105,7 @@ static void test_rate_rounds(void) {
     uint64_t live_keys[CAP];
     for (int i = 0; i < CAP; i++, key++) {
         live_keys[i] = key * 0x9E3779B97F4A7C15ull;
-        LT_OK(sluice_mt_submit_cost(m, sluice_key_u64(live_keys[i]), key, 100, &d));
+        LT_OK(lt_submit_cost(m, sluice_key_u64(live_keys[i]), key, 100, &d));
         LT_CHECK(d.kind == SLUICE_EMITTED, "live key %d admitted", i);
     }
     int rc = sluice_mt_submit_u64(m, 7777777, 1, &d);
@@ -230,7 +230,7 @@ static void test_threads(void) {
     lt_sleep_ms(5);
     sluice_decision_t d;
     for (uint64_t i = 0; i < T_CAP; i++) {
-        int rc = sluice_mt_submit_cost(m, sluice_key_u64(UINT64_C(0xABCDEF) + i), i, 1, &d);
+        int rc = lt_submit_cost(m, sluice_key_u64(UINT64_C(0xABCDEF) + i), i, 1, &d);
         LT_CHECK(rc == 0, "new key %llu after the churn: rc %d", (unsigned long long)i, rc);
     }
     /* (these keys may expire again before the next call on a slow run:

@@ -1,5 +1,5 @@
 /* test_loop_limits.c — the limits of a loop limiter: the live-key cap over
- * all shards (max_keys), and caller-given times (sluice_mt_submit_at).
+ * all shards (max_keys), and caller-given times (options.now).
  *
  *  - cap, one thread: max_keys keys are accepted whatever shards they fall
  *    in (a cap shared out per shard refuses early on a skewed set), the next
@@ -318,11 +318,11 @@ static void test_submit_at_future(void) {
     uint64_t b_end = d.at + 5000 * LT_MS; /* EMITTED: `at` is the call's time */
     /* 10 s ahead: refused, token not taken, nothing moves */
     d.kind = SLUICE_SCHEDULED;
-    LT_CHECK(sluice_mt_submit_at(m, a, 2, sluice_clock_now() + 10000 * LT_MS, &d) == SLUICE_ERANGE,
+    LT_CHECK(lt_submit_at(m, a, 2, sluice_clock_now() + 10000 * LT_MS, &d) == SLUICE_ERANGE,
              "10 s ahead is refused");
-    LT_CHECK(sluice_mt_submit_cost_at(m, a, 2, 1, sluice_clock_now() + 10000 * LT_MS, &d) == SLUICE_ERANGE,
+    LT_CHECK(lt_submit_cost_at(m, a, 2, 1, sluice_clock_now() + 10000 * LT_MS, &d) == SLUICE_ERANGE,
              "10 s ahead is refused (cost)");
-    LT_CHECK(sluice_mt_submit_at(m, a, 2, sluice_clock_now() + 2 * SLUICE_MT_SUBMIT_AT_SLACK_NS + LT_MS, &d) ==
+    LT_CHECK(lt_submit_at(m, a, 2, sluice_clock_now() + 2 * SLUICE_MT_SUBMIT_AT_SLACK_NS + LT_MS, &d) ==
                  SLUICE_ERANGE,
              "just past the slack is refused");
     LT_CHECK(sluice_mt_pending(m, a) == 0 && live_keys(m) == 1, "A has no state");
@@ -331,12 +331,12 @@ static void test_submit_at_future(void) {
     LT_OK(sluice_mt_submit(m, b, 3, &d));
     LT_CHECK(d.kind == SLUICE_DROPPED && d.at == b_end, "B still in its window: kind %d", (int)d.kind);
     /* times at or before the clock are fine; an older one counts as the shard's */
-    LT_OK(sluice_mt_submit_at(m, a, 4, sluice_clock_now(), &d));
+    LT_OK(lt_submit_at(m, a, 4, sluice_clock_now(), &d));
     LT_CHECK(d.kind == SLUICE_EMITTED, "A now");
     uint64_t a_at = d.at;
-    LT_OK(sluice_mt_submit_at(m, a, 5, 1, &d));
+    LT_OK(lt_submit_at(m, a, 5, 1, &d));
     LT_CHECK(d.kind == SLUICE_DROPPED && d.at == a_at + 5000 * LT_MS, "a time in the past counts as the shard's clock");
-    LT_CHECK(sluice_mt_submit_at(NULL, a, 6, 0, &d) == SLUICE_EINVAL, "NULL limiter");
+    LT_CHECK(lt_submit_at(NULL, a, 6, 0, &d) == SLUICE_EINVAL, "NULL limiter");
     sluice_mt_free(m);
     LT_OK(sluice_loop_free(loop));
 }

@@ -114,30 +114,30 @@ static void *scen_worker(void *arg) {
     case SC_FLUSH:
         /* throttle 60 s: 1 leading (at once), 2 pending, flush emits 2
          * (queued), 3 leading again (at once) */
-        R->rc[1] = sluice_mt_submit_at(m, k, 1, t0, &R->d[1]);
+        R->rc[1] = lt_submit_at(m, k, 1, t0, &R->d[1]);
         act_on_decision(R->L, R->flags, 1, &R->d[1]);
-        R->rc[2] = sluice_mt_submit_at(m, k, 2, t0 + 1 * LT_MS, &R->d[2]);
+        R->rc[2] = lt_submit_at(m, k, 2, t0 + 1 * LT_MS, &R->d[2]);
         act_on_decision(R->L, R->flags, 2, &R->d[2]);
         R->rc[0] = sluice_mt_flush(m, k);
-        R->rc[3] = sluice_mt_submit_at(m, k, 3, t0 + 2 * LT_MS, &R->d[3]);
+        R->rc[3] = lt_submit_at(m, k, 3, t0 + 2 * LT_MS, &R->d[3]);
         act_on_decision(R->L, R->flags, 3, &R->d[3]);
         break;
     case SC_DEBOUNCE:
         /* debounce 10 ms leading+trailing: 1 leading, 2 trailing due at
          * t0+11 ms, then at t0+50 ms a call: "timers first" fires 2's
          * emission (queued) and 3 opens a new burst, emitted at once */
-        R->rc[1] = sluice_mt_submit_at(m, k, 1, t0, &R->d[1]);
+        R->rc[1] = lt_submit_at(m, k, 1, t0, &R->d[1]);
         act_on_decision(R->L, R->flags, 1, &R->d[1]);
-        R->rc[2] = sluice_mt_submit_at(m, k, 2, t0 + 1 * LT_MS, &R->d[2]);
+        R->rc[2] = lt_submit_at(m, k, 2, t0 + 1 * LT_MS, &R->d[2]);
         act_on_decision(R->L, R->flags, 2, &R->d[2]);
-        R->rc[3] = sluice_mt_submit_at(m, k, 3, t0 + 50 * LT_MS, &R->d[3]);
+        R->rc[3] = lt_submit_at(m, k, 3, t0 + 50 * LT_MS, &R->d[3]);
         act_on_decision(R->L, R->flags, 3, &R->d[3]);
         break;
     case SC_DROP:
         /* throttle 60 s leading only: 1 at once, 2 dropped at once */
-        R->rc[1] = sluice_mt_submit_at(m, k, 1, t0, &R->d[1]);
+        R->rc[1] = lt_submit_at(m, k, 1, t0, &R->d[1]);
         act_on_decision(R->L, R->flags, 1, &R->d[1]);
-        R->rc[2] = sluice_mt_submit_at(m, k, 2, t0 + 1 * LT_MS, &R->d[2]);
+        R->rc[2] = lt_submit_at(m, k, 2, t0 + 1 * LT_MS, &R->d[2]);
         act_on_decision(R->L, R->flags, 2, &R->d[2]);
         break;
     }
@@ -172,7 +172,7 @@ static void run_scenario(enum scenario sc, unsigned flags) {
     R.sc = sc;
     R.t0 = sluice_clock_now();
     /* The worker's times (up to t0 + 50 ms) must not be ahead of the clock
-     * (sluice_mt_submit_at refuses those): let them pass first. */
+     * (a given now ahead of the clock is refused): let them pass first. */
     lt_sleep_ms(60);
     pthread_t th;
     pthread_create(&th, NULL, scen_worker, &R);
@@ -561,7 +561,7 @@ static void *lost_wake_worker(void *arg) {
          * 60 s, where the timer is armed, and its emission (REPORT_ALL) is
          * queued: wake-up */
         w->key0_at = sluice_clock_now();
-        LT_OK(sluice_mt_submit_at(w->m, sluice_key_u64(0), 0, w->key0_at, &d));
+        LT_OK(lt_submit_at(w->m, sluice_key_u64(0), 0, w->key0_at, &d));
         LT_CHECK(d.kind == SLUICE_EMITTED, "key 0 leads");
     } else {
         /* key 0 holds a value (set up on the loop thread, timer armed at
@@ -572,7 +572,7 @@ static void *lost_wake_worker(void *arg) {
      * at the limiter's creation): deadline about t0 + 60 s, earlier than key
      * 0's: re-armed */
     for (int k = 1; k < 64 && w->rearmed < 0; k++) {
-        LT_OK(sluice_mt_submit_at(w->m, sluice_key_u64((uint64_t)k), (uint64_t)k, w->t0 + 1 * LT_MS, &d));
+        LT_OK(lt_submit_at(w->m, sluice_key_u64((uint64_t)k), (uint64_t)k, w->t0 + 1 * LT_MS, &d));
         if (d.kind == SLUICE_EMITTED && sluice_mt_next_deadline(w->m) < w->key0_at + 60000 * LT_MS) w->rearmed = k;
     }
     return NULL;
@@ -595,8 +595,8 @@ static void test_lost_wake(unsigned flags) {
     if (!flags) {
         sluice_decision_t d;
         w.key0_at = sluice_clock_now();
-        LT_OK(sluice_mt_submit_at(w.m, sluice_key_u64(0), 62, w.key0_at, &d));
-        LT_OK(sluice_mt_submit_at(w.m, sluice_key_u64(0), 63, w.key0_at, &d));
+        LT_OK(lt_submit_at(w.m, sluice_key_u64(0), 62, w.key0_at, &d));
+        LT_OK(lt_submit_at(w.m, sluice_key_u64(0), 63, w.key0_at, &d));
         LT_CHECK(d.kind == SLUICE_SCHEDULED, "pending");
     }
     pthread_t th;

@@ -1,17 +1,17 @@
-/* test_loop_submit_u64.c — sluice_mt_submit_u64(), _u64_at() and
- * _u64_cost_timed() are the calls on sluice_key_u64(key): the same
- * decisions, times, errors and events.
+/* test_loop_submit_u64.c — an integer key passed as itself is the key
+ * sluice_key_u64(key): the same decisions, times, errors and events.
  *
  *  - two limiters with the same configuration and reporting flags (on a
- *    base that is never dispatched, so no timer pass moves their clocks), one
- *    called through sluice_mt_submit_at(), the other through
- *    sluice_mt_submit_u64_at(), the same calls at the same times (a
- *    throttle: emitted, scheduled, superseded): equal decisions, and per key
- *    the same events in the same order (the reported ones included, whose
- *    key the loop layer rebuilds from the integer);
- *  - rate: sluice_mt_submit_cost_timed() against
- *    sluice_mt_submit_u64_cost_timed(): equal decisions, `when` set to a
- *    time within the call, cost 0 refused alike, `when` untouched on error;
+ *    base that is never dispatched, and an hour's throttle, so that the
+ *    calls' few nanoseconds apart change nothing), one called through
+ *    sluice_mt_submit(sluice_key_u64(key)), the other through
+ *    sluice_mt_submit_u64(key): equal decisions, and per key the same
+ *    events in the same order (the reported ones included, whose key the
+ *    loop layer rebuilds from the integer);
+ *  - rate: sluice_mt_submit_with_options() on sluice_key_u64(key) (the
+ *    integer path) against the same call on the key's 8 bytes (the checked
+ *    path): equal decisions, `when` set to a time within the call, errors
+ *    alike with `when` untouched;
  *  - a closed limiter: SLUICE_ECLOSED from each; NULL: SLUICE_EINVAL. */
 #include "loop_test_util.h"
 
@@ -50,7 +50,7 @@ static struct log la, lb;
 static struct rec ea[MAXEV], eb[MAXEV];
 
 static void test_same_calls(void) {
-    printf("sluice_mt_submit_u64_at() and sluice_mt_submit_at(): same decisions and events\n");
+    printf("sluice_mt_submit_u64() and sluice_mt_submit(): same decisions and events\n");
     /* an attached base that is never dispatched: no timer pass moves a
      * shard's clock between the calls, so both limiters see the same times */
     struct event_base *base;
@@ -58,7 +58,7 @@ static void test_same_calls(void) {
     if (!lt_attached_loop(&base, &loop, NULL)) return;
     pthread_mutex_init(&la.mu, NULL);
     pthread_mutex_init(&lb.mu, NULL);
-    sluice_config_t c = lt_config(sluice_throttle(3 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), on_event, &la);
+    sluice_config_t c = lt_config(sluice_throttle(3600000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), on_event, &la);
     sluice_mt_options_t o = { 8, SLUICE_MT_REPORT_ALL, NULL };
     sluice_mt_t *a = NULL, *b = NULL;
     LT_OK(sluice_mt_new_with_options(&a, loop, &c, &o));
@@ -75,24 +75,22 @@ static void test_same_calls(void) {
     for (uint64_t i = 0; i < 3000; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         uint64_t key = (x % KEYS) * UINT64_C(0x9E3779B97F4A7C15);
-        uint64_t now = sluice_clock_now();
         sluice_decision_t da, db;
         memset(&da, 0xA5, sizeof da);
         memset(&db, 0xA5, sizeof db);
-        int ra = sluice_mt_submit_at(a, sluice_key_u64(key), i, now, &da);
-        int rb = sluice_mt_submit_u64_at(b, key, i, now, &db);
-        if (ra != rb || da.kind != db.kind || (da.kind == SLUICE_SCHEDULED && da.at != db.at)) mismatched++;
-        if (i % 200 == 0) lt_sleep_ms(2);
+        int ra = sluice_mt_submit(a, sluice_key_u64(key), i, &da);
+        int rb = sluice_mt_submit_u64(b, key, i, &db);
+        if (ra != rb || da.kind != db.kind) mismatched++;
     }
     LT_CHECK(mismatched == 0, "%d decisions differ", mismatched);
     LT_OK(sluice_mt_close(a, SLUICE_CLOSE_DRAIN));
     LT_OK(sluice_mt_close(b, SLUICE_CLOSE_DRAIN));
     sluice_decision_t d;
     LT_CHECK(sluice_mt_submit_u64(b, 1, 1, &d) == SLUICE_ECLOSED, "closed: submit_u64");
-    LT_CHECK(sluice_mt_submit_u64_at(b, 1, 1, sluice_clock_now(), &d) == SLUICE_ECLOSED, "closed: submit_u64_at");
     uint64_t when = 77;
-    LT_CHECK(sluice_mt_submit_u64_cost_timed(b, 1, 1, 1, &d, &when) == SLUICE_ECLOSED && when == 77,
-             "closed: submit_u64_cost_timed");
+    sluice_mt_submit_options_t so = { .when = &when };
+    LT_CHECK(sluice_mt_submit_with_options(b, sluice_key_u64(1), 1, &so, &d) == SLUICE_ECLOSED && when == 77,
+             "closed: submit_with_options");
     sluice_mt_free(a); /* delivers what is left */
     sluice_mt_free(b);
     lt_attached_loop_free(loop, base);
@@ -110,7 +108,7 @@ static void test_same_calls(void) {
 }
 
 static void test_cost_timed(void) {
-    printf("sluice_mt_submit_u64_cost_timed() and sluice_mt_submit_cost_timed(): same decisions, a time\n");
+    printf("sluice_mt_submit_with_options(): an integer key and its bytes, same decisions, a time\n");
     sluice_loop_t *loop = NULL;
     LT_OK(sluice_loop_start(&loop, NULL));
     if (!loop) return;
@@ -130,8 +128,8 @@ static void test_cost_timed(void) {
         sluice_decision_t da, db;
         uint64_t wa = 0, wb = 0;
         uint64_t before = sluice_clock_now();
-        int ra = sluice_mt_submit_cost_timed(a, sluice_key_u64(key), i, cost, &da, &wa);
-        int rb = sluice_mt_submit_u64_cost_timed(b, key, i, cost, &db, &wb);
+        int ra = lt_submit_timed(a, sluice_key_u64(key), i, cost, &da, &wa);
+        int rb = lt_submit_timed(b, sluice_key_bytes(&key, sizeof key), i, cost, &db, &wb);
         uint64_t after = sluice_clock_now();
         if (ra != rb || ra != 0 || da.kind != db.kind) mismatched++;
         if (wb < before || wb > after || wa < before || wa > after) late++;
@@ -143,12 +141,13 @@ static void test_cost_timed(void) {
     LT_CHECK(emitted > 0 && dropped > 0, "emitted %d, dropped %d", emitted, dropped);
     sluice_decision_t d;
     uint64_t wa = 5, wb = 5;
-    int ra = sluice_mt_submit_cost_timed(a, sluice_key_u64(1), 1, 0, &d, &wa);
-    int rb = sluice_mt_submit_u64_cost_timed(b, 1, 1, 0, &d, &wb);
-    LT_CHECK(ra == rb && rb == SLUICE_ERANGE && wb == 5, "cost 0: %d / %d, when %llu", ra, rb,
+    uint64_t k1 = 1;
+    int ra = lt_submit_timed(a, sluice_key_u64(1), 1, SLUICE_RATE_MAX + 1, &d, &wa);
+    int rb = lt_submit_timed(b, sluice_key_bytes(&k1, sizeof k1), 1, SLUICE_RATE_MAX + 1, &d, &wb);
+    LT_CHECK(ra == rb && rb == SLUICE_ERANGE && wa == 5 && wb == 5, "cost too big: %d / %d, when %llu", ra, rb,
              (unsigned long long)wb);
     LT_CHECK(sluice_mt_submit_u64(NULL, 1, 1, &d) == SLUICE_EINVAL, "NULL limiter");
-    LT_CHECK(sluice_mt_submit_u64_at(b, 1, 1, sluice_clock_now() + 1000 * LT_MS, &d) == SLUICE_ERANGE,
+    LT_CHECK(lt_submit_at(a, sluice_key_u64(1), 1, sluice_clock_now() + 1000 * LT_MS, &d) == SLUICE_ERANGE,
              "a time ahead of the clock");
     sluice_mt_free(a);
     sluice_mt_free(b);

@@ -142,7 +142,7 @@ static bool default_tick_attempt(struct event_base *base, sluice_loop_t *loop) {
     }
     const uint64_t t = ct * TICK, D = t + interval, due = (ct + 2) * TICK;
     sluice_decision_t d;
-    LT_OK(sluice_mt_submit_at(m, sluice_key_u64(1), 1, t, &d));
+    LT_OK(lt_submit_at(m, sluice_key_u64(1), 1, t, &d));
     LT_CHECK(d.kind == SLUICE_SCHEDULED, "decision %d", (int)d.kind);
     /* the base is not running: nothing fires before we look */
     uint64_t nd = sluice_mt_next_deadline(m);
@@ -236,11 +236,11 @@ static void test_real_loop_many(void) {
     for (unsigned k = 0; k < NKEYS; k++) {
         t1[k] = sluice_clock_now();
         sluice_decision_t d;
-        LT_OK(sluice_mt_submit_at(m, sluice_key_u64(k), 2 * (uint64_t)k, t1[k], &d));
+        LT_OK(lt_submit_at(m, sluice_key_u64(k), 2 * (uint64_t)k, t1[k], &d));
         if (k >= 100) {
             unsigned j = k - 100; /* its second call, ~2.5 ms after its first */
             t2[j] = sluice_clock_now();
-            LT_OK(sluice_mt_submit_at(m, sluice_key_u64(j), 2 * (uint64_t)j + 1, t2[j], &d));
+            LT_OK(lt_submit_at(m, sluice_key_u64(j), 2 * (uint64_t)j + 1, t2[j], &d));
         }
         uint64_t until = t1[k] + 25000;
         while (sluice_clock_now() < until) {
@@ -249,7 +249,7 @@ static void test_real_loop_many(void) {
     for (unsigned j = NKEYS - 100; j < NKEYS; j++) {
         t2[j] = sluice_clock_now();
         sluice_decision_t d;
-        LT_OK(sluice_mt_submit_at(m, sluice_key_u64(j), 2 * (uint64_t)j + 1, t2[j], &d));
+        LT_OK(lt_submit_at(m, sluice_key_u64(j), 2 * (uint64_t)j + 1, t2[j], &d));
     }
     pthread_mutex_lock(&s.sync.mu);
     bool all = lt_wait_locked(&s.sync, &s.events, 2 * NKEYS);

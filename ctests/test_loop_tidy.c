@@ -87,7 +87,7 @@ static void test_attached(void) {
     sluice_mt_t *m = debouncer(loop, &c, INTERVAL, NSHARDS);
     if (!m) goto out;
     const uint64_t t = sluice_clock_now();
-    for (uint64_t k = 0; k < KEYS; k++) LT_OK(sluice_mt_submit_at(m, sluice_key_u64(k * 0x9E3779B97F4A7C15u), k, t, NULL));
+    for (uint64_t k = 0; k < KEYS; k++) LT_OK(lt_submit_at(m, sluice_key_u64(k * 0x9E3779B97F4A7C15u), k, t, NULL));
     const uint64_t peak = mem_of(m);
     LT_CHECK(peak > empty + KEYS * 16, "peak %llu, empty %llu", (unsigned long long)peak, (unsigned long long)empty);
     /* every key due before the first iteration */
@@ -130,7 +130,7 @@ static void test_call_between_passes(void) {
     sluice_mt_t *m = debouncer(loop, &c, INTERVAL, 1);
     if (m) {
         const uint64_t t = sluice_clock_now();
-        for (uint64_t k = 0; k < KEYS; k++) LT_OK(sluice_mt_submit_at(m, sluice_key_u64(k), k, t, NULL));
+        for (uint64_t k = 0; k < KEYS; k++) LT_OK(lt_submit_at(m, sluice_key_u64(k), k, t, NULL));
         const uint64_t peak = mem_of(m);
         while (sluice_clock_now() < t + INTERVAL + 2 * SLUICE_LOOP_TICK_DEFAULT_NS) {
         }
@@ -162,7 +162,7 @@ static void test_owned(void) {
     sluice_mt_t *m = debouncer(loop, &c, interval, NSHARDS);
     if (m) {
         const uint64_t t = sluice_clock_now();
-        for (uint64_t k = 0; k < KEYS; k++) LT_OK(sluice_mt_submit_at(m, sluice_key_u64(k), k, t, NULL));
+        for (uint64_t k = 0; k < KEYS; k++) LT_OK(lt_submit_at(m, sluice_key_u64(k), k, t, NULL));
         const uint64_t peak = mem_of(m);
         /* on a very slow run (sanitizers, a stalled machine) keys may fire
          * while others are still being added: the check below then says

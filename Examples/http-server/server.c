@@ -486,9 +486,10 @@ static void handle_api(struct server *s, struct evhttp_request *req, uint64_t co
     }
     add_ratelimit(req, "RateLimit-Policy", "\"default\";q=%" PRIu64 ";w=%" PRIu64, s->limit,
                    (s->per_ms + 999) / 1000);
-    uint64_t now = sluice_clock_now();
+    uint64_t now = 0; /* the time of the decision: headers are relative to it */
+    sluice_mt_submit_options_t opts = { .cost = cost, .when = &now };
     sluice_decision_t d;
-    int rc = sluice_mt_submit_cost_at(s->quota, key, 0, cost, now, &d); /* headers relative to this `now` */
+    int rc = sluice_mt_submit_with_options(s->quota, key, 0, &opts, &d);
     if (rc == SLUICE_EFULL) {
         if (s->at_cap == AT_CAP_ADMIT) { /* fail open: served, not counted against any quota */
             s->n_untracked++;
@@ -519,7 +520,7 @@ static void handle_api(struct server *s, struct evhttp_request *req, uint64_t co
      * for a weighted call the key may still have units (a smaller call passes). */
     sluice_quota_t q;
     uint64_t remaining = 0;
-    if (cost > 1 && sluice_mt_quota(s->quota, key, 1, &q) == 0) remaining = q.remaining;
+    if (cost > 1 && sluice_mt_quota(s->quota, key, NULL, &q) == 0) remaining = q.remaining;
     add_ratelimit(req, "RateLimit", "\"default\";r=%" PRIu64 ";t=%" PRIu64, remaining, secs_until(d.full, now));
     if (d.at == SLUICE_NEVER) { /* a cost above the burst: never admitted */
         reply(req, 413, "Payload Too Large", "cost above the quota's burst\n");

@@ -5,7 +5,11 @@
 #include <event2/thread.h>
 #include <time.h>
 
-uint64_t sluice_clock_now(void) { return sluice__clock_now(); }
+/* Never 0: an options' `now` of 0 means "read the clock" (sluice_loop.h). */
+uint64_t sluice_clock_now(void) {
+    uint64_t t = sluice__clock_now();
+    return t ? t : 1;
+}
 
 static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
 static int threads_rc;

@@ -29,9 +29,9 @@
  * refuses (reserve_key, sweep_others). Calls on live keys, the hot path,
  * never touch the counter.
  *
- * Integer keys given as themselves (sluice_mt_submit_u64 and its variants)
- * are hashed here through sluice__hash_u64(): no sluice_key_t is passed by
- * value on their path. */
+ * Integer keys (sluice_mt_submit_u64, and sluice_mt_submit_with_options on
+ * an integer key) are hashed here through sluice__hash_u64(), with no key
+ * check to make. */
 #include "loop-internal.h"
 
 #include <stdlib.h>
@@ -55,7 +55,7 @@ struct call {
     enum call_kind kind;
     uint64_t token;
     uint64_t cost;   /* CALL_SUBMIT */
-    bool have_now;   /* the caller gave the time (sluice_mt_*_at) */
+    bool have_now;   /* the caller gave the time (options' now, sluice_mt_*_at) */
     uint64_t now;
     sluice_decision_t *decision;
     uint64_t *when;  /* CALL_SUBMIT: receives the time the call was decided at */
@@ -385,42 +385,22 @@ int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token, sluice_de
     return key_call(m, key, &c);
 }
 
-int sluice_mt_submit_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t now, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, 1, true, now, d, NULL };
-    return key_call(m, key, &c);
-}
-
-int sluice_mt_submit_cost(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, cost, false, 0, d, NULL };
-    return key_call(m, key, &c);
-}
-
-int sluice_mt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost, uint64_t now,
-                             sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, cost, true, now, d, NULL };
-    return key_call(m, key, &c);
-}
-
-int sluice_mt_submit_cost_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
-                                sluice_decision_t *d, uint64_t *when) {
-    struct call c = { CALL_SUBMIT, token, cost, false, 0, d, when };
-    return key_call(m, key, &c);
-}
-
 int sluice_mt_submit_u64(sluice_mt_t *m, uint64_t key, uint64_t token, sluice_decision_t *d) {
     struct call c = { CALL_SUBMIT, token, 1, false, 0, d, NULL };
     return key_call_u64(m, key, &c);
 }
 
-int sluice_mt_submit_u64_at(sluice_mt_t *m, uint64_t key, uint64_t token, uint64_t now, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, 1, true, now, d, NULL };
-    return key_call_u64(m, key, &c);
-}
+/* NULL options: the defaults. */
+static const sluice_mt_submit_options_t default_options;
 
-int sluice_mt_submit_u64_cost_timed(sluice_mt_t *m, uint64_t key, uint64_t token, uint64_t cost,
-                                    sluice_decision_t *d, uint64_t *when) {
-    struct call c = { CALL_SUBMIT, token, cost, false, 0, d, when };
-    return key_call_u64(m, key, &c);
+int sluice_mt_submit_with_options(sluice_mt_t *m, sluice_key_t key, uint64_t token,
+                                  const sluice_mt_submit_options_t *options, sluice_decision_t *d) {
+    const sluice_mt_submit_options_t *o = options ? options : &default_options;
+    if (o->plan != 0) return SLUICE_EINVAL;
+    struct call c = { CALL_SUBMIT, token, o->cost ? o->cost : 1, o->now != 0, o->now, d, o->when };
+    /* an integer key needs no check: the path of sluice_mt_submit_u64() */
+    if (key.kind == SLUICE_KEY_U64) return key_call_u64(m, key.u64, &c);
+    return key_call(m, key, &c);
 }
 
 int sluice_mt_flush(sluice_mt_t *m, sluice_key_t key) {
@@ -453,33 +433,28 @@ int sluice_mt_pending_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
     return key_call(m, key, &c);
 }
 
-static int quota_call(sluice_mt_t *m, sluice_key_t key, uint64_t cost, bool have_now, uint64_t at,
-                      sluice_quota_t *out) {
-    if (!m || !out) return SLUICE_EINVAL;
+int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_options_t *options,
+                    sluice_quota_t *out) {
+    const sluice_mt_submit_options_t *o = options ? options : &default_options;
+    if (!m || !out || o->plan != 0) return SLUICE_EINVAL;
     if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
     sluice__pkey_t k;
     int rc = sluice__key_prepare(m->seed, key, &k);
     if (rc) return rc;
     struct shard *s = sluice__shard_at(m, (unsigned)k.hash & m->mask);
     uint64_t now = sluice_clock_now();
-    if (have_now) { /* as key_call(): not ahead of the clock */
-        if (at > now && at - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
-        now = at;
+    if (o->now) { /* as key_call_prepared(): not ahead of the clock */
+        if (o->now > now && o->now - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
+        now = o->now;
     }
     sluice__lock(s->lk);
     /* A read: the shard's core hashes the key again (same seed) and changes
      * nothing, so no event, deadline or key count moves. */
-    rc = sluice_limiter_quota(s->core, key, cost, now, out);
+    rc = sluice_limiter_quota(s->core, key, o->cost ? o->cost : 1, now, out);
+    uint64_t seen = sluice__limiter_now(s->core);
     sluice__unlock(s->lk);
+    if (rc == 0 && o->when) *o->when = now < seen ? seen : now; /* as the core clamped it */
     return rc;
-}
-
-int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quota_t *out) {
-    return quota_call(m, key, cost, false, 0, out);
-}
-
-int sluice_mt_quota_at(sluice_mt_t *m, sluice_key_t key, uint64_t cost, uint64_t now, sluice_quota_t *out) {
-    return quota_call(m, key, cost, true, now, out);
 }
 
 /* ------------------------------------------------------------------ close, counters */

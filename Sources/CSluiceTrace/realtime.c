@@ -99,14 +99,14 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
     switch (s->verb) {
     case SLUICE_TRACE_CALL:
         /* stamped with the step's own instant: the decision is the spec's */
-        if (s->flags & SLUICE__STEP_HAS_COST)
-            rc = sluice_mt_submit_cost_at(r->m, key, (uint64_t)i, s->cost, at, &d);
-        else
-            rc = sluice_mt_submit_at(r->m, key, (uint64_t)i, at, &d);
+        {
+            sluice_mt_submit_options_t o = { .now = at };
+            if (s->flags & SLUICE__STEP_HAS_COST) o.cost = s->cost;
+            rc = sluice_mt_submit_with_options(r->m, key, (uint64_t)i, &o, &d);
+        }
         if (rc != 0) {
             rt_fail(r, rc == SLUICE_ENOMEM ? SLUICE_ENOMEM : SLUICE_ECORRUPT,
-                    "line %zu: sluice_mt_submit%s failed: %s", s->line,
-                    (s->flags & SLUICE__STEP_HAS_COST) ? "_cost" : "", sluice_strerror(rc));
+                    "line %zu: sluice_mt_submit_with_options failed: %s", s->line, sluice_strerror(rc));
             return;
         }
         if (d.kind == SLUICE_SCHEDULED) {
@@ -123,7 +123,8 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
          * quota is the spec's (the step runs before the limiter's clock
          * passes that instant); its times become ms since start, rounded up */
         sluice_quota_t q;
-        rc = sluice_mt_quota_at(r->m, key, s->cost, at, &q);
+        sluice_mt_submit_options_t o = { .cost = s->cost, .now = at };
+        rc = sluice_mt_quota(r->m, key, &o, &q);
         if (rc != 0) {
             rt_fail(r, SLUICE_ECORRUPT, "line %zu: quota failed: %s", s->line, sluice_strerror(rc));
             break;

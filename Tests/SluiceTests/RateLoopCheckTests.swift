@@ -4,9 +4,8 @@ import Testing
 @testable import Sluice
 
 /// `RateLimiter.check` on a loop calls the loop limiter from the caller's
-/// own (inlined, specialized) code, an integer key through
-/// `sluice_mt_submit_u64_cost_timed`, a byte key through
-/// `sluice_mt_submit_cost_timed`, and builds the decision itself; on a
+/// own (inlined, specialized) code through `sluice_mt_submit_with_options`,
+/// and builds the decision itself; on a
 /// manual clock it goes through the engine. These tests hold the loop path
 /// to the engine path: the same random sequence of keys and costs, on the
 /// loop and on a manual clock, must give the same decisions.

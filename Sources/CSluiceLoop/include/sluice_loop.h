@@ -122,8 +122,8 @@
  * call fires are delivered like the loop's. A refusal costs a lock round on
  * each shard. Calls on live keys do not touch the cap's shared counter.
  *
- * Caller-given times: sluice_mt_submit_at(), sluice_mt_submit_cost_at(),
- * sluice_mt_quota_at() and sluice_mt_flush_at(), sluice_mt_cancel_at(),
+ * Caller-given times: sluice_mt_submit_with_options() and sluice_mt_quota()
+ * with a nonzero `now` option, and sluice_mt_flush_at(), sluice_mt_cancel_at(),
  * sluice_mt_pending_at() take `now` from the caller (tests, replays). A shard has one clock for
  * all its keys, so a time ahead of the real clock would move it for every
  * key of the shard (other keys' rate state, debounce timers). Such a time
@@ -158,9 +158,8 @@
  *  delivery time) late. */
 #define SLUICE_LOOP_TICK_DEFAULT_NS UINT64_C(10000)
 
-/** How far a time given to sluice_mt_submit_at() may be ahead of
- *  sluice_clock_now() read by the call: 1 us (rounding of a coarser unit).
- *  A later time is refused with SLUICE_ERANGE. */
+/** How far a caller-given time may be ahead of sluice_clock_now() read by
+ *  the call: 1 us. A later time is refused with SLUICE_ERANGE. */
 #define SLUICE_MT_SUBMIT_AT_SLACK_NS UINT64_C(1000)
 
 #ifdef __cplusplus
@@ -174,11 +173,10 @@ struct event_base;
 /* ------------------------------------------------------------------ */
 
 /**
- * Reads the clock the loop layer uses: CLOCK_MONOTONIC, in nanoseconds.
- * Times passed to and returned by the functions of this header (decision
- * and event times, sluice_mt_submit_at()) are on this clock.
+ * Reads the clock of the loop layer: CLOCK_MONOTONIC, in nanoseconds. Every
+ * time passed to or returned by this header's functions is on this clock.
  *
- * @return the current time in ns (never 0 in practice; not related to wall time).
+ * @return the current time in ns; never 0 (not related to wall time).
  */
 SLUICE_EXTERN uint64_t sluice_clock_now(void);
 
@@ -402,191 +400,102 @@ SLUICE_EXTERN int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *l
                                              const sluice_mt_options_t *options);
 
 /**
- * Hands a token to the limiter for a key, now (sluice_clock_now(), read
- * just before the shard's lock is taken; a time older than one the shard has
- * already seen counts as that later time), and returns the decision at once.
- * Any thread may call it.
+ * Hands a token to the limiter for a key, now, and returns the decision at
+ * once. Any thread may call it.
  *
  * As sluice_limiter_submit(): deadlines of this key due now fire first, and
- * a SLUICE_SCHEDULED token is reported later by exactly one event. Events
- * this call causes (a superseded value dropped, a due emission of the key,
- * and with SLUICE_MT_REPORT_* flags the token's own emission or drop) are
- * delivered on the loop thread: before this function returns when it is
- * called on the loop thread, shortly after otherwise. When the decision's
- * deadline becomes the limiter's earliest, the loop's timer is re-armed.
- *
- * Without reporting flags, on a thread other than the loop thread, an
- * SLUICE_EMITTED decision may precede the delivery of an older event of the
- * same key still queued (see "Per-key order across threads" above). With
- * SLUICE_MT_REPORT_ALL the decision is informational and the token's event
- * comes after every older event of its key.
+ * a SLUICE_SCHEDULED token is reported later by exactly one event. The
+ * events this call causes are delivered as described at the top of this
+ * header. Without reporting flags, on a thread other than the loop thread,
+ * an SLUICE_EMITTED decision may precede an older event of the same key
+ * still queued; with SLUICE_MT_REPORT_ALL the decision is informational.
  *
  * @param m the limiter.
  * @param key the key; its bytes are copied if the key becomes live.
  * @param token the caller's value handle, opaque to the limiter.
  * @param decision receives the decision (may be NULL). For SLUICE_DROPPED
- *        on a rate limiter, `at` is the earliest time (on sluice_clock_now()'s
- *        clock) a call on this key would be admitted: Retry-After.
- * @return 0 on success; SLUICE_EINVAL (NULL limiter, bad key),
- *         SLUICE_EKEYLEN, SLUICE_EFULL, SLUICE_ENOMEM or SLUICE_ECLOSED. On
- *         error the token was not taken.
+ *        on a rate limiter, `at` is the earliest time a call on this key
+ *        would be admitted: Retry-After.
+ * @return 0; SLUICE_EINVAL (NULL limiter, bad key), SLUICE_EKEYLEN,
+ *         SLUICE_EFULL, SLUICE_ENOMEM or SLUICE_ECLOSED. On error the token
+ *         was not taken.
  */
 SLUICE_EXTERN int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token,
                                    sluice_decision_t *decision);
 
 /**
- * As sluice_mt_submit(), at a time given by the caller instead of the
- * clock: for tests and replays. `now` must be on sluice_clock_now()'s clock
- * (the loop's timer runs on it) and not ahead of it: a time later than the
- * clock read by this call plus SLUICE_MT_SUBMIT_AT_SLACK_NS is refused (see
- * "Caller-given times" above), so other keys of the shard are never moved
- * into the future. An earlier time than the shard has already seen is
- * treated as that later time.
+ * sluice_mt_submit(m, sluice_key_u64(key), token, decision), with the same
+ * results, events and errors, for an integer key passed as itself: the
+ * cheapest call for integer keys.
  *
  * @param m the limiter.
- * @param key the key.
- * @param token the caller's value handle.
- * @param now the time of the call, in ns on sluice_clock_now()'s clock, at
- *        most sluice_clock_now() + SLUICE_MT_SUBMIT_AT_SLACK_NS.
- * @param decision receives the decision (may be NULL).
- * @return as sluice_mt_submit(), and SLUICE_ERANGE for a `now` ahead of the
- *         clock (the token was not taken).
- */
-SLUICE_EXTERN int sluice_mt_submit_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t now,
-                                      sluice_decision_t *decision);
-
-/**
- * Hands a weighted call to a rate limiter, now: sluice_limiter_submit_cost()
- * (sluice.h) on the key's shard, with the threading and delivery of
- * sluice_mt_submit(). The call counts `cost` units of the key's quota and is
- * admitted whole or not at all; a cost above the burst is dropped with
- * `decision->at` == SLUICE_NEVER. An admitted call's decision carries
- * `remaining` and `full`.
- *
- * @param m the limiter.
- * @param key the key.
- * @param token the caller's value handle.
- * @param cost the units the call weighs, 1 to SLUICE_RATE_MAX (only 1 for
- *        policies other than rate).
- * @param decision receives the decision (may be NULL).
- * @return as sluice_mt_submit(); SLUICE_ERANGE for a cost of 0 or above
- *         SLUICE_RATE_MAX; SLUICE_EINVAL for a cost other than 1 on a policy
- *         that is not rate.
- */
-SLUICE_EXTERN int sluice_mt_submit_cost(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
-                                        sluice_decision_t *decision);
-
-/**
- * sluice_mt_submit_cost() at a time given by the caller, under the rule of
- * sluice_mt_submit_at() (not ahead of the clock).
- *
- * @param m the limiter.
- * @param key the key.
- * @param token the caller's value handle.
- * @param cost the units the call weighs (as sluice_mt_submit_cost()).
- * @param now the time of the call, at most sluice_clock_now() +
- *        SLUICE_MT_SUBMIT_AT_SLACK_NS.
- * @param decision receives the decision (may be NULL).
- * @return as sluice_mt_submit_cost(), and SLUICE_ERANGE for a `now` ahead of
- *         the clock.
- */
-SLUICE_EXTERN int sluice_mt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
-                                           uint64_t now, sluice_decision_t *decision);
-
-/**
- * sluice_mt_submit_cost() that also tells when the call was decided: the
- * time the shard's core used, which is the clock read by the call, or a
- * later time the shard had already seen (a shard's clock never goes back).
- * A rate check that answers "retry after N seconds" measures N from it, with
- * no second read of the clock.
- *
- * @param m the limiter.
- * @param key the key.
- * @param token the caller's value handle.
- * @param cost the units the call weighs (as sluice_mt_submit_cost()).
- * @param decision receives the decision (may be NULL).
- * @param when receives the time of the decision in ns on sluice_clock_now()'s
- *        clock when the call returns 0 (may be NULL; untouched on error).
- * @return as sluice_mt_submit_cost().
- */
-SLUICE_EXTERN int sluice_mt_submit_cost_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
-                                              sluice_decision_t *decision, uint64_t *when);
-
-/**
- * sluice_mt_submit() for an integer key given as itself: the same call on
- * sluice_key_u64(key), with the same results, events and errors. The key is
- * passed in a register rather than as a 32-byte sluice_key_t by value, which
- * a caller's compiler writes with small stores that the callee reads back
- * with wider loads (a store-forwarding stall on every call); callers with
- * integer keys should prefer it.
- *
- * @param m the limiter.
- * @param key the integer key (the same key as sluice_key_u64(key)).
+ * @param key the integer key.
  * @param token the caller's value handle.
  * @param decision receives the decision (may be NULL).
  * @return as sluice_mt_submit().
  */
 SLUICE_EXTERN int sluice_mt_submit_u64(sluice_mt_t *m, uint64_t key, uint64_t token, sluice_decision_t *decision);
 
-/**
- * sluice_mt_submit_at() for an integer key given as itself (see
- * sluice_mt_submit_u64()).
- *
- * @param m the limiter.
- * @param key the integer key.
- * @param token the caller's value handle.
- * @param now the time of the call, at most sluice_clock_now() +
- *        SLUICE_MT_SUBMIT_AT_SLACK_NS.
- * @param decision receives the decision (may be NULL).
- * @return as sluice_mt_submit_at().
- */
-SLUICE_EXTERN int sluice_mt_submit_u64_at(sluice_mt_t *m, uint64_t key, uint64_t token, uint64_t now,
-                                          sluice_decision_t *decision);
+/** Options of one call on a key (sluice_mt_submit_with_options(),
+ *  sluice_mt_quota()). Zero-initialise, or pass NULL, for the defaults: a
+ *  call of cost 1, now, on the key's only plan. */
+typedef struct sluice_mt_submit_options {
+    /** The units the call weighs, 1 to SLUICE_RATE_MAX (only 1 for policies
+     *  other than rate); 0 means 1. A rate call is admitted whole or not at
+     *  all; a cost above the burst is dropped with `decision->at` ==
+     *  SLUICE_NEVER. */
+    uint64_t cost;
+    /** 0: the call reads sluice_clock_now() (which never returns 0).
+     *  Otherwise the time of the call on that clock, under the rule of
+     *  "Caller-given times" (top of this header): at most the clock read by
+     *  the call plus SLUICE_MT_SUBMIT_AT_SLACK_NS, else SLUICE_ERANGE. */
+    uint64_t now;
+    /** NULL, or receives, when the call returns 0, the time the call was
+     *  decided at: its time as the key's shard counts it (the time read or
+     *  given, or a later one the shard had already seen). A "retry after N
+     *  seconds" measured from it needs no second read of the clock.
+     *  Untouched on error. */
+    uint64_t *when;
+    /** Reserved for quota plans: must be 0 (otherwise SLUICE_EINVAL). */
+    uint32_t plan;
+} sluice_mt_submit_options_t;
 
 /**
- * sluice_mt_submit_cost_timed() for an integer key given as itself (see
- * sluice_mt_submit_u64()): `cost` units of the key's quota, and the time
- * the call was decided at.
+ * sluice_mt_submit() with options: a weighted call (sluice_limiter_submit_cost()
+ * on the key's shard), a caller-given time, the time of the decision.
+ * With NULL options, it is sluice_mt_submit().
  *
  * @param m the limiter.
- * @param key the integer key.
+ * @param key the key.
  * @param token the caller's value handle.
- * @param cost the units the call weighs (as sluice_mt_submit_cost()).
- * @param decision receives the decision (may be NULL).
- * @param when receives the time of the decision (as
- *        sluice_mt_submit_cost_timed(); may be NULL; untouched on error).
- * @return as sluice_mt_submit_cost().
+ * @param options the options, or NULL; read only during the call.
+ * @param decision receives the decision (may be NULL); an admitted rate
+ *        call's carries `remaining` and `full`.
+ * @return as sluice_mt_submit(); SLUICE_ERANGE for a cost above
+ *         SLUICE_RATE_MAX or a `now` ahead of the clock; SLUICE_EINVAL for a
+ *         cost other than 1 on a policy that is not rate, or a nonzero
+ *         plan. On error the token was not taken.
  */
-SLUICE_EXTERN int sluice_mt_submit_u64_cost_timed(sluice_mt_t *m, uint64_t key, uint64_t token, uint64_t cost,
-                                                  sluice_decision_t *decision, uint64_t *when);
+SLUICE_EXTERN int sluice_mt_submit_with_options(sluice_mt_t *m, sluice_key_t key, uint64_t token,
+                                                const sluice_mt_submit_options_t *options,
+                                                sluice_decision_t *decision);
 
 /**
  * Hands a batch of calls to the limiter, now: for each call i in order, what
- * sluice_mt_submit_cost(m, calls[i].key, calls[i].token, calls[i].cost,
- * &decisions[i]) does, all at one reading of the clock. The calls are
- * grouped by shard and each shard's lock is taken once per group of calls
- * (rather than once per call), with the keys hashed and their state
- * prefetched before the lock is taken; calls on one key always share a
- * shard and are made in their order in the batch, so each key sees exactly
- * the sequence of single calls. Calls on different keys may be made in
- * another order than the batch's (they do not affect one another, but their
- * events may be delivered in another interleaving). With `max_keys`, whose
- * budget the shards share, the calls are made in the batch's order (a lock
- * per run of consecutive calls on one shard), so that the same calls get
- * SLUICE_EFULL as with single calls.
- *
- * Events the batch causes are delivered as for sluice_mt_submit(): on the
- * loop thread before this function returns, shortly after otherwise; they
- * are delivered once after the last call, not after each. With reporting
- * flags, each key's events still come in the order of its tokens.
+ * sluice_mt_submit_with_options() with calls[i].cost does (a cost of 0 is
+ * refused with SLUICE_ERANGE here), all at one reading of the clock and with
+ * one lock per shard per group of calls. Each key sees exactly the sequence
+ * of single calls; calls on different keys may be made, and their events
+ * delivered, in another interleaving. With `max_keys` the same calls get
+ * SLUICE_EFULL as with single calls. The batch's events are delivered as
+ * for sluice_mt_submit(), once after the last call; with reporting flags,
+ * each key's events still come in the order of its tokens.
  *
  * @param m the limiter.
- * @param calls the calls, in order (may be NULL when n is 0); `cost` is 1 for
- *        an unweighted call.
+ * @param calls the calls, in order (may be NULL when n is 0).
  * @param n how many calls.
  * @param decisions receives each call's decision (n entries; may be NULL).
- * @param results receives each call's return value as sluice_mt_submit_cost()
- *        would have returned it (n entries; may be NULL).
+ * @param results receives each call's return value (n entries; may be NULL).
  * @return 0 when every call returned 0, otherwise the first nonzero result
  *         in batch order; SLUICE_EINVAL with no call made for a NULL limiter
  *         or NULL calls with n > 0; SLUICE_ECLOSED for every call of a
@@ -596,43 +505,27 @@ SLUICE_EXTERN int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *cal
                                         sluice_decision_t *decisions, int *results);
 
 /**
- * Reads a rate key's quota now without changing anything:
- * sluice_limiter_quota() (sluice.h) on the key's shard, under its lock. For
- * a `RateLimit` header or a Retry-After before the call is made.
+ * Reads a rate key's quota without changing anything: sluice_limiter_quota()
+ * (sluice.h) on the key's shard, for the call the options describe. For a
+ * `RateLimit` header or a Retry-After before the call is made.
  *
  * @param m a loop limiter with a rate policy.
  * @param key the key.
- * @param cost the cost to compute `retry` for (1 for a plain call), 1 to
- *        SLUICE_RATE_MAX.
+ * @param options the cost to compute `retry` for, the time of the read (as
+ *        for sluice_mt_submit_with_options(); `when` receives the time the
+ *        quota was read at), or NULL for cost 1, now.
  * @param out receives the quota; times are on sluice_clock_now()'s clock.
- * @return 0; SLUICE_EINVAL (NULL pointer, bad key, not a rate policy);
- *         SLUICE_ERANGE (cost); SLUICE_EKEYLEN; SLUICE_ECLOSED.
+ * @return 0; SLUICE_EINVAL (NULL pointer, bad key, not a rate policy,
+ *         nonzero plan); SLUICE_ERANGE (cost, or a `now` ahead of the
+ *         clock); SLUICE_EKEYLEN; SLUICE_ECLOSED.
  */
-SLUICE_EXTERN int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quota_t *out);
+SLUICE_EXTERN int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_options_t *options,
+                                  sluice_quota_t *out);
 
 /**
- * sluice_mt_quota() at a time given by the caller, under the rule of
- * sluice_mt_submit_at(): for tests and replays that read a quota at the
- * instant of their step rather than a little later. `now` may not be ahead
- * of the clock; a time earlier than the key's shard has already seen counts
- * as that later time. Like sluice_mt_quota(), a read: nothing changes.
- *
- * @param m a loop limiter with a rate policy.
- * @param key the key.
- * @param cost the cost to compute `retry` for, 1 to SLUICE_RATE_MAX.
- * @param now the time of the read, in ns on sluice_clock_now()'s clock, at
- *        most sluice_clock_now() + SLUICE_MT_SUBMIT_AT_SLACK_NS.
- * @param out receives the quota at that time.
- * @return as sluice_mt_quota(), and SLUICE_ERANGE for a `now` ahead of the
- *         clock.
- */
-SLUICE_EXTERN int sluice_mt_quota_at(sluice_mt_t *m, sluice_key_t key, uint64_t cost, uint64_t now,
-                                     sluice_quota_t *out);
-
-/**
- * Emits the key's pending value now (an SLUICE_EVENT_EMIT, delivered as
- * described for sluice_mt_submit()) and returns the key to idle with its
- * timer disarmed. For rate, does nothing.
+ * Emits the key's pending value now (an SLUICE_EVENT_EMIT, delivered as for
+ * sluice_mt_submit()) and returns the key to idle with its timer disarmed.
+ * For rate, does nothing.
  *
  * @param m the limiter.
  * @param key the key.
@@ -663,46 +556,20 @@ SLUICE_EXTERN int sluice_mt_cancel(sluice_mt_t *m, sluice_key_t key);
 SLUICE_EXTERN int sluice_mt_pending(sluice_mt_t *m, sluice_key_t key);
 
 /**
- * sluice_mt_flush() at a time given by the caller, under the rule of
- * sluice_mt_submit_at() (not ahead of the clock; a time earlier than the
- * key's shard has already seen counts as that later time). For replays
- * whose every step happens at its own instant (sluice-trace --realtime): an
- * operation made at the clock, a little after its instant, would move the
- * shard's clock (every key's) past the instant of the next steps.
+ * sluice_mt_flush(), sluice_mt_cancel() and sluice_mt_pending() at a time
+ * given by the caller, under the rule of "Caller-given times" (top of this
+ * header); deadlines due by then fire first, as for any call. For replays
+ * whose every step happens at its own instant (sluice-trace --realtime).
  *
  * @param m the limiter.
  * @param key the key.
- * @param now the time of the flush, in ns on sluice_clock_now()'s clock, at
- *        most sluice_clock_now() + SLUICE_MT_SUBMIT_AT_SLACK_NS.
- * @return as sluice_mt_flush(), and SLUICE_ERANGE for a `now` ahead of the
- *         clock (nothing done).
+ * @param now the time of the call, at most sluice_clock_now() +
+ *        SLUICE_MT_SUBMIT_AT_SLACK_NS.
+ * @return as the call without `now`, and SLUICE_ERANGE for a `now` ahead of
+ *         the clock (nothing done).
  */
 SLUICE_EXTERN int sluice_mt_flush_at(sluice_mt_t *m, sluice_key_t key, uint64_t now);
-
-/**
- * sluice_mt_cancel() at a time given by the caller, under the rule of
- * sluice_mt_flush_at().
- *
- * @param m the limiter.
- * @param key the key.
- * @param now the time of the cancel, at most sluice_clock_now() +
- *        SLUICE_MT_SUBMIT_AT_SLACK_NS.
- * @return as sluice_mt_cancel(), and SLUICE_ERANGE for a `now` ahead of the
- *         clock (nothing done).
- */
 SLUICE_EXTERN int sluice_mt_cancel_at(sluice_mt_t *m, sluice_key_t key, uint64_t now);
-
-/**
- * sluice_mt_pending() at a time given by the caller, under the rule of
- * sluice_mt_flush_at() (deadlines due by then fire first, as for any call).
- *
- * @param m the limiter.
- * @param key the key.
- * @param now the time of the question, at most sluice_clock_now() +
- *        SLUICE_MT_SUBMIT_AT_SLACK_NS.
- * @return as sluice_mt_pending(), and SLUICE_ERANGE for a `now` ahead of
- *         the clock.
- */
 SLUICE_EXTERN int sluice_mt_pending_at(sluice_mt_t *m, sluice_key_t key, uint64_t now);
 
 /**

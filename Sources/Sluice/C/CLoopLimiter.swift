@@ -27,32 +27,38 @@ struct CLoopLimiter: @unchecked Sendable {
     /// `sluice_mt_free` (reports what is still pending as discarded, on this thread).
     func free() { sluice_mt_free(handle) }
 
-    /// `sluice_mt_submit_cost` (an integer key through
-    /// `sluice_mt_submit_u64_cost_timed`, the same call without the key
-    /// struct passed by value to C).
+    /// `sluice_mt_submit_u64` or `sluice_mt_submit` for a call of cost 1,
+    /// `sluice_mt_submit_with_options` otherwise.
     @inlinable
     func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32 {
-        if key.kind == SLUICE_KEY_U64 {
-            return sluice_mt_submit_u64_cost_timed(handle, key.u64, token, cost, &decision, nil)
+        if cost != 1 {
+            var options = sluice_mt_submit_options_t()
+            options.cost = cost
+            return sluice_mt_submit_with_options(handle, key, token, &options, &decision)
         }
-        return sluice_mt_submit_cost(handle, key, token, cost, &decision)
+        if key.kind == SLUICE_KEY_U64 { return sluice_mt_submit_u64(handle, key.u64, token, &decision) }
+        return sluice_mt_submit(handle, key, token, &decision)
     }
 
-    /// `sluice_mt_submit_cost_timed` (an integer key through
-    /// `sluice_mt_submit_u64_cost_timed`).
+    /// `sluice_mt_submit_with_options` with `cost`, `at` receiving the
+    /// time of the decision.
     @inlinable
     func submitTimed(
         _ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t, at: inout UInt64
     ) -> Int32 {
-        if key.kind == SLUICE_KEY_U64 {
-            return sluice_mt_submit_u64_cost_timed(handle, key.u64, token, cost, &decision, &at)
+        withUnsafeMutablePointer(to: &at) { at in
+            var options = sluice_mt_submit_options_t()
+            options.cost = cost
+            options.when = at
+            return sluice_mt_submit_with_options(handle, key, token, &options, &decision)
         }
-        return sluice_mt_submit_cost_timed(handle, key, token, cost, &decision, &at)
     }
 
     /// `sluice_mt_quota`.
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32 {
-        sluice_mt_quota(handle, key, cost, &quota)
+        var options = sluice_mt_submit_options_t()
+        options.cost = cost
+        return sluice_mt_quota(handle, key, &options, &quota)
     }
 
     /// `sluice_mt_flush`.

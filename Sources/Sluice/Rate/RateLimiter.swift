@@ -37,8 +37,8 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     /// The loop limiter itself when the engine is a ``LoopEngine`` (`nil` on
     /// any other engine): ``check(_:cost:)`` calls it from the caller's own
     /// code, inlined and specialized for the key type, without the engine's
-    /// dynamic dispatch (an integer key reaches `sluice_mt_submit_u64_cost_timed`
-    /// in a register). The engine owns it and frees it in `deinit`.
+    /// dynamic dispatch (`sluice_mt_submit_with_options`). The engine owns it
+    /// and frees it in `deinit`.
     @usableFromInline let loopLimiter: CLoopLimiter?
     /// The policy (a rate policy).
     public let policy: LimiterPolicy
