@@ -2,150 +2,83 @@
  * sluice_loop.h — Sluice on a libevent loop, callable from any thread.
  *
  * The core (sluice.h) is confined to one thread and never reads a clock.
- * This header puts it on a real libevent `event_base`:
+ * This header puts it on a libevent `event_base`:
  *
- *  - a *loop binding* (sluice_loop_t) ties Sluice to an event_base: either a
- *    base the caller owns and runs (sluice_loop_attach()), or a base Sluice
- *    creates and runs on a thread of its own (sluice_loop_start());
- *  - a *loop limiter* (sluice_mt_t) is a limiter on a loop binding that any
- *    thread may call. Every call reads CLOCK_MONOTONIC itself (see
- *    sluice_clock_now()) and returns its decision at once, synchronously: a
- *    server answers 429 without waiting for the loop. Deadlines fire on the
- *    loop, and every event is delivered by the loop thread.
+ *  - a *loop binding* (sluice_loop_t) ties Sluice to an event_base: one the
+ *    caller owns and runs (sluice_loop_attach()), or one Sluice creates and
+ *    runs on a thread of its own (sluice_loop_start());
+ *  - a *loop limiter* (sluice_mt_t) is a limiter on a binding that any
+ *    thread may call. A call reads the clock itself (sluice_clock_now())
+ *    and returns its decision at once; deadlines fire on the loop, and the
+ *    loop thread delivers the events. How the layer works inside (shards,
+ *    timer, outboxes) is in docs/loop.md.
  *
- * Threading model
- * ---------------
- * A loop limiter is split into shards by key hash (one hash per call; the
- * shard is picked from hash bits the key index does not use). Each shard is
- * a mutex, a core limiter and an outbox of events. Calls on different keys
- * from different threads mostly take different mutexes: there is no global
- * lock on the hot path. Events produced under a shard lock (a superseded
- * value dropped, a deadline of the key fired by "timers first") are copied,
- * key included, into the shard's outbox; the event callback is always called
- * outside every lock, so it may call any function of this header, including
- * sluice_mt_free() on its own limiter.
+ * Events. The event callback is called outside every lock of the limiter,
+ * so it may call any function of this header, sluice_mt_free() of its own
+ * limiter included. While the loop runs it is called on the loop thread
+ * only, never twice at once for one limiter. A call made on the loop thread
+ * delivers the events it caused before it returns; a call from another
+ * thread wakes the loop, which delivers them shortly after. Events of one
+ * key are delivered in the order they happened. When no loop thread runs
+ * (an owned loop after sluice_loop_stop()) a call delivers its events on
+ * the calling thread before it returns (or another thread delivering for
+ * the limiter at that moment does).
  *
- * Where the callback runs: while the loop runs, on the loop thread only,
- * one event at a time (or one batch at a time with the batch callback,
- * sluice_mt_options_t.on_events; never two callbacks of one limiter at
- * once). A call made *on the loop thread* (for instance from an evhttp
- * request handler or a timer of the caller's) delivers the events it caused
- * before it returns, so that thread sees events and decisions in order. A
- * call from another thread wakes the loop, which delivers them shortly
- * after. Events of one key are always delivered in the order they happened.
- * When no loop thread runs (an owned loop after sluice_loop_stop()) events
- * are delivered by the calling thread before the call returns (or, if
- * another thread is delivering for the limiter at that moment, by that
- * one).
+ * Reporting modes. By default (flags 0) a token is reported once, as in the
+ * core: a token emitted or dropped at once by the submit's decision only, a
+ * scheduled token later by one event. On a thread other than the loop
+ * thread, an SLUICE_EMITTED decision may then be learnt before the loop
+ * delivers an older event of the same key. Callers needing strict per-key
+ * order of everything emitted call from the loop thread or create the
+ * limiter with SLUICE_MT_REPORT_ALL: every token is then reported exactly
+ * once by the callback, in per-key order (a token emitted or dropped at
+ * once by an SLUICE_EVENT_EMIT or SLUICE_EVENT_DROP whose `at` is the
+ * call's time, after the other events of that call), and the decision is
+ * informational: the value must not be acted on or released from it.
+ * SLUICE_MT_REPORT_EMITTED and SLUICE_MT_REPORT_DROPPED select one half.
  *
- * Per-key order across threads: two reporting modes
- * --------------------------------------------------
- * By default (flags 0) a token is reported once, as in the core: a token
- * emitted or dropped at once only by submit's decision, a scheduled token
- * later by one event. The decision reaches its caller at once while events
- * travel through the loop, so on a thread other than the loop thread a
- * SLUICE_EMITTED decision may be learnt *before* the loop delivers an older
- * event of the same key still queued: for instance sluice_mt_flush(k) and
- * then a submit on k emitted at once, or a debounce with leading and
- * trailing edges whose trailing emission falls due (fired by "timers first"
- * inside the submit) just as the submit starts a new burst with a leading
- * emission. A caller that acts on an EMITTED decision there may act on the
- * newer value before the handler acts on the older one. That is fine for
- * decisions only (rate limiting, 429s); callers needing strict per-key order
- * of everything emitted either call from the loop thread, or create the
- * limiter with SLUICE_MT_REPORT_ALL (sluice_mt_new_with_options()).
+ * Timers. At most `max_timers_per_pass` timer transitions are handled per
+ * pass of the loop, the rest on the next pass, so I/O gets a turn. A
+ * limiter with nothing armed costs no CPU. Emissions are never early and at
+ * most one wheel tick late, plus the loop's wake-up: sluice_config_t.tick_ns
+ * 0 means SLUICE_LOOP_TICK_DEFAULT_NS. Create bases with
+ * EVENT_BASE_FLAG_PRECISE_TIMER (sluice_loop_start() does): without it
+ * libevent reads a coarse clock and timers fire up to a kernel tick (often
+ * 4 ms) late.
  *
- * With SLUICE_MT_REPORT_ALL the event callback is the single channel that
- * reports every token exactly once, in per-key order: a token emitted or
- * dropped at once is *also* queued, as an SLUICE_EVENT_EMIT or
- * SLUICE_EVENT_DROP whose `at` is the call's time, in the shard's outbox,
- * under the same lock, right after the events that same call produced
- * (a due emission of the key, a superseded value). The decision is then
- * informational: it tells the caller what happened (answer 429, compute
- * Retry-After) but the value must not be acted on, nor released, from the
- * decision: the callback does that. On the loop thread the token's event is
- * delivered before submit returns, in the same pass as the call's other
- * events. SLUICE_MT_REPORT_EMITTED and SLUICE_MT_REPORT_DROPPED select half
- * of it (for example emissions in order through the callback while a
- * dropped token stays the caller's at once).
+ * Threads. A call from a thread other than the loop thread needs libevent's
+ * locking, enabled by evthread_use_pthreads() before the base is created
+ * (sluice_threads_init(); sluice_loop_start() calls it). Without it the loop
+ * notices new deadlines and events only at its next wake-up, and
+ * sluice_mt_free() from another thread is unsafe.
  *
- * Timers: each loop limiter uses one libevent timer, armed at the earliest
- * deadline over its shards. A call whose deadline becomes the earliest
- * re-arms it (and wakes the loop from any thread); extending or cancelling
- * a deadline never re-arms: a wake-up that finds nothing due re-arms for the
- * next deadline. In the timer callback the clock is read once for the whole
- * batch, and at most `max_timers_per_pass` timer transitions are handled per
- * pass: the rest waits for the next pass, scheduled at once, so a burst of
- * millions of due deadlines does not starve the loop's I/O. The shards'
- * tables shrink as keys go idle; the timer pass leaves that work for after
- * its delivery, one shard per pass (the shards drain in step, and doing it
- * in the pass held every event of it back). A limiter with nothing armed
- * has no timer pending and costs no CPU.
+ * Live-key cap. sluice_config_t.max_keys (0: none) caps the keys that have
+ * state in the limiter, over all shards. The limiter never holds more, and
+ * refuses a new key with SLUICE_EFULL only when max_keys keys are live or
+ * being created by calls running at that moment: a key whose state has
+ * expired (a due deadline not run yet, an idle rate key) never causes a
+ * refusal. A refusal costs a lock round on each shard.
  *
- * Precise timers: libevent 2.1 by default reads CLOCK_MONOTONIC_COARSE,
- * whose resolution is the kernel tick (4 ms on common kernels): timers then
- * fire up to ~4 ms late, in steps, and a wake-up that comes early by the
- * clock Sluice reads finds nothing due and waits again. Create bases with
- * EVENT_BASE_FLAG_PRECISE_TIMER (sluice_loop_start() does) for timers that
- * fire within some tens of microseconds of their time when the loop thread
- * gets a CPU at once (a loaded machine adds its scheduling delay, often
- * milliseconds). Emissions are never early
- * either way; the wheel's tick adds at most one tick: on a loop,
- * sluice_config_t.tick_ns == 0 means SLUICE_LOOP_TICK_DEFAULT_NS (10 us),
- * a hundredth of the core's 1 ms default, so the tick's rounding (0-10 us)
- * is small beside the wake-up latency of the loop thread itself (some tens
- * of microseconds). A finer tick costs wake-ups only where deadlines are
- * dense, and there a wake-up takes longer than a tick, so it handles every
- * deadline reached meanwhile: the number of wake-ups is bounded by the loop,
- * not by the tick (docs/loop.md, "Wheel tick").
+ * Caller-given times. A call given a `now` (sluice_mt_submit_options_t.now,
+ * sluice_mt_flush_at(), sluice_mt_cancel_at(), sluice_mt_pending_at()), for
+ * tests and replays, takes it on sluice_clock_now()'s clock. A time later
+ * than the clock read by the call plus SLUICE_MT_SUBMIT_AT_SLACK_NS is
+ * refused with SLUICE_ERANGE and changes nothing (a shard has one clock for
+ * all its keys, which such a time would move). A time earlier than the
+ * key's shard has already seen counts as that later time.
  *
- * Threads and libevent: calling into a loop limiter from a thread other
- * than the loop thread needs libevent's locking, enabled by
- * evthread_use_pthreads() *before the base is created*; without it the
- * loop only notices new deadlines and events at its next wake-up, and
- * sluice_mt_free() from another thread is unsafe. sluice_threads_init()
- * does it once. sluice_loop_start() calls it itself.
- *
- * Live-key cap: sluice_config_t.max_keys caps the keys that have state in
- * the limiter, over all shards together; 0 means no cap. The limiter never
- * holds more than max_keys live keys, and a new key is refused with
- * SLUICE_EFULL only when max_keys keys are live or being created by calls
- * running at that moment (a call on a key without state holds one unit of
- * the cap while it runs, and gives it back if the key did not become live).
- * Before refusing, a call runs the due deadlines of its own shard, as the
- * core does, or frees one idle rate key there (rate keys have no timers:
- * their state expires lazily); if that frees nothing, it releases its
- * shard's lock and does the same in the other shards, one lock at a time,
- * until one gives a unit back, then tries once more. So a key whose state
- * has expired (a due deadline not yet run, an idle rate key not yet swept)
- * never causes a refusal, whichever shard holds it; the emissions such a
- * call fires are delivered like the loop's. A refusal costs a lock round on
- * each shard. Calls on live keys do not touch the cap's shared counter.
- *
- * Caller-given times: sluice_mt_submit_with_options() and sluice_mt_quota()
- * with a nonzero `now` option, and sluice_mt_flush_at(), sluice_mt_cancel_at(),
- * sluice_mt_pending_at() take `now` from the caller (tests, replays). A shard has one clock for
- * all its keys, so a time ahead of the real clock would move it for every
- * key of the shard (other keys' rate state, debounce timers). Such a time
- * is refused: a `now` later than sluice_clock_now() read by the call plus
- * SLUICE_MT_SUBMIT_AT_SLACK_NS fails with SLUICE_ERANGE and changes
- * nothing. A time earlier than the shard's clock counts as that clock.
- *
- * Token accounting is the core's (sluice.h): a token whose decision is
+ * Tokens are accounted as in the core (sluice.h): a token whose decision is
  * SLUICE_SCHEDULED is reported later by exactly one event (emit, drop or
  * discard), including when the limiter is closed, freed, or its owned loop
- * stopped. With SLUICE_MT_REPORT_* flags, a token emitted or dropped at once
- * is reported by one event too (see above); a call that returns an error
- * never took its token, and no event mentions it.
+ * stopped. A call that returns an error never took its token, and no event
+ * mentions it.
  *
- * Errors: negative SLUICE_E* codes as in sluice.h; misuse (NULL pointers,
- * calls after close) returns an error and never crashes.
+ * Errors are the negative SLUICE_E* codes of sluice.h; misuse (NULL
+ * pointers, calls after close) returns an error and never crashes.
  *
- * Link with libsluice (the core and this layer) and libevent_core,
- * libevent_pthreads and pthreads: `pkg-config --libs sluice` gives all of
- * them (libsluice-core, `pkg-config sluice-core`, is the core alone, without
- * this header's functions). This header does not include libevent's:
- * `struct event_base` is only declared.
+ * Link with libsluice, libevent_core, libevent_pthreads and pthreads
+ * (`pkg-config --libs sluice`; `sluice-core` is the core alone). This
+ * header does not include libevent's: `struct event_base` is only declared.
  */
 #ifndef SLUICE_LOOP_H
 #define SLUICE_LOOP_H
@@ -302,7 +235,7 @@ typedef struct sluice_mt sluice_mt_t;
 #define SLUICE_MT_SHARDS_MAX 1024
 
 /** Reporting flags of a loop limiter (sluice_mt_options_t.flags), OR-ed.
- *  See "Per-key order across threads" at the top of this header. */
+ *  See "Reporting modes" at the top of this header. */
 typedef enum sluice_mt_flag {
     /** A token emitted at once is also reported by an SLUICE_EVENT_EMIT (at
      *  the call's time), queued in order with the key's other events. */
@@ -326,9 +259,7 @@ typedef enum sluice_mt_flag {
  * every lock, never two calls at once for one limiter, each key's events in
  * order). The events of one call are consecutive in delivery order: a
  * receiver that handles `events[0]`, …, `events[count - 1]` in order sees
- * exactly what `on_event` would have seen. It lets a receiver pay once per
- * batch for what it would otherwise pay per event (a lock of its own, a
- * hand-off to another thread).
+ * exactly what `on_event` would have seen.
  *
  * @param user the configuration's `user`.
  * @param events `count` events; the array and the key bytes inside are
@@ -361,7 +292,7 @@ typedef struct sluice_mt_options {
  * `on_event` and `user` receive every event, on the loop thread (see the
  * top of this header); `start_ns` is ignored (the wheel starts at
  * sluice_clock_now()); `max_keys` is an exact cap on the keys live in all
- * shards together (0 = no cap; see "Live-key cap" below); `allocator`
+ * shards together (0 = no cap; see "Live-key cap" above); `allocator`
  * also serves the limiter's own memory (shards and outboxes). All shards
  * share one random hash key (or `seed` when `fixed_seed`).
  *
@@ -614,8 +545,7 @@ typedef struct sluice_mt_stats {
     /** The shards' counters, each summed over the shards when read
      *  (max_probe: the largest): live_keys, pending, the totals admitted,
      *  scheduled, emitted_later, dropped and discarded, and full_refusals
-     *  (new keys refused because of max_keys, over all shards). Each shard
-     *  counts under its own lock: no shared counter on the hot path. */
+     *  (new keys refused because of max_keys, over all shards). */
     sluice_stats_t core;
     uint64_t shards;           /**< number of shards */
     uint64_t timer_armed_at;   /**< the time (ns) the loop timer is armed for; UINT64_MAX: not armed */
@@ -630,8 +560,7 @@ typedef struct sluice_mt_stats {
  * Reads the limiter's counters. `core.live_keys` is one instant's count
  * (every shard's lock is taken at once, briefly), never above max_keys; the
  * other sums take each shard's lock in turn, so they are not one instant's
- * snapshot while other threads are calling. O(shards): each shard's
- * counters are O(1) to read.
+ * snapshot while other threads are calling. O(shards).
  *
  * @param m the limiter.
  * @param out receives the counters.
