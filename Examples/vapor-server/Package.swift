@@ -18,6 +18,7 @@ let package = Package(
         .package(name: "Sluice", path: "../..", traits: ["Vapor"]),
         .package(url: "https://github.com/vapor/vapor", from: "4.122.3"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.24.0"),
     ],
     targets: [
         .executableTarget(
@@ -30,6 +31,10 @@ let package = Package(
                 .product(name: "SluiceVapor", package: "Sluice"),
                 .product(name: "Vapor", package: "vapor"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
             ],
             path: "Sources/vapor-server"
         ),
