@@ -376,7 +376,7 @@ SLUICE_EXTERN int sluice_trace_run(const sluice_trace_t *trace, const sluice_tra
  * the actual time in whole ms since start, rounded down (never early);
  * emissions are late by the loop's timer lateness plus at most one tick.
  * Events a step causes are delivered before the step's own decision. A
- * quota line is read at its step's instant too (sluice_mt_quota_at()), so
+ * quota line is read at its step's instant too (sluice_mt_quota() with the options' now), so
  * its remaining, full and retry are the manual run's; only its TIME is the
  * actual one.
  * After the last step (when it is not close) the run goes on until nothing
