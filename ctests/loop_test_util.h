@@ -23,24 +23,24 @@
 
 static int lt_failures;
 
-#define LT_CHECK(cond, ...)                                                                   \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            lt_failures++;                                                                    \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);          \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fputc('\n', stderr);                                                              \
-        }                                                                                     \
+#define LT_CHECK(cond, ...)                                                                                            \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            lt_failures++;                                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
-#define LT_OK(expr)                                                                           \
-    do {                                                                                      \
-        int lt_rc_ = (expr);                                                                  \
-        if (lt_rc_ < 0) {                                                                     \
-            lt_failures++;                                                                    \
-            fprintf(stderr, "%s:%d: %s returned %d (%s)\n", __FILE__, __LINE__, #expr, lt_rc_, \
-                    sluice_strerror(lt_rc_));                                                 \
-        }                                                                                     \
+#define LT_OK(expr)                                                                                                    \
+    do {                                                                                                               \
+        int lt_rc_ = (expr);                                                                                           \
+        if (lt_rc_ < 0) {                                                                                              \
+            lt_failures++;                                                                                             \
+            fprintf(stderr, "%s:%d: %s returned %d (%s)\n", __FILE__, __LINE__, #expr, lt_rc_,                         \
+                    sluice_strerror(lt_rc_));                                                                          \
+        }                                                                                                              \
     } while (0)
 
 #define LT_MS UINT64_C(1000000)
@@ -126,14 +126,14 @@ static inline sluice_config_t lt_config(sluice_policy_t p, sluice_event_fn fn, v
     return c;
 }
 
-#define LT_MAIN_END()                                                                         \
-    do {                                                                                      \
-        if (lt_failures) {                                                                    \
-            fprintf(stderr, "%d check(s) failed\n", lt_failures);                             \
-            return 1;                                                                         \
-        }                                                                                     \
-        printf("all checks passed\n");                                                        \
-        return 0;                                                                             \
+#define LT_MAIN_END()                                                                                                  \
+    do {                                                                                                               \
+        if (lt_failures) {                                                                                             \
+            fprintf(stderr, "%d check(s) failed\n", lt_failures);                                                      \
+            return 1;                                                                                                  \
+        }                                                                                                              \
+        printf("all checks passed\n");                                                                                 \
+        return 0;                                                                                                      \
     } while (0)
 
 /* A thread-safe allocator for sluice_allocator_t that fails once `budget`
@@ -163,8 +163,7 @@ static inline void fa_release(void *ctx, void *p, size_t size) {
 
 /* sluice_mt_submit_with_options() and sluice_mt_quota() with one option
  * set: a given time, a cost, the time of the decision. */
-static inline int lt_submit_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t now,
-                               sluice_decision_t *d) {
+static inline int lt_submit_at(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t now, sluice_decision_t *d) {
     sluice_mt_submit_options_t o = { .now = now };
     return sluice_mt_submit_with_options(m, key, token, &o, d);
 }
@@ -181,8 +180,8 @@ static inline int lt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uint64_t t
     return sluice_mt_submit_with_options(m, key, token, &o, d);
 }
 
-static inline int lt_submit_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost,
-                                  sluice_decision_t *d, uint64_t *when) {
+static inline int lt_submit_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost, sluice_decision_t *d,
+                                  uint64_t *when) {
     sluice_mt_submit_options_t o = { .cost = cost, .when = when };
     return sluice_mt_submit_with_options(m, key, token, &o, d);
 }

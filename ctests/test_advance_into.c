@@ -70,8 +70,8 @@ static struct ev *push(struct side *s) {
 
 static void on_event(void *user, const sluice_event_t *e) {
     struct side *s = user;
-    CHECK(!s->in_into, "%s: on_event called inside sluice_limiter_advance_into (kind %d, token %" PRIu64 ")",
-          s->name, (int)e->kind, e->token);
+    CHECK(!s->in_into, "%s: on_event called inside sluice_limiter_advance_into (kind %d, token %" PRIu64 ")", s->name,
+          (int)e->kind, e->token);
     CHECK(!s->emit_only || e->kind == SLUICE_EVENT_EMIT, "%s: emit_only limiter reported kind %d", s->name,
           (int)e->kind);
     ev_copy(push(s), e);
@@ -126,12 +126,12 @@ static void push_emissions(struct side *b, const sluice_emission_t *out, size_t 
         r->kind = SLUICE_EVENT_EMIT;
         r->is_u64 = k.kind == SLUICE_KEY_U64;
         if (r->is_u64) {
-            CHECK(out[i].key == k.u64, "emission %zu (token %" PRIu64 "): key %" PRIu64 ", submitted with %" PRIu64,
-                  i, out[i].token, out[i].key, k.u64);
+            CHECK(out[i].key == k.u64, "emission %zu (token %" PRIu64 "): key %" PRIu64 ", submitted with %" PRIu64, i,
+                  out[i].token, out[i].key, k.u64);
             r->u64 = k.u64;
         } else {
-            CHECK(out[i].key == 0, "emission %zu (token %" PRIu64 "): byte key reported as %" PRIu64, i,
-                  out[i].token, out[i].key);
+            CHECK(out[i].key == 0, "emission %zu (token %" PRIu64 "): byte key reported as %" PRIu64, i, out[i].token,
+                  out[i].key);
             r->len = k.len;
             memcpy(r->bytes, k.bytes, k.len);
         }
@@ -223,8 +223,7 @@ static sluice_emission_t g_out[4096];
 static unsigned long long g_emitted, g_full, g_after_full, g_byte_keys;
 
 /* B: one advance_into; fills its log. Returns the timers handled. */
-static int64_t into_once(sluice_limiter_t *lb, struct side *b, uint64_t now, size_t bound, size_t cap,
-                         size_t *count) {
+static int64_t into_once(sluice_limiter_t *lb, struct side *b, uint64_t now, size_t bound, size_t cap, size_t *count) {
     /* the entries past what is written must stay untouched */
     memset(g_out, 0xA5, sizeof g_out);
     b->in_into = true;
@@ -263,8 +262,7 @@ static void scenario(unsigned iter) {
              "#%u policy %d interval %" PRId64 " lead %d trail %d pick %d maxwait %d/%" PRId64 " tick %" PRIu64
              " emit_only %d max_keys %" PRIu64,
              iter, (int)cfg.policy.kind, cfg.policy.interval_ns, cfg.policy.leading, cfg.policy.trailing,
-             (int)cfg.policy.pick, cfg.policy.has_max_wait, cfg.policy.max_wait_ns, tick, cfg.emit_only,
-             cfg.max_keys);
+             (int)cfg.policy.pick, cfg.policy.has_max_wait, cfg.policy.max_wait_ns, tick, cfg.emit_only, cfg.max_keys);
     g_scenario = name;
     g_step = 0;
 
@@ -296,12 +294,12 @@ static void scenario(unsigned iter) {
         if (rndn(6) == 0) {
             unsigned k = (unsigned)rndn(hot);
             int op = (int)rndn(3);
-            int ra = op == 0 ? sluice_limiter_flush(la, key_of(k), now)
-                   : op == 1 ? sluice_limiter_cancel(la, key_of(k), now)
-                             : sluice_limiter_pending(la, key_of(k), now);
-            int rb = op == 0 ? sluice_limiter_flush(lb, key_of(k), now)
-                   : op == 1 ? sluice_limiter_cancel(lb, key_of(k), now)
-                             : sluice_limiter_pending(lb, key_of(k), now);
+            int ra = op == 0   ? sluice_limiter_flush(la, key_of(k), now)
+                     : op == 1 ? sluice_limiter_cancel(la, key_of(k), now)
+                               : sluice_limiter_pending(la, key_of(k), now);
+            int rb = op == 0   ? sluice_limiter_flush(lb, key_of(k), now)
+                     : op == 1 ? sluice_limiter_cancel(lb, key_of(k), now)
+                               : sluice_limiter_pending(lb, key_of(k), now);
             CHECK(ra == rb, "key op %d: %d vs %d", op, ra, rb);
         }
         same_state(la, lb, &a, &b, "after the calls");
@@ -437,7 +435,7 @@ int main(int argc, char **argv) {
               "coverage: %llu emissions (%llu byte keys), %llu full arrays, %llu calls after one", g_emitted,
               g_byte_keys, g_full, g_after_full);
     printf(TEST_NAME ": %u scenarios, %llu emissions (%llu on byte keys), %llu full arrays, %llu calls after one, "
-           "%llu checks, seed %" PRIu64 ": ok\n",
+                     "%llu checks, seed %" PRIu64 ": ok\n",
            iters, g_emitted, g_byte_keys, g_full, g_after_full, g_checks, g_seed);
     return 0;
 }

@@ -103,8 +103,7 @@ static void test_vectors(void) {
     static const uint32_t sizes[] = { 16, 3, 2 };
     while ((de = readdir(d)) != NULL) {
         size_t nl = strlen(de->d_name);
-        if (nl < 7 || strcmp(de->d_name + nl - 6, ".trace") != 0 || strncmp(de->d_name, "error-", 6) == 0)
-            continue;
+        if (nl < 7 || strcmp(de->d_name + nl - 6, ".trace") != 0 || strncmp(de->d_name, "error-", 6) == 0) continue;
         char path[8192];
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         size_t len;
@@ -119,8 +118,8 @@ static void test_vectors(void) {
             int rb = run_trace(t, sizes[s], &b, mb, sizeof mb);
             CHECK(ra == rb, "%s: status %d unbatched, %d with batch %u (%s)", path, ra, rb, sizes[s], mb);
             CHECK(a.n == b.n && memcmp(a.p, b.p, a.n) == 0,
-                  "%s: output with batch %u differs:\n--- unbatched\n%.*s--- batched\n%.*s", path, sizes[s],
-                  (int)a.n, a.p, (int)b.n, b.p);
+                  "%s: output with batch %u differs:\n--- unbatched\n%.*s--- batched\n%.*s", path, sizes[s], (int)a.n,
+                  a.p, (int)b.n, b.p);
         }
         free(a.p);
         free(b.p);
@@ -177,8 +176,7 @@ static void test_tool(void) {
     int st;
     size_t n = run_tool(tool, "--batch 0", "-", a, sizeof a, &st);
     CHECK(st != 0 && n > 0, "--batch 0 accepted");
-    printf("tool: sluice-trace --batch 16 prints the same as without it for %d traces (errors included)\n",
-           count);
+    printf("tool: sluice-trace --batch 16 prints the same as without it for %d traces (errors included)\n", count);
 }
 
 /* ------------------------------------------------------------------ 2. differential */
@@ -354,18 +352,16 @@ static void compare(const struct side *a, const struct side *b, uint64_t seed, c
     size_t n = a->n < b->n ? a->n : b->n;
     for (size_t i = 0; i < n; i++) {
         const struct rec *x = &a->log[i], *y = &b->log[i];
-        CHECK(x->type == y->type && x->rc == y->rc && x->kind == y->kind && x->token == y->token &&
-                  x->at == y->at && x->remaining == y->remaining && x->full == y->full &&
-                  x->has_successor == y->has_successor && x->successor == y->successor &&
-                  x->keysum == y->keysum,
+        CHECK(x->type == y->type && x->rc == y->rc && x->kind == y->kind && x->token == y->token && x->at == y->at &&
+                  x->remaining == y->remaining && x->full == y->full && x->has_successor == y->has_successor &&
+                  x->successor == y->successor && x->keysum == y->keysum,
               "seed %" PRIu64 " %s: record %zu differs: single %s token %" PRIu64 " rc %d kind %d at %" PRIu64
               " rem %" PRIu64 " | batch %s token %" PRIu64 " rc %d kind %d at %" PRIu64 " rem %" PRIu64,
-              seed, where, i, x->type == REC_CALL ? "call" : "event", x->token, x->rc, x->kind, x->at,
-              x->remaining, y->type == REC_CALL ? "call" : "event", y->token, y->rc, y->kind, y->at,
-              y->remaining);
+              seed, where, i, x->type == REC_CALL ? "call" : "event", x->token, x->rc, x->kind, x->at, x->remaining,
+              y->type == REC_CALL ? "call" : "event", y->token, y->rc, y->kind, y->at, y->remaining);
     }
-    CHECK(a->n == b->n, "seed %" PRIu64 " %s: %zu records with single calls, %zu with batches", seed, where,
-          a->n, b->n);
+    CHECK(a->n == b->n, "seed %" PRIu64 " %s: %zu records with single calls, %zu with batches", seed, where, a->n,
+          b->n);
 }
 
 static void one_program(uint64_t seed) {
@@ -439,8 +435,8 @@ static void one_program(uint64_t seed) {
             b.batched = false;
             b.bn = 0;
             b.batched = true;
-            CHECK(first_a == first_b, "seed %" PRIu64 ": batch returned %d, first single error %d", seed,
-                  first_b, first_a);
+            CHECK(first_a == first_b, "seed %" PRIu64 ": batch returned %d, first single error %d", seed, first_b,
+                  first_a);
         } else {
             sluice_key_t k = pick_key();
             a.now = b.now = t;
@@ -453,8 +449,7 @@ static void one_program(uint64_t seed) {
                 CHECK(sluice_limiter_cancel(a.l, k, t) == sluice_limiter_cancel(b.l, k, t), "cancel");
             }
         }
-        CHECK(sluice_limiter_check(a.l) == 0 && sluice_limiter_check(b.l) == 0, "seed %" PRIu64 ": check",
-              seed);
+        CHECK(sluice_limiter_check(a.l) == 0 && sluice_limiter_check(b.l) == 0, "seed %" PRIu64 ": check", seed);
         compare(&a, &b, seed, "after a step");
     }
     b.bn = 0;
@@ -491,9 +486,10 @@ static void test_edges(void) {
     struct edge e = { 0 };
     cfg.on_event = edge_event;
     cfg.user = &e;
-    sluice_call_t calls[4] = {
-        { sluice_key_u64(1), 1, 1 }, { sluice_key_u64(1), 2, 1 }, { sluice_key_u64(2), 3, 1 }, { sluice_key_u64(3), 4, 1 }
-    };
+    sluice_call_t calls[4] = { { sluice_key_u64(1), 1, 1 },
+                               { sluice_key_u64(1), 2, 1 },
+                               { sluice_key_u64(2), 3, 1 },
+                               { sluice_key_u64(3), 4, 1 } };
     int rcs[4];
     sluice_decision_t d[4];
 

@@ -96,8 +96,8 @@ static void compare_events(struct side *a, struct side *b, const char *what) {
                 break;
             }
             LT_CHECK(a->ev[i].kind == b->ev[j].kind && a->ev[i].token == b->ev[j].token,
-                     "%s: key %d: event %d/%" PRIu64 " one at a time, %d/%" PRIu64 " batched", what, k,
-                     a->ev[i].kind, a->ev[i].token, b->ev[j].kind, b->ev[j].token);
+                     "%s: key %d: event %d/%" PRIu64 " one at a time, %d/%" PRIu64 " batched", what, k, a->ev[i].kind,
+                     a->ev[i].token, b->ev[j].kind, b->ev[j].token);
             i++;
             j++;
         }
@@ -143,7 +143,7 @@ static void differential(sluice_loop_t *loop, sluice_policy_t policy, uint64_t m
             calls[i].key = key_of(k);
             calls[i].token = token++;
             calls[i].cost = rate ? 1 + rnd() % (burst + 1) : 1;
-            if (rnd() % 50 == 0) calls[i].cost = 0; /* SLUICE_ERANGE */
+            if (rnd() % 50 == 0) calls[i].cost = 0;                                                /* SLUICE_ERANGE */
             if (rnd() % 60 == 0) calls[i].key = sluice_key_bytes(keynames[0], SLUICE_KEY_MAX + 1); /* EKEYLEN */
         }
         int first_a = 0;
@@ -159,12 +159,12 @@ static void differential(sluice_loop_t *loop, sluice_policy_t policy, uint64_t m
         int first_b = sluice_mt_submit_many(mb, calls, n, db, rb);
         LT_CHECK(first_a == first_b, "%s: batch returned %d, first single error %d", what, first_b, first_a);
         for (size_t i = 0; i < n; i++) {
-            LT_CHECK(ra[i] == rb[i], "%s: call %" PRIu64 ": result %d one at a time, %d batched", what,
-                     calls[i].token, ra[i], rb[i]);
+            LT_CHECK(ra[i] == rb[i], "%s: call %" PRIu64 ": result %d one at a time, %d batched", what, calls[i].token,
+                     ra[i], rb[i]);
             if (ra[i] == 0 && rb[i] == 0) {
                 LT_CHECK(da[i].kind == db[i].kind && da[i].remaining == db[i].remaining,
-                         "%s: call %" PRIu64 ": decision %d/%" PRIu64 " one at a time, %d/%" PRIu64 " batched",
-                         what, calls[i].token, (int)da[i].kind, da[i].remaining, (int)db[i].kind, db[i].remaining);
+                         "%s: call %" PRIu64 ": decision %d/%" PRIu64 " one at a time, %d/%" PRIu64 " batched", what,
+                         calls[i].token, (int)da[i].kind, da[i].remaining, (int)db[i].kind, db[i].remaining);
                 admitted++;
             }
         }
@@ -246,8 +246,8 @@ static void threads(sluice_loop_t *loop) {
     LT_OK(sluice_mt_close(m, SLUICE_CLOSE_DRAIN));
     sluice_mt_free(m);
     uint64_t n = atomic_load(&c.n);
-    LT_CHECK(n == w[0].taken + w[1].taken, "threads: %zu tokens taken, %" PRIu64 " reported",
-             w[0].taken + w[1].taken, n);
+    LT_CHECK(n == w[0].taken + w[1].taken, "threads: %zu tokens taken, %" PRIu64 " reported", w[0].taken + w[1].taken,
+             n);
     printf("threads: %zu tokens from two threads, each reported once\n", w[0].taken + w[1].taken);
 }
 

@@ -54,8 +54,8 @@ static sluice_decision_kind_t submit(sluice_limiter_t *l, uint64_t key, uint64_t
     return d.kind;
 }
 
-static void expect_totals(sluice_limiter_t *l, uint64_t adm, uint64_t sch, uint64_t later, uint64_t drop,
-                          uint64_t disc, const char *what) {
+static void expect_totals(sluice_limiter_t *l, uint64_t adm, uint64_t sch, uint64_t later, uint64_t drop, uint64_t disc,
+                          const char *what) {
     sluice_stats_t st;
     CHECK(sluice_limiter_stats(l, &st) == 0, "stats");
     CHECK(st.admitted == adm && st.scheduled == sch && st.emitted_later == later && st.dropped == drop &&

@@ -88,8 +88,8 @@ static void test_at_full(void) {
 
     /* one ns before full: two cost-1 calls fit, not three; a cost-3 call waits until full */
     q = quota(l, "K", 3, 35 * MS - 1);
-    CHECK(q.remaining == 2 && q.full == 35 * MS && q.retry == 35 * MS, "at full - 1: remaining %" PRIu64 " retry %" PRIu64,
-          q.remaining, q.retry);
+    CHECK(q.remaining == 2 && q.full == 35 * MS && q.retry == 35 * MS,
+          "at full - 1: remaining %" PRIu64 " retry %" PRIu64, q.remaining, q.retry);
     d = call(l, "K", 3, 35 * MS - 1);
     CHECK(d.kind == SLUICE_DROPPED && d.at == 35 * MS && d.full == 35 * MS && d.remaining == 0,
           "cost 3 at full - 1 ns: dropped, retry at full");
@@ -176,13 +176,15 @@ static void test_fractional(void) {
             /* never early: one ns before the retry time the same call is dropped */
             sluice_decision_t early = call(l, "x", cost, d.at - 1);
             CHECK(early.kind == SLUICE_DROPPED && early.at == d.at,
-                  "limit %" PRIu64 " per %" PRIu64 " burst %" PRIu64 " cost %" PRIu64 ": admitted at retry - 1 = %" PRIu64,
+                  "limit %" PRIu64 " per %" PRIu64 " burst %" PRIu64 " cost %" PRIu64
+                  ": admitted at retry - 1 = %" PRIu64,
                   limit, per, burst, cost, d.at - 1);
             /* exact: at the retry time it is admitted */
             t = d.at;
             sluice_decision_t ok = call(l, "x", cost, t);
             CHECK(ok.kind == SLUICE_EMITTED,
-                  "limit %" PRIu64 " per %" PRIu64 " burst %" PRIu64 " cost %" PRIu64 ": dropped at its retry time %" PRIu64,
+                  "limit %" PRIu64 " per %" PRIu64 " burst %" PRIu64 " cost %" PRIu64
+                  ": dropped at its retry time %" PRIu64,
                   limit, per, burst, cost, t);
         }
         sluice_limiter_free(l);
@@ -195,8 +197,8 @@ static void test_huge(void) {
     sluice_limiter_t *l = make(sluice_rate(1, (int64_t)SLUICE_DURATION_MAX, SLUICE_RATE_MAX), 5);
     sluice_quota_t q = quota(l, "h", SLUICE_RATE_MAX, 5);
     CHECK(q.retry == SLUICE_NEVER, "a burst that ends past the end of the clock never fits");
-    CHECK(q.remaining == (UINT64_MAX - 5) / (uint64_t)SLUICE_DURATION_MAX, "remaining counts what fits before the end: %" PRIu64,
-          q.remaining);
+    CHECK(q.remaining == (UINT64_MAX - 5) / (uint64_t)SLUICE_DURATION_MAX,
+          "remaining counts what fits before the end: %" PRIu64, q.remaining);
     sluice_decision_t d = call(l, "h", SLUICE_RATE_MAX, 5);
     CHECK(d.kind == SLUICE_DROPPED && d.at == SLUICE_NEVER && live(l) == 0, "dropped, never, no key");
     d = call(l, "h", 18, 5);
@@ -214,7 +216,8 @@ static void test_huge(void) {
     d = call(l, "g", 3, t + 1);
     CHECK(d.kind == SLUICE_DROPPED && d.at == t + 3000000, "retry after three T: %" PRIu64, d.at);
     q = quota(l, "g", 1, t + 2500000);
-    CHECK(q.remaining == 2 && q.retry == t + 2500000 && q.full == t + (uint64_t)SLUICE_DURATION_MAX, "peek after 2.5 T");
+    CHECK(q.remaining == 2 && q.retry == t + 2500000 && q.full == t + (uint64_t)SLUICE_DURATION_MAX,
+          "peek after 2.5 T");
     sluice_limiter_free(l);
 
     /* near the end of the clock */

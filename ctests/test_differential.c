@@ -64,7 +64,9 @@
 /* rng (splitmix64)                                                    */
 /* ------------------------------------------------------------------ */
 
-typedef struct { uint64_t s; } rng_t;
+typedef struct {
+    uint64_t s;
+} rng_t;
 
 static uint64_t rnext(rng_t *r) {
     uint64_t z = (r->s += UINT64_C(0x9E3779B97F4A7C15));
@@ -91,9 +93,9 @@ static bool rchance(rng_t *r, unsigned pct) { return rbelow(r, 100) < pct; }
 
 /* A value submitted from inside an emit callback (re-entrancy), per token. */
 struct nested {
-    uint8_t depth;        /* 0: submitted by the test; n: by a callback of a depth n-1 token */
-    uint32_t child;       /* the token submitted when this one was emitted, or 0 */
-    bool cdone, rdone;    /* the child's submit was made on the core / model side */
+    uint8_t depth;     /* 0: submitted by the test; n: by a callback of a depth n-1 token */
+    uint32_t child;    /* the token submitted when this one was emitted, or 0 */
+    bool cdone, rdone; /* the child's submit was made on the core / model side */
     int crc, rrc;
     sluice_decision_t cdec, rdec;
 };
@@ -109,7 +111,7 @@ typedef struct {
     sluice_event_kind_t kind;
     uint64_t token, at;
     int step;
-    bool has_succ;  /* DROP of a superseded token: its successor */
+    bool has_succ; /* DROP of a superseded token: its successor */
     uint64_t succ;
 } kev_t;
 
@@ -125,19 +127,19 @@ typedef struct {
     int key;
     uint64_t t;
     uint64_t token;
-    int arg;           /* close mode, advance bound, pre-advance mode */
-    uint64_t cost;     /* submit, quota: the cost asked */
+    int arg;       /* close mode, advance bound, pre-advance mode */
+    uint64_t cost; /* submit, quota: the cost asked */
     char result[160];
 } oprec_t;
 
 typedef struct {
     uint64_t seed;
     rng_t rng;
-    int variant; /* 0 = A (advance first), 1 = B (no advance), 2 = C (B with a coarse tick) */
-    bool msmode; /* default 1 ms tick, whole-ms times */
-    uint64_t tick; /* the wheel tick in ns */
+    int variant;    /* 0 = A (advance first), 1 = B (no advance), 2 = C (B with a coarse tick) */
+    bool msmode;    /* default 1 ms tick, whole-ms times */
+    uint64_t tick;  /* the wheel tick in ns */
     uint64_t start; /* the clock at creation (config.start_ns) */
-    uint64_t u;  /* time unit: 1 ns or 1 ms */
+    uint64_t u;     /* time unit: 1 ns or 1 ms */
     sluice_policy_t pol;
     uint64_t scale_units, scale2_units;
     int nkeys;
@@ -164,7 +166,7 @@ typedef struct {
     oprec_t *ops;
     size_t nops, capops;
     int step;
-    bool skip_at;        /* free: event times are not compared */
+    bool skip_at; /* free: event times are not compared */
     bool in_submit;
     uint64_t step_events, step_last_at;
     uint64_t out_of_order; /* info: cross-key events of one call not in time order */
@@ -380,9 +382,11 @@ static void on_event(void *user, const sluice_event_t *e) {
     if (e->has_successor) {
         /* the successor is a token of the same key, handed in at this drop */
         size_t si = token_index(c, e->successor);
-        if (e->kind != SLUICE_EVENT_DROP) failf(c, "core: %s event with a successor", ev_name(e->kind));
-        else if (!si || c->tkey[si] != k) failf(c, "core: DROP of tok=%zu names successor %#" PRIx64 ", not a token of its key",
-                                           token_index(c, e->token), e->successor);
+        if (e->kind != SLUICE_EVENT_DROP)
+            failf(c, "core: %s event with a successor", ev_name(e->kind));
+        else if (!si || c->tkey[si] != k)
+            failf(c, "core: DROP of tok=%zu names successor %#" PRIx64 ", not a token of its key",
+                  token_index(c, e->token), e->successor);
     }
     kev_push(&c->cke[k], x);
     if (e->kind >= 1 && e->kind <= 3) g_ev[e->kind]++;
@@ -411,10 +415,10 @@ static void take_ref_events(ctx_t *c) {
 
 /* How the per-key event sequences of core and model must relate after a step. */
 enum sync_mode {
-    SYNC_EQUAL,        /* every key: equal */
-    SYNC_CORE_AHEAD,   /* touched key equal; others: the model's is a prefix of the core's (B) */
-    SYNC_EITHER,       /* touched key equal; others: one is a prefix of the other (C) */
-    SYNC_CORE_BEHIND   /* after an advance with a coarse tick: the core's is a prefix of the model's,
+    SYNC_EQUAL,      /* every key: equal */
+    SYNC_CORE_AHEAD, /* touched key equal; others: the model's is a prefix of the core's (B) */
+    SYNC_EITHER,     /* touched key equal; others: one is a prefix of the other (C) */
+    SYNC_CORE_BEHIND /* after an advance with a coarse tick: the core's is a prefix of the model's,
                           and the model's extra events all lie in the last tick before `now` (C) */
 };
 
@@ -429,22 +433,25 @@ static void sync_check_at(ctx_t *c, enum sync_mode mode, int touched, uint64_t n
         size_t m = a->n < b->n ? a->n : b->n;
         for (size_t i = c->cmp[k]; i < m; i++) {
             kev_t x = a->v[i], y = b->v[i];
-            if (x.kind != y.kind || x.token != y.token || (!c->skip_at && x.at != y.at) ||
-                x.has_succ != y.has_succ || (x.has_succ && x.succ != y.succ)) {
+            if (x.kind != y.kind || x.token != y.token || (!c->skip_at && x.at != y.at) || x.has_succ != y.has_succ ||
+                (x.has_succ && x.succ != y.succ)) {
                 failf(c,
-                      "key k%d event #%zu differs: core %s tok=%zu at=%" PRIu64 " succ=%zu (step %d), ref %s tok=%zu at=%" PRIu64
-                      " succ=%zu (step %d)",
+                      "key k%d event #%zu differs: core %s tok=%zu at=%" PRIu64
+                      " succ=%zu (step %d), ref %s tok=%zu at=%" PRIu64 " succ=%zu (step %d)",
                       k, i, ev_name(x.kind), token_index(c, x.token), x.at, x.has_succ ? token_index(c, x.succ) : 0,
-                      x.step, ev_name(y.kind), token_index(c, y.token), y.at,
-                      y.has_succ ? token_index(c, y.succ) : 0, y.step);
+                      x.step, ev_name(y.kind), token_index(c, y.token), y.at, y.has_succ ? token_index(c, y.succ) : 0,
+                      y.step);
                 return;
             }
         }
         c->cmp[k] = m;
         bool ok;
-        if (mode == SYNC_EQUAL || k == touched) ok = a->n == b->n;
-        else if (mode == SYNC_CORE_AHEAD) ok = a->n >= b->n;
-        else if (mode == SYNC_EITHER) ok = true;
+        if (mode == SYNC_EQUAL || k == touched)
+            ok = a->n == b->n;
+        else if (mode == SYNC_CORE_AHEAD)
+            ok = a->n >= b->n;
+        else if (mode == SYNC_EITHER)
+            ok = true;
         else {
             ok = a->n <= b->n;
             for (size_t i = a->n; ok && i < b->n; i++) {
@@ -461,8 +468,8 @@ static void sync_check_at(ctx_t *c, enum sync_mode mode, int touched, uint64_t n
         if (!ok) {
             const kevvec_t *more = a->n > b->n ? a : b;
             kev_t x = more->v[m];
-            failf(c, "key k%d: core has %zu events, ref has %zu; first extra on the %s side: %s tok=%zu at=%" PRIu64,
-                  k, a->n, b->n, a->n > b->n ? "core" : "ref", ev_name(x.kind), token_index(c, x.token), x.at);
+            failf(c, "key k%d: core has %zu events, ref has %zu; first extra on the %s side: %s tok=%zu at=%" PRIu64, k,
+                  a->n, b->n, a->n > b->n ? "core" : "ref", ev_name(x.kind), token_index(c, x.token), x.at);
             return;
         }
     }
@@ -496,11 +503,13 @@ static void stats_check(ctx_t *c) {
     /* totals: every token counted once at its call, and once more if scheduled */
     sluice_stats_t rt = st;
     ref_totals(c->ref, &rt);
-    if (!c->failed && (st.admitted != rt.admitted || st.scheduled != rt.scheduled ||
-                       st.emitted_later != rt.emitted_later || st.dropped != rt.dropped || st.discarded != rt.discarded))
+    if (!c->failed &&
+        (st.admitted != rt.admitted || st.scheduled != rt.scheduled || st.emitted_later != rt.emitted_later ||
+         st.dropped != rt.dropped || st.discarded != rt.discarded))
         failf(c,
-              "totals differ: core admitted %" PRIu64 " scheduled %" PRIu64 " emitted_later %" PRIu64 " dropped %" PRIu64
-              " discarded %" PRIu64 ", ref %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64,
+              "totals differ: core admitted %" PRIu64 " scheduled %" PRIu64 " emitted_later %" PRIu64
+              " dropped %" PRIu64 " discarded %" PRIu64 ", ref %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+              " %" PRIu64,
               st.admitted, st.scheduled, st.emitted_later, st.dropped, st.discarded, rt.admitted, rt.scheduled,
               rt.emitted_later, rt.dropped, rt.discarded);
     uint64_t cn = sluice_limiter_next_deadline(c->core), rn = ref_next_deadline(c->ref);
@@ -539,8 +548,10 @@ static void print_key(FILE *f, const keydef_t *d) {
     size_t shown = d->len > 40 ? 40 : d->len;
     for (size_t i = 0; i < shown; i++) {
         unsigned ch = d->bytes[i];
-        if (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\') fputc((int)ch, f);
-        else fprintf(f, "\\x%02x", ch);
+        if (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\')
+            fputc((int)ch, f);
+        else
+            fprintf(f, "\\x%02x", ch);
     }
     fprintf(f, "\"%s", d->len > shown ? "..." : "");
 }
@@ -563,8 +574,8 @@ static void print_policy(FILE *f, const sluice_policy_t *p) {
 }
 
 static const char *op_name(int t) {
-    static const char *n[] = { "submit", "flush", "cancel", "pending", "advance", "close", "free", "submit-badkey",
-                               "pre-advance", "quota" };
+    static const char *n[] = { "submit", "flush", "cancel",        "pending",     "advance",
+                               "close",  "free",  "submit-badkey", "pre-advance", "quota" };
     return n[t];
 }
 
@@ -583,7 +594,9 @@ static void dump_failure(const ctx_t *c) {
     FILE *f = stderr;
     fprintf(f, "\nFAIL seed=%" PRIu64 " (replay: SLUICE_DIFF_SEED=%" PRIu64 ")\n  %s\n", c->seed, c->seed, c->msg);
     fprintf(f, "variant %s, tick %" PRIu64 " ns%s\npolicy: ",
-            c->variant == 0 ? "A (advance before ops)" : c->variant == 1 ? "B (no advance)" : "C (no advance, coarse tick)",
+            c->variant == 0   ? "A (advance before ops)"
+            : c->variant == 1 ? "B (no advance)"
+                              : "C (no advance, coarse tick)",
             c->tick, c->msmode ? " (times in whole ms)" : "");
     print_policy(f, &c->pol);
     fprintf(f, "\nkeys:\n");
@@ -599,7 +612,9 @@ static void dump_failure(const ctx_t *c) {
         for (size_t i = 1; i <= c->ntok; i++) {
             if (!c->tn[i].child) continue;
             const struct nested *n = &c->tn[c->tn[i].child];
-            fprintf(f, "  emit of tok=%u -> submit k%d tok=%u: core %s rc=%d %s@%" PRIu64 " | ref %s rc=%d %s@%" PRIu64 "\n",
+            fprintf(f,
+                    "  emit of tok=%u -> submit k%d tok=%u: core %s rc=%d %s@%" PRIu64 " | ref %s rc=%d %s@%" PRIu64
+                    "\n",
                     (unsigned)i, c->tkey[c->tn[i].child], (unsigned)c->tn[i].child, n->cdone ? "made" : "not made",
                     n->crc, dec_name(n->cdec.kind), n->cdec.at, n->rdone ? "made" : "not made", n->rrc,
                     dec_name(n->rdec.kind), n->rdec.at);
@@ -661,10 +676,14 @@ static void gen_policy(ctx_t *c) {
         int64_t mw = -1;
         unsigned x = (unsigned)rbelow(r, 100);
         uint64_t maxu = DUR_MAX / c->u;
-        if (x < 40) mw = -1;
-        else if (x < 55) mw = (int64_t)W;
-        else if (x < 85) mw = (int64_t)(W + rrange(r, 1, W < maxu / 4 ? 3 * W + 1 : 1));
-        else mw = (int64_t)rrange(r, W, maxu);
+        if (x < 40)
+            mw = -1;
+        else if (x < 55)
+            mw = (int64_t)W;
+        else if (x < 85)
+            mw = (int64_t)(W + rrange(r, 1, W < maxu / 4 ? 3 * W + 1 : 1));
+        else
+            mw = (int64_t)rrange(r, W, maxu);
         if (mw > (int64_t)maxu) mw = (int64_t)maxu;
         if (mw >= 0) {
             c->scale2_units = (uint64_t)mw ? (uint64_t)mw : c->scale_units;
@@ -680,8 +699,10 @@ static void gen_policy(ctx_t *c) {
         x = (unsigned)rbelow(r, 100);
         per = x < 30 ? rrange(r, 1, 100) : x < 80 ? rrange(r, 100, 1000000) : rrange(r, 1, DUR_MAX / c->u);
         x = (unsigned)rbelow(r, 100);
-        burst = x < 40 ? 0 : x < 60 ? 1 : x < 90 ? rrange(r, 1, limit * 3 < SLUICE_RATE_MAX ? limit * 3 : SLUICE_RATE_MAX)
-                                                  : rrange(r, 1, SLUICE_RATE_MAX);
+        burst = x < 40   ? 0
+                : x < 60 ? 1
+                : x < 90 ? rrange(r, 1, limit * 3 < SLUICE_RATE_MAX ? limit * 3 : SLUICE_RATE_MAX)
+                         : rrange(r, 1, SLUICE_RATE_MAX);
         p = sluice_rate(limit, (int64_t)(per * c->u), burst);
         uint64_t T = per / limit;
         c->scale_units = T ? T : 1;
@@ -718,8 +739,10 @@ static void gen_keys(ctx_t *c) {
                     } else {
                         memcpy(d->bytes, o->bytes, o->len);
                         d->len = o->len;
-                        if (d->len && rchance(r, 50)) d->len--;
-                        else if (d->len < SLUICE_KEY_MAX) d->bytes[d->len++] = (unsigned char)rbelow(r, 3);
+                        if (d->len && rchance(r, 50))
+                            d->len--;
+                        else if (d->len < SLUICE_KEY_MAX)
+                            d->bytes[d->len++] = (unsigned char)rbelow(r, 3);
                     }
                 } else if (y < 24) {
                     d->len = SLUICE_KEY_MAX - rbelow(r, 2);
@@ -890,13 +913,14 @@ static bool do_submit(ctx_t *c, int k, uint64_t t) {
         return false;
     }
     if (rc == 0) {
-        snprintf(o->result, sizeof o->result, "core %s@%" PRIu64 " r=%" PRIu64 " full=%" PRIu64 ", ref %s@%" PRIu64
-                 " r=%" PRIu64 " full=%" PRIu64, dec_name(dc.kind), dc.at, dc.remaining, dc.full,
-                 dec_name(dr.kind), dr.at, dr.remaining, dr.full);
+        snprintf(o->result, sizeof o->result,
+                 "core %s@%" PRIu64 " r=%" PRIu64 " full=%" PRIu64 ", ref %s@%" PRIu64 " r=%" PRIu64 " full=%" PRIu64,
+                 dec_name(dc.kind), dc.at, dc.remaining, dc.full, dec_name(dr.kind), dr.at, dr.remaining, dr.full);
         if (dc.kind != dr.kind || dc.at != dr.at || dc.remaining != dr.remaining || dc.full != dr.full) {
-            failf(c, "decision differs: core %s at=%" PRIu64 " remaining=%" PRIu64 " full=%" PRIu64 ", ref %s at=%" PRIu64
-                  " remaining=%" PRIu64 " full=%" PRIu64, dec_name(dc.kind), dc.at, dc.remaining, dc.full,
-                  dec_name(dr.kind), dr.at, dr.remaining, dr.full);
+            failf(c,
+                  "decision differs: core %s at=%" PRIu64 " remaining=%" PRIu64 " full=%" PRIu64 ", ref %s at=%" PRIu64
+                  " remaining=%" PRIu64 " full=%" PRIu64,
+                  dec_name(dc.kind), dc.at, dc.remaining, dc.full, dec_name(dr.kind), dr.at, dr.remaining, dr.full);
             return false;
         }
         if (dc.kind >= 1 && dc.kind <= 3) g_dec[dc.kind]++;
@@ -922,13 +946,16 @@ static void do_quota(ctx_t *c, int k, uint64_t t) {
     memset(&qr, 0, sizeof qr);
     int rc = sluice_limiter_quota(c->core, key_of(c, k), cost, t, &qc);
     int rr = ref_quota(c->ref, key_of(c, k), cost, t, &qr);
-    snprintf(o->result, sizeof o->result, "core rc %d r=%" PRIu64 " full=%" PRIu64 " retry=%" PRIu64 ", ref rc %d r=%" PRIu64
-             " full=%" PRIu64 " retry=%" PRIu64, rc, qc.remaining, qc.full, qc.retry, rr, qr.remaining, qr.full, qr.retry);
+    snprintf(o->result, sizeof o->result,
+             "core rc %d r=%" PRIu64 " full=%" PRIu64 " retry=%" PRIu64 ", ref rc %d r=%" PRIu64 " full=%" PRIu64
+             " retry=%" PRIu64,
+             rc, qc.remaining, qc.full, qc.retry, rr, qr.remaining, qr.full, qr.retry);
     if (rc != rr) {
         failf(c, "quota (cost %" PRIu64 ") returned %d, model %d", cost, rc, rr);
         return;
     }
-    if (rc == 0 && (qc.burst != qr.burst || qc.remaining != qr.remaining || qc.full != qr.full || qc.retry != qr.retry)) {
+    if (rc == 0 &&
+        (qc.burst != qr.burst || qc.remaining != qr.remaining || qc.full != qr.full || qc.retry != qr.retry)) {
         failf(c, "quota differs: %s", o->result);
         return;
     }
@@ -937,7 +964,8 @@ static void do_quota(ctx_t *c, int k, uint64_t t) {
     if (after.live_keys != before.live_keys || after.armed_timers != before.armed_timers ||
         after.pending != before.pending || after.memory_bytes != before.memory_bytes ||
         sluice_limiter_next_deadline(c->core) != nd)
-        failf(c, "a quota peek changed the limiter (live %" PRIu64 " -> %" PRIu64 ", timers %" PRIu64 " -> %" PRIu64 ")",
+        failf(c,
+              "a quota peek changed the limiter (live %" PRIu64 " -> %" PRIu64 ", timers %" PRIu64 " -> %" PRIu64 ")",
               before.live_keys, after.live_keys, before.armed_timers, after.armed_timers);
 }
 
@@ -989,8 +1017,10 @@ static void do_close(ctx_t *c, uint64_t t, int mode) {
 
 static void check_all_accounted(ctx_t *c) {
     for (size_t i = 1; i <= c->ntok && !c->failed; i++) {
-        if (c->tcore[i] == 1) failf(c, "token %zu (key k%d) was scheduled but never reported by the core", i, c->tkey[i]);
-        else if (c->tref[i] == 1) failf(c, "token %zu never reported by the model (model bug)", i);
+        if (c->tcore[i] == 1)
+            failf(c, "token %zu (key k%d) was scheduled but never reported by the core", i, c->tkey[i]);
+        else if (c->tref[i] == 1)
+            failf(c, "token %zu never reported by the model (model bug)", i);
     }
 }
 
@@ -1060,8 +1090,10 @@ static bool run_one(uint64_t seed, bool verbose) {
     c->u = c->msmode ? UINT64_C(1000000) : 1;
     if (c->variant == 2) {
         unsigned tx = (unsigned)rbelow(r, 100);
-        c->tick = tx < 30 ? rrange(r, 2, 16) : tx < 60 ? rrange(r, 2, 1000000) : tx < 85 ? UINT64_C(1000000)
-                                                                                    : rrange(r, 2, UINT64_C(1000000000));
+        c->tick = tx < 30   ? rrange(r, 2, 16)
+                  : tx < 60 ? rrange(r, 2, 1000000)
+                  : tx < 85 ? UINT64_C(1000000)
+                            : rrange(r, 2, UINT64_C(1000000000));
     } else {
         c->tick = c->msmode ? UINT64_C(1000000) : 1;
     }
@@ -1070,8 +1102,10 @@ static bool run_one(uint64_t seed, bool verbose) {
     gen_keys(c);
 
     unsigned x = (unsigned)rbelow(r, 100);
-    uint64_t start_units = x < 30 ? 0 : x < 60 ? rrange(r, 1, 1000000) : x < 85 ? rrange(r, 0, UINT64_C(10000000000000000000) / c->u)
-                                                                                 : rrange(r, 0, (NS_TMAX / 2) / c->u);
+    uint64_t start_units = x < 30   ? 0
+                           : x < 60 ? rrange(r, 1, 1000000)
+                           : x < 85 ? rrange(r, 0, UINT64_C(10000000000000000000) / c->u)
+                                    : rrange(r, 0, (NS_TMAX / 2) / c->u);
     c->now = start_units * c->u;
     c->start = c->now;
 
@@ -1102,8 +1136,14 @@ static bool run_one(uint64_t seed, bool verbose) {
         uint64_t t = gen_time(c);
         int k = (int)rbelow(r, (uint64_t)c->nkeys);
         unsigned w = (unsigned)rbelow(r, 1000);
-        int type = w < 520 ? OP_SUBMIT : w < 600 ? OP_FLUSH : w < 680 ? OP_CANCEL : w < 720 ? OP_PENDING
-                 : w < 760 ? OP_QUOTA : w < 980 ? OP_ADVANCE : w < 985 ? OP_BADKEY : OP_CLOSE;
+        int type = w < 520   ? OP_SUBMIT
+                   : w < 600 ? OP_FLUSH
+                   : w < 680 ? OP_CANCEL
+                   : w < 720 ? OP_PENDING
+                   : w < 760 ? OP_QUOTA
+                   : w < 980 ? OP_ADVANCE
+                   : w < 985 ? OP_BADKEY
+                             : OP_CLOSE;
         if (c->variant == 0) {
             pre_advance(c, t, type == OP_ADVANCE && rchance(r, 50));
             if (c->failed) break;
@@ -1150,8 +1190,10 @@ static bool run_one(uint64_t seed, bool verbose) {
         bool all = c->variant == 0 || type == OP_ADVANCE || type == OP_CLOSE;
         /* a quota peek runs no timer on either side: it touches no key */
         int touched = (type == OP_SUBMIT || type == OP_FLUSH || type == OP_CANCEL || type == OP_PENDING) ? k : -1;
-        if (c->variant == 2 && type == OP_ADVANCE) sync_check_at(c, SYNC_CORE_BEHIND, -1, t);
-        else sync_check(c, all, touched);
+        if (c->variant == 2 && type == OP_ADVANCE)
+            sync_check_at(c, SYNC_CORE_BEHIND, -1, t);
+        else
+            sync_check(c, all, touched);
         core_check(c);
         stats_check(c);
     }
@@ -1197,7 +1239,8 @@ done:;
     g_nested += c->nested_calls;
     g_runs++;
     if (!ok || verbose) {
-        if (!ok) dump_failure(c);
+        if (!ok)
+            dump_failure(c);
         else {
             fprintf(stderr, "seed %" PRIu64 " ok; variant %d, ms %d, policy ", seed, c->variant, c->msmode);
             print_policy(stderr, &c->pol);
@@ -1217,7 +1260,10 @@ static void on_alarm(int sig) {
     (void)sig;
     char buf[128];
     uint64_t s = ((uint64_t)(uint32_t)g_cur_seed_hi << 32) | (uint32_t)g_cur_seed_lo;
-    int n = snprintf(buf, sizeof buf, "\nFAIL: seed %" PRIu64 " still running after 20 s (infinite loop?); replay with SLUICE_DIFF_SEED=%" PRIu64 "\n", s, s);
+    int n = snprintf(buf, sizeof buf,
+                     "\nFAIL: seed %" PRIu64
+                     " still running after 20 s (infinite loop?); replay with SLUICE_DIFF_SEED=%" PRIu64 "\n",
+                     s, s);
     if (n > 0) {
         ssize_t w = write(2, buf, (size_t)n);
         (void)w;

@@ -51,8 +51,9 @@ static void wheel_drain(uint64_t tick, uint32_t n, uint32_t burst, uint64_t gap,
     /* Arming ends before the first deadline: nothing pops meanwhile. */
     uint64_t span = ((uint64_t)n / burst + 1) * gap;
     if (horizon <= span) horizon += span;
-    snprintf(name, sizeof name, "wheel tick %llu, %u nodes in bursts of %u, gap %llu, horizon %llu, moves %u%%, dels %u%%",
-             U(tick), n, burst, U(gap), U(horizon), move_pct, del_pct);
+    snprintf(name, sizeof name,
+             "wheel tick %llu, %u nodes in bursts of %u, gap %llu, horizon %llu, moves %u%%, dels %u%%", U(tick), n,
+             burst, U(gap), U(horizon), move_pct, del_pct);
     g_scenario = name;
     struct rec *r = calloc(n, sizeof *r);
     CHECK(r != NULL, "out of memory");
@@ -105,16 +106,18 @@ static void wheel_drain(uint64_t tick, uint32_t n, uint32_t burst, uint64_t gap,
             CHECK(i < n && r[i].armed_seq != 0, "popped %u, not armed", i);
             uint64_t d = r[i].node.deadline;
             CHECK(d <= w.cur_ns, "node %u (deadline %llu) popped early at %llu", i, U(d), U(w.cur_ns));
-            CHECK(d > prev_cur, "node %u (deadline %llu) popped late at %llu: due at the step before (%llu)", i,
-                  U(d), U(w.cur_ns), U(prev_cur));
+            CHECK(d > prev_cur, "node %u (deadline %llu) popped late at %llu: due at the step before (%llu)", i, U(d),
+                  U(w.cur_ns), U(prev_cur));
             CHECK(fire_time(d, tick) == w.cur_ns, "node %u (deadline %llu) popped at %llu, not at its tick", i, U(d),
                   U(w.cur_ns));
             /* One burst, one deadline, none moved: in arming order. */
             if (last_in_step != SLUICE__WHEEL_NONE) {
                 const struct rec *p = &r[last_in_step];
                 if (p->burst == r[i].burst && !p->moved && !r[i].moved && p->node.deadline == d)
-                    CHECK(p->armed_seq < r[i].armed_seq, "node %u popped before node %u, armed earlier with "
-                          "the same deadline", last_in_step, i);
+                    CHECK(p->armed_seq < r[i].armed_seq,
+                          "node %u popped before node %u, armed earlier with "
+                          "the same deadline",
+                          last_in_step, i);
             }
             last_in_step = i;
             r[i].armed_seq = 0;
@@ -238,8 +241,10 @@ static void limiter_drain(uint64_t n, bool stepped) {
                     CHECK(sluice_limiter_pending(l, sluice_key_u64(n + 1), now) == 0, "pending");
                     CHECK(sluice_limiter_stats(l, &st) == 0, "stats");
                     CHECK(st.live_keys == live && st.armed_timers == timers, "pending changed the keys");
-                    CHECK(st.live_keys * 16 >= st.table_slots, "index of %llu slots for %llu keys after a call "
-                          "that is not an advance", U(st.table_slots), U(st.live_keys));
+                    CHECK(st.live_keys * 16 >= st.table_slots,
+                          "index of %llu slots for %llu keys after a call "
+                          "that is not an advance",
+                          U(st.table_slots), U(st.live_keys));
                     CHECK(sluice_limiter_check(l) == 0, "limiter invariants after the tidy mid-drain");
                     tidied_mid_drain = true;
                     last = st.table_slots;
@@ -248,11 +253,15 @@ static void limiter_drain(uint64_t n, bool stepped) {
                 if (st.table_slots != last) {
                     CHECK(st.table_slots < last, "index grew while draining");
                     /* only once under 1/16 full */
-                    CHECK(st.live_keys * 16 < last, "index of %llu slots shrunk with %llu keys: not under "
-                          "1/16 full", U(last), U(st.live_keys));
+                    CHECK(st.live_keys * 16 < last,
+                          "index of %llu slots shrunk with %llu keys: not under "
+                          "1/16 full",
+                          U(last), U(st.live_keys));
                     /* shrunk to at most 1/4 full */
-                    CHECK(st.live_keys * 4 <= st.table_slots, "index shrunk to %llu slots for %llu keys: over "
-                          "1/4 full", U(st.table_slots), U(st.live_keys));
+                    CHECK(st.live_keys * 4 <= st.table_slots,
+                          "index shrunk to %llu slots for %llu keys: over "
+                          "1/4 full",
+                          U(st.table_slots), U(st.live_keys));
                     CHECK(st.table_slots == min_slots || st.live_keys * 8 > st.table_slots,
                           "index shrunk to %llu slots for %llu keys: not the smallest at most 1/4 full",
                           U(st.table_slots), U(st.live_keys));
@@ -265,8 +274,8 @@ static void limiter_drain(uint64_t n, bool stepped) {
          * there would be log2(slots0 / min) of them. */
         unsigned bits = 0;
         for (uint64_t s = slots0; s > min_slots; s >>= 1) bits++;
-        CHECK(resizes <= (bits + 1) / 2 + 1, "%u index resizes draining from %llu to %llu slots", resizes,
-              U(slots0), U(min_slots));
+        CHECK(resizes <= (bits + 1) / 2 + 1, "%u index resizes draining from %llu to %llu slots", resizes, U(slots0),
+              U(min_slots));
         CHECK(tidied_mid_drain, "no call found the index under 1/16 full mid-drain");
     }
     CHECK(g.bad == 0, "%d unexpected events", g.bad);
@@ -284,8 +293,8 @@ static void limiter_drain(uint64_t n, bool stepped) {
      * and the chunks a slab of under 3 chunks keeps (it compacts only when
      * that releases two or more: table.c). */
     CHECK(st.memory_bytes <= st0.memory_bytes + 1024 + 3 * 4096 * entry_bytes,
-          "memory %llu after the drain, a new limiter %llu (%llu bytes a key)", U(st.memory_bytes),
-          U(st0.memory_bytes), U(entry_bytes));
+          "memory %llu after the drain, a new limiter %llu (%llu bytes a key)", U(st.memory_bytes), U(st0.memory_bytes),
+          U(entry_bytes));
     CHECK(sluice_limiter_check(l) == 0, "limiter invariants");
     sluice_limiter_free(l);
     sluice_limiter_free(fresh);

@@ -61,8 +61,8 @@ static void log_push(struct log *g, const sluice_event_t *e) {
 
 static void on_event(void *user, const sluice_event_t *e) {
     struct log *g = user;
-    CHECK(!g->emit_only || e->kind == SLUICE_EVENT_EMIT, "an emit_only limiter reported event kind %d (token %" PRIu64 ")",
-          (int)e->kind, e->token);
+    CHECK(!g->emit_only || e->kind == SLUICE_EVENT_EMIT,
+          "an emit_only limiter reported event kind %d (token %" PRIu64 ")", (int)e->kind, e->token);
     log_push(g, e);
 }
 
@@ -128,7 +128,9 @@ static void compare_stats(struct sides *s, const char *what, unsigned step) {
           "stats");
     /* memory and probe lengths may differ (B's batches make other index
      * moves); the totals and the state may not */
-#define SAME(f) CHECK(sa.f == sb.f && sa.f == su.f, "%s step %u: stats." #f " %" PRIu64 " / emit_only %" PRIu64 " / u64 %" PRIu64, what, step, sa.f, sb.f, su.f)
+#define SAME(f)                                                                                                        \
+    CHECK(sa.f == sb.f && sa.f == su.f, "%s step %u: stats." #f " %" PRIu64 " / emit_only %" PRIu64 " / u64 %" PRIu64, \
+          what, step, sa.f, sb.f, su.f)
     SAME(live_keys);
     SAME(pending);
     SAME(armed_timers);
@@ -148,8 +150,9 @@ static void compare_logs(struct sides *s, const char *what, unsigned step) {
         const struct ev *ea = &s->la.v[i];
         if (ea->kind == SLUICE_EVENT_EMIT) {
             CHECK(j < s->lb.n, "%s step %u: EMIT of token %" PRIu64 " missing under emit_only", what, step, ea->token);
-            CHECK(ev_same(ea, &s->lb.v[j], true), "%s step %u: EMIT %" PRIu64 "@%" PRIu64 ", emit_only EMIT %" PRIu64 "@%" PRIu64,
-                  what, step, ea->token, ea->at, s->lb.v[j].token, s->lb.v[j].at);
+            CHECK(ev_same(ea, &s->lb.v[j], true),
+                  "%s step %u: EMIT %" PRIu64 "@%" PRIu64 ", emit_only EMIT %" PRIu64 "@%" PRIu64, what, step,
+                  ea->token, ea->at, s->lb.v[j].token, s->lb.v[j].at);
             j++;
         }
         size_t k = s->seen_u + (i - s->seen_a);
@@ -167,8 +170,8 @@ static void compare_logs(struct sides *s, const char *what, unsigned step) {
 static void same_decision(const sluice_decision_t *x, const sluice_decision_t *y, const char *what, unsigned step,
                           const char *side) {
     CHECK(x->kind == y->kind && x->at == y->at && x->remaining == y->remaining && x->full == y->full,
-          "%s step %u: decision %d@%" PRIu64 " r%" PRIu64 " f%" PRIu64 ", %s %d@%" PRIu64 " r%" PRIu64 " f%" PRIu64, what,
-          step, (int)x->kind, x->at, x->remaining, x->full, side, (int)y->kind, y->at, y->remaining, y->full);
+          "%s step %u: decision %d@%" PRIu64 " r%" PRIu64 " f%" PRIu64 ", %s %d@%" PRIu64 " r%" PRIu64 " f%" PRIu64,
+          what, step, (int)x->kind, x->at, x->remaining, x->full, side, (int)y->kind, y->at, y->remaining, y->full);
 }
 
 static uint64_t g_token;
@@ -208,8 +211,7 @@ static void core_program(unsigned iter) {
         if (step == strong_b) sluice__table_use_strong_hash(&s.b->table);
         if (step == strong_u) sluice__table_use_strong_hash(&s.u->table);
         uint64_t r = rnd() % 100;
-        if (r < 35)
-            now += rnd() % 3000000; /* up to 3 ms */
+        if (r < 35) now += rnd() % 3000000;                                          /* up to 3 ms */
         uint64_t t = rnd() % 10 == 0 && now > 5000000 ? now - rnd() % 5000000 : now; /* sometimes in the past */
         if (r < 70) {
             /* a group of calls at one time: B takes them as a batch or one by one */
@@ -247,8 +249,8 @@ static void core_program(unsigned iter) {
                 }
             }
             for (size_t i = 0; i < n; i++) {
-                CHECK(ra[i] == rb[i] && ra[i] == ru[i], "%s step %u: result %d, emit_only %d, u64 %d", what, step, ra[i],
-                      rb[i], ru[i]);
+                CHECK(ra[i] == rb[i] && ra[i] == ru[i], "%s step %u: result %d, emit_only %d, u64 %d", what, step,
+                      ra[i], rb[i], ru[i]);
                 if (ra[i] == 0) {
                     same_decision(&da[i], &db[i], what, step, "emit_only");
                     same_decision(&da[i], &du[i], what, step, "u64");
@@ -257,18 +259,22 @@ static void core_program(unsigned iter) {
         } else if (r < 80) {
             int64_t na = sluice_limiter_advance(s.a, t, 0), nb = sluice_limiter_advance(s.b, t, 0),
                     nu = sluice_limiter_advance(s.u, t, 0);
-            CHECK(na == nb && na == nu, "%s step %u: advance %" PRId64 " / %" PRId64 " / %" PRId64, what, step, na, nb, nu);
+            CHECK(na == nb && na == nu, "%s step %u: advance %" PRId64 " / %" PRId64 " / %" PRId64, what, step, na, nb,
+                  nu);
         } else if (r < 88) {
             sluice_key_t k = pick_key();
-            int xa = sluice_limiter_flush(s.a, k, t), xb = sluice_limiter_flush(s.b, k, t), xu = sluice_limiter_flush(s.u, k, t);
+            int xa = sluice_limiter_flush(s.a, k, t), xb = sluice_limiter_flush(s.b, k, t),
+                xu = sluice_limiter_flush(s.u, k, t);
             CHECK(xa == xb && xa == xu, "%s step %u: flush %d / %d / %d", what, step, xa, xb, xu);
         } else if (r < 96) {
             sluice_key_t k = pick_key();
-            int xa = sluice_limiter_cancel(s.a, k, t), xb = sluice_limiter_cancel(s.b, k, t), xu = sluice_limiter_cancel(s.u, k, t);
+            int xa = sluice_limiter_cancel(s.a, k, t), xb = sluice_limiter_cancel(s.b, k, t),
+                xu = sluice_limiter_cancel(s.u, k, t);
             CHECK(xa == xb && xa == xu, "%s step %u: cancel %d / %d / %d", what, step, xa, xb, xu);
         } else {
             sluice_key_t k = pick_key();
-            int xa = sluice_limiter_pending(s.a, k, t), xb = sluice_limiter_pending(s.b, k, t), xu = sluice_limiter_pending(s.u, k, t);
+            int xa = sluice_limiter_pending(s.a, k, t), xb = sluice_limiter_pending(s.b, k, t),
+                xu = sluice_limiter_pending(s.u, k, t);
             CHECK(xa == xb && xa == xu, "%s step %u: pending %d / %d / %d", what, step, xa, xb, xu);
         }
         CHECK(sluice_limiter_next_deadline(s.a) == sluice_limiter_next_deadline(s.b) &&
@@ -430,8 +436,9 @@ static void loop_differential(sluice_loop_t *loop, sluice_policy_t policy, sluic
                 if (!batch) rb[i] = lt_submit_cost(mb, calls[i].key, calls[i].token, calls[i].cost, &db[i]);
                 LT_CHECK(ra == rb[i], "%s: result %d, emit_only %d", what, ra, rb[i]);
                 if (ra == 0 && rb[i] == 0)
-                    LT_CHECK(da.kind == db[i].kind && da.remaining == db[i].remaining, "%s: token %" PRIu64 ": decision %d, emit_only %d",
-                             what, calls[i].token, (int)da.kind, (int)db[i].kind);
+                    LT_CHECK(da.kind == db[i].kind && da.remaining == db[i].remaining,
+                             "%s: token %" PRIu64 ": decision %d, emit_only %d", what, calls[i].token, (int)da.kind,
+                             (int)db[i].kind);
             }
         } else {
             sluice_key_t k = mt_key((int)(rnd() % MT_KEYS));
@@ -477,8 +484,8 @@ static void loop_differential(sluice_loop_t *loop, sluice_policy_t policy, sluic
                 LT_CHECK(i >= a.g.n && j >= b.g.n, "%s: key %d has more EMIT events on one side", what, k);
                 break;
             }
-            LT_CHECK(a.g.v[i].token == b.g.v[j].token, "%s: key %d: EMIT %" PRIu64 ", emit_only EMIT %" PRIu64, what,
-                     k, a.g.v[i].token, b.g.v[j].token);
+            LT_CHECK(a.g.v[i].token == b.g.v[j].token, "%s: key %d: EMIT %" PRIu64 ", emit_only EMIT %" PRIu64, what, k,
+                     a.g.v[i].token, b.g.v[j].token);
             i++;
             j++;
         }
@@ -566,14 +573,14 @@ static void loop_realtime(sluice_loop_t *loop) {
                      r.at_clock[i] - called[t], RT_INTERVAL_MS);
     }
     if (one_burst)
-        LT_CHECK(r.n == 1, "real loop: the calls spanned %" PRIu64 " ns (< %d ms) yet made %" PRIu64 " emissions",
-                 span, RT_INTERVAL_MS, r.n);
+        LT_CHECK(r.n == 1, "real loop: the calls spanned %" PRIu64 " ns (< %d ms) yet made %" PRIu64 " emissions", span,
+                 RT_INTERVAL_MS, r.n);
     pthread_mutex_unlock(&r.sync.mu);
     sluice_mt_stats_t st;
     LT_OK(sluice_mt_stats(m, &st));
     LT_CHECK(st.core.emitted_later == emitted && st.core.dropped + st.core.emitted_later == RT_CALLS,
-             "real loop: %" PRIu64 " emitted (%" PRIu64 " seen), %" PRIu64 " dropped, of %d calls", st.core.emitted_later,
-             emitted, st.core.dropped, RT_CALLS);
+             "real loop: %" PRIu64 " emitted (%" PRIu64 " seen), %" PRIu64 " dropped, of %d calls",
+             st.core.emitted_later, emitted, st.core.dropped, RT_CALLS);
     LT_OK(sluice_mt_close(m, SLUICE_CLOSE_DISCARD));
     sluice_mt_free(m);
     lt_sync_destroy(&r.sync);

@@ -66,18 +66,18 @@ static void die(const char *fmt, ...) {
     exit(1);
 }
 
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        g_checks++;                                                                                          \
-        if (!(cond)) die("test_fault.c:%d: %s", __LINE__, #cond);                                            \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        g_checks++;                                                                                                    \
+        if (!(cond)) die("test_fault.c:%d: %s", __LINE__, #cond);                                                      \
     } while (0)
-#define CHECKF(cond, ...)                                                                                    \
-    do {                                                                                                     \
-        g_checks++;                                                                                          \
-        if (!(cond)) {                                                                                       \
-            fprintf(stderr, "test_fault.c:%d: %s\n", __LINE__, #cond);                                       \
-            die(__VA_ARGS__);                                                                                \
-        }                                                                                                    \
+#define CHECKF(cond, ...)                                                                                              \
+    do {                                                                                                               \
+        g_checks++;                                                                                                    \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "test_fault.c:%d: %s\n", __LINE__, #cond);                                                 \
+            die(__VA_ARGS__);                                                                                          \
+        }                                                                                                              \
     } while (0)
 
 #define MS UINT64_C(1000000)
@@ -175,7 +175,7 @@ typedef struct side {
     const char *name;
     sluice_limiter_t *l;
     ref_model_t *r;
-    evvec_t *ev; /* per key */
+    evvec_t *ev;  /* per key */
     uint8_t *tok; /* per token */
     struct run *run;
 } side_t;
@@ -219,7 +219,8 @@ static void token_event(side_t *s, uint64_t tok, int k, int kind) {
     CHECKF(s->tok[tok] == T_HELD, "%s: event %d for token %" PRIu64 " in state %d (%s)", s->name, kind, tok,
            s->tok[tok],
            s->tok[tok] == T_REFUSED ? "its submit failed: the token was never taken"
-                                    : s->tok[tok] == T_DONE ? "already accounted for" : "not held");
+           : s->tok[tok] == T_DONE  ? "already accounted for"
+                                    : "not held");
     s->tok[tok] = T_DONE;
     (void)k;
 }
@@ -255,8 +256,8 @@ static void cmp_key(run_t *r, int k, const side_t *x, const side_t *y, uint32_t 
     for (uint32_t i = *pos; i < a->n; i++) {
         ev_t p = a->v[i], q = b->v[i];
         CHECKF(p.kind == q.kind && p.token == q.token && p.at == q.at,
-               "key %d event %u: %s kind %d tok %" PRIu64 " at %" PRIu64 ", %s kind %d tok %" PRIu64 " at %" PRIu64,
-               k, i, x->name, p.kind, p.token, p.at, y->name, q.kind, q.token, q.at);
+               "key %d event %u: %s kind %d tok %" PRIu64 " at %" PRIu64 ", %s kind %d tok %" PRIu64 " at %" PRIu64, k,
+               i, x->name, p.kind, p.token, p.at, y->name, q.kind, q.token, q.at);
     }
     *pos = a->n;
 }
@@ -286,8 +287,7 @@ static void checkpoint(run_t *r) {
     CHECKF(sa.memory_bytes == live, "A says memory_bytes = %" PRIu64 ", the allocator holds %" PRIu64 " live bytes",
            sa.memory_bytes, live);
     CHECKF(sa.live_keys == sb.live_keys && sa.pending == sb.pending && sa.armed_timers == sb.armed_timers,
-           "A and B differ: live %" PRIu64 "/%" PRIu64 ", pending %" PRIu64 "/%" PRIu64 ", timers %" PRIu64
-           "/%" PRIu64,
+           "A and B differ: live %" PRIu64 "/%" PRIu64 ", pending %" PRIu64 "/%" PRIu64 ", timers %" PRIu64 "/%" PRIu64,
            sa.live_keys, sb.live_keys, sa.pending, sb.pending, sa.armed_timers, sb.armed_timers);
     if (r->with_ref && !r->closed) {
         CHECKF(sa.pending == ref_pending_count(r->s[2].r), "A pending %" PRIu64 ", model %" PRIu64, sa.pending,
@@ -550,12 +550,10 @@ static void run_finish(run_t *r, uint64_t *rng, bool close_first) {
     /* every token accounted for exactly once */
     for (uint64_t t = 1; t <= r->ntok; t++)
         for (int i = 0; i < (r->with_ref ? 3 : 2); i++)
-            CHECKF(r->s[i].tok[t] != T_HELD, "%s: token %" PRIu64 " was scheduled but never reported", r->s[i].name,
-                   t);
+            CHECKF(r->s[i].tok[t] != T_HELD, "%s: token %" PRIu64 " was scheduled but never reported", r->s[i].name, t);
     /* every key: same events on every side */
     for (int k = 0; k < g_nkeys; k++) {
-        CHECKF(r->s[0].ev[k].n == r->s[1].ev[k].n, "key %d: A %u events, B %u", k, r->s[0].ev[k].n,
-               r->s[1].ev[k].n);
+        CHECKF(r->s[0].ev[k].n == r->s[1].ev[k].n, "key %d: A %u events, B %u", k, r->s[0].ev[k].n, r->s[1].ev[k].n);
         if (r->with_ref)
             CHECKF(r->s[0].ev[k].n == r->s[2].ev[k].n, "key %d: A %u events, model %u", k, r->s[0].ev[k].n,
                    r->s[2].ev[k].n);
@@ -619,16 +617,24 @@ static void workload_scripted(run_t *r, uint64_t *rng) {
 static void workload_random(run_t *r, uint64_t *rng, int nops) {
     for (int i = 0; i < nops && !r->closed; i++) {
         uint64_t x = rng_below(rng, 100);
-        if (x < 35) r->now += rng_below(rng, g_window / MS + 2) * MS;
-        else if (x < 38) r->now += rng_below(rng, 100) * g_window;
+        if (x < 35)
+            r->now += rng_below(rng, g_window / MS + 2) * MS;
+        else if (x < 38)
+            r->now += rng_below(rng, 100) * g_window;
         int k = (int)rng_below(rng, (uint64_t)g_nkeys);
         uint64_t w = rng_below(rng, 1000);
-        if (w < 600) op_submit(r, k, r->now);
-        else if (w < 680) op_key(r, K_FLUSH, k, r->now);
-        else if (w < 760) op_key(r, K_CANCEL, k, r->now);
-        else if (w < 820) op_key(r, K_PENDING, k, r->now);
-        else if (w < 997) op_advance(r, r->now, rng_below(rng, 3) == 0 ? (size_t)rng_below(rng, 3) + 1 : 0);
-        else op_close(r, r->now, rng_below(rng, 2) ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD);
+        if (w < 600)
+            op_submit(r, k, r->now);
+        else if (w < 680)
+            op_key(r, K_FLUSH, k, r->now);
+        else if (w < 760)
+            op_key(r, K_CANCEL, k, r->now);
+        else if (w < 820)
+            op_key(r, K_PENDING, k, r->now);
+        else if (w < 997)
+            op_advance(r, r->now, rng_below(rng, 3) == 0 ? (size_t)rng_below(rng, 3) + 1 : 0);
+        else
+            op_close(r, r->now, rng_below(rng, 2) ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD);
     }
     run_finish(r, rng, rng_below(rng, 4) != 0);
 }
@@ -652,8 +658,11 @@ static uint64_t one_run(const polcase_t *pc, wkind_t wk, bool big, uint64_t seed
                         bool arm_before_new, int nops) {
     snprintf(g_where, sizeof g_where, "policy %s, %s%s workload, seed %" PRIu64 ", fault %s %" PRIu64 "%s", pc->name,
              wk == W_SCRIPTED ? "scripted" : "random", big ? " 13k-key" : "", seed,
-             mode == F_NTH ? "nth" : mode == F_EVERY ? "every" : mode == F_BUDGET ? "budget" : "none", n,
-             arm_before_new ? " (armed before creation)" : "");
+             mode == F_NTH      ? "nth"
+             : mode == F_EVERY  ? "every"
+             : mode == F_BUDGET ? "budget"
+                                : "none",
+             n, arm_before_new ? " (armed before creation)" : "");
     run_t *r = malloc(sizeof *r);
     if (!r) die("out of memory");
     bool cf = run_init(r, &pc->pol, !big, big, mode, n, arm_before_new);
@@ -664,12 +673,15 @@ static uint64_t one_run(const polcase_t *pc, wkind_t wk, bool big, uint64_t seed
         run_arm(r, mode, n);
     }
     uint64_t rng = seed * UINT64_C(0x2545F4914F6CDD1D) + 17;
-    if (wk == W_SCRIPTED) workload_scripted(r, &rng);
-    else workload_random(r, &rng, nops);
+    if (wk == W_SCRIPTED)
+        workload_scripted(r, &rng);
+    else
+        workload_random(r, &rng, nops);
     uint64_t f = r->fa.failures;
     if (g_verbose)
-        fprintf(stderr, "  %s: %" PRIu64 " ops, %" PRIu64 " attempts, %" PRIu64 " injected, %" PRIu64
-                        " ENOMEM, %" PRIu64 " checks\n",
+        fprintf(stderr,
+                "  %s: %" PRIu64 " ops, %" PRIu64 " attempts, %" PRIu64 " injected, %" PRIu64 " ENOMEM, %" PRIu64
+                " checks\n",
                 g_where, r->ops, r->fa.attempts, f, r->nomem, r->checks_done);
     g_runs++;
     g_failures_injected += f;
@@ -802,9 +814,9 @@ int main(void) {
 
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("test_fault: ok: %" PRIu64 " runs, %" PRIu64 " operations, %" PRIu64 " injected allocation failures, %" PRIu64
-           " submits refused with SLUICE_ENOMEM, %" PRIu64 " creations failed cleanly, %" PRIu64
-           " sluice_limiter_check() calls, %" PRIu64 " assertions, %.2f s\n",
+    printf("test_fault: ok: %" PRIu64 " runs, %" PRIu64 " operations, %" PRIu64
+           " injected allocation failures, %" PRIu64 " submits refused with SLUICE_ENOMEM, %" PRIu64
+           " creations failed cleanly, %" PRIu64 " sluice_limiter_check() calls, %" PRIu64 " assertions, %.2f s\n",
            g_runs, g_ops_total, g_failures_injected, g_nomem_total, g_creation_failures, g_invariant_checks, g_checks,
            secs);
     return 0;

@@ -45,8 +45,8 @@ static sluice_fleet_result_t call(sluice_fleet_t *f, sluice_key_t k, uint64_t t)
 static void expect(const sluice_fleet_result_t *r, sluice_decision_kind_t kind, sluice_fleet_source_t src,
                    const char *what) {
     CHECK(r->status == 0 && r->decision.kind == kind && r->source == src,
-          "%s: got kind %d source %d (cause %d), want kind %d source %d", what, r->decision.kind, r->source,
-          r->cause, kind, src);
+          "%s: got kind %d source %d (cause %d), want kind %d source %d", what, r->decision.kind, r->source, r->cause,
+          kind, src);
 }
 
 int main(void) {
@@ -150,8 +150,10 @@ int main(void) {
         sluice_decision_t want = tf_model_call(&m, k, t, 1);
         CHECK(x.res.decision.kind == want.kind, "op %d key %d: fleet %d model %d (source %d)", i, k,
               x.res.decision.kind, want.kind, x.res.source);
-        if (x.res.source == SLUICE_FLEET_SOURCE_CACHE) hits++;
-        else CHECK(x.res.decision.at == want.at && x.res.decision.full == want.full, "op %d: times", i);
+        if (x.res.source == SLUICE_FLEET_SOURCE_CACHE)
+            hits++;
+        else
+            CHECK(x.res.decision.at == want.at && x.res.decision.full == want.full, "op %d: times", i);
     }
     CHECK(hits > 0, "the small cache never answered");
     sluice_fleet_free(g);
@@ -173,13 +175,13 @@ int main(void) {
         CHECK(test_redis_command(port, "PTTL {cache6:bA}", out, sizeof out) == 0, "PTTL");
         long long ttl = strtoll(out + 1, NULL, 10);
         long long expiry = (long long)(T6 / MS) + 2, since = (long long)((tf_mono() - before) / MS) + 1;
-        CHECK(out[0] == ':' && ttl <= expiry && ttl >= expiry - since, "expiry of an admitted key: %s (want %lld, %lld ms after the call at most)", out, expiry, since);
+        CHECK(out[0] == ':' && ttl <= expiry && ttl >= expiry - since,
+              "expiry of an admitted key: %s (want %lld, %lld ms after the call at most)", out, expiry, since);
     }
     CHECK(t0 > 1600000000ull * SEC, "server time looks like Unix time in ns: %llu", (unsigned long long)t0);
     r = call(f, A, 0);
     expect(&r, SLUICE_DROPPED, SLUICE_FLEET_SOURCE_CACHE, "server time: second call");
-    CHECK(r.decision.at == r.decision.full && r.decision.at > r.now && r.decision.at - r.now <= T6 &&
-              r.now >= t0,
+    CHECK(r.decision.at == r.decision.full && r.decision.at > r.now && r.decision.at - r.now <= T6 && r.now >= t0,
           "server time: retry %llu ns after now", (unsigned long long)(r.decision.at - r.now));
     sluice_fleet_free(f);
 

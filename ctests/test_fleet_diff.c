@@ -77,7 +77,9 @@ static int gen_ops(const tf_model_t *m, op_t *ops, int n) {
         unsigned r = (unsigned)(tf_next() % 20);
         o->kind = r < 13 ? 0 : r < 18 ? 1 : 2;
         switch (tf_next() % 6) {
-        case 0: case 1: case 2: o->cost = 1; break;
+        case 0:
+        case 1:
+        case 2: o->cost = 1; break;
         case 3: o->cost = tf_range(1, m->burst); break;
         case 4: o->cost = m->burst + (tf_next() % 2); break;
         default: o->cost = tf_range(1, 1000000000000ull); break;
@@ -105,9 +107,9 @@ static void check_decision(const char *what, int i, const op_t *o, const sluice_
     CHECK(d->kind == want->kind && d->at == want->at && d->remaining == want->remaining && d->full == want->full,
           "%s op %d (key %d t=%llu cost=%llu): redis kind=%d at=%llu rem=%llu full=%llu, model kind=%d at=%llu "
           "rem=%llu full=%llu",
-          what, i, o->key, (unsigned long long)o->t, (unsigned long long)o->cost, d->kind,
-          (unsigned long long)d->at, (unsigned long long)d->remaining, (unsigned long long)d->full, want->kind,
-          (unsigned long long)want->at, (unsigned long long)want->remaining, (unsigned long long)want->full);
+          what, i, o->key, (unsigned long long)o->t, (unsigned long long)o->cost, d->kind, (unsigned long long)d->at,
+          (unsigned long long)d->remaining, (unsigned long long)d->full, want->kind, (unsigned long long)want->at,
+          (unsigned long long)want->remaining, (unsigned long long)want->full);
 }
 
 static void check_quota(const char *what, int i, const sluice_fleet_result_t *res, const sluice_quota_t *w) {
@@ -119,8 +121,8 @@ static void check_quota(const char *what, int i, const sluice_fleet_result_t *re
           (unsigned long long)w->remaining, (unsigned long long)w->full, (unsigned long long)w->retry);
 }
 
-static sluice_fleet_t *new_fleet(struct event_base *base, int port, const tf_model_t *m, const char *prefix,
-                                 bool cache, size_t max_batch) {
+static sluice_fleet_t *new_fleet(struct event_base *base, int port, const tf_model_t *m, const char *prefix, bool cache,
+                                 size_t max_batch) {
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = sluice_rate(m->limit, (int64_t)m->per, m->burst);
@@ -181,9 +183,12 @@ int main(void) {
             const op_t *o = &ops[i];
             sluice_key_t key = key_of(o->key);
             int rc;
-            if (o->kind == 0) rc = sluice_fleet_call(f, key, o->cost, o->t, tf_on_result, &boxes[i]);
-            else if (o->kind == 1) rc = sluice_fleet_quota(f, key, o->cost, o->t, tf_on_result, &boxes[i]);
-            else rc = sluice_fleet_cancel(f, key, o->t, tf_on_result, &boxes[i]);
+            if (o->kind == 0)
+                rc = sluice_fleet_call(f, key, o->cost, o->t, tf_on_result, &boxes[i]);
+            else if (o->kind == 1)
+                rc = sluice_fleet_quota(f, key, o->cost, o->t, tf_on_result, &boxes[i]);
+            else
+                rc = sluice_fleet_cancel(f, key, o->t, tf_on_result, &boxes[i]);
             CHECK(rc == 0, "submit: %s", sluice_strerror(rc));
             if (!pipelined) tf_wait(base, &boxes[i]);
         }
@@ -196,8 +201,10 @@ int main(void) {
             if (o->kind == 0) {
                 sluice_decision_t want = tf_model_call(&m2, o->key, o->t, o->cost);
                 check_decision(what, i, o, &boxes[i].res, &want);
-                if (boxes[i].res.source == SLUICE_FLEET_SOURCE_CACHE) n_cache++;
-                else n_redis++;
+                if (boxes[i].res.source == SLUICE_FLEET_SOURCE_CACHE)
+                    n_cache++;
+                else
+                    n_redis++;
                 sluice_decision_t cd;
                 if (use_core) {
                     int rc = have_cost ? sluice_limiter_submit_cost(core, key, 0, o->cost, o->t, &cd)
@@ -206,9 +213,9 @@ int main(void) {
                     CHECK(cd.kind == want.kind && cd.at == want.at,
                           "core and model disagree at op %d (limit %llu per %llu burst %llu, key %d t=%llu cost=%llu): "
                           "core kind %d at %llu, model kind %d at %llu",
-                          i, (unsigned long long)m.limit, (unsigned long long)m.per, (unsigned long long)m.burst, o->key,
-                          (unsigned long long)o->t, (unsigned long long)o->cost, cd.kind, (unsigned long long)cd.at,
-                          want.kind, (unsigned long long)want.at);
+                          i, (unsigned long long)m.limit, (unsigned long long)m.per, (unsigned long long)m.burst,
+                          o->key, (unsigned long long)o->t, (unsigned long long)o->cost, cd.kind,
+                          (unsigned long long)cd.at, want.kind, (unsigned long long)want.at);
                     if (have_cost)
                         CHECK(cd.remaining == want.remaining && cd.full == want.full,
                               "core and model disagree (remaining/full) at op %d", i);
@@ -244,14 +251,15 @@ int main(void) {
             CHECK(st.batches * 2 < sent, "pipelined: %llu script runs for %llu requests (no batching?)",
                   (unsigned long long)st.batches, (unsigned long long)sent);
         else if (!pipelined)
-            CHECK(st.batches == sent, "sequential: %llu script runs for %llu requests",
-                  (unsigned long long)st.batches, (unsigned long long)sent);
+            CHECK(st.batches == sent, "sequential: %llu script runs for %llu requests", (unsigned long long)st.batches,
+                  (unsigned long long)sent);
         n_batches += st.batches;
         n_sent += sent;
         sluice_fleet_free(f);
     }
-    fprintf(stderr, TEST_NAME ": %llu redis decisions, %llu cache drops, %llu compared with the core, %llu requests "
-            "in %llu script runs%s\n",
+    fprintf(stderr,
+            TEST_NAME ": %llu redis decisions, %llu cache drops, %llu compared with the core, %llu requests "
+                      "in %llu script runs%s\n",
             (unsigned long long)n_redis, (unsigned long long)n_cache, (unsigned long long)n_core,
             (unsigned long long)n_sent, (unsigned long long)n_batches,
             sluice_limiter_submit_cost ? "" : " (core without weighted calls: cost-1 calls only)");

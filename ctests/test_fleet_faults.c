@@ -31,8 +31,7 @@
 
 static struct event_base *base;
 
-static sluice_fleet_t *fleet(int port, const char *prefix, sluice_fleet_failure_t fail, bool manual,
-                             uint64_t timeout) {
+static sluice_fleet_t *fleet(int port, const char *prefix, sluice_fleet_failure_t fail, bool manual, uint64_t timeout) {
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = sluice_rate(2, (int64_t)SEC, 2);
@@ -65,8 +64,7 @@ static void volley(sluice_fleet_t *f, int n, int spacing_ms, uint64_t timeout, i
     int done = 0;
     for (int i = 0; i < n; i++) {
         s[i].submitted = tf_mono();
-        CHECK(sluice_fleet_call(f, sluice_key_u64((uint64_t)i % 3), 1, (uint64_t)i * MS, tf_on_result, &s[i].box) ==
-                  0,
+        CHECK(sluice_fleet_call(f, sluice_key_u64((uint64_t)i % 3), 1, (uint64_t)i * MS, tf_on_result, &s[i].box) == 0,
               "%s: call", what);
         if (spacing_ms) tf_run_for(base, spacing_ms);
     }
@@ -301,8 +299,8 @@ int main(void) {
         for (int i = 0; i < 5; i++) CHECK(b[i].done == 0, "answered before free");
         sluice_fleet_free(f);
         for (int i = 0; i < 5; i++)
-            CHECK(b[i].done == 1 && b[i].res.status == SLUICE_ECLOSED, "free: call %d done %d status %d", i,
-                  b[i].done, b[i].res.status);
+            CHECK(b[i].done == 1 && b[i].res.status == SLUICE_ECLOSED, "free: call %d done %d status %d", i, b[i].done,
+                  b[i].res.status);
     }
     test_redis_signal(&redis, SIGCONT);
 
@@ -319,7 +317,8 @@ int main(void) {
         sluice_fleet_t *o = NULL;
         CHECK(sluice_fleet_start(&o, &c) == 0, "sluice_fleet_start");
         static int answered;
-        for (int i = 0; i < 5; i++) CHECK(sluice_fleet_call(o, sluice_key_u64(5), 1, 0, owned_cb, &answered) == 0, "owned call");
+        for (int i = 0; i < 5; i++)
+            CHECK(sluice_fleet_call(o, sluice_key_u64(5), 1, 0, owned_cb, &answered) == 0, "owned call");
         uint64_t end = tf_mono() + 30 * SEC;
         while (__atomic_load_n(&answered, __ATOMIC_ACQUIRE) < 5 && tf_mono() < end) {
             struct timespec ts = { 0, 1000000 };

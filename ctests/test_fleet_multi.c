@@ -23,9 +23,9 @@
 
 static sluice_fleet_t *fleet;
 static unsigned char answered[MAX_CALLS];
-static int next_id; /* atomic */
+static int next_id;     /* atomic */
 static int outstanding; /* atomic */
-static int stop_flag; /* atomic */
+static int stop_flag;   /* atomic */
 static uint64_t admitted[KEYS], first_t[KEYS], last_t[KEYS], failures, cache_drops, calls_answered;
 
 static void on_result(void *user, const sluice_fleet_result_t *r) {

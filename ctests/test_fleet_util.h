@@ -64,7 +64,9 @@ __attribute__((unused)) static void tf_run_until(struct event_base *base, const 
 
 /* Waits for one answer: 30 s, generous on a loaded machine (every request
  * is answered by its timeout long before). */
-__attribute__((unused)) static void tf_wait(struct event_base *base, tf_box_t *b) { tf_run_until(base, &b->done, 1, 30000); }
+__attribute__((unused)) static void tf_wait(struct event_base *base, tf_box_t *b) {
+    tf_run_until(base, &b->done, 1, 30000);
+}
 
 /* Runs the loop for `ms` milliseconds. */
 __attribute__((unused)) static void tf_run_for(struct event_base *base, int ms) {

@@ -47,7 +47,6 @@
 #define TEST_NAME "test_flood"
 #include "support/check.h"
 
-
 /* Longest probe sequence accepted. Linear probing clusters: with random
  * seeds and integer keys, the measured maximum (displacement + 1) was, over
  * 300 / 40 runs: mean 137, worst 258 at 196,607 keys and load 0.75; mean
@@ -60,7 +59,6 @@
  * test is deterministic; one set also runs with a random seed. */
 #define MAX_PROBE_BOUND 512      /* load <= 3/4 */
 #define MAX_PROBE_BOUND_HALF 128 /* load <= 1/2 */
-
 
 #define SEC UINT64_C(1000000000)
 
@@ -124,8 +122,8 @@ static void on_event(void *user, const sluice_event_t *e) {
     CHECK(g_expect_idx >= 0, "unexpected event (token %" PRIu64 ")", e->token);
     keyhold_t h;
     g_gen((uint64_t)g_expect_idx, &h);
-    CHECK(e->kind == SLUICE_EVENT_DROP && e->token == g_expect_tok, "event kind %d token %" PRIu64 ", expected DROP %" PRIu64,
-          e->kind, e->token, g_expect_tok);
+    CHECK(e->kind == SLUICE_EVENT_DROP && e->token == g_expect_tok,
+          "event kind %d token %" PRIu64 ", expected DROP %" PRIu64, e->kind, e->token, g_expect_tok);
     CHECK(ref_key_equal(e->key, h.key), "event of key #%" PRId64 " carries other key bytes", g_expect_idx);
     g_expect_idx = -1;
 }
@@ -160,8 +158,7 @@ static void flood_set(const char *name, gen_fn gen, uint64_t n, uint64_t bound, 
         gen(i, &h);
         int rc = sluice_limiter_submit(l, h.key, 2 * i + 1, 0, &d);
         CHECK(rc == 0 && d.kind == SLUICE_EMITTED,
-              "%s: first call of key #%" PRIu64 ": rc %d kind %d (another key's state was found)", name, i, rc,
-              d.kind);
+              "%s: first call of key #%" PRIu64 ": rc %d kind %d (another key's state was found)", name, i, rc, d.kind);
     }
     sluice_stats_t st;
     CHECK(sluice_limiter_stats(l, &st) == 0, "stats");
@@ -173,8 +170,8 @@ static void flood_set(const char *name, gen_fn gen, uint64_t n, uint64_t bound, 
     for (uint64_t i = 0; i < n; i++) {
         gen(i, &h);
         int rc = sluice_limiter_submit(l, h.key, 2 * i + 2, 0, &d);
-        CHECK(rc == 0 && d.kind == SLUICE_SCHEDULED && d.at == SEC, "%s: second call of key #%" PRIu64 ": rc %d kind %d",
-              name, i, rc, d.kind);
+        CHECK(rc == 0 && d.kind == SLUICE_SCHEDULED && d.at == SEC,
+              "%s: second call of key #%" PRIu64 ": rc %d kind %d", name, i, rc, d.kind);
     }
     for (uint64_t i = 0; i < n; i += 7) {
         gen(i, &h);
@@ -193,7 +190,8 @@ static void flood_set(const char *name, gen_fn gen, uint64_t n, uint64_t bound, 
     CHECK(sluice_limiter_stats(l, &st2) == 0 && st2.live_keys == 0, "%s: keys left", name);
     CHECK(sluice_limiter_check(l) == 0, "%s: check after removal", name);
     sluice_limiter_free(l);
-    printf("  %-42s %8" PRIu64 " keys, index %8" PRIu64 " slots (load %.2f): max_probe %3" PRIu64 " (%s seed) [%.2f s]\n",
+    printf("  %-42s %8" PRIu64 " keys, index %8" PRIu64 " slots (load %.2f): max_probe %3" PRIu64
+           " (%s seed) [%.2f s]\n",
            name, n, st.table_slots, load, st.max_probe, random_seed ? "random" : "fixed", now_s() - t0);
 }
 
@@ -343,8 +341,8 @@ static void api_misuse(void) {
     CHECK(sluice_limiter_check(l) == 0, "check");
     sluice_limiter_free(l); /* the pending token is discarded to a callback that ignores it */
     CHECK(strcmp(sluice_strerror(12345), "unknown error") == 0, "strerror of an unknown code");
-    const int codes[] = { SLUICE_OK,     SLUICE_ELIMIT,   SLUICE_ENOMEM,  SLUICE_EBUSY,     SLUICE_EINVAL,
-                          SLUICE_EFULL,  SLUICE_ERANGE,   SLUICE_EKEYLEN, SLUICE_EPROTO,    SLUICE_ESYNTAX,
+    const int codes[] = { SLUICE_OK,       SLUICE_ELIMIT,  SLUICE_ENOMEM,    SLUICE_EBUSY,   SLUICE_EINVAL,
+                          SLUICE_EFULL,    SLUICE_ERANGE,  SLUICE_EKEYLEN,   SLUICE_EPROTO,  SLUICE_ESYNTAX,
                           SLUICE_ENOTCONN, SLUICE_ECLOSED, SLUICE_ETIMEDOUT, SLUICE_ECORRUPT };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         CHECK(sluice_strerror(codes[i]) && strcmp(sluice_strerror(codes[i]), "unknown error") != 0, "strerror %d",

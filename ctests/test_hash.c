@@ -247,14 +247,15 @@ static void seed_changes_outputs(void) {
     for (uint64_t i = 0; i < n; i++) {
         char s[40];
         int len = snprintf(s, sizeof s, "%.*s%" PRIu64, (int)(i % 24), "abcdefghijklmnopqrstuvwx", i);
-        uint64_t a = hash_of(SEED_A, sluice_key_bytes(s, (size_t)len)), b = hash_of(SEED_B, sluice_key_bytes(s, (size_t)len));
+        uint64_t a = hash_of(SEED_A, sluice_key_bytes(s, (size_t)len)),
+                 b = hash_of(SEED_B, sluice_key_bytes(s, (size_t)len));
         uint64_t ua = hash_of(SEED_A, sluice_key_u64(i)), ub = hash_of(SEED_B, sluice_key_u64(i));
         same += (a == b) + (ua == ub);
         same_tag += ((a >> 32) == (b >> 32)) + ((ua >> 32) == (ub >> 32));
         CHECK(a == hash_of(SEED_A, sluice_key_bytes(s, (size_t)len)), "the fast hash is not deterministic");
     }
-    CHECK(same == 0 && same_tag <= 2, "seeds one bit apart: %zu equal hashes, %zu equal tags of %zu", same,
-          same_tag, 2 * n);
+    CHECK(same == 0 && same_tag <= 2, "seeds one bit apart: %zu equal hashes, %zu equal tags of %zu", same, same_tag,
+          2 * n);
     /* two limiters with random seeds hash the same key differently */
     sluice_config_t c;
     memset(&c, 0, sizeof c);
@@ -265,7 +266,8 @@ static void seed_changes_outputs(void) {
     size_t eq = 0;
     for (uint64_t i = 0; i < 1000; i++) {
         struct sluice__keyref k1, k2;
-        CHECK(sluice__limiter_key(l1, sluice_key_u64(i), &k1) == 0 && sluice__limiter_key(l2, sluice_key_u64(i), &k2) == 0,
+        CHECK(sluice__limiter_key(l1, sluice_key_u64(i), &k1) == 0 &&
+                  sluice__limiter_key(l2, sluice_key_u64(i), &k2) == 0,
               "prepare");
         eq += k1.hash == k2.hash;
     }
@@ -286,8 +288,8 @@ static uint64_t g_drops;
 static void on_drop(void *user, const sluice_event_t *e) {
     (void)user;
     if (g_expect_idx < 0) return; /* emissions at expiry */
-    CHECK(e->kind == SLUICE_EVENT_DROP && e->token == g_expect_tok, "event kind %d token %" PRIu64 ", expected DROP %" PRIu64,
-          e->kind, e->token, g_expect_tok);
+    CHECK(e->kind == SLUICE_EVENT_DROP && e->token == g_expect_tok,
+          "event kind %d token %" PRIu64 ", expected DROP %" PRIu64, e->kind, e->token, g_expect_tok);
     CHECK(ref_key_equal(e->key, g_expect_key), "key #%" PRId64 ": the event carries other key bytes", g_expect_idx);
     g_drops++;
     g_expect_idx = -1;
@@ -387,8 +389,8 @@ static void crafted_for_known_seed(void) {
     CHECK(pb <= 128 && pc <= 128, "keys crafted for seed A cluster under another seed: %" PRIu64 " / %" PRIu64, pb, pc);
     exact(b, g_ckeys, n, 1, "crafted keys, seed B");
     printf("  crafted: %zu keys sharing 13 home bits under seed A (%" PRIu64 " tries): the table switched at key #%zu"
-           " (probe %" PRIu64 "), max_probe %" PRIu64 " after; under seed B / a random seed: no switch, max_probe %" PRIu64
-           " / %" PRIu64 "; all exact\n",
+           " (probe %" PRIu64 "), max_probe %" PRIu64
+           " after; under seed B / a random seed: no switch, max_probe %" PRIu64 " / %" PRIu64 "; all exact\n",
            n, tries, switched_at, probe_before, after, pb, pc);
     sluice_limiter_free(a);
     sluice_limiter_free(b);
@@ -475,7 +477,8 @@ static void broken_fast_hash(void) {
     for (size_t i = 0; i < cap; i++) {
         struct sluice__keyref k = forged(l, g_bkeys[i]);
         sluice_decision_t d;
-        CHECK(sluice__limiter_submit_keyref(l, &k, i, 1, 4 * SEC, &d) == 0 && d.kind == SLUICE_EMITTED, "again #%zu", i);
+        CHECK(sluice__limiter_submit_keyref(l, &k, i, 1, 4 * SEC, &d) == 0 && d.kind == SLUICE_EMITTED, "again #%zu",
+              i);
     }
     CHECK(max_probe(l) <= 128 && sluice_limiter_check(l) == 0, "refilled");
     sluice_limiter_free(l);
@@ -522,7 +525,8 @@ static void long_miss(void) {
     struct sluice__keyref miss;
     CHECK(sluice__limiter_key(l, sluice_key_bytes("absent", 6), &miss) == 0, "prepare");
     miss.hash = (uint64_t)100 << 53; /* scans slots 100..1099: 1000 */
-    CHECK(sluice__limiter_key_op_keyref(l, &miss, 0, 0) == 0 && !l->table.strong, "a 1000-slot miss switched the table");
+    CHECK(sluice__limiter_key_op_keyref(l, &miss, 0, 0) == 0 && !l->table.strong,
+          "a 1000-slot miss switched the table");
     miss.hash = (uint64_t)60 << 53; /* 1040 slots */
     CHECK(sluice__limiter_key_op_keyref(l, &miss, 0, 0) == 0, "pending on an absent key");
     CHECK(l->table.strong, "a miss that scanned 1040 slots did not switch the table");
@@ -552,7 +556,8 @@ static void on_rec(void *user, const sluice_event_t *e) {
     if (e->key.kind == SLUICE_KEY_U64)
         h ^= e->key.u64 * UINT64_C(0x94D049BB133111EB);
     else
-        for (size_t i = 0; i < e->key.len; i++) h = (h ^ ((const unsigned char *)e->key.bytes)[i]) * UINT64_C(0x100000001B3);
+        for (size_t i = 0; i < e->key.len; i++)
+            h = (h ^ ((const unsigned char *)e->key.bytes)[i]) * UINT64_C(0x100000001B3);
     r->n++;
     r->sum += h * UINT64_C(0xD6E8FEB86659FD93) + (h >> 29);
 }

@@ -162,11 +162,12 @@ static void test_owned_order(void) {
     int seen[K] = { 0 };
     for (uint64_t j = 3; j < r->n && j < REC_MAX; j++) {
         struct rec *x = &r->r[j];
-        LT_CHECK(x->kind == SLUICE_EVENT_EMIT && x->is_u64 && x->u64 < K && x->token == 100 + x->u64,
-                 "event %llu", (unsigned long long)j);
+        LT_CHECK(x->kind == SLUICE_EVENT_EMIT && x->is_u64 && x->u64 < K && x->token == 100 + x->u64, "event %llu",
+                 (unsigned long long)j);
         if (!(x->is_u64 && x->u64 < K)) continue;
         seen[x->u64]++;
-        LT_CHECK(x->at >= submitted[x->u64] + OWNED_INTERVAL_MS * LT_MS, "deadline of key %llu", (unsigned long long)x->u64);
+        LT_CHECK(x->at >= submitted[x->u64] + OWNED_INTERVAL_MS * LT_MS, "deadline of key %llu",
+                 (unsigned long long)x->u64);
         LT_CHECK(x->recv >= x->at, "key %llu delivered early", (unsigned long long)x->u64);
         LT_CHECK(x->on_loop, "on the loop thread");
     }
@@ -224,7 +225,8 @@ static void test_attach(void) {
     /* 1 s windows: the three submits of attach_step fall in one window
      * even when this thread is stalled between them (15 ms did not always
      * hold under a sanitizer on a loaded machine). */
-    sluice_config_t c = lt_config(sluice_throttle(ATTACH_WINDOW_MS * LT_MS, true, true, SLUICE_PICK_LATEST), on_rec, x.r);
+    sluice_config_t c =
+        lt_config(sluice_throttle(ATTACH_WINDOW_MS * LT_MS, true, true, SLUICE_PICK_LATEST), on_rec, x.r);
     LT_OK(sluice_mt_new(&x.m, x.loop, &c, 4));
     x.r->free_on_first = NULL;
     struct timeval zero = { 0, 0 };
@@ -428,8 +430,7 @@ static void test_reentrant_submit(void) {
     for (uint64_t j = 0; j < r->n && j < REC_MAX; j++) {
         struct rec *x = &r->r[j];
         if (x->token >= 1000 && x->token < 1020)
-            LT_CHECK(x->at >= first_at[x->token - 1000] + 5 * LT_MS,
-                     "a call from the callback respects the window");
+            LT_CHECK(x->at >= first_at[x->token - 1000] + 5 * LT_MS, "a call from the callback respects the window");
     }
     pthread_mutex_unlock(&r->sync.mu);
     sluice_mt_free(m);
@@ -466,10 +467,10 @@ static void test_stop_pending(bool drain_after_stop) {
         struct rec *x = &r->r[j];
         if (x->token <= 100) seen[x->token]++;
         LT_CHECK(!x->on_loop, "no loop thread any more");
-        if (x->token == 0) LT_CHECK(x->kind == SLUICE_EVENT_DROP, "token 0 dropped");
+        if (x->token == 0)
+            LT_CHECK(x->kind == SLUICE_EVENT_DROP, "token 0 dropped");
         else
-            LT_CHECK(x->kind == (drain_after_stop ? SLUICE_EVENT_EMIT : SLUICE_EVENT_DISCARD), "kind %d",
-                     x->kind);
+            LT_CHECK(x->kind == (drain_after_stop ? SLUICE_EVENT_EMIT : SLUICE_EVENT_DISCARD), "kind %d", x->kind);
     }
     for (int i = 0; i <= 100; i++)
         if (i < 50 || i == 100) LT_CHECK(seen[i] == 1, "token %d reported %d times", i, seen[i]);

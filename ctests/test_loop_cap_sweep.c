@@ -94,8 +94,8 @@ static void test_rate_rounds(void) {
                  (unsigned long long)stats_of(m).core.live_keys);
         lt_sleep_ms(15);
     }
-    LT_CHECK(admitted_new == ROUNDS * CAP && refused == 0, "admitted %d of %d, refused %d", admitted_new,
-             ROUNDS * CAP, refused);
+    LT_CHECK(admitted_new == ROUNDS * CAP && refused == 0, "admitted %d of %d, refused %d", admitted_new, ROUNDS * CAP,
+             refused);
     sluice_mt_stats_t st = stats_of(m);
     LT_CHECK(st.core.full_refusals == 0, "refusals counted %llu", (unsigned long long)st.core.full_refusals);
 
@@ -218,8 +218,7 @@ static void test_threads(void) {
         full += w[t].full;
         other += w[t].other;
     }
-    LT_CHECK(other == 0, "%llu calls failed otherwise or saw more than %d live keys", (unsigned long long)other,
-             T_CAP);
+    LT_CHECK(other == 0, "%llu calls failed otherwise or saw more than %d live keys", (unsigned long long)other, T_CAP);
     LT_CHECK(ok + full == (uint64_t)T_THREADS * T_CALLS, "ok %llu + full %llu", (unsigned long long)ok,
              (unsigned long long)full);
     sluice_mt_stats_t st = stats_of(m);

@@ -57,8 +57,8 @@ static void test_counters(void) {
     atomic_init(&cnt.n, 0);
     /* a leading-edge throttle: each new key's first call is emitted at once,
      * and reported through the outbox */
-    sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST),
-                                  count_event, &cnt);
+    sluice_config_t c =
+        lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST), count_event, &cnt);
     sluice_mt_options_t o = { 8, SLUICE_MT_REPORT_EMITTED, NULL };
     sluice_mt_t *m;
     LT_OK(sluice_mt_new_with_options(&m, loop, &c, &o));
@@ -94,8 +94,7 @@ static void test_counters(void) {
     pthread_join(t3, NULL);
     LT_CHECK(again.rc == 0, "third thread: every call emitted (%d)", again.rc);
     LT_OK(sluice_mt_stats(m, &st));
-    LT_CHECK(st.events_queued == PER_THREAD, "queued %llu, want %d", (unsigned long long)st.events_queued,
-             PER_THREAD);
+    LT_CHECK(st.events_queued == PER_THREAD, "queued %llu, want %d", (unsigned long long)st.events_queued, PER_THREAD);
     for (int i = 0; i < 20; i++) event_base_loop(base, EVLOOP_NONBLOCK);
     LT_OK(sluice_mt_stats(m, &st));
     LT_CHECK(st.events_queued == 0 && st.events_delivered == 3 * PER_THREAD, "all delivered: %llu queued, %llu",

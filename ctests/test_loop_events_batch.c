@@ -27,13 +27,13 @@
 struct rec {
     pthread_mutex_t mu;
     sluice_loop_t *loop;
-    uint64_t seen[NTOK];       /* times each token was reported */
-    int kind[NTOK];            /* its last event kind */
-    uint64_t order[NTOK];      /* tokens in delivery order */
-    size_t n;                  /* events delivered */
-    size_t calls, multi;       /* callback calls, of which with count > 1 */
+    uint64_t seen[NTOK];  /* times each token was reported */
+    int kind[NTOK];       /* its last event kind */
+    uint64_t order[NTOK]; /* tokens in delivery order */
+    size_t n;             /* events delivered */
+    size_t calls, multi;  /* callback calls, of which with count > 1 */
     size_t max_count;
-    atomic_int inside;         /* callbacks running now */
+    atomic_int inside; /* callbacks running now */
     bool off_loop, concurrent, bad_count, single_called;
     uint64_t last_per_key[16]; /* stress: last sequence per key (+1) */
     bool out_of_order;
@@ -115,8 +115,8 @@ static size_t run_queued(bool batch, uint64_t *order, struct rec *R) {
     if (!base) return 0;
     rec_init(R);
     LT_OK(sluice_loop_attach(&R->loop, base, NULL)); /* this thread is the loop thread */
-    sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST),
-                                  batch ? NULL : on_single, R);
+    sluice_config_t c =
+        lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), batch ? NULL : on_single, R);
     c.fixed_seed = true; /* the same shards in both runs: the same delivery order */
     c.seed[0] = 1;
     c.seed[1] = 2;

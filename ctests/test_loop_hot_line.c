@@ -47,8 +47,8 @@ static void check_layout(sluice_loop_t *loop, unsigned shards) {
         struct shard *s = sluice__shard_at(m, i);
         struct sluice_limiter *core = s->core;
 #if defined(SLM_FUTEX_LOCK)
-        LT_CHECK(s->lk == sluice__limiter_host_word(core), "shards %u, shard %u: the lock is not in the core's host word",
-                 shards, i);
+        LT_CHECK(s->lk == sluice__limiter_host_word(core),
+                 "shards %u, shard %u: the lock is not in the core's host word", shards, i);
 #else
         LT_CHECK(s->lk == &s->mu, "shards %u, shard %u: the lock is not the shard's mutex", shards, i);
 #endif
@@ -78,8 +78,10 @@ static void *hammer(void *arg) {
         sluice_decision_t d;
         unsigned k = (unsigned)i % KEYS;
         int rc = sluice_mt_submit_u64(w->m, 1000 + k, (uint64_t)i, &d);
-        if (rc != 0) w->errors++;
-        else if (d.kind == SLUICE_EMITTED) w->admitted[k]++;
+        if (rc != 0)
+            w->errors++;
+        else if (d.kind == SLUICE_EMITTED)
+            w->admitted[k]++;
     }
     return NULL;
 }

@@ -59,7 +59,8 @@ static void test_cap_exact(void) {
     LT_OK(sluice_mt_stats(m, &st));
     LT_CHECK(st.core.full_refusals == 2, "refusals %llu", (unsigned long long)st.core.full_refusals);
     /* idle keys give their places back, exactly */
-    for (uint64_t k = 0; k < 10; k++) LT_CHECK(sluice_mt_cancel(m, sluice_key_u64(k)) == 1, "cancel %llu", (unsigned long long)k);
+    for (uint64_t k = 0; k < 10; k++)
+        LT_CHECK(sluice_mt_cancel(m, sluice_key_u64(k)) == 1, "cancel %llu", (unsigned long long)k);
     LT_CHECK(live_keys(m) == CAP - 10, "live %llu", (unsigned long long)live_keys(m));
     for (uint64_t k = 0; k < 10; k++) LT_OK(sluice_mt_submit(m, sluice_key_u64(2000 + k), k, &d));
     LT_CHECK(sluice_mt_submit(m, sluice_key_u64(3000), 0, &d) == SLUICE_EFULL, "full again");
@@ -105,7 +106,8 @@ static void test_cap_due_first(void) {
     /* Windows long enough (1 s) that a thread descheduled on a loaded
      * machine between the submits below still finds them running (200 ms
      * left that to chance under a sanitizer). */
-    sluice_config_t c = lt_config(sluice_throttle(1000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), count_event, &cnt);
+    sluice_config_t c =
+        lt_config(sluice_throttle(1000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), count_event, &cnt);
     c.max_keys = 2;
     sluice_mt_t *m;
     LT_OK(sluice_mt_new(&m, loop, &c, 1));
@@ -136,7 +138,7 @@ struct churn {
     sluice_mt_t *m;
     unsigned id;
     atomic_bool *stop;
-    int refused;      /* EFULL while this thread held fewer than SLOTS keys: a bug */
+    int refused; /* EFULL while this thread held fewer than SLOTS keys: a bug */
     int errors;
 };
 
@@ -257,7 +259,8 @@ static void test_cap_timers(void) {
     sluice_loop_t *loop;
     LT_OK(sluice_loop_start(&loop, NULL));
     struct counter cnt = { 0 };
-    sluice_config_t c = lt_config(sluice_throttle(5 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST), count_event, &cnt);
+    sluice_config_t c =
+        lt_config(sluice_throttle(5 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST), count_event, &cnt);
     enum { CAP = 32 };
     c.max_keys = CAP;
     sluice_mt_t *m;
@@ -308,7 +311,8 @@ static void test_submit_at_future(void) {
     /* one shard: keys A and B share its clock; 5 s windows, so B's is still
      * running at the check below however slow the machine (and a 10 s jump
      * of the clock would still end it) */
-    sluice_config_t c = lt_config(sluice_throttle(5000 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST), count_event, &cnt);
+    sluice_config_t c =
+        lt_config(sluice_throttle(5000 * (int64_t)LT_MS, true, false, SLUICE_PICK_LATEST), count_event, &cnt);
     sluice_mt_t *m;
     LT_OK(sluice_mt_new(&m, loop, &c, 1));
     sluice_decision_t d;
@@ -318,12 +322,10 @@ static void test_submit_at_future(void) {
     uint64_t b_end = d.at + 5000 * LT_MS; /* EMITTED: `at` is the call's time */
     /* 10 s ahead: refused, token not taken, nothing moves */
     d.kind = SLUICE_SCHEDULED;
-    LT_CHECK(lt_submit_at(m, a, 2, sluice_clock_now() + 10000 * LT_MS, &d) == SLUICE_ERANGE,
-             "10 s ahead is refused");
+    LT_CHECK(lt_submit_at(m, a, 2, sluice_clock_now() + 10000 * LT_MS, &d) == SLUICE_ERANGE, "10 s ahead is refused");
     LT_CHECK(lt_submit_cost_at(m, a, 2, 1, sluice_clock_now() + 10000 * LT_MS, &d) == SLUICE_ERANGE,
              "10 s ahead is refused (cost)");
-    LT_CHECK(lt_submit_at(m, a, 2, sluice_clock_now() + 2 * SLUICE_MT_SUBMIT_AT_SLACK_NS + LT_MS, &d) ==
-                 SLUICE_ERANGE,
+    LT_CHECK(lt_submit_at(m, a, 2, sluice_clock_now() + 2 * SLUICE_MT_SUBMIT_AT_SLACK_NS + LT_MS, &d) == SLUICE_ERANGE,
              "just past the slack is refused");
     LT_CHECK(sluice_mt_pending(m, a) == 0 && live_keys(m) == 1, "A has no state");
     /* B's window is intact: a call now is still inside it (before the fix,

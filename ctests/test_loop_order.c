@@ -38,7 +38,7 @@
  * (without REPORT_ALL) by the caller of an immediate decision. */
 struct act {
     uint64_t token;
-    int kind;     /* SLUICE_EVENT_* */
+    int kind; /* SLUICE_EVENT_* */
     uint64_t at;
     bool by_callback;
     bool on_loop;
@@ -145,8 +145,9 @@ static void *scen_worker(void *arg) {
 }
 
 static const char *scen_name(enum scenario sc) {
-    return sc == SC_FLUSH ? "flush then immediate emission" : sc == SC_DEBOUNCE ? "debounce trailing+leading"
-                                                                               : "immediate drop";
+    return sc == SC_FLUSH      ? "flush then immediate emission"
+           : sc == SC_DEBOUNCE ? "debounce trailing+leading"
+                               : "immediate drop";
 }
 
 static void run_scenario(enum scenario sc, unsigned flags) {
@@ -213,7 +214,8 @@ static void run_scenario(enum scenario sc, unsigned flags) {
     for (int i = 0; i < L.n && i < nwant; i++)
         if (L.a[i].token != want[i]) in_order = false;
     printf("  acted on:");
-    for (int i = 0; i < L.n; i++) printf(" %llu(%s)", (unsigned long long)L.a[i].token, L.a[i].by_callback ? "cb" : "caller");
+    for (int i = 0; i < L.n; i++)
+        printf(" %llu(%s)", (unsigned long long)L.a[i].token, L.a[i].by_callback ? "cb" : "caller");
     printf("\n");
     if ((flags & SLUICE_MT_REPORT_ALL) == SLUICE_MT_REPORT_ALL) {
         LT_CHECK(in_order, "REPORT_ALL: per-key order");
@@ -231,7 +233,8 @@ static void run_scenario(enum scenario sc, unsigned flags) {
                          (unsigned long long)x->at, (unsigned long long)(R.t0 + 1 * LT_MS));
         }
         if (sc == SC_DEBOUNCE && L.n == 3)
-            LT_CHECK(L.a[1].at == R.t0 + 11 * LT_MS && L.a[2].at == R.t0 + 50 * LT_MS, "times: deadline, then the call");
+            LT_CHECK(L.a[1].at == R.t0 + 11 * LT_MS && L.a[2].at == R.t0 + 50 * LT_MS,
+                     "times: deadline, then the call");
     } else if (flags == 0) {
         /* The documented caveat, shown deterministically: the caller's
          * immediate value overtakes the older queued event. */
@@ -350,8 +353,8 @@ struct stress {
     _Atomic uint64_t *event_at;
     uint64_t *decision_at; /* written by the worker */
     atomic_int in_callback;
-    atomic_ullong events, taken, refused, scheduled, immediate, overtaken, disorder, time_back, off_loop,
-        overlap, bad_token;
+    atomic_ullong events, taken, refused, scheduled, immediate, overtaken, disorder, time_back, off_loop, overlap,
+        bad_token;
 };
 
 static struct stress S;
@@ -488,9 +491,9 @@ static void run_stress(const char *name, sluice_policy_t policy, unsigned flags)
             if (dk == SLUICE_SCHEDULED)
                 ok = times == 1 && ek != SLUICE_EVENT_DISCARD; /* closed with drain */
             else if (flags == SLUICE_MT_REPORT_ALL)
-                ok = times == 1 &&
-                     ((dk == SLUICE_EMITTED && ek == SLUICE_EVENT_EMIT && atomic_load(&S.event_at[i]) == S.decision_at[i]) ||
-                      (dk == SLUICE_DROPPED && ek == SLUICE_EVENT_DROP));
+                ok = times == 1 && ((dk == SLUICE_EMITTED && ek == SLUICE_EVENT_EMIT &&
+                                     atomic_load(&S.event_at[i]) == S.decision_at[i]) ||
+                                    (dk == SLUICE_DROPPED && ek == SLUICE_EVENT_DROP));
             else
                 ok = times == 0;
             if (!ok && wrong++ == 0) first_wrong = i;
@@ -547,9 +550,9 @@ static void count_event(void *user, const sluice_event_t *ev) {
 struct lost_wake {
     sluice_mt_t *m;
     unsigned flags;
-    uint64_t t0;       /* before the limiter was created */
-    uint64_t key0_at;  /* key 0's first call: its deadline is 60 s later */
-    int rearmed; /* the key that re-armed the timer earlier, or -1 */
+    uint64_t t0;      /* before the limiter was created */
+    uint64_t key0_at; /* key 0's first call: its deadline is 60 s later */
+    int rearmed;      /* the key that re-armed the timer earlier, or -1 */
 };
 
 static void *lost_wake_worker(void *arg) {
@@ -586,8 +589,8 @@ static void test_lost_wake(unsigned flags) {
     struct counter *cnt = calloc(1, sizeof *cnt);
     sluice_loop_t *loop;
     LT_OK(sluice_loop_attach(&loop, base, NULL)); /* this thread is the loop thread */
-    sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST),
-                                  count_event, cnt);
+    sluice_config_t c =
+        lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), count_event, cnt);
     sluice_mt_options_t o = { 16, flags, NULL };
     struct lost_wake w = { NULL, flags, sluice_clock_now(), 0, -1 };
     LT_OK(sluice_mt_new_with_options(&w.m, loop, &c, &o));
@@ -667,8 +670,8 @@ static void test_alloc_failures(void) {
         atomic_init(&fa.live, 0);
         sluice_allocator_t a = { fa_alloc, fa_release, &fa };
         struct counter *cnt = calloc(1, sizeof *cnt);
-        sluice_config_t c = lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST),
-                                      count_event, cnt);
+        sluice_config_t c =
+            lt_config(sluice_throttle(60000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), count_event, cnt);
         c.allocator = &a;
         sluice_mt_options_t o = { 4, SLUICE_MT_REPORT_ALL, NULL };
         sluice_mt_t *m;

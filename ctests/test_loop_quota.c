@@ -100,8 +100,9 @@ static void test_quota_at(void) {
     /* read later, at t0: exactly the numbers of t0 */
     lt_sleep_ms(2);
     LT_OK(lt_quota_at(m, k, 1, t0, &q));
-    LT_CHECK(q.remaining == 6 && q.full == t0 + 4 * unit && q.retry == t0, "at t0: remaining %llu full %+lld retry %+lld",
-             (unsigned long long)q.remaining, (long long)(q.full - t0), (long long)(q.retry - t0));
+    LT_CHECK(q.remaining == 6 && q.full == t0 + 4 * unit && q.retry == t0,
+             "at t0: remaining %llu full %+lld retry %+lld", (unsigned long long)q.remaining, (long long)(q.full - t0),
+             (long long)(q.retry - t0));
     LT_OK(lt_quota_at(m, k, 7, t0, &q));
     LT_CHECK(q.retry == t0 + unit, "cost 7 at t0: retry %+lld, want one unit later", (long long)(q.retry - t0));
     LT_OK(lt_quota_at(m, k, 11, t0, &q));
@@ -187,8 +188,8 @@ static void test_totals(void) {
     pthread_mutex_unlock(&s.sync.mu);
     sluice_mt_stats_t st;
     LT_OK(sluice_mt_stats(m, &st));
-    LT_CHECK(st.core.admitted == 0 && st.core.scheduled == 6 && st.core.dropped == 1 &&
-                 st.core.emitted_later == 1 && st.core.discarded == 4,
+    LT_CHECK(st.core.admitted == 0 && st.core.scheduled == 6 && st.core.dropped == 1 && st.core.emitted_later == 1 &&
+                 st.core.discarded == 4,
              "admitted %llu scheduled %llu dropped %llu emitted_later %llu discarded %llu",
              (unsigned long long)st.core.admitted, (unsigned long long)st.core.scheduled,
              (unsigned long long)st.core.dropped, (unsigned long long)st.core.emitted_later,
@@ -233,11 +234,10 @@ static void test_timed(void) {
     LT_OK(lt_submit_timed(m, k, 4, 1, &d, &when));
     LT_CHECK(when >= ahead, "a shard's clock never goes back: %llu < %llu", (unsigned long long)when,
              (unsigned long long)ahead);
-    LT_OK(lt_submit_timed(m, k, 5, 1, NULL, NULL));  /* both outputs optional */
+    LT_OK(lt_submit_timed(m, k, 5, 1, NULL, NULL)); /* both outputs optional */
     /* errors leave `when` untouched */
     when = 42;
-    LT_CHECK(lt_submit_timed(m, k, 6, SLUICE_RATE_MAX + 1, &d, &when) == SLUICE_ERANGE && when == 42,
-             "cost too big");
+    LT_CHECK(lt_submit_timed(m, k, 6, SLUICE_RATE_MAX + 1, &d, &when) == SLUICE_ERANGE && when == 42, "cost too big");
     LT_OK(sluice_mt_close(m, SLUICE_CLOSE_DRAIN));
     LT_CHECK(lt_submit_timed(m, k, 7, 1, &d, &when) == SLUICE_ECLOSED && when == 42, "after close");
     sluice_mt_free(m);
@@ -287,8 +287,7 @@ static void test_options(void) {
     LT_CHECK(when == t0, "decided at the given now (%+lld ns)", (long long)(when - t0));
     o = (sluice_mt_submit_options_t){ .now = t0, .when = &when };
     LT_OK(sluice_mt_quota(m, k, &o, &q));
-    LT_CHECK(when == t0 && q.remaining == 6, "quota at the given now: remaining %llu",
-             (unsigned long long)q.remaining);
+    LT_CHECK(when == t0 && q.remaining == 6, "quota at the given now: remaining %llu", (unsigned long long)q.remaining);
 
     /* a now ahead of the clock: refused, no unit taken, when untouched */
     when = 42;

@@ -191,8 +191,10 @@ static void check_trace(const char *name, const char *text) {
         if (v == SAME || v == EARLY) break;
     }
     if (v != SAME && v != EARLY && least_late <= LATE_LIMIT_MS) {
-        fprintf(stderr, "  note: %s: no try on time; one had the right lines, never early, at most %llu ms late (a busy machine)\n",
-                name, (unsigned long long)least_late);
+        fprintf(
+            stderr,
+            "  note: %s: no try on time; one had the right lines, never early, at most %llu ms late (a busy machine)\n",
+            name, (unsigned long long)least_late);
         v = SAME;
     }
     LT_CHECK(v == SAME, "%s: %s", name, why);
@@ -306,10 +308,9 @@ int main(void) {
                 "policy rate limit=2 per=100\n"
                 "0 call A a\n10 call A b\n20 call A c\n70 call A d\n80 call A e\n130 call A f\n"
                 "140 call B x\n150 cancel A\n160 call A g\n165 call A h\n170 call A i\n");
-    check_trace("rate: burst option",
-                "policy rate limit=1 per=50 burst=3\n"
-                "0 call K 1\n0 call K 2\n0 call K 3\n0 call K 4\n60 call K 5\n70 call K 6\n"
-                "120 call K 7\n200 pending K\n210 flush K\n");
+    check_trace("rate: burst option", "policy rate limit=1 per=50 burst=3\n"
+                                      "0 call K 1\n0 call K 2\n0 call K 3\n0 call K 4\n60 call K 5\n70 call K 6\n"
+                                      "120 call K 7\n200 pending K\n210 flush K\n");
     /* quota lines read at their step's instant: at a refill, at the
      * instant the burst is back, with a cost above what is left and above
      * the burst, on a fractional spacing (333.33 ms) */

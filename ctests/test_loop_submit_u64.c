@@ -58,7 +58,8 @@ static void test_same_calls(void) {
     if (!lt_attached_loop(&base, &loop, NULL)) return;
     pthread_mutex_init(&la.mu, NULL);
     pthread_mutex_init(&lb.mu, NULL);
-    sluice_config_t c = lt_config(sluice_throttle(3600000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), on_event, &la);
+    sluice_config_t c =
+        lt_config(sluice_throttle(3600000 * (int64_t)LT_MS, true, true, SLUICE_PICK_LATEST), on_event, &la);
     sluice_mt_options_t o = { 8, SLUICE_MT_REPORT_ALL, NULL };
     sluice_mt_t *a = NULL, *b = NULL;
     LT_OK(sluice_mt_new_with_options(&a, loop, &c, &o));

@@ -26,8 +26,8 @@ struct world {
     /* per private key: last token seen in an event (loop thread only) */
     uint64_t last_event_token[THREADS * PRIVATE_KEYS];
     atomic_int in_callback;
-    atomic_ullong events, decisions_final, scheduled, errors, off_loop, overlap, wrong_key, disorder,
-        double_report, inline_ok;
+    atomic_ullong events, decisions_final, scheduled, errors, off_loop, overlap, wrong_key, disorder, double_report,
+        inline_ok;
     uint64_t expected_final; /* tokens taken */
     struct lt_sync sync;
     atomic_ullong taken;
@@ -108,17 +108,10 @@ static void *worker(void *arg) {
             report(token);
         }
         switch (rng >> 60) {
-        case 0:
-            rc = sluice_mt_flush(W.m, key);
-            break;
-        case 1:
-            rc = sluice_mt_cancel(W.m, key);
-            break;
-        case 2:
-            rc = sluice_mt_pending(W.m, key);
-            break;
-        default:
-            rc = 0;
+        case 0: rc = sluice_mt_flush(W.m, key); break;
+        case 1: rc = sluice_mt_cancel(W.m, key); break;
+        case 2: rc = sluice_mt_pending(W.m, key); break;
+        default: rc = 0;
         }
         if (rc < 0) atomic_fetch_add(&W.errors, 1);
         if ((i & 1023) == 0) sched_yield();

@@ -65,8 +65,8 @@ static void manual_case(uint64_t t0, uint64_t interval) {
      * deadline in the finest level (all of these are: < 64 ticks ahead,
      * same upper digits as t0) */
     uint64_t nd = sluice_limiter_next_deadline(l);
-    LT_CHECK(nd == due, "next_deadline %llu, expected %llu (D %llu)", (unsigned long long)nd,
-             (unsigned long long)due, (unsigned long long)D);
+    LT_CHECK(nd == due, "next_deadline %llu, expected %llu (D %llu)", (unsigned long long)nd, (unsigned long long)due,
+             (unsigned long long)D);
     if (D > t0 + 1) {
         LT_OK(sluice_limiter_advance(l, D - 1, 0));
         LT_CHECK(r.n == 0, "fired at D-1 (D %llu)", (unsigned long long)D);
@@ -88,7 +88,8 @@ static void manual_case(uint64_t t0, uint64_t interval) {
 static void test_manual_rule(void) {
     const uint64_t t0 = UINT64_C(1000000000000); /* a multiple of 64 ticks */
     /* deadlines inside a tick (1 ns, half, last ns) and on its boundary */
-    const uint64_t intervals[] = { 1, 5000, 9999, TICK, TICK + 1, 3 * TICK + 4321, 17 * TICK - 1, 17 * TICK, 40 * TICK + 1 };
+    const uint64_t intervals[] = { 1,         5000,         9999, TICK, TICK + 1, 3 * TICK + 4321, 17 * TICK - 1,
+                                   17 * TICK, 40 * TICK + 1 };
     for (size_t i = 0; i < sizeof intervals / sizeof intervals[0]; i++) manual_case(t0, intervals[i]);
     /* and from a time inside a tick */
     for (size_t i = 0; i < sizeof intervals / sizeof intervals[0]; i++) manual_case(t0 + 1234, intervals[i]);
@@ -282,11 +283,10 @@ static void test_real_loop_many(void) {
                      "key %u: %u events; first kind %d token %llu at %llu (want %s %llu at %llu); "
                      "second kind %d token %llu at %llu seen %llu (want emit %llu at %llu)",
                      k, s.count[k], (int)s.first_kind[k], (unsigned long long)s.first_tok[k],
-                     (unsigned long long)s.first_at[k], superseded ? "drop" : "emit", (unsigned long long)(2 * (uint64_t)k),
-                     (unsigned long long)(superseded ? t2[k] : d1), (int)s.second_kind[k],
-                     (unsigned long long)s.second_tok[k], (unsigned long long)s.second_at[k],
-                     (unsigned long long)s.seen[k], (unsigned long long)(2 * (uint64_t)k + 1),
-                     (unsigned long long)d2);
+                     (unsigned long long)s.first_at[k], superseded ? "drop" : "emit",
+                     (unsigned long long)(2 * (uint64_t)k), (unsigned long long)(superseded ? t2[k] : d1),
+                     (int)s.second_kind[k], (unsigned long long)s.second_tok[k], (unsigned long long)s.second_at[k],
+                     (unsigned long long)s.seen[k], (unsigned long long)(2 * (uint64_t)k + 1), (unsigned long long)d2);
         }
     }
     lt_sync_destroy(&s.sync);

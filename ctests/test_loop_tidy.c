@@ -109,7 +109,7 @@ static void test_attached(void) {
         if (event_base_loop(base, EVLOOP_NONBLOCK) != 0) break; /* nothing armed any more */
     }
     const uint64_t final = mem_of(m), passes = wakeups_of(m) - w1;
-    LT_CHECK(final <= peak / 3, "memory after the drain %llu (peak %llu, empty %llu)", (unsigned long long)final,
+    LT_CHECK(final <= peak / 3, "memory after the drain %llu (peak %llu, empty %llu)", (unsigned long long) final,
              (unsigned long long)peak, (unsigned long long)empty);
     LT_CHECK(passes >= NSHARDS - 1 && passes <= 4 * NSHARDS, "%llu more passes, expected one per shard tidied (%d)",
              (unsigned long long)passes, NSHARDS);

@@ -103,10 +103,12 @@ static void test_warm_and_idle_in_place(void) {
     CHECK(sluice_limiter_submit_cost(l, sluice_key_u64(1), 7, 11, 7 * SEC, &d) == 0 && d.kind == SLUICE_DROPPED &&
               d.at == SLUICE_NEVER && d.full == 7 * SEC,
           "cost above burst on an idle key: full %" PRIu64, d.full);
-    CHECK(sluice_limiter_pending(l, sluice_key_u64(1), 7 * SEC) == 0 && sluice_limiter_flush(l, sluice_key_u64(1), 7 * SEC) == 0,
+    CHECK(sluice_limiter_pending(l, sluice_key_u64(1), 7 * SEC) == 0 &&
+              sluice_limiter_flush(l, sluice_key_u64(1), 7 * SEC) == 0,
           "pending/flush");
     CHECK(sluice_limiter_check(l) == 0, "check");
-    CHECK(sluice_limiter_cancel(l, sluice_key_u64(1), 7 * SEC) == 0 && stats(l).live_keys == 0, "cancel frees the entry");
+    CHECK(sluice_limiter_cancel(l, sluice_key_u64(1), 7 * SEC) == 0 && stats(l).live_keys == 0,
+          "cancel frees the entry");
     CHECK(sluice_limiter_next_deadline(l) == UINT64_MAX, "no key, no sweep");
     sluice_limiter_free(l);
 }
@@ -201,7 +203,8 @@ static void test_sweep_deadline(void) {
     uint64_t nd2 = sluice_limiter_next_deadline(l);
     CHECK(nd2 == 3 * SEC + 250 * MS, "next sweep one spacing later: %" PRIu64, nd2);
     CHECK(sluice_limiter_check(l) == 0, "check");
-    while ((nd = sluice_limiter_next_deadline(l)) != UINT64_MAX) CHECK(sluice_limiter_advance(l, nd, 0) >= 0, "advance");
+    while ((nd = sluice_limiter_next_deadline(l)) != UINT64_MAX)
+        CHECK(sluice_limiter_advance(l, nd, 0) >= 0, "advance");
     sluice_stats_t st = stats(l);
     CHECK(st.live_keys == 0 && st.armed_timers == 0, "all idle: %" PRIu64, st.live_keys);
     CHECK(st.memory_bytes <= empty.memory_bytes + 4096 + N / 64, "memory released: %" PRIu64 " (empty %" PRIu64 ")",
@@ -256,17 +259,18 @@ static void test_random_vs_model(void) {
                 int a = sluice_limiter_submit_cost(l, key, (uint64_t)op, cost, t, &dc);
                 if (full) {
                     /* the model has no cap: the refused call must not reach it */
-                    CHECK(a == SLUICE_EFULL, "run %d op %d: key %" PRIu64 " at %" PRIu64 " with %" PRIu64
-                          " live keys (cap %" PRIu64 "): rc %d, expected SLUICE_EFULL", run, op, k, t,
-                          ref_live_count(m), cap, a);
+                    CHECK(a == SLUICE_EFULL,
+                          "run %d op %d: key %" PRIu64 " at %" PRIu64 " with %" PRIu64 " live keys (cap %" PRIu64
+                          "): rc %d, expected SLUICE_EFULL",
+                          run, op, k, t, ref_live_count(m), cap, a);
                     refused++;
                 } else {
                     int b = ref_submit_cost(m, key, (uint64_t)op, cost, t, &dr);
                     CHECK(a == b && a == 0, "run %d op %d: rc %d, model %d (live %" PRIu64 " cap %" PRIu64 ")", run, op,
                           a, b, ref_live_count(m), cap);
                     CHECK(dc.kind == dr.kind && dc.at == dr.at && dc.full == dr.full && dc.remaining == dr.remaining,
-                          "run %d op %d: key %" PRIu64 " cost %" PRIu64 " at %" PRIu64 ": core %d@%" PRIu64 " full %" PRIu64
-                          " rem %" PRIu64 ", model %d@%" PRIu64 " full %" PRIu64 " rem %" PRIu64,
+                          "run %d op %d: key %" PRIu64 " cost %" PRIu64 " at %" PRIu64 ": core %d@%" PRIu64
+                          " full %" PRIu64 " rem %" PRIu64 ", model %d@%" PRIu64 " full %" PRIu64 " rem %" PRIu64,
                           run, op, k, cost, t, dc.kind, dc.at, dc.full, dc.remaining, dr.kind, dr.at, dr.full,
                           dr.remaining);
                 }

@@ -76,8 +76,18 @@ static void test_recip(void) {
         if (p > 1) ds[nd++] = p - 1;
         if (b < 63) ds[nd++] = p + 1;
     }
-    const uint64_t extra[] = { 3, 5, 7, 10, 100, 1000, 1000000, 1000000000, UINT64_C(1000000000000),
-                               UINT64_C(1000000000000000000), 999999999989u, 3000000000u };
+    const uint64_t extra[] = { 3,
+                               5,
+                               7,
+                               10,
+                               100,
+                               1000,
+                               1000000,
+                               1000000000,
+                               UINT64_C(1000000000000),
+                               UINT64_C(1000000000000000000),
+                               999999999989u,
+                               3000000000u };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) ds[nd++] = extra[i];
     for (size_t i = 0; i < nd; i++) {
         uint64_t d = ds[i];
@@ -127,8 +137,17 @@ static uint64_t pick_limit(void) {
 }
 
 static uint64_t pick_per(void) {
-    static const uint64_t v[] = { 1, 2, 3, 1000, 1000000, 999999937, 1000000000, 60000000000u,
-                                  UINT64_C(3600000000000), UINT64_C(1000000000000), UINT64_C(1000000000000000000) };
+    static const uint64_t v[] = { 1,
+                                  2,
+                                  3,
+                                  1000,
+                                  1000000,
+                                  999999937,
+                                  1000000000,
+                                  60000000000u,
+                                  UINT64_C(3600000000000),
+                                  UINT64_C(1000000000000),
+                                  UINT64_C(1000000000000000000) };
     return rnd() % 3 ? v[rnd() % (sizeof v / sizeof v[0])] : logu(SLUICE_DURATION_MAX);
 }
 
@@ -164,13 +183,14 @@ static void pick_state(const struct sluice_limiter *l, uint64_t t, uint64_t *dl,
     switch (rnd() % 8) {
     case 0: *dl = *tok = 0; return;
     case 1: q = t > 0 ? t - in(1, t < 1000 ? t : 1000) : 0; break; /* idle in place */
-    case 2: q = t + l->rate_bt_q + in(0, 2); break; /* at the bound */
+    case 2: q = t + l->rate_bt_q + in(0, 2); break;                /* at the bound */
     case 3: q = rnd(); break;
     default: {
         /* reachable: TAT - t in [0, burst * T] */
-        uint64_t bq = l->rate_bt_q ? l->rate_bt_q : (uint64_t)(((u128)l->burst * l->per) / l->limit > UINT64_MAX
-                                                                   ? UINT64_MAX
-                                                                   : ((u128)l->burst * l->per) / l->limit);
+        uint64_t bq = l->rate_bt_q ? l->rate_bt_q
+                                   : (uint64_t)(((u128)l->burst * l->per) / l->limit > UINT64_MAX
+                                                    ? UINT64_MAX
+                                                    : ((u128)l->burst * l->per) / l->limit);
         q = t + in(0, bq);
     }
     }
@@ -227,11 +247,17 @@ static void test_decisions(void) {
     long nconf = SANI ? 600 : 4000, per_conf = SANI ? 500 : 1000;
     /* burst * per on both sides of the fast path's bound (2^61), then random */
     static const uint64_t edge[][3] = {
-        { 1, UINT64_C(768614336404564650), 3 },  { 1, UINT64_C(768614336404564651), 3 },
-        { 3, UINT64_C(768614336404564650), 3 },  { 999999999989u, UINT64_C(768614336404564650), 3 },
-        { 1, UINT64_C(1000000000000000000), 2 }, { 1, UINT64_C(1000000000000000000), 3 },
-        { 7, UINT64_C(576460752303423487), 4 },  { 1000000, 2305843, UINT64_C(1000000000000) },
-        { 1000000, 2305844, UINT64_C(1000000000000) }, { 1, 1, 1 }, { UINT64_C(1000000000000), 1, 1 },
+        { 1, UINT64_C(768614336404564650), 3 },
+        { 1, UINT64_C(768614336404564651), 3 },
+        { 3, UINT64_C(768614336404564650), 3 },
+        { 999999999989u, UINT64_C(768614336404564650), 3 },
+        { 1, UINT64_C(1000000000000000000), 2 },
+        { 1, UINT64_C(1000000000000000000), 3 },
+        { 7, UINT64_C(576460752303423487), 4 },
+        { 1000000, 2305843, UINT64_C(1000000000000) },
+        { 1000000, 2305844, UINT64_C(1000000000000) },
+        { 1, 1, 1 },
+        { UINT64_C(1000000000000), 1, 1 },
         { UINT64_C(1000000000000), UINT64_C(1000000000000000000), UINT64_C(1000000000000) },
     };
     const long nedge = (long)(sizeof edge / sizeof edge[0]);
@@ -239,7 +265,8 @@ static void test_decisions(void) {
         uint64_t limit = c < nedge ? edge[c][0] : pick_limit(), per = c < nedge ? edge[c][1] : pick_per();
         uint64_t burst = c < nedge ? edge[c][2] : pick_burst(limit);
         sluice_limiter_t *l = rate_limiter(limit, per, burst);
-        if (c < 2) CHECK((l->rate_t_lim != 0) == (c == 0), "fast path bound: burst * per = 2^61 - 2 allows it, 2^61 + 1 not");
+        if (c < 2)
+            CHECK((l->rate_t_lim != 0) == (c == 0), "fast path bound: burst * per = 2^61 - 2 allows it, 2^61 + 1 not");
         configs++;
         if (l->rate_t_lim) fast_configs++;
         for (long i = 0; i < (c < nedge ? 50 * per_conf : per_conf); i++) {
@@ -306,12 +333,18 @@ static void test_runs(void) {
         for (long i = 0; i < calls; i++) {
             switch (rnd() % 8) { /* time steps: none, a fraction of T, about T, idle gaps */
             case 0: break;
-            case 1: case 2: case 3: t = sluice__sat_add(t, in(0, T / 4 + 1)); break;
-            case 4: case 5: t = sluice__sat_add(t, in(0, 2 * T)); break;
+            case 1:
+            case 2:
+            case 3: t = sluice__sat_add(t, in(0, T / 4 + 1)); break;
+            case 4:
+            case 5: t = sluice__sat_add(t, in(0, 2 * T)); break;
             case 6:
-                t = sluice__sat_add(t, in(0, l->rate_every < (UINT64_C(1) << 50) ? 2 * l->rate_every : UINT64_C(1) << 50));
+                t = sluice__sat_add(t,
+                                    in(0, l->rate_every < (UINT64_C(1) << 50) ? 2 * l->rate_every : UINT64_C(1) << 50));
                 break;
-            default: if (rnd() % 16 == 0) t = sluice__sat_add(t, rnd() % (UINT64_C(1) << 62)); break;
+            default:
+                if (rnd() % 16 == 0) t = sluice__sat_add(t, rnd() % (UINT64_C(1) << 62));
+                break;
             }
             unsigned k = (unsigned)(rnd() % KEYS);
             uint64_t cost = rnd() % 4 ? 1 : pick_cost(l);

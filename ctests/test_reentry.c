@@ -39,7 +39,6 @@
 
 #define MS UINT64_C(1000000)
 
-
 /* ------------------------------------------------------------------ token accounting */
 
 enum { T_NONE, T_IN_FLIGHT, T_EARLY_EVENT, T_HELD, T_DONE };
@@ -54,9 +53,12 @@ static uint64_t tok_new(void) {
 
 static void tok_event(uint64_t t) {
     CHECK(t >= 1 && t <= g_next_tok, "event for unknown token %" PRIu64, t);
-    if (g_tok[t] == T_HELD) g_tok[t] = T_DONE;
-    else if (g_tok[t] == T_IN_FLIGHT) g_tok[t] = T_EARLY_EVENT; /* reported before its submit returned */
-    else die("token %" PRIu64 " reported twice or never held (state %d)", t, g_tok[t]);
+    if (g_tok[t] == T_HELD)
+        g_tok[t] = T_DONE;
+    else if (g_tok[t] == T_IN_FLIGHT)
+        g_tok[t] = T_EARLY_EVENT; /* reported before its submit returned */
+    else
+        die("token %" PRIu64 " reported twice or never held (state %d)", t, g_tok[t]);
 }
 
 /* submit with accounting; returns rc */
@@ -195,8 +197,8 @@ static void r1_same_key(const char *name, sluice_policy_t p, uint64_t first_sche
     g_action = NULL;
     CHECK(sluice_limiter_advance(l, first_sched_at + 100 * MS, 0) >= 1, "advance");
     const rec_t *r = find_ev(g_inner_tok);
-    CHECK(r && r->kind == SLUICE_EVENT_EMIT && r->at == first_sched_at + 100 * MS, "%s: inner token emitted at the window end",
-          name);
+    CHECK(r && r->kind == SLUICE_EVENT_EMIT && r->at == first_sched_at + 100 * MS,
+          "%s: inner token emitted at the window end", name);
     CHECK(sluice_limiter_advance(l, first_sched_at + 400 * MS, 0) >= 0, "advance");
     CHECK(sluice_limiter_check(l) == 0, "check");
     finish(l, name);
@@ -212,7 +214,8 @@ static void act_spawn(sluice_limiter_t *l, const sluice_event_t *e) {
           "spawned key");
     /* and touch another first-generation key: timers first fires it from
      * here (even keys only, so the nesting stays one level deep) */
-    if (e->key.u64 % 2 == 0 && e->key.u64 + 1 < 3000) CHECK(sluice_limiter_pending(l, sluice_key_u64(e->key.u64 + 1), e->at) >= 0, "pending");
+    if (e->key.u64 % 2 == 0 && e->key.u64 + 1 < 3000)
+        CHECK(sluice_limiter_pending(l, sluice_key_u64(e->key.u64 + 1), e->at) >= 0, "pending");
     g_spawned++;
 }
 
@@ -298,12 +301,12 @@ static void r3_keyops(void) {
                   names[g_mode]);
             break;
         case 1:
-            CHECK(g_rc1 == 1 && rc3 && rc3->kind == SLUICE_EVENT_DROP && rc3->at == 100 * MS && rc3->depth == 1,
-                  "%s", names[g_mode]);
+            CHECK(g_rc1 == 1 && rc3 && rc3->kind == SLUICE_EVENT_DROP && rc3->at == 100 * MS && rc3->depth == 1, "%s",
+                  names[g_mode]);
             break;
         case 2:
-            CHECK(g_rc1 == 1 && rc3 && rc3->kind == SLUICE_EVENT_EMIT && rc3->at == 100 * MS && rc3->depth == 1,
-                  "%s", names[g_mode]);
+            CHECK(g_rc1 == 1 && rc3 && rc3->kind == SLUICE_EVENT_EMIT && rc3->at == 100 * MS && rc3->depth == 1, "%s",
+                  names[g_mode]);
             break;
         case 4:
             CHECK(g_rc1 == 0 && g_rc2 == 1 && g_rc3 == 0, "%s: %d %d %d", names[g_mode], g_rc1, g_rc2, g_rc3);
@@ -478,7 +481,8 @@ static void act_free(sluice_limiter_t *l, const sluice_event_t *e) {
     }
     sluice_limiter_free(l);
     sluice_limiter_free(l); /* twice: still one release */
-    CHECK(sluice_limiter_submit(l, sluice_key_u64(4242), 0, e->at, NULL) == SLUICE_ECLOSED, "submit after free request");
+    CHECK(sluice_limiter_submit(l, sluice_key_u64(4242), 0, e->at, NULL) == SLUICE_ECLOSED,
+          "submit after free request");
     CHECK(sluice_limiter_pending(l, sluice_key_u64(1), e->at) == SLUICE_ECLOSED, "pending after free request");
     CHECK(sluice_limiter_advance(l, e->at, 0) == SLUICE_ECLOSED, "advance after free request");
     CHECK(sluice_limiter_close(l, e->at, SLUICE_CLOSE_DRAIN) == SLUICE_ECLOSED, "close after free request");

@@ -46,14 +46,12 @@
 #define TEST_NAME "test_spray"
 #include "support/check.h"
 
-
 #define SEC UINT64_C(1000000000)
 #define MS UINT64_C(1000000)
 #define W (100 * SEC)
 #define SPRAY_SPAN (50 * SEC)
 #define RESIDENT 1000
 #define PROBES 1000 /* the first spray keys, tracked by the model too */
-
 
 static double now_s(void) {
     struct timespec ts;
@@ -282,8 +280,10 @@ int main(void) {
             /* an existing key keeps working exactly */
             int id = (int)(next_res++ % NTRACK);
             keyhold_t k2;
-            if (id < RESIDENT) resident_key(id, &k2);
-            else spray_key((uint64_t)(id - RESIDENT), &k2);
+            if (id < RESIDENT)
+                resident_key(id, &k2);
+            else
+                spray_key((uint64_t)(id - RESIDENT), &k2);
             tok++;
             int r1 = sluice_limiter_submit(l, k2.key, tok, t, &d);
             int r2 = ref_submit(m, k2.key, tok, t, &dr);
@@ -332,8 +332,10 @@ int main(void) {
         spray_key(nkeys + 100 + (uint64_t)j, &h);
         tok++;
         int rc = sluice_limiter_submit(l, h.key, tok, t, &d);
-        if (j < 10) CHECK(rc == 0, "new key %d after 10 cancels: rc %d", j, rc);
-        else CHECK(rc == SLUICE_EFULL, "11th new key after 10 cancels: rc %d", rc);
+        if (j < 10)
+            CHECK(rc == 0, "new key %d after 10 cancels: rc %d", j, rc);
+        else
+            CHECK(rc == SLUICE_EFULL, "11th new key after 10 cancels: rc %d", rc);
     }
 
     /* every window ends: everything idle, memory released */
@@ -358,8 +360,7 @@ int main(void) {
     for (uint64_t j = 0; j < 1000; j++) {
         spray_key(nkeys + 1000 + j, &h);
         tok++;
-        CHECK(sluice_limiter_submit(l, h.key, tok, t_end, &d) == 0 && d.kind == SLUICE_EMITTED, "re-admit %" PRIu64,
-              j);
+        CHECK(sluice_limiter_submit(l, h.key, tok, t_end, &d) == 0 && d.kind == SLUICE_EMITTED, "re-admit %" PRIu64, j);
     }
     sluice_limiter_free(l);
     ref_free(m);

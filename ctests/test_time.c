@@ -46,7 +46,6 @@
 #define TEST_NAME "test_time"
 #include "support/check.h"
 
-
 #define NS UINT64_C(1)
 #define US UINT64_C(1000)
 #define MS UINT64_C(1000000)
@@ -56,17 +55,16 @@
 
 static int g_bugs;
 
-
 /* A check of documented behaviour that the core currently misses: printed,
  * counted, and the test goes on (exit 1 at the end). */
-#define CORE_BUG(cond, ...)                                                                                  \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            g_bugs++;                                                                                        \
-            fprintf(stderr, "test_time.c:%d: CORE BUG: %s: ", __LINE__, #cond);                              \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
-        }                                                                                                    \
+#define CORE_BUG(cond, ...)                                                                                            \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            g_bugs++;                                                                                                  \
+            fprintf(stderr, "test_time.c:%d: CORE BUG: %s: ", __LINE__, #cond);                                        \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 static double now_s(void) {
@@ -154,9 +152,9 @@ static double jump_once(const char *name, sluice_policy_t pol, uint64_t tick, ui
     double a = now_s();
     int64_t n = sluice_limiter_advance(l, target, 0);
     double secs = now_s() - a;
-    CHECK(n == expect_per_key * JUMP_KEYS, "%s: advance by %" PRIu64 " ns returned %" PRId64 ", expected %" PRId64
-                                           " (the due timer transitions)",
-          name, jump, n, expect_per_key * JUMP_KEYS);
+    CHECK(n == expect_per_key * JUMP_KEYS,
+          "%s: advance by %" PRIu64 " ns returned %" PRId64 ", expected %" PRId64 " (the due timer transitions)", name,
+          jump, n, expect_per_key * JUMP_KEYS);
     CHECK(sluice_limiter_stats(l, &st) == 0 && st.live_keys == 0 && st.armed_timers == 0, "%s: keys left", name);
     CHECK(sluice_limiter_next_deadline(l) == UINT64_MAX, "%s: next_deadline with no timer", name);
     /* each emission at its own deadline, not at the jump's end */
@@ -164,9 +162,9 @@ static double jump_once(const char *name, sluice_policy_t pol, uint64_t tick, ui
         CHECK(g_ev[i].kind == SLUICE_EVENT_EMIT, "%s: event kind %d", name, g_ev[i].kind);
         uint64_t k = g_ev[i].key_u64;
         uint64_t call = t0 + k * (SEC / JUMP_KEYS);
-        CHECK(g_ev[i].at == call + (uint64_t)pol.interval_ns, "%s: key %" PRIu64 " emitted at %" PRIu64
-                                                             ", its deadline is %" PRIu64,
-              name, k, g_ev[i].at, call + (uint64_t)pol.interval_ns);
+        CHECK(g_ev[i].at == call + (uint64_t)pol.interval_ns,
+              "%s: key %" PRIu64 " emitted at %" PRIu64 ", its deadline is %" PRIu64, name, k, g_ev[i].at,
+              call + (uint64_t)pol.interval_ns);
     }
     *events_out = g_nev - ev_before;
     CHECK(sluice_limiter_check(l) == 0, "check");
@@ -192,10 +190,8 @@ static void test_jumps(void) {
         const char *name;
         uint64_t tick, jump;
     } jumps[] = {
-        { "2 s (tick 1 ms)", MS, 2 * SEC },
-        { "3 days (tick 1 ms)", MS, 3 * DAY },
-        { "10 years (tick 1 ms)", MS, 10 * YEAR },
-        { "10 years (tick 1 s)", SEC, 10 * YEAR },
+        { "2 s (tick 1 ms)", MS, 2 * SEC },        { "3 days (tick 1 ms)", MS, 3 * DAY },
+        { "10 years (tick 1 ms)", MS, 10 * YEAR }, { "10 years (tick 1 s)", SEC, 10 * YEAR },
         { "1 year (tick 1 ns)", NS, YEAR },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -221,8 +217,8 @@ static void test_jumps(void) {
     /* overflow list: 1 ns tick, deadlines 10 days ahead (beyond 2^48 ns) */
     {
         uint64_t evs;
-        double secs = jump_once("audit 10 days, tick 1 ns, jump 1 year", sluice_audit((int64_t)(10 * DAY)), NS, 0,
-                                YEAR, 1, 1, &evs);
+        double secs = jump_once("audit 10 days, tick 1 ns, jump 1 year", sluice_audit((int64_t)(10 * DAY)), NS, 0, YEAR,
+                                1, 1, &evs);
         CHECK(evs == JUMP_KEYS, "overflow: %" PRIu64 " emissions", evs);
         printf("  jump: %-52s %d transitions in %.1f ms\n", "audit 10 days, tick 1 ns (overflow), 1 year", JUMP_KEYS,
                secs * 1e3);
@@ -254,15 +250,16 @@ static void test_top(void) {
         /* next_deadline is a lower bound: advancing there never fires early */
         uint64_t nd = sluice_limiter_next_deadline(l);
         CHECK(sluice_limiter_advance(l, nd, 0) == 0 && g_nev == 0, "early fire at next_deadline %" PRIu64, nd);
-        CHECK(sluice_limiter_advance(l, UINT64_MAX - 1, 0) == 0 && g_nev == 0, "tick %" PRIu64 ": fired before UINT64_MAX",
-              tick);
+        CHECK(sluice_limiter_advance(l, UINT64_MAX - 1, 0) == 0 && g_nev == 0,
+              "tick %" PRIu64 ": fired before UINT64_MAX", tick);
         CHECK(sluice_limiter_pending(l, sluice_key_u64(1), UINT64_MAX - 1) == 1, "still pending");
         int64_t n = sluice_limiter_advance(l, UINT64_MAX, 0);
-        CORE_BUG(n >= 1 && g_nev == 1,
-                 "tick %" PRIu64 " ns: advance(UINT64_MAX) handled %" PRId64 " timers and emitted %zu values: a deadline "
-                 "of UINT64_MAX is due then, but with a tick > 1 ns the wheel stops at floor(UINT64_MAX / tick) * tick, "
-                 "so deadlines in the last partial tick are never fired by advance()",
-                 tick, n, g_nev);
+        CORE_BUG(
+            n >= 1 && g_nev == 1,
+            "tick %" PRIu64 " ns: advance(UINT64_MAX) handled %" PRId64 " timers and emitted %zu values: a deadline "
+            "of UINT64_MAX is due then, but with a tick > 1 ns the wheel stops at floor(UINT64_MAX / tick) * tick, "
+            "so deadlines in the last partial tick are never fired by advance()",
+            tick, n, g_nev);
         /* a key call fires it (timers first) */
         CHECK(sluice_limiter_pending(l, sluice_key_u64(1), UINT64_MAX) == 0, "pending at the end of time");
         CHECK(g_nev == 1 && g_ev[0].token == 2 && g_ev[0].kind == SLUICE_EVENT_EMIT && g_ev[0].at == UINT64_MAX,
@@ -325,7 +322,8 @@ static void test_backwards(void) {
     /* 11 s: b emitted, a new window opens; 12 s: it ends (two transitions) */
     CHECK(sluice_limiter_advance(l, 12 * SEC, 0) == 2 && g_nev == 1 && g_ev[0].at == 11 * SEC, "fire at 11 s");
     CHECK(sluice_limiter_advance(l, 3 * SEC, 0) == 0, "advance back in time fires nothing");
-    CHECK(sluice_limiter_submit(l, sluice_key_u64(2), 3, 1 * SEC, &d) == 0 && d.kind == SLUICE_EMITTED && d.at == 12 * SEC,
+    CHECK(sluice_limiter_submit(l, sluice_key_u64(2), 3, 1 * SEC, &d) == 0 && d.kind == SLUICE_EMITTED &&
+              d.at == 12 * SEC,
           "a call at 1 s after 12 s emits at 12 s, got %" PRIu64, d.at);
     CHECK(sluice_limiter_submit(l, sluice_key_u64(2), 4, 0, &d) == 0 && d.at == 13 * SEC, "window from 12 s");
     CHECK(sluice_limiter_flush(l, sluice_key_u64(2), 2 * SEC) == 1 && g_nev == 2 && g_ev[1].at == 12 * SEC,
@@ -338,10 +336,12 @@ static void test_backwards(void) {
     for (int run = 0; run < (SANITIZED ? 120 : 400); run++) {
         int kind = run % 4;
         uint64_t W = (1 + rndn(50)) * MS;
-        sluice_policy_t p = kind == 0   ? sluice_throttle((int64_t)W, run % 3 != 0, true, run % 2 ? SLUICE_PICK_FIRST : SLUICE_PICK_LATEST)
-                            : kind == 1 ? sluice_audit((int64_t)W)
-                            : kind == 2 ? sluice_debounce((int64_t)W, run % 3 == 0, true, run % 5 ? (int64_t)(2 * W) : -1)
-                                        : sluice_rate(1 + rndn(5), (int64_t)W, rndn(3));
+        sluice_policy_t p =
+            kind == 0
+                ? sluice_throttle((int64_t)W, run % 3 != 0, true, run % 2 ? SLUICE_PICK_FIRST : SLUICE_PICK_LATEST)
+            : kind == 1 ? sluice_audit((int64_t)W)
+            : kind == 2 ? sluice_debounce((int64_t)W, run % 3 == 0, true, run % 5 ? (int64_t)(2 * W) : -1)
+                        : sluice_rate(1 + rndn(5), (int64_t)W, rndn(3));
         uint64_t tick = run % 2 ? NS : MS; /* with a 1 ms tick, times are whole ms */
         l = mk(p, tick, 0);
         ref_model_t *m;
@@ -352,9 +352,12 @@ static void test_backwards(void) {
         uint64_t *last_at = calloc(8, sizeof *last_at);
         for (int op = 0; op < 200; op++) {
             uint64_t x = rndn(100);
-            if (x < 40) t = seen + rndn(3 * W);
-            else if (x < 70) t = seen > 0 ? seen - rndn(seen < 3 * W ? seen + 1 : 3 * W) : 0; /* backwards */
-            else t = seen;
+            if (x < 40)
+                t = seen + rndn(3 * W);
+            else if (x < 70)
+                t = seen > 0 ? seen - rndn(seen < 3 * W ? seen + 1 : 3 * W) : 0; /* backwards */
+            else
+                t = seen;
             if (tick == MS) t = t / MS * MS;
             if (t < seen) back++;
             if (t > seen) seen = t;
@@ -387,8 +390,9 @@ static void test_backwards(void) {
                 uint64_t kk = g_ev[i].key_u64;
                 CHECK(g_ev[i].at <= seen, "run %d: event at %" PRIu64 " later than any time seen (%" PRIu64 ")", run,
                       g_ev[i].at, seen);
-                CHECK(g_ev[i].at >= last_at[kk], "run %d: key %" PRIu64 " event at %" PRIu64 " before an earlier one at %" PRIu64,
-                      run, kk, g_ev[i].at, last_at[kk]);
+                CHECK(g_ev[i].at >= last_at[kk],
+                      "run %d: key %" PRIu64 " event at %" PRIu64 " before an earlier one at %" PRIu64, run, kk,
+                      g_ev[i].at, last_at[kk]);
                 last_at[kk] = g_ev[i].at;
             }
             CHECK(rn == g_nev - last_ev, "run %d op %d: core %zu events, model %zu", run, op, g_nev - last_ev, rn);
@@ -402,10 +406,12 @@ static void test_backwards(void) {
                         CHECK(ci >= g_nev && ri >= rn, "run %d: key %" PRIu64 " event counts differ", run, kk);
                         break;
                     }
-                    CHECK(g_ev[ci].kind == (int)rev[ri].kind && g_ev[ci].token == rev[ri].token && g_ev[ci].at == rev[ri].at,
+                    CHECK(g_ev[ci].kind == (int)rev[ri].kind && g_ev[ci].token == rev[ri].token &&
+                              g_ev[ci].at == rev[ri].at,
                           "run %d op %d: key %" PRIu64 ": core %d tok %" PRIu64 " at %" PRIu64 ", model %d tok %" PRIu64
                           " at %" PRIu64,
-                          run, op, kk, g_ev[ci].kind, g_ev[ci].token, g_ev[ci].at, rev[ri].kind, rev[ri].token, rev[ri].at);
+                          run, op, kk, g_ev[ci].kind, g_ev[ci].token, g_ev[ci].at, rev[ri].kind, rev[ri].token,
+                          rev[ri].at);
                     ci++;
                     ri++;
                 }
@@ -420,7 +426,8 @@ static void test_backwards(void) {
         sluice_limiter_free(l);
         runs++;
     }
-    printf("  backwards: %" PRIu64 " runs, %" PRIu64 " calls back in time, %" PRIu64 " events, all equal to the model\n",
+    printf("  backwards: %" PRIu64 " runs, %" PRIu64 " calls back in time, %" PRIu64
+           " events, all equal to the model\n",
            runs, back, events);
 }
 
@@ -462,7 +469,8 @@ static void test_duration_max(void) {
         CHECK(sluice_limiter_submit(l, sluice_key_u64(1), 1, 0, &d) == 0 && d.kind == SLUICE_EMITTED, "a");
         CHECK(sluice_limiter_submit(l, sluice_key_u64(1), 2, 1, &d) == 0 && d.at == D, "b at %" PRIu64, d.at);
         /* step through the years: nothing early */
-        for (uint64_t t = YEAR; t < D; t += 3 * YEAR) CHECK(sluice_limiter_advance(l, t, 0) == 0 && g_nev == 0, "early");
+        for (uint64_t t = YEAR; t < D; t += 3 * YEAR)
+            CHECK(sluice_limiter_advance(l, t, 0) == 0 && g_nev == 0, "early");
         CHECK(sluice_limiter_advance(l, D - 1, 0) == 0 && g_nev == 0, "tick %" PRIu64 ": fired before 1e18", tick);
         CHECK(sluice_limiter_advance(l, D, 0) == 1 && g_nev == 1 && g_ev[0].at == D && g_ev[0].token == 2,
               "tick %" PRIu64 ": fire at exactly SLUICE_DURATION_MAX", tick);
@@ -522,10 +530,11 @@ static void test_tick_lateness(void) {
                 for (size_t i = e0; i < g_nev; i++) {
                     uint64_t D = g_ev[i].at;
                     CHECK(D == deadline[g_ev[i].key_u64], "event at %" PRIu64 " is not the key's deadline", D);
-                    CHECK(D <= wheel, "tick %" PRIu64 ": deadline %" PRIu64 " fired by advance(%" PRIu64 "): early", tick,
-                          D, now);
-                    CHECK(D > prev_wheel, "tick %" PRIu64 ": deadline %" PRIu64 " should have fired at the previous advance "
-                                          "(wheel at %" PRIu64 "): late",
+                    CHECK(D <= wheel, "tick %" PRIu64 ": deadline %" PRIu64 " fired by advance(%" PRIu64 "): early",
+                          tick, D, now);
+                    CHECK(D > prev_wheel,
+                          "tick %" PRIu64 ": deadline %" PRIu64 " should have fired at the previous advance "
+                          "(wheel at %" PRIu64 "): late",
                           tick, D, prev_wheel);
                     armed--;
                     fired++;
@@ -540,9 +549,9 @@ static void test_tick_lateness(void) {
                 for (size_t i = e0; i < g_nev; i++) gone[g_ev[i].key_u64] = 1;
                 for (uint64_t k = 0; k < key; k++) {
                     if (gone[k]) continue;
-                    CHECK(deadline[k] > wheel, "tick %" PRIu64 ": deadline %" PRIu64 " <= wheel time %" PRIu64
-                                               " not fired: late",
-                          tick, deadline[k], wheel);
+                    CHECK(deadline[k] > wheel,
+                          "tick %" PRIu64 ": deadline %" PRIu64 " <= wheel time %" PRIu64 " not fired: late", tick,
+                          deadline[k], wheel);
                     if (deadline[k] < first_deadline) first_deadline = deadline[k];
                 }
             }

@@ -23,15 +23,15 @@
 static int failures;
 static int checks;
 
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        checks++;                                                                         \
-        if (!(cond)) {                                                                    \
-            failures++;                                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fputc('\n', stderr);                                                          \
-        }                                                                                 \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        checks++;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 #define MS UINT64_C(1000000)
@@ -46,8 +46,7 @@ static int parse_exact(const char *input, size_t len, sluice_trace_t **t, sluice
         fprintf(stderr, "out of memory\n");
         exit(1);
     }
-    if (len)
-        memcpy(copy, input, len);
+    if (len) memcpy(copy, input, len);
     rc = sluice_trace_parse(len ? copy : NULL, len, t, err);
     free(copy);
     return rc;
@@ -64,8 +63,7 @@ static void expect_error_n(const char *input, size_t len, size_t line, const cha
         return;
     }
     CHECK(err.line == line && strcmp(err.reason, reason) == 0,
-          "input \"%.60s\": got 'line %zu: %s', want 'line %zu: %s'", input, err.line, err.reason,
-          line, reason);
+          "input \"%.60s\": got 'line %zu: %s', want 'line %zu: %s'", input, err.line, err.reason, line, reason);
     snprintf(message, sizeof message, "error: line %zu: %s", line, reason);
     CHECK(strcmp(err.message, message) == 0, "message '%s', want '%s'", err.message, message);
     CHECK(t == NULL, "no trace after an error");
@@ -89,27 +87,17 @@ static sluice_trace_t *expect_ok_n(const char *input, size_t len) {
     return t;
 }
 
-static sluice_trace_t *expect_ok(const char *input) {
-    return expect_ok_n(input, strlen(input));
-}
+static sluice_trace_t *expect_ok(const char *input) { return expect_ok_n(input, strlen(input)); }
 
-static void accept(const char *input) {
-    sluice_trace_free(expect_ok(input));
-}
+static void accept(const char *input) { sluice_trace_free(expect_ok(input)); }
 
-static bool step_is(const sluice_trace_t *t, size_t i, uint64_t time_ms, int verb, const char *key,
-                    const char *value) {
+static bool step_is(const sluice_trace_t *t, size_t i, uint64_t time_ms, int verb, const char *key, const char *value) {
     sluice_trace_step_t s;
-    if (sluice_trace_step(t, i, &s) != SLUICE_OK)
-        return false;
-    if (s.time_ms != time_ms || (int)s.verb != verb)
-        return false;
-    if (key && (s.key_len != strlen(key) || memcmp(s.key, key, s.key_len) != 0))
-        return false;
-    if (value && (s.value_len != strlen(value) || memcmp(s.value, value, s.value_len) != 0))
-        return false;
-    if (!value && s.value != NULL)
-        return false;
+    if (sluice_trace_step(t, i, &s) != SLUICE_OK) return false;
+    if (s.time_ms != time_ms || (int)s.verb != verb) return false;
+    if (key && (s.key_len != strlen(key) || memcmp(s.key, key, s.key_len) != 0)) return false;
+    if (value && (s.value_len != strlen(value) || memcmp(s.value, value, s.value_len) != 0)) return false;
+    if (!value && s.value != NULL) return false;
     return true;
 }
 
@@ -147,8 +135,7 @@ static void test_policy_errors(void) {
     expect_error("policy throttle interval = 5\n", 1, "bad option 'interval'");
     expect_error("policy throttle interval=\n", 1, "missing value for interval");
     expect_error("policy throttle interval=1 interval=2\n", 1, "duplicate option 'interval'");
-    expect_error("policy throttle leading=true interval=1 leading=false\n", 1,
-                 "duplicate option 'leading'");
+    expect_error("policy throttle leading=true interval=1 leading=false\n", 1, "duplicate option 'leading'");
     expect_error("policy throttle interval=1 maxwait=5\n", 1, "unknown option 'maxwait'");
     expect_error("policy audit interval=1 leading=true\n", 1, "unknown option 'leading'");
     expect_error("policy debounce interval=1 pick=first\n", 1, "unknown option 'pick'");
@@ -186,7 +173,8 @@ static void test_number_limits(void) {
 
     /* Durations: at most 10^12 ms. */
     t = expect_ok("policy throttle interval=1000000000000\n");
-    CHECK((uint64_t)POL(t).interval_ns / MS == UINT64_C(1000000000000), "interval %" PRIu64, (uint64_t)POL(t).interval_ns / MS);
+    CHECK((uint64_t)POL(t).interval_ns / MS == UINT64_C(1000000000000), "interval %" PRIu64,
+          (uint64_t)POL(t).interval_ns / MS);
     sluice_trace_free(t);
     expect_error("policy throttle interval=1000000000001\n", 1, "number too large");
     expect_error("policy audit interval=99999999999999999999999\n", 1, "number too large");
@@ -205,16 +193,16 @@ static void test_number_limits(void) {
     expect_error("policy rate limit=1 per=1 burst=1000000000001\n", 1, "number too large");
     /* Leading zeros are fine, and do not count towards the size. */
     t = expect_ok("policy throttle interval=0000000000000000000000000001000000000000\n"
-              "000000000000000000000000010000000000000 call A a\n");
-    CHECK((uint64_t)POL(t).interval_ns / MS == UINT64_C(1000000000000), "interval %" PRIu64, (uint64_t)POL(t).interval_ns / MS);
+                  "000000000000000000000000010000000000000 call A a\n");
+    CHECK((uint64_t)POL(t).interval_ns / MS == UINT64_C(1000000000000), "interval %" PRIu64,
+          (uint64_t)POL(t).interval_ns / MS);
     CHECK(step_is(t, 0, SLUICE_TRACE_TIME_MAX_MS, SLUICE_TRACE_CALL, "A", "a"), "time 10^13");
     sluice_trace_free(t);
 
     /* Time: at most 10^13 ms. */
     accept("policy audit interval=1\n10000000000000 call A a\n");
     expect_error("policy audit interval=1\n10000000000001 call A a\n", 2, "number too large");
-    expect_error("policy audit interval=1\n99999999999999999999999999999 call A a\n", 2,
-                 "number too large");
+    expect_error("policy audit interval=1\n99999999999999999999999999999 call A a\n", 2, "number too large");
     expect_error("policy audit interval=1\n-1 call A a\n", 2, "negative time");
     expect_error("policy audit interval=1\n+1 call A a\n", 2, "bad number '+1'");
     expect_error("policy audit interval=1\n1.5 call A a\n", 2, "bad number '1.5'");
@@ -245,8 +233,7 @@ static void test_step_errors(void) {
     expect_error(WITH_POLICY("0 close drain now\n"), 2, "extra field 'now'");
     expect_error(WITH_POLICY("0 close now\n"), 2, "bad value 'now' for close");
     expect_error(WITH_POLICY("0 close Drain\n"), 2, "bad value 'Drain' for close");
-    expect_error(WITH_POLICY("0 call A a\n0 call A b\n1 call A c\n0 call A d\n"), 5,
-                 "time goes backwards");
+    expect_error(WITH_POLICY("0 call A a\n0 call A b\n1 call A c\n0 call A d\n"), 5, "time goes backwards");
     expect_error(WITH_POLICY("0 close drain\n1 call A a\n"), 3, "line after close");
     expect_error(WITH_POLICY("0 close drain\n0 close drain\n"), 3, "line after close");
     expect_error(WITH_POLICY("5 close discard\n# ok\n\n1 frob\n"), 5, "line after close");
@@ -268,8 +255,7 @@ static void test_keys(void) {
     size_t n;
     sluice_trace_t *t;
 
-    if (buf == NULL)
-        exit(1);
+    if (buf == NULL) exit(1);
     n = (size_t)sprintf(buf, "policy throttle interval=1\n0 call ");
     memset(buf + n, 'k', SLUICE_KEY_MAX);
     n += SLUICE_KEY_MAX;
@@ -303,7 +289,8 @@ static void test_characters(void) {
     /* A UTF-8 byte order mark is not ASCII. */
     expect_error("\xef\xbb\xbfpolicy audit interval=1\n", 1, "bad character 0xef");
     /* Comments may hold UTF-8 and control characters other than NUL. */
-    accept("# D\xc3\xa9" "bounce \xe2\x80\x94 a comment\x01\r\npolicy audit interval=1 # \x7f\n");
+    accept("# D\xc3\xa9"
+           "bounce \xe2\x80\x94 a comment\x01\r\npolicy audit interval=1 # \x7f\n");
 }
 
 static void test_accepted(void) {
@@ -319,8 +306,7 @@ static void test_accepted(void) {
     CHECK(POL(t).kind == SLUICE_AUDIT && (uint64_t)POL(t).interval_ns / MS == 0, "audit");
     sluice_trace_free(t);
     t = expect_ok("policy debounce interval=100\n");
-    CHECK(POL(t).kind == SLUICE_DEBOUNCE && !POL(t).leading && POL(t).trailing &&
-              !POL(t).has_max_wait,
+    CHECK(POL(t).kind == SLUICE_DEBOUNCE && !POL(t).leading && POL(t).trailing && !POL(t).has_max_wait,
           "debounce defaults");
     sluice_trace_free(t);
     t = expect_ok("policy rate per=1000 limit=10\n");
@@ -345,23 +331,21 @@ static void test_accepted(void) {
     t = expect_ok("policy rate burst=3 limit=2 per=100\n");
     CHECK(POL(t).burst == 3 && POL(t).limit == 2 && (uint64_t)POL(t).per_ns / MS == 100, "rate options");
     sluice_trace_free(t);
-
 }
 
 static void test_layout(void) {
     sluice_trace_t *t;
-    static const char input[] =
-        "# header comment\r\n"
-        "\r\n"
-        "  \tpolicy\t debounce   interval=100\tmaxwait=250 # trailing comment\r\n"
-        "0 call A a\n"
-        "\t 007\tcall\t\tA   b#comment right after\n"
-        "   # indented comment\n"
-        "7 call B !$%&'()*+,-./:;<=>?@[\\]^_`{|}~\n"
-        "30 flush A\r\n"
-        "30 pending B\n"
-        "40 cancel B\n"
-        "1000 close discard";
+    static const char input[] = "# header comment\r\n"
+                                "\r\n"
+                                "  \tpolicy\t debounce   interval=100\tmaxwait=250 # trailing comment\r\n"
+                                "0 call A a\n"
+                                "\t 007\tcall\t\tA   b#comment right after\n"
+                                "   # indented comment\n"
+                                "7 call B !$%&'()*+,-./:;<=>?@[\\]^_`{|}~\n"
+                                "30 flush A\r\n"
+                                "30 pending B\n"
+                                "40 cancel B\n"
+                                "1000 close discard";
     t = expect_ok(input);
     CHECK(sluice_trace_step_count(t) == 7, "nsteps %zu", sluice_trace_step_count(t));
     CHECK(!sluice_trace_is_v2(t), "a v1 trace");
@@ -371,14 +355,17 @@ static void test_layout(void) {
     CHECK(step_is(t, 3, 30, SLUICE_TRACE_FLUSH, "A", NULL), "step 3");
     CHECK(step_is(t, 4, 30, SLUICE_TRACE_PENDING, "B", NULL), "step 4");
     CHECK(step_is(t, 5, 40, SLUICE_TRACE_CANCEL, "B", NULL), "step 5");
-    CHECK(step_is(t, 6, 1000, SLUICE_TRACE_CLOSE, NULL, NULL) && step_at(t, 6).close_mode == SLUICE_CLOSE_DISCARD, "step 6");
-    CHECK(sluice_trace_step_count(t) == 7 && step_at(t, 0).line == 4 && step_at(t, 1).line == 5 && step_at(t, 6).line == 11,
+    CHECK(step_is(t, 6, 1000, SLUICE_TRACE_CLOSE, NULL, NULL) && step_at(t, 6).close_mode == SLUICE_CLOSE_DISCARD,
+          "step 6");
+    CHECK(sluice_trace_step_count(t) == 7 && step_at(t, 0).line == 4 && step_at(t, 1).line == 5 &&
+              step_at(t, 6).line == 11,
           "step lines");
     sluice_trace_free(t);
 
     /* close drain, then only blanks and comments. */
     t = expect_ok("policy throttle interval=10\n5 close drain\n\n# done\n   \n");
-    CHECK(sluice_trace_step_count(t) == 1 && step_at(t, 0).verb == SLUICE_TRACE_CLOSE && step_at(t, 0).close_mode == SLUICE_CLOSE_DRAIN,
+    CHECK(sluice_trace_step_count(t) == 1 && step_at(t, 0).verb == SLUICE_TRACE_CLOSE &&
+              step_at(t, 0).close_mode == SLUICE_CLOSE_DRAIN,
           "close drain");
     sluice_trace_free(t);
 
@@ -408,21 +395,17 @@ static void split_lines(char *text, struct lines *out) {
     out->n = 0;
     for (char *p = text; out->v && *p;) {
         char *nl = strchr(p, '\n');
-        if (nl)
-            *nl = '\0';
+        if (nl) *nl = '\0';
         if (out->n == cap) {
             cap *= 2;
             out->v = realloc(out->v, cap * sizeof *out->v);
-            if (out->v == NULL)
-                break;
+            if (out->v == NULL) break;
         }
         out->v[out->n++] = p;
-        if (!nl)
-            break;
+        if (!nl) break;
         p = nl + 1;
     }
-    if (out->v == NULL)
-        exit(1);
+    if (out->v == NULL) exit(1);
 }
 
 /* The KEY field of an output line (the third), as a length. */
@@ -483,11 +466,10 @@ static void collect(void *user, const sluice_trace_output_t *o) {
                  : o->kind == SLUICE_TRACE_OUT_DISCARD ? "discard"
                  : o->kind == SLUICE_TRACE_OUT_PENDING ? "pending"
                                                        : "quota");
-    CHECK(o->text_len > (size_t)n && memcmp(o->text, head, (size_t)n) == 0, "line '%s' starts with '%s'",
-          o->text, head);
-    CHECK(o->key_len == st.key_len && memcmp(o->key, st.key, st.key_len) == 0 &&
-              o->text_len > (size_t)n + o->key_len && memcmp(o->text + n, o->key, o->key_len) == 0 &&
-              o->text[(size_t)n + o->key_len] == ' ',
+    CHECK(o->text_len > (size_t)n && memcmp(o->text, head, (size_t)n) == 0, "line '%s' starts with '%s'", o->text,
+          head);
+    CHECK(o->key_len == st.key_len && memcmp(o->key, st.key, st.key_len) == 0 && o->text_len > (size_t)n + o->key_len &&
+              memcmp(o->text + n, o->key, o->key_len) == 0 && o->text[(size_t)n + o->key_len] == ' ',
           "key of '%s'", o->text);
     if (o->kind <= SLUICE_TRACE_OUT_DISCARD) {
         CHECK(st.verb == SLUICE_TRACE_CALL && o->value_len == st.value_len &&
@@ -498,8 +480,7 @@ static void collect(void *user, const sluice_trace_output_t *o) {
         if (o->has_successor) {
             sluice_trace_step_t r = step_at(c->t, o->successor_step);
             CHECK(o->kind == SLUICE_TRACE_OUT_DROP && r.verb == SLUICE_TRACE_CALL &&
-                      r.value_len == o->successor_value_len &&
-                      memcmp(r.value, o->successor_value, r.value_len) == 0 &&
+                      r.value_len == o->successor_value_len && memcmp(r.value, o->successor_value, r.value_len) == 0 &&
                       o->successor_step > o->step,
                   "successor of '%s'", o->text);
         }
@@ -514,8 +495,7 @@ static void collect(void *user, const sluice_trace_output_t *o) {
             snprintf(retry, sizeof retry, "never");
         else
             snprintf(retry, sizeof retry, "%" PRIu64, o->retry_ms);
-        snprintf(tail, sizeof tail, "remaining=%" PRIu64 " full=%" PRIu64 " retry=%s", o->remaining,
-                 o->full_ms, retry);
+        snprintf(tail, sizeof tail, "remaining=%" PRIu64 " full=%" PRIu64 " retry=%s", o->remaining, o->full_ms, retry);
         CHECK(st.verb == SLUICE_TRACE_QUOTA && strcmp(o->text + n + o->key_len + 1, tail) == 0 &&
                   o->retry_never == (o->retry_ms == SLUICE_TRACE_NEVER),
               "quota '%s' vs fields '%s'", o->text, tail);
@@ -523,8 +503,7 @@ static void collect(void *user, const sluice_trace_output_t *o) {
     while (c->len + need + 1 > c->cap) {
         c->cap = c->cap ? 2 * c->cap : 256;
         c->text = realloc(c->text, c->cap);
-        if (c->text == NULL)
-            exit(1);
+        if (c->text == NULL) exit(1);
     }
     memcpy(c->text + c->len, o->text, o->text_len);
     c->len += o->text_len;
@@ -555,19 +534,16 @@ static void expect_run(const char *name, const char *input, const char *expected
     CHECK(rc == SLUICE_OK, "%s: run failed (%d): %s", name, rc, res.message);
     CHECK(res.lines == c.count, "%s: %" PRIu64 " lines counted, %zu delivered", name, res.lines, c.count);
     sluice_trace_free(t);
-    if (c.text == NULL)
-        c.text = calloc(1, 1);
+    if (c.text == NULL) c.text = calloc(1, 1);
     got = strdup(c.text);
     want = strdup(expected);
-    if (got == NULL || want == NULL)
-        exit(1);
+    if (got == NULL || want == NULL) exit(1);
     split_lines(got, &lg);
     split_lines(want, &lw);
     sort_by_key(&lg);
     sort_by_key(&lw);
     same = lg.n == lw.n;
-    for (size_t i = 0; same && i < lg.n; i++)
-        same = strcmp(lg.v[i], lw.v[i]) == 0;
+    for (size_t i = 0; same && i < lg.n; i++) same = strcmp(lg.v[i], lw.v[i]) == 0;
     CHECK(same, "%s: output differs (compared per key).\n--- got:\n%s--- want:\n%s", name, c.text, expected);
     free(lg.v);
     free(lw.v);
@@ -578,8 +554,7 @@ static void expect_run(const char *name, const char *input, const char *expected
 
 static void test_runs(void) {
     /* The small examples of the format description. */
-    expect_run("throttle-basic",
-               "policy throttle interval=100\n0 call A a\n50 call A b\n120 call A c\n",
+    expect_run("throttle-basic", "policy throttle interval=100\n0 call A a\n50 call A b\n120 call A c\n",
                "0 emit A a\n100 emit A b\n200 emit A c\n");
     expect_run("audit-basic", "policy audit interval=100\n0 call A a\n50 call A b\n120 call A c\n",
                "50 drop A a\n100 emit A b\n220 emit A c\n");
@@ -602,8 +577,7 @@ static void test_runs(void) {
     expect_run("throttle trailing only",
                "policy throttle interval=100 leading=false\n0 call A a\n50 call A b\n120 call A c\n",
                "50 drop A a\n100 emit A b\n200 emit A c\n");
-    expect_run("throttle pick first",
-               "policy throttle interval=100 pick=first\n0 call A a\n10 call A b\n20 call A c\n",
+    expect_run("throttle pick first", "policy throttle interval=100 pick=first\n0 call A a\n10 call A b\n20 call A c\n",
                "0 emit A a\n20 drop A c\n100 emit A b\n");
     expect_run("throttle leading only",
                "policy throttle interval=100 trailing=false\n0 call A a\n10 call A b\n100 call A c\n",
@@ -614,14 +588,11 @@ static void test_runs(void) {
                "policy rate limit=2 per=100\n0 call A a\n0 call A b\n0 call A c\n50 call A d\n"
                "100 call A e\n100 pending A\n100 flush A\n",
                "0 emit A a\n0 emit A b\n0 drop A c\n50 emit A d\n100 emit A e\n100 pending A no\n");
-    expect_run("rate cancel",
-               "policy rate limit=1 per=100\n0 call A a\n10 call A b\n20 cancel A\n30 call A c\n",
+    expect_run("rate cancel", "policy rate limit=1 per=100\n0 call A a\n10 call A b\n20 cancel A\n30 call A c\n",
                "0 emit A a\n10 drop A b\n30 emit A c\n");
-    expect_run("close drain",
-               "policy debounce interval=100\n0 call A a\n10 call B b\n50 close drain\n",
+    expect_run("close drain", "policy debounce interval=100\n0 call A a\n10 call B b\n50 close drain\n",
                "50 emit A a\n50 emit B b\n");
-    expect_run("timers before close",
-               "policy audit interval=100\n0 call A a\n100 close discard\n", "100 emit A a\n");
+    expect_run("timers before close", "policy audit interval=100\n0 call A a\n100 close discard\n", "100 emit A a\n");
     expect_run("no steps", "policy audit interval=100\n", "");
     expect_run("largest times",
                "policy throttle interval=1000000000000\n"
@@ -716,8 +687,7 @@ static void test_v2_runs(void) {
                "1000 quota A remaining=1 full=3000 retry=1000\n"
                "1000 quota A remaining=1 full=3000 retry=never\n");
     /* A peek creates no state: quota of an unknown key, then a fresh call. */
-    expect_run("peek",
-               "policy rate limit=2 per=100\n7 quota K cost=2\n7 call K a cost=2\n7 quota K\n",
+    expect_run("peek", "policy rate limit=2 per=100\n7 quota K cost=2\n7 call K a cost=2\n7 quota K\n",
                "7 quota K remaining=2 full=7 retry=7\n7 emit K a\n7 quota K remaining=0 full=107 retry=57\n");
 }
 
@@ -732,8 +702,7 @@ struct drops {
 
 static void record_drops(void *user, const sluice_trace_output_t *o) {
     struct drops *d = user;
-    if (o->kind != SLUICE_TRACE_OUT_DROP || d->n == 8)
-        return;
+    if (o->kind != SLUICE_TRACE_OUT_DROP || d->n == 8) return;
     d->has[d->n] = o->has_successor;
     d->step[d->n] = o->has_successor ? o->successor_step : SIZE_MAX;
     snprintf(d->value[d->n], sizeof d->value[0], "%.*s", (int)o->value_len, o->value);
@@ -758,8 +727,7 @@ static void test_api(void) {
     CHECK(sluice_trace_run_realtime(NULL, NULL, NULL) == SLUICE_EINVAL, "realtime NULL");
     CHECK(sluice_trace_step_count(NULL) == 0 && !sluice_trace_is_v2(NULL), "NULL accessors");
     sluice_trace_free(NULL);
-    CHECK(strncmp(sluice_strerror(SLUICE_ESYNTAX), "malformed input", 15) == 0 &&
-              sluice_strerror(12345) != NULL,
+    CHECK(strncmp(sluice_strerror(SLUICE_ESYNTAX), "malformed input", 15) == 0 && sluice_strerror(12345) != NULL,
           "strerror");
 
     /* The policy as the core's policy, in ns, defaults applied. */
@@ -780,8 +748,7 @@ static void test_api(void) {
     CHECK(sluice_trace_run(t, &opt, &res) == SLUICE_OK, "batch_size 1");
     opt.batch_size = 2;
     CHECK(sluice_trace_run(t, &opt, &res) == SLUICE_OK, "batch_size 2: %s", res.message);
-    CHECK(sluice_trace_run_realtime(t, &opt, &res) == SLUICE_EINVAL && res.message[0] != '\0',
-          "realtime batch_size 2");
+    CHECK(sluice_trace_run_realtime(t, &opt, &res) == SLUICE_EINVAL && res.message[0] != '\0', "realtime batch_size 2");
     sluice_trace_free(t);
 
     /* A superseded value names its successor; a suppressed or cancelled one does not. */

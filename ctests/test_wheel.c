@@ -60,8 +60,8 @@ struct model {
     uint64_t tick, now;
     uint8_t *armed;
     uint64_t *dl;
-    uint64_t *tag;     /* expected tag stored in each record */
-    uint64_t *set_cur; /* driver test: cur_ns when a deadline already due was set */
+    uint64_t *tag;       /* expected tag stored in each record */
+    uint64_t *set_cur;   /* driver test: cur_ns when a deadline already due was set */
     uint32_t *set_drain; /* full drains done when the deadline was last set */
     uint64_t count, next_tag;
     uint64_t last_drain_cur; /* cur_ns at the last full drain */
@@ -83,7 +83,7 @@ static uint64_t ref_cur_ns(const struct model *m) {
 }
 
 /* Layouts: (stride, node_off, tag_off). All keep the node 8-byte aligned. */
-static const uint32_t layouts[][3] = {{24, 8, 0}, {24, 0, 16}, {32, 16, 0}, {64, 40, 8}};
+static const uint32_t layouts[][3] = { { 24, 8, 0 }, { 24, 0, 16 }, { 32, 16, 0 }, { 64, 40, 8 } };
 
 static void model_init(struct model *m, uint32_t n, uint32_t shift, unsigned layout, uint64_t tick, uint64_t now0) {
     memset(m, 0, sizeof *m);
@@ -154,10 +154,9 @@ static void m_verify(struct model *m) {
     uint64_t mindl = UINT64_MAX;
     for (uint32_t i = 0; i < m->n; i++) {
         struct sluice__wheel_node *nd = m_node(m, i);
-        CHECK(sluice__wheel_node_armed(nd) == (m->armed[i] != 0), "node %u armed %d, model %d", i, (int)sluice__wheel_node_armed(nd),
-              m->armed[i]);
-        CHECK(*m_tagp(m, i) == m->tag[i], "node %u record tag %llu, expected %llu", i, U(*m_tagp(m, i)),
-              U(m->tag[i]));
+        CHECK(sluice__wheel_node_armed(nd) == (m->armed[i] != 0), "node %u armed %d, model %d", i,
+              (int)sluice__wheel_node_armed(nd), m->armed[i]);
+        CHECK(*m_tagp(m, i) == m->tag[i], "node %u record tag %llu, expected %llu", i, U(*m_tagp(m, i)), U(m->tag[i]));
         if (m->armed[i]) {
             CHECK(nd->deadline == m->dl[i], "node %u deadline %llu, model %llu", i, U(nd->deadline), U(m->dl[i]));
             if (m->dl[i] < mindl) mindl = m->dl[i];
@@ -238,7 +237,9 @@ static uint64_t expected_expired_after(struct model *m, uint64_t nt) {
         uint64_t start = ((c >> up) << up) | ((uint64_t)(h % SLUICE__WHEEL_SLOTS) << (lv * SLUICE__WHEEL_SLOT_BITS));
         if (start <= nt) l += list_len(m, h);
     }
-    if ((nt >> (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOT_BITS)) != (c >> (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOT_BITS))) l += list_len(m, SLUICE__WHEEL_HEAD_OVERFLOW);
+    if ((nt >> (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOT_BITS)) !=
+        (c >> (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOT_BITS)))
+        l += list_len(m, SLUICE__WHEEL_HEAD_OVERFLOW);
     return l;
 }
 
@@ -254,8 +255,10 @@ static void m_advance(struct model *m, uint64_t t) {
     CHECK(m->w.cur_ns >= before, "time went back");
     if (m->check_every == 1) {
         uint64_t got = list_len(m, SLUICE__WHEEL_HEAD_EXPIRED);
-        CHECK(got == want, "advance(%llu) left %llu nodes on the expired list, expected %llu (slots reached early "
-              "or late)", U(t), U(got), U(want));
+        CHECK(got == want,
+              "advance(%llu) left %llu nodes on the expired list, expected %llu (slots reached early "
+              "or late)",
+              U(t), U(got), U(want));
     }
 }
 
@@ -265,8 +268,8 @@ static void m_check_drained(struct model *m) {
     int scan = m->scan_every && m->drains % m->scan_every == 0;
     for (uint32_t i = 0; scan && i < m->n; i++) {
         if (!m->armed[i]) continue;
-        CHECK(m->dl[i] > cur, "LATE/LOST: node %u deadline %llu <= now %llu but sluice__wheel_pop returned none", i, U(m->dl[i]),
-              U(cur));
+        CHECK(m->dl[i] > cur, "LATE/LOST: node %u deadline %llu <= now %llu but sluice__wheel_pop returned none", i,
+              U(m->dl[i]), U(cur));
         if (m->dl[i] < mindl) mindl = m->dl[i];
     }
     uint64_t nx = sluice__wheel_next(&m->w);
@@ -305,7 +308,8 @@ static uint32_t m_pop_one(struct model *m) {
     m->count--;
     m->pops++;
     if (m->count && m->w.heads[SLUICE__WHEEL_HEAD_EXPIRED].next == SLUICE__WHEEL_HEAD_BASE + SLUICE__WHEEL_HEAD_EXPIRED)
-        CHECK(sluice__wheel_next(&m->w) > cur, "sluice__wheel_next %llu <= cur_ns %llu after the last due node was popped", U(sluice__wheel_next(&m->w)),
+        CHECK(sluice__wheel_next(&m->w) > cur,
+              "sluice__wheel_next %llu <= cur_ns %llu after the last due node was popped", U(sluice__wheel_next(&m->w)),
               U(cur));
     return i;
 }
@@ -422,7 +426,7 @@ static void run_random(const char *name, uint64_t tick, uint32_t n, uint32_t shi
             else
                 m_set(&m, i, gen_deadline(&m)); /* sluice__wheel_set arms an unarmed node */
         } else if (op < 32) {
-            m_del(&m, i); /* also on unarmed nodes: no-op */
+            m_del(&m, i);     /* also on unarmed nodes: no-op */
         } else if (op < 42) { /* move earlier */
             if (m.armed[i] && m.dl[i] > 0) {
                 uint64_t d = m.dl[i];
@@ -510,7 +514,8 @@ static void run_driver(const char *name, uint64_t tick, uint32_t n, uint64_t now
         m_step(&m);
     }
     /* Each arm/move can cost one wake-up per level it cascades through. */
-    CHECK(wakeups <= mods * (SLUICE__WHEEL_LEVELS + 1) + 2, "%llu wake-ups for %llu timer operations", U(wakeups), U(mods));
+    CHECK(wakeups <= mods * (SLUICE__WHEEL_LEVELS + 1) + 2, "%llu wake-ups for %llu timer operations", U(wakeups),
+          U(mods));
     model_free(&m);
 }
 
@@ -568,12 +573,25 @@ static void run_jumps(const char *name, uint64_t tick, uint32_t n, uint64_t span
 static void test_rounding(void) {
     /* A deadline d fires at the first tick boundary >= d: not one ns before. */
     g_scenario = "rounding";
-    static const uint64_t ticks[] = {1, 2, 3, 7, 64, 1000, 4096, 999999937, 1000000, 7000000, UINT64_C(1) << 40,
-                                     UINT64_C(0xFFFFFFFFFFFF), UINT64_MAX / 3, UINT64_MAX - 1, UINT64_MAX};
+    static const uint64_t ticks[] = { 1,
+                                      2,
+                                      3,
+                                      7,
+                                      64,
+                                      1000,
+                                      4096,
+                                      999999937,
+                                      1000000,
+                                      7000000,
+                                      UINT64_C(1) << 40,
+                                      UINT64_C(0xFFFFFFFFFFFF),
+                                      UINT64_MAX / 3,
+                                      UINT64_MAX - 1,
+                                      UINT64_MAX };
     for (unsigned r = 0; r < 4000; r++) {
         uint64_t t = r < 2 * (sizeof ticks / sizeof ticks[0]) ? ticks[r / 2]
-                     : chance(50)                              ? ticks[rndn(15)]
-                                                               : rnd_shr(0, 64);
+                     : chance(50)                             ? ticks[rndn(15)]
+                                                              : rnd_shr(0, 64);
         if (t == 0) t = 1;
         struct model m;
         uint64_t start = chance(30) ? 0 : rnd_shr(0, 64);
@@ -592,7 +610,8 @@ static void test_rounding(void) {
         } else {
             m_advance(&m, f - 1);
             m_verify(&m);
-            CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "deadline %llu fired at %llu (tick %llu): early", U(d), U(f - 1), U(t));
+            CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "deadline %llu fired at %llu (tick %llu): early", U(d), U(f - 1),
+                  U(t));
             m_advance(&m, f);
             CHECK(m_pop_one(&m) == 0, "deadline %llu not fired at %llu (tick %llu)", U(d), U(f), U(t));
         }
@@ -607,7 +626,7 @@ static void snapshot_links(struct model *m, struct sluice__wheel_link *out) {
 
 static void test_extend_in_place(void) {
     g_scenario = "extend in place";
-    static const uint64_t ticks[] = {1, NS_MS};
+    static const uint64_t ticks[] = { 1, NS_MS };
     for (unsigned k = 0; k < 2; k++) {
         struct model m;
         uint64_t t = ticks[k];
@@ -651,9 +670,9 @@ static void test_relocate(void) {
         for (uint32_t i = 0; i < 48; i++) {
             uint64_t d;
             switch (i % 6) {
-            case 0: d = m.now - 1; break;                      /* expired */
-            case 1: d = m.now + 5 * t; break;                  /* all in one level-0 slot */
-            case 2: d = m.now + (i + 1) * 100 * t; break;      /* level 1, one per slot */
+            case 0: d = m.now - 1; break;                     /* expired */
+            case 1: d = m.now + 5 * t; break;                 /* all in one level-0 slot */
+            case 2: d = m.now + (i + 1) * 100 * t; break;     /* level 1, one per slot */
             case 3: d = m.now + NS_YEAR * (i % 7 + 1); break; /* far: overflow with tick 1 */
             case 4: d = m.now + (UINT64_C(1) << (i % 40)); break;
             default: d = UINT64_MAX; break;
@@ -691,7 +710,8 @@ static void test_basics(void) {
     m_del(&m, 3); /* unarmed: no-op */
     CHECK(m.w.count == 0, "count after no-op del");
     m_add(&m, 1, 1055); /* E = 106 */
-    CHECK(sluice__wheel_next(&m.w) <= 1060 && sluice__wheel_next(&m.w) > 1000, "next %llu", U(sluice__wheel_next(&m.w)));
+    CHECK(sluice__wheel_next(&m.w) <= 1060 && sluice__wheel_next(&m.w) > 1000, "next %llu",
+          U(sluice__wheel_next(&m.w)));
     m_advance(&m, 1059);
     CHECK(m_pop_one(&m) == SLUICE__WHEEL_NONE, "fired early");
     m_advance(&m, 1060);
@@ -708,16 +728,18 @@ static void test_basics(void) {
     m_add(&m, 5, 1);
     CHECK(sluice__wheel_next(&m.w) == m.w.cur_ns, "a due node: work now");
     m_del(&m, 5);
-    CHECK(sluice__wheel_next(&m.w) > m.w.cur_ns && sluice__wheel_next(&m.w) <= 2000, "next %llu after deleting the due node",
-          U(sluice__wheel_next(&m.w)));
+    CHECK(sluice__wheel_next(&m.w) > m.w.cur_ns && sluice__wheel_next(&m.w) <= 2000,
+          "next %llu after deleting the due node", U(sluice__wheel_next(&m.w)));
     m_verify(&m);
     m_add(&m, 5, 1);
     m_set(&m, 5, 1500); /* moved later, stays on the expired list */
     m_set(&m, 5, 1400); /* earlier: moved off it, into a slot */
-    CHECK(sluice__wheel_next(&m.w) > m.w.cur_ns, "next %llu after moving the due node out", U(sluice__wheel_next(&m.w)));
+    CHECK(sluice__wheel_next(&m.w) > m.w.cur_ns, "next %llu after moving the due node out",
+          U(sluice__wheel_next(&m.w)));
     m_del(&m, 5);
     m_advance(&m, 1061); /* same tick */
-    CHECK(sluice__wheel_next(&m.w) > m.w.cur_ns && sluice__wheel_next(&m.w) <= 2000, "stale next not refreshed: %llu", U(sluice__wheel_next(&m.w)));
+    CHECK(sluice__wheel_next(&m.w) > m.w.cur_ns && sluice__wheel_next(&m.w) <= 2000, "stale next not refreshed: %llu",
+          U(sluice__wheel_next(&m.w)));
     /* Time going back is ignored. */
     m_advance(&m, 3);
     CHECK(m.w.cur_ns == 1060, "time went back");
@@ -818,8 +840,8 @@ int main(int argc, char **argv) {
     test_check_detects();
     printf("  directed tests ok\n");
 
-    static const uint64_t ticks[] = {1, NS_US, NS_MS, 7 * NS_MS, 3, 64, 999999937};
-    static const char *tick_names[] = {"1ns", "1us", "1ms", "7ms", "3ns", "64ns", "~1s prime"};
+    static const uint64_t ticks[] = { 1, NS_US, NS_MS, 7 * NS_MS, 3, 64, 999999937 };
+    static const char *tick_names[] = { "1ns", "1us", "1ms", "7ms", "3ns", "64ns", "~1s prime" };
     char name[96];
     for (unsigned k = 0; k < sizeof ticks / sizeof ticks[0]; k++) {
         uint64_t t = ticks[k];

@@ -55,9 +55,9 @@ static void finding(const char *fmt, ...) {
     abort();
 }
 
-#define REQUIRE(cond, ...)                                                                                   \
-    do {                                                                                                     \
-        if (!(cond)) finding(__VA_ARGS__);                                                                   \
+#define REQUIRE(cond, ...)                                                                                             \
+    do {                                                                                                               \
+        if (!(cond)) finding(__VA_ARGS__);                                                                             \
     } while (0)
 
 /* ------------------------------------------------------------------ input */
@@ -191,9 +191,12 @@ static void expect_rc(ctx_t *c, const char *what, int rc, bool was, bool may_nom
         return;
     }
     if (rc >= 0) return;
-    if (rc == SLUICE_ENOMEM) REQUIRE(may_nomem && c->al.failures > 0, "%s returned SLUICE_ENOMEM", what);
-    else if (rc == SLUICE_EFULL) REQUIRE(may_full && c->cap, "%s returned SLUICE_EFULL without a cap", what);
-    else finding("%s returned %d (%s)", what, rc, sluice_strerror(rc));
+    if (rc == SLUICE_ENOMEM)
+        REQUIRE(may_nomem && c->al.failures > 0, "%s returned SLUICE_ENOMEM", what);
+    else if (rc == SLUICE_EFULL)
+        REQUIRE(may_full && c->cap, "%s returned SLUICE_EFULL without a cap", what);
+    else
+        finding("%s returned %d (%s)", what, rc, sluice_strerror(rc));
 }
 
 static void run_op(ctx_t *c, uint8_t op, uint8_t arg, uint64_t t);
@@ -206,9 +209,12 @@ static void on_event(void *user, const sluice_event_t *e) {
     REQUIRE(e->token >= 1 && e->token <= c->ntok, "event for unknown token %" PRIu64, e->token);
     uint8_t *s = &c->tok[e->token];
     REQUIRE(c->tokkey[e->token] == k, "token %" PRIu64 " reported for another key", e->token);
-    if (*s == T_HELD) *s = T_DONE;
-    else if (*s == T_IN_FLIGHT) *s = T_EARLY;
-    else finding("token %" PRIu64 " reported in state %d (twice, or never taken)", e->token, *s);
+    if (*s == T_HELD)
+        *s = T_DONE;
+    else if (*s == T_IN_FLIGHT)
+        *s = T_EARLY;
+    else
+        finding("token %" PRIu64 " reported in state %d (twice, or never taken)", e->token, *s);
     REQUIRE(e->at <= c->now, "event at %" PRIu64 " after the latest time %" PRIu64, e->at, c->now);
     REQUIRE(e->kind >= SLUICE_EVENT_EMIT && e->kind <= SLUICE_EVENT_DISCARD, "event kind %d", e->kind);
     /* the limiter is consistent whenever a callback runs */
@@ -231,13 +237,16 @@ static void emitted_into(ctx_t *c, const sluice_emission_t *m) {
     REQUIRE(m->token >= 1 && m->token <= c->ntok, "emission of unknown token %" PRIu64, m->token);
     int k = c->tokkey[m->token];
     const keydef_t *d = &c->keys[k];
-    REQUIRE(m->key == (d->kind == SLUICE_KEY_U64 ? d->u64 : 0), "token %" PRIu64 " emitted with key %" PRIu64,
-            m->token, m->key);
+    REQUIRE(m->key == (d->kind == SLUICE_KEY_U64 ? d->u64 : 0), "token %" PRIu64 " emitted with key %" PRIu64, m->token,
+            m->key);
     /* (from a callback of the token's own submit: emitted before its decision returns, as on_event allows) */
     uint8_t *st = &c->tok[m->token];
-    if (*st == T_HELD) *st = T_DONE;
-    else if (*st == T_IN_FLIGHT) *st = T_EARLY;
-    else finding("token %" PRIu64 " emitted in state %d (twice, or never taken)", m->token, *st);
+    if (*st == T_HELD)
+        *st = T_DONE;
+    else if (*st == T_IN_FLIGHT)
+        *st = T_EARLY;
+    else
+        finding("token %" PRIu64 " emitted in state %d (twice, or never taken)", m->token, *st);
     REQUIRE(m->at <= c->now, "emission at %" PRIu64 " after the latest time %" PRIu64, m->at, c->now);
 }
 
@@ -307,7 +316,8 @@ static void run_op(ctx_t *c, uint8_t op, uint8_t arg, uint64_t t) {
             REQUIRE(sluice_limiter_stats(c->l, &b) == 0, "stats");
             REQUIRE(a.live_keys == b.live_keys && a.armed_timers == b.armed_timers && a.memory_bytes == b.memory_bytes,
                     "a quota peek changed the limiter");
-            if (rc == 0) REQUIRE(q.retry >= t || q.retry == SLUICE_NEVER, "quota retry %" PRIu64 " before now", q.retry);
+            if (rc == 0)
+                REQUIRE(q.retry >= t || q.retry == SLUICE_NEVER, "quota retry %" PRIu64 " before now", q.retry);
         } else {
             uint64_t burst = c->pol.burst ? c->pol.burst : c->pol.limit;
             do_submit(c, k, t, (arg & 0x40) ? burst + (arg & 1) : 1 + (arg & 7));
@@ -336,8 +346,10 @@ static void run_op(ctx_t *c, uint8_t op, uint8_t arg, uint64_t t) {
         c->closing++;
         int rc = sluice_limiter_close(c->l, t, arg & 1 ? SLUICE_CLOSE_DISCARD : SLUICE_CLOSE_DRAIN);
         c->closing--;
-        if (was) REQUIRE(rc == SLUICE_ECLOSED, "close of a closed limiter returned %d", rc);
-        else REQUIRE(rc == 0 || (c->closing && rc == SLUICE_ECLOSED) || c->dying, "close returned %d", rc);
+        if (was)
+            REQUIRE(rc == SLUICE_ECLOSED, "close of a closed limiter returned %d", rc);
+        else
+            REQUIRE(rc == 0 || (c->closing && rc == SLUICE_ECLOSED) || c->dying, "close returned %d", rc);
         c->closed = true;
         break;
     }
@@ -360,7 +372,8 @@ static void run_op(ctx_t *c, uint8_t op, uint8_t arg, uint64_t t) {
         sluice_key_t bad = arg & 1 ? sluice_key_bytes(big, sizeof big) : sluice_key_bytes(NULL, 3);
         int want = arg & 1 ? SLUICE_EKEYLEN : SLUICE_EINVAL;
         int rc = sluice_limiter_submit(c->l, bad, 0, t, NULL);
-        if (!unusable(c) && !(c->closing && rc == SLUICE_ECLOSED)) REQUIRE(rc == want, "bad key: %d, expected %d", rc, want);
+        if (!unusable(c) && !(c->closing && rc == SLUICE_ECLOSED))
+            REQUIRE(rc == want, "bad key: %d, expected %d", rc, want);
         rc = sluice_limiter_close(c->l, t, (sluice_close_mode_t)7);
         REQUIRE(rc == SLUICE_EINVAL || rc == SLUICE_ECLOSED, "close with a bad mode: %d", rc);
         break;

@@ -113,7 +113,7 @@ typedef struct {
     int mode;
     uint64_t tick, unit; /* unit: tick in aligned mode, else 1 */
     sluice_policy_t pol;
-    uint64_t W;          /* main duration, for time steps */
+    uint64_t W; /* main duration, for time steps */
     uint64_t cap;
     int nkeys;
     keydef_t keys[MAXKEYS];
@@ -123,9 +123,9 @@ typedef struct {
     size_t cmp[MAXKEYS];
     uint8_t *tc, *tr; /* token states, core and model */
     size_t ntok;
-    uint64_t now;       /* latest time handed to the core */
-    uint64_t wheel_lo;  /* wheel time before the current advance (coarse) */
-    uint64_t wheel_hi;  /* wheel time bound of the current call */
+    uint64_t now;      /* latest time handed to the core */
+    uint64_t wheel_lo; /* wheel time before the current advance (coarse) */
+    uint64_t wheel_hi; /* wheel time bound of the current call */
     bool in_advance;
     bool closed;
     int op;
@@ -136,10 +136,11 @@ static ctx_t *G; /* for messages */
 
 static void finding(const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "\nfuzz_diff: FINDING at op %d (mode %d, tick %" PRIu64 ", policy kind %d, interval %" PRId64
-                    ", now %" PRIu64 "): ",
-            G ? G->op : -1, G ? G->mode : -1, G ? G->tick : 0, G ? (int)G->pol.kind : 0,
-            G ? G->pol.interval_ns : 0, G ? G->now : 0);
+    fprintf(stderr,
+            "\nfuzz_diff: FINDING at op %d (mode %d, tick %" PRIu64 ", policy kind %d, interval %" PRId64
+            ", now %" PRIu64 "): ",
+            G ? G->op : -1, G ? G->mode : -1, G ? G->tick : 0, G ? (int)G->pol.kind : 0, G ? G->pol.interval_ns : 0,
+            G ? G->now : 0);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
@@ -147,9 +148,9 @@ static void finding(const char *fmt, ...) {
     abort();
 }
 
-#define REQUIRE(cond, ...)                                                                                   \
-    do {                                                                                                     \
-        if (!(cond)) finding(__VA_ARGS__);                                                                   \
+#define REQUIRE(cond, ...)                                                                                             \
+    do {                                                                                                               \
+        if (!(cond)) finding(__VA_ARGS__);                                                                             \
     } while (0)
 
 static sluice_key_t key_of(const ctx_t *c, int k) {
@@ -176,7 +177,9 @@ static void evpush(evv_t *v, ev_t e) {
 static void account(ctx_t *c, uint8_t *st, const char *who, int k, uint64_t tok) {
     REQUIRE(tok >= 1 && tok <= c->ntok, "%s: event for unknown token %" PRIu64, who, tok);
     REQUIRE(st[tok] == T_HELD, "%s: token %" PRIu64 " reported in state %d (%s)", who, tok, st[tok],
-            st[tok] == T_REFUSED ? "its submit failed: never taken" : st[tok] == T_DONE ? "doubled" : "not held");
+            st[tok] == T_REFUSED ? "its submit failed: never taken"
+            : st[tok] == T_DONE  ? "doubled"
+                                 : "not held");
     st[tok] = T_DONE;
     (void)k;
 }
@@ -187,14 +190,15 @@ static void on_event(void *user, const sluice_event_t *e) {
     REQUIRE(k >= 0, "core: event for a key that is none of the input's");
     REQUIRE(e->kind >= SLUICE_EVENT_EMIT && e->kind <= SLUICE_EVENT_DISCARD, "core: event kind %d", e->kind);
     account(c, c->tc, "core", k, e->token);
-    REQUIRE(e->at <= c->now, "core: event at %" PRIu64 " after the latest time %" PRIu64 " (early fire)", e->at, c->now);
+    REQUIRE(e->at <= c->now, "core: event at %" PRIu64 " after the latest time %" PRIu64 " (early fire)", e->at,
+            c->now);
     if (c->in_advance && c->mode == M_COARSE) {
         /* a timer fired by advance: deadline in (previous wheel time, wheel time] */
-        REQUIRE(e->at <= c->wheel_hi, "core: advance fired deadline %" PRIu64 " past the wheel time %" PRIu64
-                                      " (early)",
-                e->at, c->wheel_hi);
-        REQUIRE(e->at > c->wheel_lo, "core: advance fired deadline %" PRIu64 " that was due at the previous wheel "
-                                     "time %" PRIu64 " (late)",
+        REQUIRE(e->at <= c->wheel_hi,
+                "core: advance fired deadline %" PRIu64 " past the wheel time %" PRIu64 " (early)", e->at, c->wheel_hi);
+        REQUIRE(e->at > c->wheel_lo,
+                "core: advance fired deadline %" PRIu64 " that was due at the previous wheel "
+                "time %" PRIu64 " (late)",
                 e->at, c->wheel_lo);
     }
     REQUIRE(!e->has_successor || e->kind == SLUICE_EVENT_DROP, "core: a successor on a non-DROP event");
@@ -251,10 +255,32 @@ static uint64_t new_token(ctx_t *c) {
 /* ------------------------------------------------------------------ scenario */
 
 static uint64_t pick_duration(rd_t *r) {
-    static const uint64_t table[] = { 0, 1, 2, 3, 5, 7, 10, 63, 64, 65, 100, 999, 1000, 4095, 4096, 1000000,
-                                      1000001, 1000000000, UINT64_C(4294967296), (UINT64_C(1) << 48) - 1,
-                                      UINT64_C(1) << 48, (UINT64_C(1) << 48) + 1, UINT64_C(1000000000000000),
-                                      UINT64_C(100000000000000000), DMAX - 1, DMAX };
+    static const uint64_t table[] = { 0,
+                                      1,
+                                      2,
+                                      3,
+                                      5,
+                                      7,
+                                      10,
+                                      63,
+                                      64,
+                                      65,
+                                      100,
+                                      999,
+                                      1000,
+                                      4095,
+                                      4096,
+                                      1000000,
+                                      1000001,
+                                      1000000000,
+                                      UINT64_C(4294967296),
+                                      (UINT64_C(1) << 48) - 1,
+                                      UINT64_C(1) << 48,
+                                      (UINT64_C(1) << 48) + 1,
+                                      UINT64_C(1000000000000000),
+                                      UINT64_C(100000000000000000),
+                                      DMAX - 1,
+                                      DMAX };
     uint8_t b = rd8(r);
     if (b < 200) return table[b % (sizeof table / sizeof table[0])];
     if (b < 230) return rd_below(r, 100000);
@@ -269,9 +295,18 @@ static void gen_keys(ctx_t *c, rd_t *r) {
             memset(d, 0, sizeof *d);
             uint8_t b = rd8(r);
             switch (b % 8) {
-            case 0: d->kind = SLUICE_KEY_U64; d->u64 = rd8(r) % 4; break;
-            case 1: d->kind = SLUICE_KEY_U64; d->u64 = rd64(r); break;
-            case 2: d->kind = SLUICE_KEY_BYTES; d->len = 0; break;
+            case 0:
+                d->kind = SLUICE_KEY_U64;
+                d->u64 = rd8(r) % 4;
+                break;
+            case 1:
+                d->kind = SLUICE_KEY_U64;
+                d->u64 = rd64(r);
+                break;
+            case 2:
+                d->kind = SLUICE_KEY_BYTES;
+                d->len = 0;
+                break;
             case 3: /* zero bytes */
                 d->kind = SLUICE_KEY_BYTES;
                 d->len = 1 + rd8(r) % 16;
@@ -301,8 +336,10 @@ static void gen_keys(ctx_t *c, rd_t *r) {
                 } else {
                     memcpy(d->b, o->b, o->len);
                     d->len = o->len;
-                    if (d->len && (b & 16)) d->len--;
-                    else if (d->len < SLUICE_KEY_MAX) d->b[d->len++] = 0;
+                    if (d->len && (b & 16))
+                        d->len--;
+                    else if (d->len < SLUICE_KEY_MAX)
+                        d->b[d->len++] = 0;
                 }
                 break;
             }
@@ -381,8 +418,10 @@ static uint64_t next_time(ctx_t *c, rd_t *r) {
     case 10: d = rd_below(r, 1000); break;
     default: d = rd_below(r, W / 2 + 2); break;
     }
-    if (t > TMAX - d) t = TMAX;
-    else t += d;
+    if (t > TMAX - d)
+        t = TMAX;
+    else
+        t += d;
     if (c->mode == M_ALIGNED) t = t / c->unit * c->unit;
     return t;
 }
@@ -416,9 +455,7 @@ static void sync_advance(ctx_t *c, uint64_t t, size_t bound) {
     REQUIRE(rn > c->now || rn == UINT64_MAX, "model still has a deadline %" PRIu64 " <= now", rn);
 }
 
-static void refused_token(ctx_t *c, uint64_t tok) {
-    c->tc[tok] = c->tr[tok] = T_REFUSED;
-}
+static void refused_token(ctx_t *c, uint64_t tok) { c->tc[tok] = c->tr[tok] = T_REFUSED; }
 
 /* A cost from the input: for rate mostly valid (1, small, the burst, just
  * above it, anything up to 10^12), sometimes invalid; elsewhere mostly 1. */
@@ -427,7 +464,9 @@ static uint64_t pick_cost(ctx_t *c, rd_t *r) {
     uint64_t burst = c->pol.burst ? c->pol.burst : c->pol.limit;
     if (c->pol.kind != SLUICE_RATE) return b < 250 ? 1 : b < 253 ? 0 : 2;
     switch (b % 10) {
-    case 0: case 1: case 2: return 1;
+    case 0:
+    case 1:
+    case 2: return 1;
     case 3: return 1 + rd8(r) % 8;
     case 4: return burst;
     case 5: return burst < SLUICE_RATE_MAX ? burst + 1 : burst;
@@ -453,8 +492,8 @@ static void do_submit(ctx_t *c, rd_t *r, int k, uint64_t t) {
     if (rc == SLUICE_EFULL) {
         sluice_stats_t st;
         REQUIRE(sluice_limiter_stats(c->core, &st) == 0, "stats");
-        REQUIRE(c->cap && st.live_keys >= c->cap, "SLUICE_EFULL with %" PRIu64 " live keys, cap %" PRIu64,
-                st.live_keys, c->cap);
+        REQUIRE(c->cap && st.live_keys >= c->cap, "SLUICE_EFULL with %" PRIu64 " live keys, cap %" PRIu64, st.live_keys,
+                c->cap);
         refused_token(c, tok);
         /* like the refused call, fire the key's due timers on the model */
         int rp = ref_pending(c->ref, key, te);
@@ -514,9 +553,18 @@ static void do_keyop(ctx_t *c, int what, int k, uint64_t t) {
     if (t > c->now) c->now = t;
     uint64_t te = c->now;
     switch (what) {
-    case 0: rc = sluice_limiter_flush(c->core, key, t); rr = ref_flush(c->ref, key, te); break;
-    case 1: rc = sluice_limiter_cancel(c->core, key, t); rr = ref_cancel(c->ref, key, te); break;
-    default: rc = sluice_limiter_pending(c->core, key, t); rr = ref_pending(c->ref, key, te); break;
+    case 0:
+        rc = sluice_limiter_flush(c->core, key, t);
+        rr = ref_flush(c->ref, key, te);
+        break;
+    case 1:
+        rc = sluice_limiter_cancel(c->core, key, t);
+        rr = ref_cancel(c->ref, key, te);
+        break;
+    default:
+        rc = sluice_limiter_pending(c->core, key, t);
+        rr = ref_pending(c->ref, key, te);
+        break;
     }
     REQUIRE(rc == rr, "%s: core %d, model %d", what == 0 ? "flush" : what == 1 ? "cancel" : "pending", rc, rr);
     compare(c, false, k);
@@ -548,8 +596,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c->unit = c->mode == M_ALIGNED ? c->tick : 1;
     c->pol = gen_policy(c, &r);
     uint8_t s = rd8(&r);
-    uint64_t start = s % 4 == 0 ? 0 : s % 4 == 1 ? rd8(&r) : s % 4 == 2 ? rd_below(&r, UINT64_C(1) << 50)
-                                                                         : rd_below(&r, TMAX);
+    uint64_t start = s % 4 == 0   ? 0
+                     : s % 4 == 1 ? rd8(&r)
+                     : s % 4 == 2 ? rd_below(&r, UINT64_C(1) << 50)
+                                  : rd_below(&r, TMAX);
     if (c->mode == M_ALIGNED) start = start / c->unit * c->unit;
     uint8_t capb = rd8(&r);
     c->cap = capb < 200 ? 0 : 1 + capb % 4;
@@ -578,9 +628,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c->tr = calloc(captok, 1);
     if (!c->tc || !c->tr) abort();
     if (c->verbose)
-        fprintf(stderr, "mode %d tick %" PRIu64 " kind %d W %" PRId64 " lead %d trail %d pick %d mw %d:%" PRId64
-                        " limit %" PRIu64 " per %" PRId64 " burst %" PRIu64 " start %" PRIu64 " cap %" PRIu64
-                        " keys %d pre %d\n",
+        fprintf(stderr,
+                "mode %d tick %" PRIu64 " kind %d W %" PRId64 " lead %d trail %d pick %d mw %d:%" PRId64
+                " limit %" PRIu64 " per %" PRId64 " burst %" PRIu64 " start %" PRIu64 " cap %" PRIu64
+                " keys %d pre %d\n",
                 c->mode, c->tick, c->pol.kind, c->pol.interval_ns, c->pol.leading, c->pol.trailing, c->pol.pick,
                 c->pol.has_max_wait, c->pol.max_wait_ns, c->pol.limit, c->pol.per_ns, c->pol.burst, start, c->cap,
                 c->nkeys, pre_advance);
@@ -592,11 +643,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int type = o % 16;
         if (c->verbose) fprintf(stderr, "  op %d: type %d key %d t %" PRIu64 "\n", c->op, type, k, t);
         if (pre_advance && type < 12 && (o & 0x40) == 0) sync_advance(c, t, (o & 0x20) ? 1 + (o >> 7) : 0);
-        if (type < 6) do_submit(c, &r, k, t);
-        else if (type == 6) do_quota(c, &r, k, t);
-        else if (type == 7) do_keyop(c, 0, k, t);
-        else if (type == 8) do_keyop(c, 1, k, t);
-        else if (type == 9) do_keyop(c, 2, k, t);
+        if (type < 6)
+            do_submit(c, &r, k, t);
+        else if (type == 6)
+            do_quota(c, &r, k, t);
+        else if (type == 7)
+            do_keyop(c, 0, k, t);
+        else if (type == 8)
+            do_keyop(c, 1, k, t);
+        else if (type == 9)
+            do_keyop(c, 2, k, t);
         else if (type < 14) {
             size_t bound = (o & 0x20) ? 1 + (o >> 6) : 0;
             if (c->mode == M_COARSE) {

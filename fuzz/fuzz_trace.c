@@ -46,10 +46,8 @@ static void finding(const char *what, const char *detail) {
 static size_t count_lines(const uint8_t *data, size_t size) {
     size_t n = 0;
     for (size_t i = 0; i < size; i++)
-        if (data[i] == '\n')
-            n++;
-    if (size > 0 && data[size - 1] != '\n')
-        n++;
+        if (data[i] == '\n') n++;
+    if (size > 0 && data[size - 1] != '\n') n++;
     return n;
 }
 
@@ -63,18 +61,15 @@ static void on_output(void *user, const sluice_trace_output_t *o) {
     struct sink *k = user;
     sluice_trace_step_t st;
     k->lines++;
-    if (o->text == NULL || strlen(o->text) != o->text_len || o->text_len == 0)
-        finding("output text", "");
-    if (sluice_trace_step(k->t, o->step, &st) != SLUICE_OK)
-        finding("output step out of range", o->text);
+    if (o->text == NULL || strlen(o->text) != o->text_len || o->text_len == 0) finding("output text", "");
+    if (sluice_trace_step(k->t, o->step, &st) != SLUICE_OK) finding("output step out of range", o->text);
     if (o->key_len != st.key_len || memcmp(o->key, st.key, st.key_len) != 0)
         finding("output key is not its step's", o->text);
     if (o->kind == SLUICE_TRACE_OUT_QUOTA && st.verb != SLUICE_TRACE_QUOTA)
         finding("quota line for a step that is not quota", o->text);
     if (o->kind == SLUICE_TRACE_OUT_PENDING && st.verb != SLUICE_TRACE_PENDING)
         finding("pending line for a step that is not pending", o->text);
-    if (o->kind <= SLUICE_TRACE_OUT_DISCARD &&
-        (st.verb != SLUICE_TRACE_CALL || o->value_len != st.value_len))
+    if (o->kind <= SLUICE_TRACE_OUT_DISCARD && (st.verb != SLUICE_TRACE_CALL || o->value_len != st.value_len))
         finding("value line for a step that is not its call", o->text);
 }
 
@@ -88,25 +83,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* libFuzzer's buffer is exactly `size` bytes: ASan sees any overread. */
     rc = sluice_trace_parse((const char *)data, size, &t, &err);
-    if (rc == SLUICE_ENOMEM)
-        return 0;
+    if (rc == SLUICE_ENOMEM) return 0;
     if (rc != SLUICE_OK) {
         size_t len = strnlen(err.reason, sizeof err.reason);
         char want[SLUICE_TRACE_ERROR_MESSAGE_MAX];
-        if (rc != SLUICE_ESYNTAX)
-            finding("unexpected parse status", "");
-        if (len == 0 || len == sizeof err.reason)
-            finding("empty or unterminated reason", "");
+        if (rc != SLUICE_ESYNTAX) finding("unexpected parse status", "");
+        if (len == 0 || len == sizeof err.reason) finding("empty or unterminated reason", "");
         for (size_t i = 0; i < len; i++)
-            if (err.reason[i] < 0x20 || err.reason[i] > 0x7e)
-                finding("non-printable reason", err.reason);
-        if (err.line == 0 || err.line > count_lines(data, size) + 1)
-            finding("error line out of range", err.reason);
+            if (err.reason[i] < 0x20 || err.reason[i] > 0x7e) finding("non-printable reason", err.reason);
+        if (err.line == 0 || err.line > count_lines(data, size) + 1) finding("error line out of range", err.reason);
         snprintf(want, sizeof want, "error: line %zu: %s", err.line, err.reason);
-        if (strcmp(want, err.message) != 0)
-            finding("message is not 'error: line N: REASON'", err.message);
-        if (t != NULL)
-            finding("a trace after an error", err.reason);
+        if (strcmp(want, err.message) != 0) finding("message is not 'error: line N: REASON'", err.message);
+        if (t != NULL) finding("a trace after an error", err.reason);
         return 0;
     }
 
@@ -114,23 +102,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     n = sluice_trace_step_count(t);
     for (size_t i = 0; i < n; i++) {
         sluice_trace_step_t s, prev;
-        if (sluice_trace_step(t, i, &s) != SLUICE_OK)
-            finding("step not readable", "");
+        if (sluice_trace_step(t, i, &s) != SLUICE_OK) finding("step not readable", "");
         if (s.time_ms > SLUICE_TRACE_TIME_MAX_MS ||
             (i > 0 && (sluice_trace_step(t, i - 1, &prev) != 0 || s.time_ms < prev.time_ms)))
             finding("step time", "");
-        if (s.line == 0 || s.line > count_lines(data, size))
-            finding("step line", "");
-        if (s.verb == SLUICE_TRACE_CLOSE && i + 1 != n)
-            finding("close not last", "");
+        if (s.line == 0 || s.line > count_lines(data, size)) finding("step line", "");
+        if (s.verb == SLUICE_TRACE_CLOSE && i + 1 != n) finding("close not last", "");
         if ((s.verb == SLUICE_TRACE_CALL || s.verb == SLUICE_TRACE_QUOTA) &&
             (s.cost < 1 || s.cost > SLUICE_TRACE_COUNT_MAX))
             finding("cost out of range", "");
         if ((s.has_cost || s.verb == SLUICE_TRACE_QUOTA) &&
             (!sluice_trace_is_v2(t) || sluice_trace_policy(t).kind != SLUICE_RATE))
             finding("v2 line accepted outside a rate policy", "");
-        if (s.verb != SLUICE_TRACE_CLOSE && s.key_len > SLUICE_KEY_MAX)
-            finding("key too long accepted", "");
+        if (s.verb != SLUICE_TRACE_CLOSE && s.key_len > SLUICE_KEY_MAX) finding("key too long accepted", "");
     }
 
     if (n < RUN_MAX_STEPS) {
@@ -148,12 +132,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         opt.max_advances = RUN_MAX_ADVANCES;
         opt.check_invariants = !no_check;
         rc = sluice_trace_run(t, &opt, &res);
-        if (rc == SLUICE_ECORRUPT)
-            finding("core misbehaved", res.message);
-        if (rc == SLUICE_ELIMIT)
-            finding("too many advance calls", res.message);
-        if (rc == SLUICE_OK && res.lines != sink.lines)
-            finding("line count", res.message);
+        if (rc == SLUICE_ECORRUPT) finding("core misbehaved", res.message);
+        if (rc == SLUICE_ELIMIT) finding("too many advance calls", res.message);
+        if (rc == SLUICE_OK && res.lines != sink.lines) finding("line count", res.message);
     }
     sluice_trace_free(t);
     return 0;

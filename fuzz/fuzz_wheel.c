@@ -46,11 +46,26 @@
 
 #define NREC 16u
 
-static const uint64_t ticks[16] = {1,        1000,     1000000,        7000000,         3,    64,
-                                   4096,     999999937, UINT64_C(1) << 40, 1000000000, 2,  13,
-                                   UINT64_C(0xFFFFFFFFFFFF), UINT64_MAX / 3, UINT64_MAX - 1, UINT64_MAX};
+static const uint64_t ticks[16] = { 1,
+                                    1000,
+                                    1000000,
+                                    7000000,
+                                    3,
+                                    64,
+                                    4096,
+                                    999999937,
+                                    UINT64_C(1) << 40,
+                                    1000000000,
+                                    2,
+                                    13,
+                                    UINT64_C(0xFFFFFFFFFFFF),
+                                    UINT64_MAX / 3,
+                                    UINT64_MAX - 1,
+                                    UINT64_MAX };
 
-static const uint32_t layouts[4][3] = {{24, 8, 0}, {24, 0, 16}, {32, 16, 0}, {64, 40, 8}}; /* stride, node, tag */
+static const uint32_t layouts[4][3] = {
+    { 24, 8, 0 }, { 24, 0, 16 }, { 32, 16, 0 }, { 64, 40, 8 }
+}; /* stride, node, tag */
 
 struct in {
     const uint8_t *p;
@@ -81,12 +96,12 @@ struct fz {
     uint64_t dl[NREC], tag[NREC], set_drain[NREC];
 };
 
-#define FAIL(...)                                                                                              \
-    do {                                                                                                       \
-        fprintf(stderr, "fuzz_wheel: ");                                                                       \
-        fprintf(stderr, __VA_ARGS__);                                                                          \
-        fprintf(stderr, " (tick %llu, now %llu)\n", (unsigned long long)f->tick, (unsigned long long)f->now);  \
-        abort();                                                                                               \
+#define FAIL(...)                                                                                                      \
+    do {                                                                                                               \
+        fprintf(stderr, "fuzz_wheel: ");                                                                               \
+        fprintf(stderr, __VA_ARGS__);                                                                                  \
+        fprintf(stderr, " (tick %llu, now %llu)\n", (unsigned long long)f->tick, (unsigned long long)f->now);          \
+        abort();                                                                                                       \
     } while (0)
 #define U(x) ((unsigned long long)(x))
 
@@ -109,7 +124,8 @@ static void verify(struct fz *f) {
     uint64_t mindl = UINT64_MAX;
     for (uint32_t i = 0; i < NREC; i++) {
         const struct sluice__wheel_node *n = node(f, i);
-        if (sluice__wheel_node_armed(n) != (f->armed[i] != 0)) FAIL("node %u armed %d, model %d", i, sluice__wheel_node_armed(n), f->armed[i]);
+        if (sluice__wheel_node_armed(n) != (f->armed[i] != 0))
+            FAIL("node %u armed %d, model %d", i, sluice__wheel_node_armed(n), f->armed[i]);
         if (*tagp(f, i) != f->tag[i]) FAIL("node %u record clobbered", i);
         if (f->armed[i]) {
             if (n->deadline != f->dl[i]) FAIL("node %u deadline %llu, model %llu", i, U(n->deadline), U(f->dl[i]));
@@ -129,8 +145,10 @@ static void verify(struct fz *f) {
 static void drained(struct fz *f) {
     uint64_t cur = cur_ns(f);
     for (uint32_t i = 0; i < NREC; i++)
-        if (f->armed[i] && f->dl[i] <= cur) FAIL("LATE/LOST: node %u deadline %llu <= %llu left", i, U(f->dl[i]), U(cur));
-    if (f->count && sluice__wheel_next(&f->w) <= cur) FAIL("sluice__wheel_next %llu <= cur %llu after a drain", U(sluice__wheel_next(&f->w)), U(cur));
+        if (f->armed[i] && f->dl[i] <= cur)
+            FAIL("LATE/LOST: node %u deadline %llu <= %llu left", i, U(f->dl[i]), U(cur));
+    if (f->count && sluice__wheel_next(&f->w) <= cur)
+        FAIL("sluice__wheel_next %llu <= cur %llu after a drain", U(sluice__wheel_next(&f->w)), U(cur));
     if (sluice__wheel_pop(&f->w) != SLUICE__WHEEL_NONE) FAIL("second pop after a drain");
     f->drains++;
     f->last_drain_cur = cur;
@@ -153,7 +171,9 @@ static void pop(struct fz *f, unsigned limit) {
         if (sluice__wheel_node_armed(node(f, i))) FAIL("popped node %u still armed", i);
         f->armed[i] = 0;
         f->count--;
-        if (f->count && f->w.heads[SLUICE__WHEEL_HEAD_EXPIRED].next == SLUICE__WHEEL_HEAD_BASE + SLUICE__WHEEL_HEAD_EXPIRED && sluice__wheel_next(&f->w) <= cur)
+        if (f->count &&
+            f->w.heads[SLUICE__WHEEL_HEAD_EXPIRED].next == SLUICE__WHEEL_HEAD_BASE + SLUICE__WHEEL_HEAD_EXPIRED &&
+            sluice__wheel_next(&f->w) <= cur)
             FAIL("sluice__wheel_next not refreshed after the last due pop");
     }
 }
@@ -165,8 +185,14 @@ static uint64_t read_time(struct fz *f, struct in *in, uint64_t base) {
     case 0: return add_sat(base, u8(in));
     case 1: return add_sat(base, un(in, 2));
     case 2: return add_sat(base, un(in, 4));
-    case 3: { uint64_t v = un(in, 8); return add_sat(base, v >> (u8(in) & 63)); }
-    case 4: { uint64_t v = un(in, 2); return base > v ? base - v : 0; }
+    case 3: {
+        uint64_t v = un(in, 8);
+        return add_sat(base, v >> (u8(in) & 63));
+    }
+    case 4: {
+        uint64_t v = un(in, 2);
+        return base > v ? base - v : 0;
+    }
     case 5: return UINT64_MAX - u8(in);
     case 6: { /* around a tick boundary */
         uint64_t b = mul_sat(add_sat(base / t, u8(in)), t);
@@ -270,7 +296,7 @@ static void run_op(struct fz *f, struct in *in) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    struct in in = {data, size};
+    struct in in = { data, size };
     static struct fz fz;
     struct fz *f = &fz;
     memset(f, 0, sizeof *f);

@@ -101,9 +101,9 @@ struct server {
     size_t nguards;
     struct event *guard_sweep;
     uint64_t seq;
-    uint64_t n_ok, n_limited, n_untracked, n_refused_full, n_changes, n_notifications, n_log_failed, n_lost,
-        n_errors, n_bad_requests, n_request_timeouts, n_accept_pauses;
-    bool log_broken;   /* a write of the notification log failed */
+    uint64_t n_ok, n_limited, n_untracked, n_refused_full, n_changes, n_notifications, n_log_failed, n_lost, n_errors,
+        n_bad_requests, n_request_timeouts, n_accept_pauses;
+    bool log_broken;                                 /* a write of the notification log failed */
     uint64_t accept_logged_at, accept_pauses_logged; /* accept back-off: one line per 10 s at most */
     bool stopping;
 };
@@ -133,8 +133,8 @@ static void log_failed(struct server *s) {
 
 static void write_notification(struct server *s, const char *id, size_t len, const struct burst *b) {
     errno = 0;
-    if (fprintf(s->log, "changed doc=%.*s coalesced=%" PRIu64 " first=%" PRIu64 " last=%" PRIu64 "\n", (int)len,
-                id, b->count, b->first, b->last) < 0 ||
+    if (fprintf(s->log, "changed doc=%.*s coalesced=%" PRIu64 " first=%" PRIu64 " last=%" PRIu64 "\n", (int)len, id,
+                b->count, b->first, b->last) < 0 ||
         fflush(s->log) != 0) {
         s->n_log_failed++;
         log_failed(s);
@@ -191,9 +191,9 @@ struct conn {
     uint64_t body_left, length;
     char line[40]; /* the start of the current line (header names of interest are short) */
     size_t line_len;
-    uint64_t heads;   /* request heads seen */
-    uint64_t handled; /* requests handed to on_request */
-    uint64_t lost_at; /* index of the first head that could not be followed, when G_LOST */
+    uint64_t heads;              /* request heads seen */
+    uint64_t handled;            /* requests handed to on_request */
+    uint64_t lost_at;            /* index of the first head that could not be followed, when G_LOST */
     uint64_t bad[GUARD_BAD_MAX]; /* indices of heads with a NUL byte, ascending */
     unsigned nbad;
 };
@@ -231,9 +231,7 @@ static struct conn *guard_of(struct server *s, struct evhttp_request *req) {
     return c->live && c->bev == bev ? c : NULL;
 }
 
-static void guard_request_done(struct conn *c) {
-    c->in_request = false;
-}
+static void guard_request_done(struct conn *c) { c->in_request = false; }
 
 static void guard_lose(struct conn *c, uint64_t index) {
     c->lost_at = index;
@@ -246,8 +244,7 @@ static void guard_line(struct conn *c, size_t len) {
     if (n > 0 && len <= sizeof c->line && c->line[n - 1] == '\r') n--;
     if (c->first_line) {
         c->first_line = false;
-        c->method_body = (n >= 5 && memcmp(c->line, "POST ", 5) == 0) ||
-                         (n >= 4 && memcmp(c->line, "PUT ", 4) == 0) ||
+        c->method_body = (n >= 5 && memcmp(c->line, "POST ", 5) == 0) || (n >= 4 && memcmp(c->line, "PUT ", 4) == 0) ||
                          (n >= 6 && memcmp(c->line, "PATCH ", 6) == 0);
         return;
     }
@@ -409,8 +406,8 @@ static void on_accept_error(struct evconnlistener *lev, void *unused) {
     s->n_accept_pauses++;
     uint64_t now = sluice_clock_now();
     if (s->accept_logged_at == 0 || now - s->accept_logged_at >= UINT64_C(10000000000)) {
-        fprintf(stderr, "accept: %s; new connections wait (pauses of 100 ms, %" PRIu64 " so far)\n",
-                strerror(err), s->n_accept_pauses);
+        fprintf(stderr, "accept: %s; new connections wait (pauses of 100 ms, %" PRIu64 " so far)\n", strerror(err),
+                s->n_accept_pauses);
         s->accept_logged_at = now;
     }
     struct timeval tv = { 0, 100000 };
@@ -484,8 +481,7 @@ static void handle_api(struct server *s, struct evhttp_request *req, uint64_t co
         }
         key = sluice_key_u64(id);
     }
-    add_ratelimit(req, "RateLimit-Policy", "\"default\";q=%" PRIu64 ";w=%" PRIu64, s->limit,
-                   (s->per_ms + 999) / 1000);
+    add_ratelimit(req, "RateLimit-Policy", "\"default\";q=%" PRIu64 ";w=%" PRIu64, s->limit, (s->per_ms + 999) / 1000);
     uint64_t now = 0; /* the time of the decision: headers are relative to it */
     sluice_mt_submit_options_t opts = { .cost = cost, .when = &now };
     sluice_decision_t d;
@@ -508,8 +504,7 @@ static void handle_api(struct server *s, struct evhttp_request *req, uint64_t co
     }
     if (d.kind == SLUICE_EMITTED) {
         s->n_ok++;
-        add_ratelimit(req, "RateLimit", "\"default\";r=%" PRIu64 ";t=%" PRIu64, d.remaining,
-                       secs_until(d.full, d.at));
+        add_ratelimit(req, "RateLimit", "\"default\";r=%" PRIu64 ";t=%" PRIu64, d.remaining, secs_until(d.full, d.at));
         char body[64];
         snprintf(body, sizeof body, "ok at=%" PRIu64 "\n", d.at);
         reply(req, 200, "OK", body);
@@ -609,10 +604,9 @@ static void handle_stats(struct server *s, struct evhttp_request *req) {
     sluice_mt_stats(s->notify, &n);
     char body[1536];
     snprintf(body, sizeof body,
-             "ok %" PRIu64 "\nlimited %" PRIu64 "\nuntracked %" PRIu64 "\nrefused_full %" PRIu64
-             "\nchanges %" PRIu64 "\nnotifications %" PRIu64 "\nnotifications_failed %" PRIu64
-             "\nerrors %" PRIu64 "\nbad_requests %" PRIu64 "\nrequest_timeouts %" PRIu64
-             "\naccept_pauses %" PRIu64 "\n"
+             "ok %" PRIu64 "\nlimited %" PRIu64 "\nuntracked %" PRIu64 "\nrefused_full %" PRIu64 "\nchanges %" PRIu64
+             "\nnotifications %" PRIu64 "\nnotifications_failed %" PRIu64 "\nerrors %" PRIu64 "\nbad_requests %" PRIu64
+             "\nrequest_timeouts %" PRIu64 "\naccept_pauses %" PRIu64 "\n"
              "quota_admitted %" PRIu64 "\nquota_dropped %" PRIu64 "\nquota_keys %" PRIu64
              "\nquota_full_refusals %" PRIu64 "\nquota_memory_bytes %" PRIu64 "\n"
              "notify_scheduled %" PRIu64 "\nnotify_emitted_later %" PRIu64 "\nnotify_admitted %" PRIu64
@@ -621,8 +615,8 @@ static void handle_stats(struct server *s, struct evhttp_request *req) {
              s->n_ok, s->n_limited, s->n_untracked, s->n_refused_full, s->n_changes, s->n_notifications,
              s->n_log_failed, s->n_errors, s->n_bad_requests, s->n_request_timeouts, s->n_accept_pauses,
              q.core.admitted, q.core.dropped, q.core.live_keys, q.core.full_refusals, q.core.memory_bytes,
-             n.core.scheduled, n.core.emitted_later, n.core.admitted, n.core.dropped, n.core.discarded,
-             n.core.pending, n.core.memory_bytes);
+             n.core.scheduled, n.core.emitted_later, n.core.admitted, n.core.dropped, n.core.discarded, n.core.pending,
+             n.core.memory_bytes);
     reply(req, 200, "OK", body);
 }
 
@@ -690,12 +684,11 @@ static void on_signal(evutil_socket_t sig, short what, void *arg) {
 
 static int usage(const char *why) {
     if (why) fprintf(stderr, "sluice-http-example: %s\n", why);
-    fprintf(stderr,
-            "usage: sluice-http-example [--port N] [--port-file PATH] [--notify-log PATH]\n"
-            "           [--rate LIMIT/PER_MS] [--burst B] [--debounce MS] [--maxwait MS]\n"
-            "           [--max-keys N] [--at-cap refuse|admit] [--admin-token TOKEN]\n"
-            "           [--timeout S] [--request-timeout S] [--max-header-bytes N]\n"
-            "           [--max-body-bytes N] [--upload-unit BYTES]\n");
+    fprintf(stderr, "usage: sluice-http-example [--port N] [--port-file PATH] [--notify-log PATH]\n"
+                    "           [--rate LIMIT/PER_MS] [--burst B] [--debounce MS] [--maxwait MS]\n"
+                    "           [--max-keys N] [--at-cap refuse|admit] [--admin-token TOKEN]\n"
+                    "           [--timeout S] [--request-timeout S] [--max-header-bytes N]\n"
+                    "           [--max-body-bytes N] [--upload-unit BYTES]\n");
     return 64;
 }
 
@@ -717,26 +710,39 @@ int main(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = v != NULL;
         if (!ok) return usage("an option without its value");
-        if (strcmp(a, "--port") == 0) ok = parse_u64(v, &port) && port <= 65535;
-        else if (strcmp(a, "--port-file") == 0) port_file = v;
-        else if (strcmp(a, "--notify-log") == 0) log_path = v;
-        else if (strcmp(a, "--rate") == 0) ok = sscanf(v, "%llu/%llu", &limit, &per_ms) == 2 && limit && per_ms;
-        else if (strcmp(a, "--burst") == 0) ok = parse_u64(v, &burst);
-        else if (strcmp(a, "--debounce") == 0) ok = parse_u64(v, &debounce_ms);
-        else if (strcmp(a, "--maxwait") == 0) ok = has_maxwait = parse_u64(v, &maxwait_ms);
-        else if (strcmp(a, "--max-keys") == 0) ok = parse_u64(v, &max_keys);
+        if (strcmp(a, "--port") == 0)
+            ok = parse_u64(v, &port) && port <= 65535;
+        else if (strcmp(a, "--port-file") == 0)
+            port_file = v;
+        else if (strcmp(a, "--notify-log") == 0)
+            log_path = v;
+        else if (strcmp(a, "--rate") == 0)
+            ok = sscanf(v, "%llu/%llu", &limit, &per_ms) == 2 && limit && per_ms;
+        else if (strcmp(a, "--burst") == 0)
+            ok = parse_u64(v, &burst);
+        else if (strcmp(a, "--debounce") == 0)
+            ok = parse_u64(v, &debounce_ms);
+        else if (strcmp(a, "--maxwait") == 0)
+            ok = has_maxwait = parse_u64(v, &maxwait_ms);
+        else if (strcmp(a, "--max-keys") == 0)
+            ok = parse_u64(v, &max_keys);
         else if (strcmp(a, "--at-cap") == 0) {
             at_cap = v;
             ok = strcmp(v, "refuse") == 0 || strcmp(v, "admit") == 0;
-        } else if (strcmp(a, "--admin-token") == 0) ok = *(admin_token = v) != 0;
-        else if (strcmp(a, "--timeout") == 0) ok = parse_u64(v, &timeout_s) && timeout_s > 0 && timeout_s < 86400;
+        } else if (strcmp(a, "--admin-token") == 0)
+            ok = *(admin_token = v) != 0;
+        else if (strcmp(a, "--timeout") == 0)
+            ok = parse_u64(v, &timeout_s) && timeout_s > 0 && timeout_s < 86400;
         else if (strcmp(a, "--request-timeout") == 0)
             ok = parse_u64(v, &request_timeout_s) && request_timeout_s > 0 && request_timeout_s < 86400;
         else if (strcmp(a, "--max-header-bytes") == 0)
             ok = parse_u64(v, &max_header) && max_header >= SLUICE_KEY_MAX + 1024 && max_header <= (1u << 20);
-        else if (strcmp(a, "--max-body-bytes") == 0) ok = parse_u64(v, &max_body) && max_body <= (1ull << 40);
-        else if (strcmp(a, "--upload-unit") == 0) ok = parse_u64(v, &upload_unit) && upload_unit > 0;
-        else return usage("unknown option");
+        else if (strcmp(a, "--max-body-bytes") == 0)
+            ok = parse_u64(v, &max_body) && max_body <= (1ull << 40);
+        else if (strcmp(a, "--upload-unit") == 0)
+            ok = parse_u64(v, &upload_unit) && upload_unit > 0;
+        else
+            return usage("unknown option");
         if (!ok) {
             fprintf(stderr, "sluice-http-example: bad value for %s: %s\n", a, v);
             return usage(NULL);
@@ -783,8 +789,8 @@ int main(int argc, char **argv) {
     qc.max_keys = max_keys; /* a flood of fresh client keys cannot take all memory */
     sluice_config_t nc;
     memset(&nc, 0, sizeof nc);
-    nc.policy = sluice_debounce((int64_t)debounce_ms * 1000000, false, true,
-                                has_maxwait ? (int64_t)maxwait_ms * 1000000 : -1);
+    nc.policy =
+        sluice_debounce((int64_t)debounce_ms * 1000000, false, true, has_maxwait ? (int64_t)maxwait_ms * 1000000 : -1);
     nc.on_event = on_notify;
     nc.user = &s;
     int rc = sluice_mt_new(&s.quota, s.loop, &qc, 1);
@@ -855,16 +861,14 @@ int main(int argc, char **argv) {
     } else if (fflush(stdout) != 0 || ferror(stdout)) {
         log_failed(&s);
     }
-    fprintf(stderr,
-            "stopped: %" PRIu64 " ok, %" PRIu64 " limited, %" PRIu64 " changes, %" PRIu64 " notifications\n",
+    fprintf(stderr, "stopped: %" PRIu64 " ok, %" PRIu64 " limited, %" PRIu64 " changes, %" PRIu64 " notifications\n",
             s.n_ok, s.n_limited, s.n_changes, s.n_notifications);
     if (s.n_lost) {
         fprintf(stderr, "error: %" PRIu64 " change(s) lost without a notification\n", s.n_lost);
         status = 1;
     }
     if (s.log_broken) {
-        fprintf(stderr, "error: %" PRIu64 " notification(s) could not be written to %s\n", s.n_log_failed,
-                s.log_name);
+        fprintf(stderr, "error: %" PRIu64 " notification(s) could not be written to %s\n", s.n_log_failed, s.log_name);
         status = 1;
     }
     return status;

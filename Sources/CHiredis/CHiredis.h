@@ -9,7 +9,8 @@
  * which a build compiles first.) */
 #if defined(__has_include)
 #if !__has_include(<hiredis/hiredis.h>)
-#error "hiredis not found: the fleet limiter (SluiceFleet) needs hiredis's headers; install libhiredis-dev (apt-get install libhiredis-dev, or make deps)"
+#error                                                                                                                 \
+    "hiredis not found: the fleet limiter (SluiceFleet) needs hiredis's headers; install libhiredis-dev (apt-get install libhiredis-dev, or make deps)"
 #endif
 #endif
 

@@ -19,8 +19,8 @@ void sluice__limiter_seed(const sluice_limiter_t *l, uint64_t seed[2]) {
     seed[1] = l->seed[1];
 }
 
-int sluice__submit_prepared(sluice_limiter_t *l, const sluice__pkey_t *key, uint64_t token, uint64_t cost,
-                            uint64_t now, sluice_decision_t *d) {
+int sluice__submit_prepared(sluice_limiter_t *l, const sluice__pkey_t *key, uint64_t token, uint64_t cost, uint64_t now,
+                            sluice_decision_t *d) {
     return sluice__limiter_submit_keyref(l, key, token, cost, now, d);
 }
 

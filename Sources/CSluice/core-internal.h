@@ -31,9 +31,9 @@
 
 /* What sluice__key_op() does to a key (see sluice.h for each). */
 typedef enum sluice__key_op {
-    SLUICE__OP_FLUSH = 1,   /* sluice_limiter_flush() */
-    SLUICE__OP_CANCEL = 2,  /* sluice_limiter_cancel() */
-    SLUICE__OP_PENDING = 3  /* sluice_limiter_pending() */
+    SLUICE__OP_FLUSH = 1,  /* sluice_limiter_flush() */
+    SLUICE__OP_CANCEL = 2, /* sluice_limiter_cancel() */
+    SLUICE__OP_PENDING = 3 /* sluice_limiter_pending() */
 } sluice__key_op_t;
 
 /* Checks a key and hashes it with `seed`. Returns 0, SLUICE_EINVAL (bad
@@ -70,8 +70,8 @@ int sluice__limiter_redraw_strong_key(sluice_limiter_t *limiter);
 
 /* sluice_limiter_submit_cost() for a key prepared with this limiter's seed:
  * same behaviour, results and errors (cost 1 is sluice_limiter_submit()). */
-int sluice__submit_prepared(sluice_limiter_t *limiter, const sluice__pkey_t *key, uint64_t token,
-                            uint64_t cost, uint64_t now, sluice_decision_t *decision);
+int sluice__submit_prepared(sluice_limiter_t *limiter, const sluice__pkey_t *key, uint64_t token, uint64_t cost,
+                            uint64_t now, sluice_decision_t *decision);
 
 /* sluice_limiter_flush(), _cancel() or _pending() for a key prepared with
  * this limiter's seed: same behaviour, results and errors. */

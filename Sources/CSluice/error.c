@@ -5,7 +5,7 @@ const char *sluice_version(void) { return SLUICE_VERSION_STRING; }
 
 const char *sluice_strerror(int err) {
     switch (err) {
-#define SLUICE_X(name, value, message)                                                                   \
+#define SLUICE_X(name, value, message)                                                                                 \
     case SLUICE_##name: return message;
         SLUICE_ERROR_LIST(SLUICE_X)
 #undef SLUICE_X

@@ -17,7 +17,7 @@ typedef struct sluice__keyref {
     size_t len;                 /* byte keys: their length (0 for integer keys) */
     uint64_t u64;               /* integer keys: the integer */
     bool is_u64;
-    uint64_t hash;              /* the fast hash under the seed; the index's tags use sluice__table_hash() */
+    uint64_t hash; /* the fast hash under the seed; the index's tags use sluice__table_hash() */
 } sluice__pkey_t;
 
 #endif /* SLUICE_KEY_INTERNAL_H */

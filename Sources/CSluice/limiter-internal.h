@@ -80,8 +80,8 @@ struct sluice__policy_ops {
      * SLUICE__NONE when the key is idle: the policy then creates the entry
      * with sluice__limiter_add_key() if it needs one. Fills *d (zeroed by
      * the caller). Returns 0, or the error of sluice__limiter_add_key(). */
-    int (*call)(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                uint64_t cost, uint64_t t, sluice_decision_t *d);
+    int (*call)(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token, uint64_t cost,
+                uint64_t t, sluice_decision_t *d);
     /* The entry's timer is due and has been disarmed: the policy's timer row
      * at the entry's deadline. */
     void (*fire)(struct sluice_limiter *l, uint32_t idx);
@@ -108,17 +108,17 @@ struct sluice__policy_ops {
 
 /* A policy file's fire_now and fire_into operations, from its timer row
  * FIRE(l, idx, out) (out NULL: the emission is reported). */
-#define SLUICE__POLICY_FIRE_OPS(FIRE)                                                                       \
-    static void fire_now(struct sluice_limiter *l, uint32_t idx) { (void)FIRE(l, idx, NULL); }             \
-    static size_t fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {               \
-        return FIRE(l, idx, out);                                                                           \
+#define SLUICE__POLICY_FIRE_OPS(FIRE)                                                                                  \
+    static void fire_now(struct sluice_limiter *l, uint32_t idx) { (void)FIRE(l, idx, NULL); }                         \
+    static size_t fire_into(struct sluice_limiter *l, uint32_t idx, sluice_emission_t *out) {                          \
+        return FIRE(l, idx, out);                                                                                      \
     }
 
 /* The operations every policy file defines, as static functions of these
  * names: a table is { .kind = ..., .name = ..., SLUICE__POLICY_OPS_COMMON }
  * followed by its optional operations (.flush, .quota, .reclaim, .next). */
-#define SLUICE__POLICY_OPS_COMMON                                                                        \
-    .explain = explain, .setup = setup, .never_schedules = never_schedules, .call = call, .fire = fire_now, \
+#define SLUICE__POLICY_OPS_COMMON                                                                                      \
+    .explain = explain, .setup = setup, .never_schedules = never_schedules, .call = call, .fire = fire_now,            \
     .fire_into = fire_into, .check = check
 
 /* The registered policies, indexed by kind (NULL where no policy has the kind). */
@@ -176,19 +176,19 @@ struct sluice_limiter {
     /* policy, normalised by its setup() */
     const struct sluice__policy_ops *ops;
     uint8_t kind;
-    bool pass_through;  /* interval 0: every call emits at once, nothing is kept */
+    bool pass_through; /* interval 0: every call emits at once, nothing is kept */
     bool leading, trailing, pick_first, has_max_wait;
-    bool timerless;     /* the policy arms no timer: ops->reclaim and ops->next are set (rate) */
-    uint64_t interval;  /* ns */
-    uint64_t max_wait;  /* ns */
+    bool timerless;    /* the policy arms no timer: ops->reclaim and ops->next are set (rate) */
+    uint64_t interval; /* ns */
+    uint64_t max_wait; /* ns */
     /* rate: times are scaled by `limit` (exact for a fractional T = per / limit) */
     uint64_t limit, burst, per;
-    uint64_t t_q, t_r;  /* the emission interval T = per / limit, as t_q + t_r / limit ns */
+    uint64_t t_q, t_r; /* the emission interval T = per / limit, as t_q + t_r / limit ns */
     /* rate: the 64-bit fast path (policy-rate.c), taken at t < rate_t_lim
      * (0 when burst * per >= 2^61: never) */
-    uint64_t rate_bt;       /* burst * per: burst * T scaled by limit */
-    uint64_t rate_bt_q;     /* floor(burst * per / limit) */
-    uint64_t rate_t_lim;    /* UINT64_MAX - 2 * rate_bt_q - 3, or 0 */
+    uint64_t rate_bt;                                  /* burst * per: burst * T scaled by limit */
+    uint64_t rate_bt_q;                                /* floor(burst * per / limit) */
+    uint64_t rate_t_lim;                               /* UINT64_MAX - 2 * rate_bt_q - 3, or 0 */
     struct sluice__recip rate_inv_limit, rate_inv_per; /* floor(n / limit), floor(n / per) */
     /* rate: lazy expiry (policy-rate.c) */
     uint64_t rate_lb;       /* <= every rate entry's full (UINT64_MAX: no entry) */
@@ -208,16 +208,16 @@ struct sluice_limiter {
     uint64_t seed[2];
     struct sluice__u64_hash_key u64_key; /* sluice__u64_hash_key(seed) */
     uint64_t max_keys;
-    uint64_t pending;   /* entries holding a pending token */
+    uint64_t pending; /* entries holding a pending token */
 
     struct sluice__table table;
     struct sluice__wheel_arena arena;
     struct sluice__wheel wheel;
     struct sluice__mem mem;
 
-    int depth;           /* nesting of public calls (callbacks re-enter) */
-    bool closed;         /* close() done */
-    bool dying;          /* free() requested */
+    int depth;   /* nesting of public calls (callbacks re-enter) */
+    bool closed; /* close() done */
+    bool dying;  /* free() requested */
     /* Nonzero when a submit cannot take the short path for a live key
      * (limiter.c, submit_hot): closed, dying or pass-through. Kept by
      * sluice__gate_update() whenever one of those changes. */
@@ -299,8 +299,8 @@ static SLUICE__HOT_INLINE void sluice__set_pending(struct sluice_limiter *l, str
 /* The first call of a key opens its window [t, end): with a leading edge the
  * call is emitted now, otherwise its token waits for `end`. Throttle and
  * debounce both start this way. */
-static inline void sluice__open_window(struct sluice_limiter *l, struct sluice__entry *e, uint32_t idx,
-                                       uint64_t token, uint64_t t, uint64_t end, sluice_decision_t *d) {
+static inline void sluice__open_window(struct sluice_limiter *l, struct sluice__entry *e, uint32_t idx, uint64_t token,
+                                       uint64_t t, uint64_t end, sluice_decision_t *d) {
     if (l->leading) {
         d->kind = SLUICE_EMITTED;
         d->at = t;
@@ -327,7 +327,7 @@ struct sluice__event {
 };
 
 static SLUICE__HOT_INLINE void sluice__capture(struct sluice__event *pe, const struct sluice__entry *e,
-                                   sluice_event_kind_t kind, uint64_t token, uint64_t at) {
+                                               sluice_event_kind_t kind, uint64_t token, uint64_t at) {
     pe->ev.kind = kind;
     if (e->flags & SLUICE__KEY_U64) /* the common case inline (compilers may outline sluice__entry_key) */
         pe->ev.key = sluice_key_u64(e->key);
@@ -341,7 +341,7 @@ static SLUICE__HOT_INLINE void sluice__capture(struct sluice__event *pe, const s
 
 /* A DROP of a pending token superseded by `successor` of the same key. */
 static SLUICE__HOT_INLINE void sluice__capture_superseded(struct sluice__event *pe, const struct sluice__entry *e,
-                                              uint64_t token, uint64_t successor, uint64_t at) {
+                                                          uint64_t token, uint64_t successor, uint64_t at) {
     sluice__capture(pe, e, SLUICE_EVENT_DROP, token, at);
     pe->ev.has_successor = true;
     pe->ev.successor = successor;
@@ -384,8 +384,7 @@ static SLUICE__HOT_INLINE void sluice__fired_report(struct sluice_limiter *l, co
  * superseded by `successor` at t, when someone is told of drops (not under
  * emit_only); otherwise *pe is left unset. */
 static SLUICE__HOT_INLINE void sluice__capture_dropped(const struct sluice_limiter *l, struct sluice__event *pe,
-                                                       const struct sluice__entry *e, uint64_t successor,
-                                                       uint64_t t) {
+                                                       const struct sluice__entry *e, uint64_t successor, uint64_t t) {
     if (l->report_fn[SLUICE_EVENT_DROP]) sluice__capture_superseded(pe, e, e->token, successor, t);
 }
 

@@ -123,7 +123,8 @@ static uint32_t due_first_from(struct sluice_limiter *l, const struct sluice__ke
     }
 }
 
-static inline uint32_t due_first(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t now, bool *stopped) {
+static inline uint32_t due_first(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t now,
+                                 bool *stopped) {
     return due_first_from(l, k, now, stopped, FIND_NOT_DONE);
 }
 
@@ -404,7 +405,7 @@ static SLUICE__HOT_INLINE int submit_hot(struct sluice_limiter *l, const struct 
     uint32_t idx = FIND_NOT_DONE;
     if (SLUICE__LIKELY(l->gate == 0 && cost == 1)) {
         idx = k->is_u64 && !l->table.strong ? sluice__table_find_u64(&l->table, k->u64, k->hash)
-                                             : sluice__table_find(&l->table, k);
+                                            : sluice__table_find(&l->table, k);
         if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), out, isolate, 0)) return 0;
     }
     if (isolate) return submit_general_isolated(l, k, token, cost, now, out, idx);
@@ -451,8 +452,7 @@ int sluice_limiter_submit_cost(sluice_limiter_t *l, sluice_key_t key, uint64_t t
     return submit_key(l, key, token, cost, now, d);
 }
 
-int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t now,
-                          sluice_decision_t *d) {
+int sluice_limiter_submit(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t now, sluice_decision_t *d) {
     return submit_key(l, key, token, 1, now, d);
 }
 
@@ -506,8 +506,7 @@ static NOINLINE int submit_u64_quiet_debounce(sluice_limiter_t *l, uint64_t key,
     return submit_u64_quiet(l, key, token, now, d, SLUICE_DEBOUNCE);
 }
 
-int sluice_limiter_submit_u64(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
-                              sluice_decision_t *d) {
+int sluice_limiter_submit_u64(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now, sluice_decision_t *d) {
     if (!l) return SLUICE_EINVAL;
     unsigned g = (unsigned)l->gate_u64 | l->table.strong;
     if (SLUICE__LIKELY(g == 0)) return submit_u64_loud(l, key, token, now, d);
@@ -626,7 +625,8 @@ static SLUICE__HOT_INLINE int submit_many(sluice_limiter_t *l, const sluice_call
             int rc;
             if (SLUICE__LIKELY(fast[j] && (l->gate | l->table.strong) == 0)) {
                 uint64_t key = cg[j].key.u64;
-                if (candidate_is(l, cand[j], key) && call_live(l, cand[j], cg[j].token, clamp_now(l, now), d, true, quiet))
+                if (candidate_is(l, cand[j], key) &&
+                    call_live(l, cand[j], cg[j].token, clamp_now(l, now), d, true, quiet))
                     rc = 0;
                 else
                     rc = submit_u64(l, key, hash[j], cg[j].token, now, d, true);
@@ -646,13 +646,13 @@ static NOINLINE int submit_many_loud(sluice_limiter_t *l, const sluice_call_t *c
     return submit_many(l, calls, n, now, decisions, results, 0);
 }
 
-static NOINLINE int submit_many_quiet_throttle(sluice_limiter_t *l, const sluice_call_t *calls, size_t n,
-                                               uint64_t now, sluice_decision_t *decisions, int *results) {
+static NOINLINE int submit_many_quiet_throttle(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
+                                               sluice_decision_t *decisions, int *results) {
     return submit_many(l, calls, n, now, decisions, results, SLUICE_THROTTLE);
 }
 
-static NOINLINE int submit_many_quiet_debounce(sluice_limiter_t *l, const sluice_call_t *calls, size_t n,
-                                               uint64_t now, sluice_decision_t *decisions, int *results) {
+static NOINLINE int submit_many_quiet_debounce(sluice_limiter_t *l, const sluice_call_t *calls, size_t n, uint64_t now,
+                                               sluice_decision_t *decisions, int *results) {
     return submit_many(l, calls, n, now, decisions, results, SLUICE_DEBOUNCE);
 }
 
@@ -826,8 +826,8 @@ static int64_t advance_locked(struct sluice_limiter *l, uint64_t now, size_t max
     return advance_pass(l, now, max, NULL, 0, NULL);
 }
 
-static NOINLINE int64_t advance_locked_into(struct sluice_limiter *l, uint64_t now, size_t max,
-                                            sluice_emission_t *out, size_t cap, size_t *written) {
+static NOINLINE int64_t advance_locked_into(struct sluice_limiter *l, uint64_t now, size_t max, sluice_emission_t *out,
+                                            size_t cap, size_t *written) {
     return advance_pass(l, now, max, out, cap, written);
 }
 
@@ -945,26 +945,29 @@ int sluice_limiter_check(const sluice_limiter_t *l) {
             if (sluice__wheel_node_armed(&e->node)) SLUICE__CHECK_FAIL("free entry %u has an armed timer", i);
             continue;
         }
-        if (!sluice__wheel_node_armed(&e->node) && !l->timerless) SLUICE__CHECK_FAIL("live entry %u has no armed timer", i);
+        if (!sluice__wheel_node_armed(&e->node) && !l->timerless)
+            SLUICE__CHECK_FAIL("live entry %u has no armed timer", i);
         if (e->flags & SLUICE__F_PENDING) pend++;
         const char *why = l->ops->check ? l->ops->check(l, e) : NULL;
         if (why) SLUICE__CHECK_FAIL("entry %u: %s", i, why);
     }
-    if (pend != l->pending) SLUICE__CHECK_FAIL("pending count %llu, but %llu entries hold a token", (unsigned long long)l->pending,
-                                 (unsigned long long)pend);
+    if (pend != l->pending)
+        SLUICE__CHECK_FAIL("pending count %llu, but %llu entries hold a token", (unsigned long long)l->pending,
+                           (unsigned long long)pend);
     if (l->wheel.count != (l->timerless ? 0 : l->table.live))
         SLUICE__CHECK_FAIL("wheel holds %llu timers for %llu live keys", (unsigned long long)l->wheel.count,
-             (unsigned long long)l->table.live);
+                           (unsigned long long)l->table.live);
     /* Every scheduled token is pending or was reported exactly once. A call
      * still in progress (this check may run from a callback) may have
      * reported the token it supersedes before its own decision is counted:
      * at most one such token per nested public call. */
     const struct sluice__counters *c = &l->count;
-    uint64_t later = c->reported[SLUICE_EVENT_EMIT] + c->reported[SLUICE_EVENT_DROP] + c->reported[SLUICE_EVENT_DISCARD];
+    uint64_t later =
+        c->reported[SLUICE_EVENT_EMIT] + c->reported[SLUICE_EVENT_DROP] + c->reported[SLUICE_EVENT_DISCARD];
     uint64_t held = later + l->pending, sched = c->decided[SLUICE_SCHEDULED];
     if (held < sched || held > sched + (uint64_t)l->depth)
         SLUICE__CHECK_FAIL("token counts disagree: %llu scheduled, %llu reported later, %llu pending",
-             (unsigned long long)c->decided[SLUICE_SCHEDULED], (unsigned long long)later,
-             (unsigned long long)l->pending);
+                           (unsigned long long)c->decided[SLUICE_SCHEDULED], (unsigned long long)later,
+                           (unsigned long long)l->pending);
     return 0;
 }

@@ -16,8 +16,8 @@ static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
 
 static bool never_schedules(const sluice_policy_t *p) { return p->interval_ns == 0; }
 
-static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                       uint64_t cost, uint64_t t, sluice_decision_t *d) {
+static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token, uint64_t cost,
+                uint64_t t, sluice_decision_t *d) {
     (void)cost;
     d->kind = SLUICE_SCHEDULED;
     if (idx == SLUICE__NONE) {
@@ -58,6 +58,6 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
     return NULL;
 }
 
-const struct sluice__policy_ops sluice__audit_ops = {
-    .kind = SLUICE_AUDIT, .name = "audit", SLUICE__POLICY_OPS_COMMON
-};
+const struct sluice__policy_ops sluice__audit_ops = { .kind = SLUICE_AUDIT,
+                                                      .name = "audit",
+                                                      SLUICE__POLICY_OPS_COMMON };

@@ -17,7 +17,7 @@ extern const struct sluice__policy_ops sluice__audit_ops;
 
 /* audit OPEN | call(t, v) | drop pending, pending = v */
 static SLUICE__HOT_INLINE bool sluice__audit_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
-                                      uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
+                                                  uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
     sluice__capture_dropped(l, pe, e, token, t);
     e->token = token;
     d->kind = SLUICE_SCHEDULED;

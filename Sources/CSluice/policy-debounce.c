@@ -53,8 +53,8 @@ static inline uint64_t deadline(const struct sluice_limiter *l, struct sluice__e
     return cap < quiet ? cap : quiet;
 }
 
-static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                          uint64_t cost, uint64_t t, sluice_decision_t *d) {
+static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token, uint64_t cost,
+                uint64_t t, sluice_decision_t *d) {
     (void)cost;
     if (idx == SLUICE__NONE) {
         /* IDLE | call(t, v) | last = start = t; leading ? emit v : pending = v; -> ACTIVE */
@@ -155,6 +155,6 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
     return NULL;
 }
 
-const struct sluice__policy_ops sluice__debounce_ops = {
-    .kind = SLUICE_DEBOUNCE, .name = "debounce", SLUICE__POLICY_OPS_COMMON
-};
+const struct sluice__policy_ops sluice__debounce_ops = { .kind = SLUICE_DEBOUNCE,
+                                                         .name = "debounce",
+                                                         SLUICE__POLICY_OPS_COMMON };

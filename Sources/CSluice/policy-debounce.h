@@ -19,8 +19,8 @@ extern const struct sluice__policy_ops sluice__debounce_ops;
  * becomes t + W); trailing ? (drop pending if any; pending = v) : drop v.
  * (With maxWait: sluice__debounce_call.) */
 static SLUICE__HOT_INLINE bool sluice__debounce_live(struct sluice_limiter *l, uint32_t idx, struct sluice__entry *e,
-                                         uint64_t token, uint64_t t, sluice_decision_t *d,
-                                         struct sluice__event *pe) {
+                                                     uint64_t token, uint64_t t, sluice_decision_t *d,
+                                                     struct sluice__event *pe) {
     uint64_t dl = sluice__sat_add(t, l->interval);
     sluice__wheel_set_later(&l->wheel, idx, &e->node, dl);
     d->at = dl;

@@ -226,7 +226,8 @@ void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline
 
 void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
                          struct sluice__rate_res *o) {
-    if (!sluice__rate_decide_fast(l, deadline, token, cost, t, o)) sluice__rate_decide_exact(l, deadline, token, cost, t, o);
+    if (!sluice__rate_decide_fast(l, deadline, token, cost, t, o))
+        sluice__rate_decide_exact(l, deadline, token, cost, t, o);
 }
 
 /* ---- rows ---- */
@@ -273,8 +274,8 @@ static NOINLINE_RATE int call_slow(struct sluice_limiter *l, const struct sluice
     return 0;
 }
 
-static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                      uint64_t cost, uint64_t t, sluice_decision_t *d) {
+static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token, uint64_t cost,
+                uint64_t t, sluice_decision_t *d) {
     (void)token;
     if (SLUICE__UNLIKELY(idx == SLUICE__NONE)) return call_slow(l, k, idx, cost, t, d);
     struct sluice__entry *e = sluice__entry_of(l, idx);
@@ -410,8 +411,8 @@ void sluice__rate_quota(const struct sluice_limiter *l, uint64_t deadline, uint6
         out->retry = SLUICE_NEVER;
     } else {
         uint64_t fresh = x + cost * l->per;
-        out->retry = fresh > l->rate_bt ? t + sluice__recip_div(l->rate_inv_limit, fresh - l->rate_bt + l->limit - 1)
-                                        : t;
+        out->retry =
+            fresh > l->rate_bt ? t + sluice__recip_div(l->rate_inv_limit, fresh - l->rate_bt + l->limit - 1) : t;
     }
 }
 
@@ -435,7 +436,10 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
     return NULL;
 }
 
-const struct sluice__policy_ops sluice__rate_ops = {
-    .kind = SLUICE_RATE, .name = "rate", SLUICE__POLICY_OPS_COMMON,
-    .flush = flush, .quota = quota, .reclaim = reclaim, .next = next_sweep
-};
+const struct sluice__policy_ops sluice__rate_ops = { .kind = SLUICE_RATE,
+                                                     .name = "rate",
+                                                     SLUICE__POLICY_OPS_COMMON,
+                                                     .flush = flush,
+                                                     .quota = quota,
+                                                     .reclaim = reclaim,
+                                                     .next = next_sweep };

@@ -30,8 +30,8 @@ struct sluice__rate_res {
     int kind;
     uint64_t at, full, remaining, deadline, token;
 };
-void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
-                         uint64_t t, struct sluice__rate_res *o);
+void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
+                         struct sluice__rate_res *o);
 void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
                                uint64_t t, struct sluice__rate_res *o);
 /* The fast path of sluice__rate_decide: the same rule in 64-bit arithmetic
@@ -54,8 +54,7 @@ static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice_limi
         full = deadline;
     }
     /* (a cost of 1 never exceeds the burst: the test folds away for it) */
-    if (SLUICE__UNLIKELY((t >= l->rate_t_lim) | (xq > l->rate_bt_q) | ((cost != 1) & (cost > l->burst))))
-        return false;
+    if (SLUICE__UNLIKELY((t >= l->rate_t_lim) | (xq > l->rate_bt_q) | ((cost != 1) & (cost > l->burst)))) return false;
     uint64_t fresh = xq * l->limit + xr + cost * l->per;
     if (fresh > l->rate_bt) {
         o->kind = SLUICE_DROPPED;

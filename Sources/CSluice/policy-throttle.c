@@ -26,8 +26,8 @@ static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
 /* Without trailing nothing is ever kept: calls are emitted or dropped at once. */
 static bool never_schedules(const sluice_policy_t *p) { return p->interval_ns == 0 || !p->trailing; }
 
-static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token,
-                          uint64_t cost, uint64_t t, sluice_decision_t *d) {
+static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token, uint64_t cost,
+                uint64_t t, sluice_decision_t *d) {
     (void)cost;
     if (idx == SLUICE__NONE) {
         /* IDLE | call(t, v) | end = t + W; leading ? emit v : pending = v; -> OPEN */
@@ -70,6 +70,6 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
     return NULL;
 }
 
-const struct sluice__policy_ops sluice__throttle_ops = {
-    .kind = SLUICE_THROTTLE, .name = "throttle", SLUICE__POLICY_OPS_COMMON
-};
+const struct sluice__policy_ops sluice__throttle_ops = { .kind = SLUICE_THROTTLE,
+                                                         .name = "throttle",
+                                                         SLUICE__POLICY_OPS_COMMON };

@@ -18,7 +18,7 @@ extern const struct sluice__policy_ops sluice__throttle_ops;
 /* throttle OPEN | call(t, v) | trailing off: drop v. No pending: pending = v.
  * pick latest: drop pending, pending = v. pick first: drop v */
 static SLUICE__HOT_INLINE bool sluice__throttle_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t token,
-                                         uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
+                                                     uint64_t t, sluice_decision_t *d, struct sluice__event *pe) {
     d->at = e->node.deadline;
     uint8_t f = e->flags;
     if (!l->trailing || ((f & SLUICE__F_PENDING) && l->pick_first)) {

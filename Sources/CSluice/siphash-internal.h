@@ -17,7 +17,6 @@
 #pragma GCC visibility push(hidden)
 #endif
 
-
 /* Hash `len` bytes with the 128-bit key k[0], k[1]. */
 uint64_t sluice__siphash13(const uint64_t k[2], const void *data, size_t len);
 

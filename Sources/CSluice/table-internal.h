@@ -48,11 +48,11 @@
 #if defined(__GNUC__) || defined(__clang__)
 /* For the sluice_limiter_check() family: says on stderr what is broken and
  * returns SLUICE_ECORRUPT from the calling function. */
-#define SLUICE__CHECK_FAIL(...)                                                                 \
-    do {                                                                                        \
-        fprintf(stderr, "sluice_limiter_check: " __VA_ARGS__);                                  \
-        fputc('\n', stderr);                                                                    \
-        return SLUICE_ECORRUPT;                                                                 \
+#define SLUICE__CHECK_FAIL(...)                                                                                        \
+    do {                                                                                                               \
+        fprintf(stderr, "sluice_limiter_check: " __VA_ARGS__);                                                         \
+        fputc('\n', stderr);                                                                                           \
+        return SLUICE_ECORRUPT;                                                                                        \
     } while (0)
 
 #pragma GCC visibility push(hidden)
@@ -93,9 +93,9 @@ enum sluice__key_flag {
 /* One live key. 40 bytes, then stride - 40 bytes of the limiter's. */
 struct sluice__entry {
     struct sluice__wheel_node node; /* the limiter's timer; must stay first (node_off 0) */
-    uint64_t key;   /* integer key, inline bytes (len <= 8), blob pointer; free: next free index */
-    uint64_t token; /* the limiter's (the pending token; rate: TAT's remainder) */
-    uint32_t tag;   /* top 32 bits of the key's hash */
+    uint64_t key;                   /* integer key, inline bytes (len <= 8), blob pointer; free: next free index */
+    uint64_t token;                 /* the limiter's (the pending token; rate: TAT's remainder) */
+    uint32_t tag;                   /* top 32 bits of the key's hash */
     uint8_t state;
     uint8_t flags;
     uint16_t keylen;
@@ -106,10 +106,10 @@ struct sluice__table {
     /* index */
     uint64_t *slots;
     uint32_t slot_bits;
-    uint32_t slot_shift; /* 32 - slot_bits: a tag's home is tag >> slot_shift */
-    size_t slot_mask;    /* 2^slot_bits - 1 */
-    bool strong;      /* tags are SipHash-1-3 of the key under `strong_seed` (else the fast hash) */
-    uint64_t seed[2]; /* the limiter's hash seed (the fast hash) */
+    uint32_t slot_shift;     /* 32 - slot_bits: a tag's home is tag >> slot_shift */
+    size_t slot_mask;        /* 2^slot_bits - 1 */
+    bool strong;             /* tags are SipHash-1-3 of the key under `strong_seed` (else the fast hash) */
+    uint64_t seed[2];        /* the limiter's hash seed (the fast hash) */
     uint64_t strong_seed[2]; /* SipHash-1-3's key: random bits of its own */
     /* slab */
     unsigned char **chunks;

@@ -35,9 +35,8 @@ static inline unsigned hist_bucket(size_t d) {
  * index under 1/SHRINK_BELOW full, or fewer than 1/COMPACT_BELOW of the
  * carved entries live. */
 static void update_shrink_mark(struct sluice__table *t) {
-    uint64_t a = t->slot_bits > SLUICE__INDEX_MIN_BITS
-                     ? (((uint64_t)1 << t->slot_bits) + SHRINK_BELOW - 1) / SHRINK_BELOW
-                     : 0;
+    uint64_t a =
+        t->slot_bits > SLUICE__INDEX_MIN_BITS ? (((uint64_t)1 << t->slot_bits) + SHRINK_BELOW - 1) / SHRINK_BELOW : 0;
     uint64_t b = t->top >= 3 * SLUICE__CHUNK ? t->top / COMPACT_BELOW : 0;
     t->shrink_below = a > b ? a : b;
 }
@@ -365,7 +364,8 @@ void sluice__table_maybe_shrink(struct sluice__table *t) {
 
 int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]) {
     size_t n = nslots(t), mask = n - 1;
-    if (t->seed[0] != seed[0] || t->seed[1] != seed[1]) SLUICE__CHECK_FAIL("the table's hash seed is not the limiter's");
+    if (t->seed[0] != seed[0] || t->seed[1] != seed[1])
+        SLUICE__CHECK_FAIL("the table's hash seed is not the limiter's");
     uint64_t used = 0;
     uint32_t hist[SLUICE__PROBE_HIST] = { 0 };
     for (size_t i = 0; i < n; i++) {
@@ -391,10 +391,12 @@ int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]) {
             SLUICE__CHECK_FAIL("entry %u tag is not its key's %s hash", idx, t->strong ? "SipHash" : "fast");
         if (sluice__table_find(t, &k) != idx) SLUICE__CHECK_FAIL("entry %u not found by its own key", idx);
     }
-    if (used != t->live) SLUICE__CHECK_FAIL("index holds %llu keys, live count is %llu", (unsigned long long)used,
-                              (unsigned long long)t->live);
+    if (used != t->live)
+        SLUICE__CHECK_FAIL("index holds %llu keys, live count is %llu", (unsigned long long)used,
+                           (unsigned long long)t->live);
     if (t->live * LOAD_DEN > (uint64_t)n * LOAD_NUM) SLUICE__CHECK_FAIL("index over its load limit");
-    if (memcmp(hist, t->probe_hist, sizeof hist) != 0) SLUICE__CHECK_FAIL("probe-length histogram differs from the index");
+    if (memcmp(hist, t->probe_hist, sizeof hist) != 0)
+        SLUICE__CHECK_FAIL("probe-length histogram differs from the index");
     if (sluice__table_max_probe(t) != scan_max_probe(t)) SLUICE__CHECK_FAIL("longest probe differs from the index");
     uint64_t live = 0, freec = 0;
     for (uint32_t i = 0; i < t->top; i++) {
@@ -406,15 +408,17 @@ int sluice__table_check(const struct sluice__table *t, const uint64_t seed[2]) {
         else
             SLUICE__CHECK_FAIL("entry %u has unknown state %u", i, e->state);
     }
-    if (live != t->live) SLUICE__CHECK_FAIL("slab has %llu live entries, count is %llu", (unsigned long long)live,
-                              (unsigned long long)t->live);
+    if (live != t->live)
+        SLUICE__CHECK_FAIL("slab has %llu live entries, count is %llu", (unsigned long long)live,
+                           (unsigned long long)t->live);
     uint64_t walked = 0;
     for (uint32_t f = t->free_head; f != SLUICE__NONE; f = (uint32_t)sluice__entry_at(t, f)->key) {
         if (f >= t->top) SLUICE__CHECK_FAIL("free list leaves the slab");
         if (sluice__entry_at(t, f)->state != SLUICE__FREE) SLUICE__CHECK_FAIL("free list holds a live entry %u", f);
         if (++walked > freec) SLUICE__CHECK_FAIL("free list loops");
     }
-    if (walked != freec) SLUICE__CHECK_FAIL("free list holds %llu of %llu free entries", (unsigned long long)walked,
-                              (unsigned long long)freec);
+    if (walked != freec)
+        SLUICE__CHECK_FAIL("free list holds %llu of %llu free entries", (unsigned long long)walked,
+                           (unsigned long long)freec);
     return 0;
 }

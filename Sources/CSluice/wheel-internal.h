@@ -43,15 +43,15 @@
 #pragma GCC visibility push(hidden)
 #endif
 
-
 #define SLUICE__WHEEL_LEVELS 8
 #define SLUICE__WHEEL_SLOT_BITS 6
 #define SLUICE__WHEEL_SLOTS 64
 #define SLUICE__WHEEL_NONE UINT32_C(0xFFFFFFFF)
 /* Index of the first sentinel. Record indices must stay below it. */
 #define SLUICE__WHEEL_HEAD_BASE UINT32_C(0xFFFFF000)
-#define SLUICE__WHEEL_HEAD_EXPIRED (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS)      /* head number of the expired list */
-#define SLUICE__WHEEL_HEAD_OVERFLOW (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS + 1) /* head number of the overflow list */
+#define SLUICE__WHEEL_HEAD_EXPIRED (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS) /* head number of the expired list */
+#define SLUICE__WHEEL_HEAD_OVERFLOW                                                                                    \
+    (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS + 1) /* head number of the overflow list */
 #define SLUICE__WHEEL_HEADS (SLUICE__WHEEL_LEVELS * SLUICE__WHEEL_SLOTS + 2)
 /* Largest record index the wheel accepts. */
 #define SLUICE__WHEEL_INDEX_MAX (SLUICE__WHEEL_HEAD_BASE - 1)
@@ -79,25 +79,28 @@ struct sluice__wheel_arena {
 struct sluice__wheel {
     const struct sluice__wheel_arena *arena;
     uint64_t tick_ns;
-    uint64_t recip;        /* floor(2^64 / tick_ns), for fast division (0 when tick_ns == 1) */
-    uint64_t curtick;      /* everything with expiry tick <= curtick has been moved to expired */
-    uint64_t cur_ns;       /* curtick * tick_ns, saturated: a node is due when deadline <= cur_ns */
-    uint64_t next_tick;    /* lower bound of the next tick at which work exists (UINT64_MAX: none) */
-    uint64_t count;        /* armed nodes, in slots, overflow or expired */
+    uint64_t recip;     /* floor(2^64 / tick_ns), for fast division (0 when tick_ns == 1) */
+    uint64_t curtick;   /* everything with expiry tick <= curtick has been moved to expired */
+    uint64_t cur_ns;    /* curtick * tick_ns, saturated: a node is due when deadline <= cur_ns */
+    uint64_t next_tick; /* lower bound of the next tick at which work exists (UINT64_MAX: none) */
+    uint64_t count;     /* armed nodes, in slots, overflow or expired */
     uint64_t occ[SLUICE__WHEEL_LEVELS];
     struct sluice__wheel_link heads[SLUICE__WHEEL_HEADS];
 };
 
 static inline struct sluice__wheel_node *sluice__wheel_node_at(const struct sluice__wheel_arena *a, uint32_t i) {
     return (struct sluice__wheel_node *)(void *)(a->chunks[i >> a->chunk_shift] +
-                                      (size_t)(i & ((UINT32_C(1) << a->chunk_shift) - 1)) * a->stride +
-                                      a->node_off);
+                                                 (size_t)(i & ((UINT32_C(1) << a->chunk_shift) - 1)) * a->stride +
+                                                 a->node_off);
 }
 
-static inline bool sluice__wheel_node_armed(const struct sluice__wheel_node *n) { return n->link.prev != SLUICE__WHEEL_NONE; }
+static inline bool sluice__wheel_node_armed(const struct sluice__wheel_node *n) {
+    return n->link.prev != SLUICE__WHEEL_NONE;
+}
 
 /* Makes an empty wheel at time `now_ns`. tick_ns >= 1. */
-void sluice__wheel_init(struct sluice__wheel *w, const struct sluice__wheel_arena *arena, uint64_t tick_ns, uint64_t now_ns);
+void sluice__wheel_init(struct sluice__wheel *w, const struct sluice__wheel_arena *arena, uint64_t tick_ns,
+                        uint64_t now_ns);
 
 /* Marks a node as not armed; call once when a record is created. */
 static inline void sluice__wheel_node_init(struct sluice__wheel_node *n) {

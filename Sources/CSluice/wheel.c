@@ -40,12 +40,18 @@ static inline unsigned ctz64(uint64_t x) { return (unsigned)__builtin_ctzll(x); 
 #define PREFETCH_W(p) ((void)(p))
 static inline unsigned clz64(uint64_t x) {
     unsigned n = 0;
-    while (!(x & (UINT64_C(1) << 63))) { x <<= 1; n++; }
+    while (!(x & (UINT64_C(1) << 63))) {
+        x <<= 1;
+        n++;
+    }
     return n;
 }
 static inline unsigned ctz64(uint64_t x) {
     unsigned n = 0;
-    while (!(x & 1)) { x >>= 1; n++; }
+    while (!(x & 1)) {
+        x >>= 1;
+        n++;
+    }
     return n;
 }
 #endif
@@ -72,7 +78,7 @@ static inline uint64_t mulhi(uint64_t a, uint64_t b) {
 
 /* Shift of digit L, and of everything above digit L (L < SLUICE__WHEEL_LEVELS, so both
  * stay <= 48: no shift by 64 anywhere). */
-#define DIGIT_SHIFT(L) ((unsigned)(L) * SLUICE__WHEEL_SLOT_BITS)
+#define DIGIT_SHIFT(L) ((unsigned)(L)*SLUICE__WHEEL_SLOT_BITS)
 #define UPPER_SHIFT(L) (((unsigned)(L) + 1) * SLUICE__WHEEL_SLOT_BITS)
 
 /* floor(2^64 / t) for t >= 2. */
@@ -243,7 +249,8 @@ static uint64_t tick_at(const struct sluice__wheel *w, uint64_t now_ns) {
     return t;
 }
 
-void sluice__wheel_init(struct sluice__wheel *w, const struct sluice__wheel_arena *arena, uint64_t tick_ns, uint64_t now_ns) {
+void sluice__wheel_init(struct sluice__wheel *w, const struct sluice__wheel_arena *arena, uint64_t tick_ns,
+                        uint64_t now_ns) {
     if (tick_ns == 0) tick_ns = 1;
     w->arena = arena;
     w->tick_ns = tick_ns;
@@ -253,7 +260,8 @@ void sluice__wheel_init(struct sluice__wheel *w, const struct sluice__wheel_aren
     w->next_tick = UINT64_MAX;
     w->count = 0;
     for (unsigned l = 0; l < SLUICE__WHEEL_LEVELS; l++) w->occ[l] = 0;
-    for (uint32_t h = 0; h < SLUICE__WHEEL_HEADS; h++) w->heads[h].prev = w->heads[h].next = SLUICE__WHEEL_HEAD_BASE + h;
+    for (uint32_t h = 0; h < SLUICE__WHEEL_HEADS; h++)
+        w->heads[h].prev = w->heads[h].next = SLUICE__WHEEL_HEAD_BASE + h;
 }
 
 void sluice__wheel_add(struct sluice__wheel *w, uint32_t idx, uint64_t deadline_ns) {
@@ -345,7 +353,8 @@ void sluice__wheel_advance(struct sluice__wheel *w, uint64_t now_ns) {
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((noinline)) /* off sluice__wheel_pop's path for a due node (its registers) */
 #endif
-static void cascade(struct sluice__wheel *w, uint32_t i, struct sluice__wheel_node *n) {
+static void
+cascade(struct sluice__wheel *w, uint32_t i, struct sluice__wheel_node *n) {
     struct sluice__wheel_link *ex = &w->heads[SLUICE__WHEEL_HEAD_EXPIRED];
     const uint64_t c = w->curtick;
     const uint64_t e = expiry_tick(w, n->deadline); /* > c: not due */
@@ -430,12 +439,12 @@ void sluice__wheel_relocate(struct sluice__wheel *w, uint32_t to) {
 
 /* ---- invariant checker -------------------------------------------------- */
 
-#define FAIL(...)                                                                                           \
-    do {                                                                                                       \
-        fprintf(stderr, "sluice__wheel_check failed (wheel.c:%d): ", __LINE__);                                           \
-        fprintf(stderr, __VA_ARGS__);                                                                          \
-        fputc('\n', stderr);                                                                                   \
-        return -__LINE__;                                                                                      \
+#define FAIL(...)                                                                                                      \
+    do {                                                                                                               \
+        fprintf(stderr, "sluice__wheel_check failed (wheel.c:%d): ", __LINE__);                                        \
+        fprintf(stderr, __VA_ARGS__);                                                                                  \
+        fputc('\n', stderr);                                                                                           \
+        return -__LINE__;                                                                                              \
     } while (0)
 
 int sluice__wheel_check(const struct sluice__wheel *w) {
@@ -446,14 +455,15 @@ int sluice__wheel_check(const struct sluice__wheel *w) {
         FAIL("recip %llu wrong for tick %llu", (unsigned long long)w->recip, (unsigned long long)t);
     if (w->cur_ns != mul_sat(c, t))
         FAIL("cur_ns %llu != curtick %llu * tick %llu", (unsigned long long)w->cur_ns, (unsigned long long)c,
-                (unsigned long long)t);
+             (unsigned long long)t);
 
     uint64_t seen = 0;
     uint64_t earliest = UINT64_MAX; /* first slot start (or epoch start) holding a node */
     for (uint32_t h = 0; h < SLUICE__WHEEL_HEADS; h++) {
         const uint32_t hidx = SLUICE__WHEEL_HEAD_BASE + h;
         const struct sluice__wheel_link *hd = &w->heads[h];
-        if ((hd->next >= SLUICE__WHEEL_HEAD_BASE && hd->next != hidx) || (hd->prev >= SLUICE__WHEEL_HEAD_BASE && hd->prev != hidx))
+        if ((hd->next >= SLUICE__WHEEL_HEAD_BASE && hd->next != hidx) ||
+            (hd->prev >= SLUICE__WHEEL_HEAD_BASE && hd->prev != hidx))
             FAIL("head %u links to a foreign head (next %#x prev %#x)", h, hd->next, hd->prev);
         if ((hd->next == hidx) != (hd->prev == hidx))
             FAIL("head %u half empty (next %#x prev %#x)", h, hd->next, hd->prev);
@@ -464,18 +474,17 @@ int sluice__wheel_check(const struct sluice__wheel *w) {
             bool bit = (w->occ[level] >> slot) & 1;
             if (bit == empty)
                 FAIL("level %u slot %u: occupancy bit %d but list %s", level, slot, (int)bit,
-                        empty ? "empty" : "non-empty");
+                     empty ? "empty" : "non-empty");
             if (empty) continue;
             unsigned digit = (unsigned)(c >> DIGIT_SHIFT(level)) & (SLUICE__WHEEL_SLOTS - 1);
             if (slot <= digit)
                 FAIL("level %u slot %u occupied but curtick %llu is at digit %u (slot behind)", level, slot,
-                        (unsigned long long)c, digit);
+                     (unsigned long long)c, digit);
             unsigned up = UPPER_SHIFT(level);
             slot_start = ((c >> up) << up) | ((uint64_t)slot << DIGIT_SHIFT(level));
             if (slot_start < earliest) earliest = slot_start;
         } else if (h == SLUICE__WHEEL_HEAD_OVERFLOW && !empty) {
-            if ((c >> TOP_SHIFT) == (UINT64_MAX >> TOP_SHIFT))
-                FAIL("overflow list non-empty in the last epoch");
+            if ((c >> TOP_SHIFT) == (UINT64_MAX >> TOP_SHIFT)) FAIL("overflow list non-empty in the last epoch");
             uint64_t ep = next_epoch(c);
             if (ep < earliest) earliest = ep;
         }
@@ -486,21 +495,20 @@ int sluice__wheel_check(const struct sluice__wheel *w) {
             if (cur >= SLUICE__WHEEL_HEAD_BASE) FAIL("list %u reaches foreign head or bad index %#x", h, cur);
             if (++seen > w->count)
                 FAIL("more nodes in lists than count %llu (cycle or lost count) in list %u",
-                        (unsigned long long)w->count, h);
+                     (unsigned long long)w->count, h);
             const struct sluice__wheel_node *n = sluice__wheel_node_at(w->arena, cur);
-            if (n->link.prev != prev)
-                FAIL("list %u: node %u prev %#x, expected %#x", h, cur, n->link.prev, prev);
+            if (n->link.prev != prev) FAIL("list %u: node %u prev %#x, expected %#x", h, cur, n->link.prev, prev);
             uint64_t e = n->deadline / t + (n->deadline % t != 0); /* independent of recip */
             if (h < WHEEL_HEADS) {
                 if (slot_start > e)
                     FAIL("node %u (deadline %llu, E %llu) sits in level %u slot %u starting at tick %llu: "
-                            "reached late",
-                            cur, (unsigned long long)n->deadline, (unsigned long long)e, level, slot,
-                            (unsigned long long)slot_start);
+                         "reached late",
+                         cur, (unsigned long long)n->deadline, (unsigned long long)e, level, slot,
+                         (unsigned long long)slot_start);
             } else if (h == SLUICE__WHEEL_HEAD_OVERFLOW) {
                 if ((e >> TOP_SHIFT) <= (c >> TOP_SHIFT))
                     FAIL("overflow node %u (E %llu) is within the current epoch of curtick %llu", cur,
-                            (unsigned long long)e, (unsigned long long)c);
+                         (unsigned long long)e, (unsigned long long)c);
             }
             prev = cur;
             cur = n->link.next;
@@ -512,16 +520,16 @@ int sluice__wheel_check(const struct sluice__wheel *w) {
     if (!list_empty(w, SLUICE__WHEEL_HEAD_EXPIRED)) {
         if (w->next_tick > c)
             FAIL("expired list non-empty but next_tick %llu > curtick %llu", (unsigned long long)w->next_tick,
-                    (unsigned long long)c);
+                 (unsigned long long)c);
     } else {
         if (w->next_tick > earliest)
             FAIL("next_tick %llu above the first occupied slot start %llu", (unsigned long long)w->next_tick,
-                    (unsigned long long)earliest);
+                 (unsigned long long)earliest);
         /* Nothing waits to be popped, so no work is due now: a next_tick at
          * or before curtick would make an event loop spin. */
         if (w->next_tick <= c && w->next_tick != UINT64_MAX)
-            FAIL("expired list empty but next_tick %llu <= curtick %llu (stale)",
-                    (unsigned long long)w->next_tick, (unsigned long long)c);
+            FAIL("expired list empty but next_tick %llu <= curtick %llu (stale)", (unsigned long long)w->next_tick,
+                 (unsigned long long)c);
     }
     return 0;
 }

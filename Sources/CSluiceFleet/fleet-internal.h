@@ -37,9 +37,8 @@ struct sluice__fleet_rate {
 /** Fills a call decision from the script's answer: `admitted`, the time `t`
  *  (ns) and the TAT after the call (scaled). @return 0 or -1 when the answer
  *  breaks the script's invariants (a bad reply). */
-SLUICE_FLEET_HIDDEN int sluice__fleet_call_decision(const struct sluice__fleet_rate *r, uint64_t cost,
-                                                    bool admitted, uint64_t t, fl_u128 tat,
-                                                    sluice_decision_t *d);
+SLUICE_FLEET_HIDDEN int sluice__fleet_call_decision(const struct sluice__fleet_rate *r, uint64_t cost, bool admitted,
+                                                    uint64_t t, fl_u128 tat, sluice_decision_t *d);
 
 /** Fills a quota from the script's answer: the time `t` and the key's TAT
  *  (scaled, already max(stored, t*limit)). @return 0 or -1 (bad reply). */

@@ -30,7 +30,8 @@
  * CHiredis: see Package.swift; the same check is in CHiredis.h). */
 #if defined(__has_include)
 #if !__has_include(<hiredis/adapters/libevent.h>)
-#error "hiredis not found: the fleet limiter (SluiceFleet) needs hiredis's headers; install libhiredis-dev (apt-get install libhiredis-dev, or make deps)"
+#error                                                                                                                 \
+    "hiredis not found: the fleet limiter (SluiceFleet) needs hiredis's headers; install libhiredis-dev (apt-get install libhiredis-dev, or make deps)"
 #endif
 #endif
 #include <hiredis/adapters/libevent.h>
@@ -72,9 +73,9 @@ struct slot {
 };
 
 struct stats {
-    uint64_t calls, quotas, cancels, redis_admitted, redis_dropped, cache_dropped, failure_admitted,
-        failure_dropped, fallback_admitted, fallback_dropped, timeouts, unavailable, bad_replies, noscript,
-        connects, disconnects, in_flight, closed, batches;
+    uint64_t calls, quotas, cancels, redis_admitted, redis_dropped, cache_dropped, failure_admitted, failure_dropped,
+        fallback_admitted, fallback_dropped, timeouts, unavailable, bad_replies, noscript, connects, disconnects,
+        in_flight, closed, batches;
 };
 
 struct sluice_fleet {
@@ -158,10 +159,14 @@ static void req_release(struct req *r) {
 
 static void unlist(struct sluice_fleet *f, struct req *r) {
     if (!r->listed) return;
-    if (r->prev) r->prev->next = r->next;
-    else f->whead = r->next;
-    if (r->next) r->next->prev = r->prev;
-    else f->wtail = r->prev;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        f->whead = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        f->wtail = r->prev;
     r->prev = r->next = NULL;
     r->listed = false;
 }
@@ -198,9 +203,9 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
     uint64_t now = f->cfg.manual_time ? r->now : real_now();
     res.now = now;
     bool never = r->cost > f->rate.burst;
-    uint64_t retry = never ? SLUICE_NEVER
-                           : (now > UINT64_MAX - 1 - f->cfg.closed_retry_ns ? UINT64_MAX - 1
-                                                                            : now + f->cfg.closed_retry_ns);
+    uint64_t retry =
+        never ? SLUICE_NEVER
+              : (now > UINT64_MAX - 1 - f->cfg.closed_retry_ns ? UINT64_MAX - 1 : now + f->cfg.closed_retry_ns);
     switch (r->op) {
     case SLUICE_FLEET_CALL: {
         sluice_decision_t *d = &res.decision;
@@ -208,8 +213,10 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
         if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback) {
             rc = sluice_limiter_submit_cost(f->fallback, req_key(r), 0, r->cost, now, d);
             if (rc == 0) {
-                if (d->kind == SLUICE_EMITTED) STAT_INC(f, fallback_admitted);
-                else STAT_INC(f, fallback_dropped);
+                if (d->kind == SLUICE_EMITTED)
+                    STAT_INC(f, fallback_admitted);
+                else
+                    STAT_INC(f, fallback_dropped);
             }
         }
         if (rc != 0) {
@@ -225,8 +232,10 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
                 d->full = now;
             }
         }
-        if (d->kind == SLUICE_EMITTED) STAT_INC(f, failure_admitted);
-        else STAT_INC(f, failure_dropped);
+        if (d->kind == SLUICE_EMITTED)
+            STAT_INC(f, failure_admitted);
+        else
+            STAT_INC(f, failure_dropped);
         break;
     }
     case SLUICE_FLEET_QUOTA: {
@@ -247,9 +256,7 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
         }
         break;
     }
-    case SLUICE_FLEET_CANCEL:
-        res.status = cause;
-        break;
+    case SLUICE_FLEET_CANCEL: res.status = cause; break;
     }
     answer(f, r, &res);
 }
@@ -570,10 +577,14 @@ static void insert_waiting(struct sluice_fleet *f, struct req *r) {
     while (p && p->deadline > r->deadline) p = p->prev;
     r->prev = p;
     r->next = p ? p->next : f->whead;
-    if (r->next) r->next->prev = r;
-    else f->wtail = r;
-    if (p) p->next = r;
-    else f->whead = r;
+    if (r->next)
+        r->next->prev = r;
+    else
+        f->wtail = r;
+    if (p)
+        p->next = r;
+    else
+        f->whead = r;
     r->listed = true;
     if (f->whead == r) arm_timeout(f);
 }
@@ -680,8 +691,8 @@ static bool bulk_u64(const redisReply *e, uint64_t *out) {
 /* Interprets a call's or quota read's three values in a batch reply
  * ({admitted 1|0, t, TAT}; 0 for a quota read). @return 0, or -1 when they
  * are not valid (the stream cannot be trusted). */
-static int interpret_item(struct sluice_fleet *f, const struct req *r, redisReply *const *e,
-                          sluice_fleet_result_t *res, uint64_t *t_out, fl_u128 *tat_out) {
+static int interpret_item(struct sluice_fleet *f, const struct req *r, redisReply *const *e, sluice_fleet_result_t *res,
+                          uint64_t *t_out, fl_u128 *tat_out) {
     memset(res, 0, sizeof *res);
     res->source = SLUICE_FLEET_SOURCE_REDIS;
     uint64_t t;
@@ -717,24 +728,31 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
     __atomic_fetch_sub(&f->st.in_flight, 1, __ATOMIC_RELAXED);
     if (!rep || ac != f->ac) {
         /* the connection is gone (or being freed) */
-        if (r->answered) req_release(r);
-        else if (f->closing) answer_closed(f, r);
-        else answer_failure(f, r, ac->err == REDIS_ERR_PROTOCOL ? SLUICE_EPROTO : SLUICE_ENOTCONN);
+        if (r->answered)
+            req_release(r);
+        else if (f->closing)
+            answer_closed(f, r);
+        else
+            answer_failure(f, r, ac->err == REDIS_ERR_PROTOCOL ? SLUICE_EPROTO : SLUICE_ENOTCONN);
         return;
     }
     alive(f);
     if (rep->type != REDIS_REPLY_INTEGER) {
         STAT_INC(f, bad_replies);
-        if (!r->answered) answer_failure(f, r, SLUICE_EPROTO); /* frees r */
-        else req_release(r);
+        if (!r->answered)
+            answer_failure(f, r, SLUICE_EPROTO); /* frees r */
+        else
+            req_release(r);
         if (rep->type != REDIS_REPLY_ERROR) drop_connection(f);
         return;
     }
     sluice_fleet_result_t res;
     memset(&res, 0, sizeof res);
     res.source = SLUICE_FLEET_SOURCE_REDIS;
-    if (!r->answered) answer(f, r, &res);
-    else req_release(r);
+    if (!r->answered)
+        answer(f, r, &res);
+    else
+        req_release(r);
     flush_batch(f, false);
 }
 
@@ -752,9 +770,12 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         int cause = ac->err == REDIS_ERR_PROTOCOL ? SLUICE_EPROTO : SLUICE_ENOTCONN;
         for (size_t i = 0; i < n; i++) {
             struct req *r = b->r[i];
-            if (r->answered) req_release(r);
-            else if (f->closing) answer_closed(f, r);
-            else answer_failure(f, r, cause);
+            if (r->answered)
+                req_release(r);
+            else if (f->closing)
+                answer_closed(f, r);
+            else
+                answer_failure(f, r, cause);
         }
         free(b);
         if (!f->closing) flush_batch(f, false);
@@ -767,8 +788,10 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
             struct req *r = b->r[i];
-            if (r->answered) req_release(r);
-            else b->r[m++] = r;
+            if (r->answered)
+                req_release(r);
+            else
+                b->r[m++] = r;
         }
         for (size_t i = 0; i < m; i++) b->r[i]->in_redis++; /* held for the resend */
         if (m && send_batch(f, b->r, m, true) != 0) {
@@ -791,8 +814,10 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         fl_u128 tat = 0;
         if (!shape || interpret_item(f, r, rep->element + 3 * i, &res, &t, &tat) != 0) {
             if (shape) bad = true;
-            if (!r->answered) answer_failure(f, r, SLUICE_EPROTO); /* frees r */
-            else req_release(r);
+            if (!r->answered)
+                answer_failure(f, r, SLUICE_EPROTO); /* frees r */
+            else
+                req_release(r);
             continue;
         }
         if (!f->cfg.manual_time) {
@@ -806,8 +831,10 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
             continue;
         }
         if (r->op == SLUICE_FLEET_CALL) {
-            if (res.decision.kind == SLUICE_EMITTED) STAT_INC(f, redis_admitted);
-            else STAT_INC(f, redis_dropped);
+            if (res.decision.kind == SLUICE_EMITTED)
+                STAT_INC(f, redis_admitted);
+            else
+                STAT_INC(f, redis_dropped);
         }
         answer(f, r, &res);
     }
@@ -982,14 +1009,19 @@ static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key
         free(r);
         return SLUICE_ECLOSED;
     }
-    if (f->qtail) f->qtail->qnext = r;
-    else f->qhead = r;
+    if (f->qtail)
+        f->qtail->qnext = r;
+    else
+        f->qhead = r;
     f->qtail = r;
     bool wake = !f->wake_armed;
     f->wake_armed = true;
-    if (op == SLUICE_FLEET_CALL) STAT_INC(f, calls);
-    else if (op == SLUICE_FLEET_QUOTA) STAT_INC(f, quotas);
-    else STAT_INC(f, cancels);
+    if (op == SLUICE_FLEET_CALL)
+        STAT_INC(f, calls);
+    else if (op == SLUICE_FLEET_QUOTA)
+        STAT_INC(f, quotas);
+    else
+        STAT_INC(f, cancels);
     if (wake) event_active(f->wake, 0, 0);
     pthread_mutex_unlock(&f->mu);
     return 0;
@@ -1073,8 +1105,10 @@ void sluice_fleet_free(sluice_fleet_t *f) {
     for (size_t i = 0; i < f->batch_n; i++) { /* held, never sent */
         struct req *r = f->batch[i];
         r->in_redis--;
-        if (r->answered) req_release(r);
-        else answer_closed(f, r);
+        if (r->answered)
+            req_release(r);
+        else
+            answer_closed(f, r);
     }
     f->batch_n = 0;
     while (f->whead) answer_closed(f, f->whead);
@@ -1128,4 +1162,3 @@ int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {
 }
 
 bool sluice_fleet_connected(sluice_fleet_t *f) { return f && f->state == ST_UP && !f->degraded; }
-

@@ -237,8 +237,7 @@ static const char script[] =
     "local a, t, tat = decide(P, KEYS[1], ARGV[1], ARGV[2], ARGV[4])\n"
     "if not a then return bad(t) end\n"
     "if ARGV[1] == 'Q' then return {t, tat} end\n"
-    "return {a, t, tat}\n"
-    ;
+    "return {a, t, tat}\n";
 
 const char *sluice_fleet_script(void) { return script; }
 

@@ -75,7 +75,9 @@ int sluice_loop_start(sluice_loop_t **out, const sluice_loop_config_t *cfg) {
     return 0;
 }
 
-struct event_base *sluice_loop_base(const sluice_loop_t *loop) { return loop ? loop->base : NULL; }
+struct event_base *sluice_loop_base(const sluice_loop_t *loop) {
+    return loop ? loop->base : NULL;
+}
 
 bool sluice_loop_in_thread(const sluice_loop_t *loop) {
     if (!loop) return false;

@@ -90,8 +90,8 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     if (rc) return rc;
     unsigned n = nshards ? round_pow2(nshards) : SLUICE_MT_SHARDS_DEFAULT;
 
-    struct sluice_mt *m = config->allocator ? config->allocator->alloc(config->allocator->ctx, sizeof *m)
-                                            : malloc(sizeof *m);
+    struct sluice_mt *m =
+        config->allocator ? config->allocator->alloc(config->allocator->ctx, sizeof *m) : malloc(sizeof *m);
     if (!m) return SLUICE_ENOMEM;
     memset(m, 0, sizeof *m);
     if (config->allocator) {

@@ -40,8 +40,7 @@ void sluice__lock_slow(sluice__lock_t *l) {
     for (int i = 0; i < SLM_LOCK_SPINS; i++) {
         cpu_relax();
         uint32_t c = atomic_load_explicit(&l->v, memory_order_relaxed);
-        if (c == 0 && atomic_compare_exchange_weak_explicit(&l->v, &c, 1, memory_order_acquire,
-                                                            memory_order_relaxed))
+        if (c == 0 && atomic_compare_exchange_weak_explicit(&l->v, &c, 1, memory_order_acquire, memory_order_relaxed))
             return;
         if (c == 2) break; /* others sleep already: join them */
     }

@@ -94,15 +94,14 @@ void sluice__unlock_slow(sluice__lock_t *l);
 
 static inline void sluice__lock(sluice__lock_t *l) {
     uint32_t c = 0;
-    if (__builtin_expect(atomic_compare_exchange_strong_explicit(&l->v, &c, 1, memory_order_acquire,
-                                                                 memory_order_relaxed), 1))
+    if (__builtin_expect(
+            atomic_compare_exchange_strong_explicit(&l->v, &c, 1, memory_order_acquire, memory_order_relaxed), 1))
         return;
     sluice__lock_slow(l);
 }
 
 static inline void sluice__unlock(sluice__lock_t *l) {
-    if (__builtin_expect(atomic_fetch_sub_explicit(&l->v, 1, memory_order_release) != 1, 0))
-        sluice__unlock_slow(l);
+    if (__builtin_expect(atomic_fetch_sub_explicit(&l->v, 1, memory_order_release) != 1, 0)) sluice__unlock_slow(l);
 }
 #else
 typedef struct {
@@ -145,7 +144,7 @@ struct ob_rec {
 };
 
 struct outbox {
-    size_t n, cap; /* records (first: a call reads these four to check its room) */
+    size_t n, cap;   /* records (first: a call reads these four to check its room) */
     size_t nb, capb; /* key bytes */
     struct ob_rec *rec;
     unsigned char *bytes;
@@ -196,11 +195,11 @@ struct shard {
     size_t max_keylen;     /* longest byte key submitted to this shard: bounds an event's bytes */
     struct outbox out;
     struct sluice_mt *m;
-    uint64_t charged;      /* live keys of this shard counted in m->live_keys (max_keys only) */
+    uint64_t charged;       /* live keys of this shard counted in m->live_keys (max_keys only) */
     uint64_t full_refusals; /* new keys refused because of max_keys */
-    bool direct;           /* teardown: events go straight to the user */
-    bool tidy;             /* loop thread only: the core's table work was deferred by a timer pass */
-    const void *hot;       /* the core's written line (sluice__limiter_hot): prefetched for writing by a call */
+    bool direct;            /* teardown: events go straight to the user */
+    bool tidy;              /* loop thread only: the core's table work was deferred by a timer pass */
+    const void *hot;        /* the core's written line (sluice__limiter_hot): prefetched for writing by a call */
 };
 
 /* A shard padded to whole pairs of cache lines (and the shard array aligned
@@ -226,8 +225,8 @@ struct sluice_mt {
     union shard_slot *shards;
     void *shards_raw;
     size_t shards_raw_size;
-    uint64_t seed[2]; /* the hash key every shard uses (a copy, off the shards' written lines) */
-    uint64_t max_keys; /* the cap on live keys over all shards; 0 = none */
+    uint64_t seed[2];              /* the hash key every shard uses (a copy, off the shards' written lines) */
+    uint64_t max_keys;             /* the cap on live keys over all shards; 0 = none */
     sluice_allocator_t line_alloc; /* the shard limiters' allocator: whole cache lines */
     struct event *ev;
     size_t budget;

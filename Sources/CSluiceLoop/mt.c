@@ -54,11 +54,11 @@ enum call_kind { CALL_SUBMIT, CALL_FLUSH, CALL_CANCEL, CALL_PENDING };
 struct call {
     enum call_kind kind;
     uint64_t token;
-    uint64_t cost;   /* CALL_SUBMIT */
-    bool have_now;   /* the caller gave the time (options' now, sluice_mt_*_at) */
+    uint64_t cost; /* CALL_SUBMIT */
+    bool have_now; /* the caller gave the time (options' now, sluice_mt_*_at) */
     uint64_t now;
     sluice_decision_t *decision;
-    uint64_t *when;  /* CALL_SUBMIT: receives the time the call was decided at */
+    uint64_t *when; /* CALL_SUBMIT: receives the time the call was decided at */
 };
 
 /* With reporting flags, the event that also reports a token emitted or
@@ -89,7 +89,8 @@ static bool reported_event(unsigned report, const sluice_decision_t *d, sluice_e
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((noinline, cold))
 #endif
-static bool sweep_others(struct sluice_mt *m, const struct shard *own, uint64_t now, bool *queued) {
+static bool
+sweep_others(struct sluice_mt *m, const struct shard *own, uint64_t now, bool *queued) {
     bool freed = false;
     for (unsigned i = 0; i < m->nshards && !freed; i++) {
         struct shard *o = sluice__shard_at(m, i);
@@ -181,8 +182,8 @@ static int reserve_key(struct sluice_mt *m, struct shard *s, const sluice__pkey_
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((noinline, cold))
 #endif
-static void push_reported(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, uint64_t token,
-                          sluice_event_kind_t kind) {
+static void
+push_reported(struct sluice_mt *m, struct shard *s, const sluice__pkey_t *k, uint64_t token, sluice_event_kind_t kind) {
     sluice_event_t ev;
     memset(&ev, 0, sizeof ev);
     ev.kind = kind;
@@ -360,8 +361,8 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             for (size_t j = i; j < last; j++) {
                 if (done[j] || krc[j] || shard_of[j] != si) continue;
                 const sluice_call_t *cl = &calls[base + j];
-                struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0,
-                                  decisions ? &decisions[base + j] : NULL, NULL };
+                struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0, decisions ? &decisions[base + j] : NULL,
+                                  NULL };
                 int rc = shard_call_locked(m, s, &k[j], &c, now, &unlocked);
                 if (results) results[base + j] = rc;
                 if (rc && base + j < first_at) {
@@ -433,8 +434,7 @@ int sluice_mt_pending_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
     return key_call(m, key, &c);
 }
 
-int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_options_t *options,
-                    sluice_quota_t *out) {
+int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_options_t *options, sluice_quota_t *out) {
     const sluice_mt_submit_options_t *o = options ? options : &default_options;
     if (!m || !out || o->plan != 0) return SLUICE_EINVAL;
     if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;

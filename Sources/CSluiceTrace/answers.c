@@ -11,13 +11,13 @@
 int sluice_trace_print_answers(const sluice_trace_t *trace, const sluice_trace_answer_t *answers,
                                const sluice_trace_run_options_t *options, sluice_trace_run_result_t *result) {
     sluice_trace_run_result_t local;
-    if (result == NULL)
-        result = &local;
+    if (result == NULL) result = &local;
     memset(result, 0, sizeof *result);
     if (trace == NULL || (answers == NULL && trace->nsteps != 0) || trace->policy.kind != SLUICE_RATE) {
-        sluice__trace_set_message(result, "%s", trace == NULL     ? "no trace"
-                                                : answers == NULL ? "no answers"
-                                                                  : "not a rate policy");
+        sluice__trace_set_message(result, "%s",
+                                  trace == NULL     ? "no trace"
+                                  : answers == NULL ? "no answers"
+                                                    : "not a rate policy");
         return SLUICE_EINVAL;
     }
     struct sluice__trace_sink sink;

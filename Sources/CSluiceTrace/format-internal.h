@@ -23,8 +23,7 @@ struct sluice__trace_sink {
 /* Prepares a sink (one allocation). Returns SLUICE_OK or
  * SLUICE_ENOMEM. */
 SLUICE__TRACE_HIDDEN int sluice__trace_sink_init(struct sluice__trace_sink *k, const sluice_trace_t *t,
-                                                 const sluice_trace_run_options_t *opt,
-                                                 sluice_trace_run_result_t *res);
+                                                 const sluice_trace_run_options_t *opt, sluice_trace_run_result_t *res);
 SLUICE__TRACE_HIDDEN void sluice__trace_sink_free(struct sluice__trace_sink *k);
 
 /* `TIME emit|drop|discard KEY VALUE` of call step `step`; `successor` is

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void sluice__trace_set_message(sluice_trace_run_result_t *res, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -60,9 +59,8 @@ static size_t put_str(char *b, const char *s) {
 }
 
 /* "TIME WORD KEY " into the buffer; fills the common fields. */
-static size_t start_line(struct sluice__trace_sink *k, sluice_trace_output_t *o,
-                         sluice_trace_output_kind_t kind, const char *word, uint64_t time_ms,
-                         size_t step) {
+static size_t start_line(struct sluice__trace_sink *k, sluice_trace_output_t *o, sluice_trace_output_kind_t kind,
+                         const char *word, uint64_t time_ms, size_t step) {
     const struct sluice__trace_step *s = &k->t->steps[step];
     size_t n = 0;
     memset(o, 0, sizeof *o);
@@ -86,8 +84,7 @@ static void finish_line(struct sluice__trace_sink *k, sluice_trace_output_t *o, 
     o->text = k->buf;
     o->text_len = n;
     k->res->lines++;
-    if (k->fn != NULL)
-        k->fn(k->user, o);
+    if (k->fn != NULL) k->fn(k->user, o);
 }
 
 void sluice__trace_put_value(struct sluice__trace_sink *k, sluice_trace_output_kind_t kind, uint64_t time_ms,
@@ -119,12 +116,9 @@ void sluice__trace_put_pending(struct sluice__trace_sink *k, uint64_t time_ms, s
 }
 
 /* ns -> ms, rounded up (a time shown to people is never early). */
-static uint64_t ms_up(uint64_t ns) {
-    return ns / SLUICE_TRACE_NS_PER_MS + (ns % SLUICE_TRACE_NS_PER_MS != 0);
-}
+static uint64_t ms_up(uint64_t ns) { return ns / SLUICE_TRACE_NS_PER_MS + (ns % SLUICE_TRACE_NS_PER_MS != 0); }
 
-void sluice__trace_put_quota(struct sluice__trace_sink *k, uint64_t time_ms, size_t step,
-                             const sluice_quota_t *q) {
+void sluice__trace_put_quota(struct sluice__trace_sink *k, uint64_t time_ms, size_t step, const sluice_quota_t *q) {
     sluice_trace_output_t o;
     size_t n = start_line(k, &o, SLUICE_TRACE_OUT_QUOTA, "quota", time_ms, step);
     o.remaining = q->remaining;

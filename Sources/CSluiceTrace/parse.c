@@ -25,8 +25,7 @@ static void set_error(struct sluice_trace_error *err, size_t line, const char *f
 
 static void set_error(struct sluice_trace_error *err, size_t line, const char *fmt, ...) {
     va_list ap;
-    if (err == NULL)
-        return;
+    if (err == NULL) return;
     err->line = line;
     va_start(ap, fmt);
     vsnprintf(err->reason, sizeof err->reason, fmt, ap);
@@ -38,8 +37,8 @@ static void set_error(struct sluice_trace_error *err, size_t line, const char *f
 
 /* Error "PREFIX'TEXT'SUFFIX", TEXT cut to QUOTE_MAX characters plus "...".
  * TEXT is printable ASCII here (the character check runs first). */
-static void set_error_quoted(struct sluice_trace_error *err, size_t line, const char *prefix,
-                             const char *text, size_t n, const char *suffix) {
+static void set_error_quoted(struct sluice_trace_error *err, size_t line, const char *prefix, const char *text,
+                             size_t n, const char *suffix) {
     int shown = (int)(n > QUOTE_MAX ? QUOTE_MAX : n);
     set_error(err, line, "%s'%.*s%s'%s", prefix, shown, text, n > QUOTE_MAX ? "..." : "", suffix);
 }
@@ -53,22 +52,18 @@ struct field {
     size_t n;
 };
 
-static bool is_blank(char c) {
-    return c == ' ' || c == '\t';
-}
+static bool is_blank(char c) { return c == ' ' || c == '\t'; }
 
 /* The next field of [*p, end), or false at the end of the line. */
 static bool next_field(const char **p, const char *end, struct field *f) {
     const char *q = *p;
-    while (q < end && is_blank(*q))
-        q++;
+    while (q < end && is_blank(*q)) q++;
     if (q == end) {
         *p = q;
         return false;
     }
     f->s = q;
-    while (q < end && !is_blank(*q))
-        q++;
+    while (q < end && !is_blank(*q)) q++;
     f->n = (size_t)(q - f->s);
     *p = q;
     return true;
@@ -82,25 +77,20 @@ static bool field_is(const struct field *f, const char *word) {
 enum num_result { NUM_OK, NUM_BAD, NUM_NEGATIVE, NUM_TOO_LARGE };
 
 static bool all_digits(const char *s, size_t n) {
-    if (n == 0)
-        return false;
+    if (n == 0) return false;
     for (size_t i = 0; i < n; i++)
-        if (s[i] < '0' || s[i] > '9')
-            return false;
+        if (s[i] < '0' || s[i] > '9') return false;
     return true;
 }
 
 /* Decimal digits only, at most `max`; never overflows. */
 static enum num_result parse_number(const char *s, size_t n, uint64_t max, uint64_t *out) {
     uint64_t v = 0;
-    if (n >= 2 && s[0] == '-' && all_digits(s + 1, n - 1))
-        return NUM_NEGATIVE;
-    if (!all_digits(s, n))
-        return NUM_BAD;
+    if (n >= 2 && s[0] == '-' && all_digits(s + 1, n - 1)) return NUM_NEGATIVE;
+    if (!all_digits(s, n)) return NUM_BAD;
     for (size_t i = 0; i < n; i++) {
         uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > (max - d) / 10)
-            return NUM_TOO_LARGE;
+        if (v > (max - d) / 10) return NUM_TOO_LARGE;
         v = v * 10 + d;
     }
     *out = v;
@@ -111,18 +101,11 @@ static enum num_result parse_number(const char *s, size_t n, uint64_t max, uint6
 static bool number_failed(struct sluice_trace_error *err, size_t line, enum num_result r, const char *name,
                           const char *s, size_t n) {
     switch (r) {
-    case NUM_OK:
-        return false;
-    case NUM_NEGATIVE:
-        set_error(err, line, "negative %s", name);
-        return true;
-    case NUM_TOO_LARGE:
-        set_error(err, line, "number too large");
-        return true;
+    case NUM_OK: return false;
+    case NUM_NEGATIVE: set_error(err, line, "negative %s", name); return true;
+    case NUM_TOO_LARGE: set_error(err, line, "number too large"); return true;
     case NUM_BAD:
-    default:
-        set_error_quoted(err, line, "bad number ", s, n, "");
-        return true;
+    default: set_error_quoted(err, line, "bad number ", s, n, ""); return true;
     }
 }
 
@@ -133,27 +116,22 @@ static bool number_failed(struct sluice_trace_error *err, size_t line, enum num_
 static bool grow(void **ptr, size_t *cap, size_t need, size_t elem) {
     size_t ncap;
     void *p;
-    if (need <= *cap)
-        return true;
+    if (need <= *cap) return true;
     ncap = *cap ? *cap : 64;
     while (ncap < need) {
-        if (ncap > SIZE_MAX / 2 / elem)
-            return false;
+        if (ncap > SIZE_MAX / 2 / elem) return false;
         ncap *= 2;
     }
-    if (ncap > SIZE_MAX / elem)
-        return false;
+    if (ncap > SIZE_MAX / elem) return false;
     p = realloc(*ptr, ncap * elem);
-    if (p == NULL)
-        return false;
+    if (p == NULL) return false;
     *ptr = p;
     *cap = ncap;
     return true;
 }
 
 void sluice_trace_free(sluice_trace_t *trace) {
-    if (trace == NULL)
-        return;
+    if (trace == NULL) return;
     free(trace->steps);
     free(trace->text);
     free(trace);
@@ -208,14 +186,10 @@ static const char *const option_names[OPT_COUNT] = {
 
 static unsigned options_of(sluice_policy_kind_t kind) {
     switch (kind) {
-    case SLUICE_THROTTLE:
-        return BIT(OPT_INTERVAL) | BIT(OPT_LEADING) | BIT(OPT_TRAILING) | BIT(OPT_PICK);
-    case SLUICE_AUDIT:
-        return BIT(OPT_INTERVAL);
-    case SLUICE_DEBOUNCE:
-        return BIT(OPT_INTERVAL) | BIT(OPT_LEADING) | BIT(OPT_TRAILING) | BIT(OPT_MAXWAIT);
-    case SLUICE_RATE:
-        return BIT(OPT_LIMIT) | BIT(OPT_PER) | BIT(OPT_BURST);
+    case SLUICE_THROTTLE: return BIT(OPT_INTERVAL) | BIT(OPT_LEADING) | BIT(OPT_TRAILING) | BIT(OPT_PICK);
+    case SLUICE_AUDIT: return BIT(OPT_INTERVAL);
+    case SLUICE_DEBOUNCE: return BIT(OPT_INTERVAL) | BIT(OPT_LEADING) | BIT(OPT_TRAILING) | BIT(OPT_MAXWAIT);
+    case SLUICE_RATE: return BIT(OPT_LIMIT) | BIT(OPT_PER) | BIT(OPT_BURST);
     }
     return 0;
 }
@@ -321,8 +295,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
         case OPT_MAXWAIT:
         case OPT_PER:
             nr = parse_number(value.s, value.n, SLUICE_TRACE_DURATION_MAX_MS, &num);
-            if (number_failed(ps->err, ps->line, nr, option_names[id], value.s, value.n))
-                return SLUICE_ESYNTAX;
+            if (number_failed(ps->err, ps->line, nr, option_names[id], value.s, value.n)) return SLUICE_ESYNTAX;
             if (id == OPT_INTERVAL) {
                 pol->interval_ms = num;
             } else if (id == OPT_MAXWAIT) {
@@ -339,8 +312,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
         case OPT_LIMIT:
         case OPT_BURST:
             nr = parse_number(value.s, value.n, SLUICE_TRACE_COUNT_MAX, &num);
-            if (number_failed(ps->err, ps->line, nr, option_names[id], value.s, value.n))
-                return SLUICE_ESYNTAX;
+            if (number_failed(ps->err, ps->line, nr, option_names[id], value.s, value.n)) return SLUICE_ESYNTAX;
             if (num < 1) {
                 set_error(ps->err, ps->line, "%s below 1", option_names[id]);
                 return SLUICE_ESYNTAX;
@@ -350,8 +322,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
             else
                 pol->burst = num;
             break;
-        default:
-            break;
+        default: break;
         }
     }
 
@@ -364,8 +335,7 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
             set_error(ps->err, ps->line, "missing option per");
             return SLUICE_ESYNTAX;
         }
-        if (!(seen & BIT(OPT_BURST)))
-            pol->burst = pol->limit;
+        if (!(seen & BIT(OPT_BURST))) pol->burst = pol->limit;
         return SLUICE_OK;
     }
     if (!(seen & BIT(OPT_INTERVAL))) {
@@ -389,8 +359,8 @@ static int add_step(struct parser *ps, uint64_t time_ms, uint8_t verb, uint8_t f
     struct sluice__trace_step *s;
     size_t klen = key ? key->n : 0, vlen = value ? value->n : 0;
 
-    if (!grow((void **)&t->steps, &t->steps_cap, t->nsteps + 1, sizeof *t->steps) ||
-        klen + vlen < klen || t->text_len > SIZE_MAX - (klen + vlen) ||
+    if (!grow((void **)&t->steps, &t->steps_cap, t->nsteps + 1, sizeof *t->steps) || klen + vlen < klen ||
+        t->text_len > SIZE_MAX - (klen + vlen) ||
         !grow((void **)&t->text, &t->text_cap, t->text_len + klen + vlen, 1)) {
         ps->nomem = true;
         set_error(ps->err, ps->line, "out of memory");
@@ -406,24 +376,18 @@ static int add_step(struct parser *ps, uint64_t time_ms, uint8_t verb, uint8_t f
     s->verb = verb;
     s->flags = flags;
     s->line = ps->line;
-    if (klen)
-        memcpy(t->text + t->text_len, key->s, klen);
-    if (vlen)
-        memcpy(t->text + t->text_len + klen, value->s, vlen);
+    if (klen) memcpy(t->text + t->text_len, key->s, klen);
+    if (vlen) memcpy(t->text + t->text_len + klen, value->s, vlen);
     t->text_len += klen + vlen;
-    if (klen + vlen > t->max_kv)
-        t->max_kv = klen + vlen;
-    if (verb == SLUICE_TRACE_CALL)
-        t->ncalls++;
-    if (flags & SLUICE__STEP_HAS_COST)
-        t->v2 = true;
+    if (klen + vlen > t->max_kv) t->max_kv = klen + vlen;
+    if (verb == SLUICE_TRACE_CALL) t->ncalls++;
+    if (flags & SLUICE__STEP_HAS_COST) t->v2 = true;
     return SLUICE_OK;
 }
 
 /* The optional fields after a call's VALUE or a quota's KEY: only cost=N,
  * at most once. */
-static int parse_cost_fields(struct parser *ps, const char *p, const char *end, uint64_t *cost,
-                             uint8_t *flags) {
+static int parse_cost_fields(struct parser *ps, const char *p, const char *end, uint64_t *cost, uint8_t *flags) {
     static const char prefix[] = "cost=";
     const size_t plen = sizeof prefix - 1;
     struct field f;
@@ -449,8 +413,7 @@ static int parse_cost_fields(struct parser *ps, const char *p, const char *end, 
             return SLUICE_ESYNTAX;
         }
         nr = parse_number(f.s + plen, f.n - plen, SLUICE_TRACE_COUNT_MAX, cost);
-        if (number_failed(ps->err, ps->line, nr, "cost", f.s + plen, f.n - plen))
-            return SLUICE_ESYNTAX;
+        if (number_failed(ps->err, ps->line, nr, "cost", f.s + plen, f.n - plen)) return SLUICE_ESYNTAX;
         if (*cost < 1) {
             set_error(ps->err, ps->line, "cost below 1");
             return SLUICE_ESYNTAX;
@@ -474,8 +437,7 @@ static int parse_step(struct parser *ps, const struct field *first, const char *
         set_error(ps->err, ps->line, "duplicate policy");
         return SLUICE_ESYNTAX;
     }
-    if (number_failed(ps->err, ps->line,
-                      parse_number(first->s, first->n, SLUICE_TRACE_TIME_MAX_MS, &time_ms), "time",
+    if (number_failed(ps->err, ps->line, parse_number(first->s, first->n, SLUICE_TRACE_TIME_MAX_MS, &time_ms), "time",
                       first->s, first->n))
         return SLUICE_ESYNTAX;
     if (time_ms < ps->last_time) {
@@ -518,10 +480,8 @@ static int parse_step(struct parser *ps, const struct field *first, const char *
     }
     if (v == SLUICE_TRACE_CALL || v == SLUICE_TRACE_QUOTA) {
         rc = parse_cost_fields(ps, p, end, &cost, &flags);
-        if (rc != SLUICE_OK)
-            return rc;
-        if (v == SLUICE_TRACE_QUOTA)
-            ps->t->v2 = true;
+        if (rc != SLUICE_OK) return rc;
+        if (v == SLUICE_TRACE_QUOTA) ps->t->v2 = true;
     } else if (next_field(&p, end, &extra)) {
         set_error_quoted(ps->err, ps->line, "extra field ", extra.s, extra.n, "");
         return SLUICE_ESYNTAX;
@@ -571,8 +531,7 @@ static int parse_line(struct parser *ps, const char *s, size_t n) {
     }
     p = s;
     end = s + code;
-    if (!next_field(&p, end, &first))
-        return SLUICE_OK; /* blank or comment */
+    if (!next_field(&p, end, &first)) return SLUICE_OK; /* blank or comment */
     if (!ps->have_policy) {
         if (!field_is(&first, "policy")) {
             set_error(ps->err, ps->line, "missing policy");
@@ -589,16 +548,13 @@ static sluice_policy_t policy_to_sluice(const struct policy_ms *p) {
     int64_t interval = (int64_t)(p->interval_ms * SLUICE_TRACE_NS_PER_MS);
 
     switch (p->kind) {
-    case SLUICE_THROTTLE:
-        return sluice_throttle(interval, p->leading, p->trailing, p->pick);
-    case SLUICE_AUDIT:
-        return sluice_audit(interval);
+    case SLUICE_THROTTLE: return sluice_throttle(interval, p->leading, p->trailing, p->pick);
+    case SLUICE_AUDIT: return sluice_audit(interval);
     case SLUICE_DEBOUNCE:
         return sluice_debounce(interval, p->leading, p->trailing,
                                p->has_maxwait ? (int64_t)(p->maxwait_ms * SLUICE_TRACE_NS_PER_MS) : -1);
     case SLUICE_RATE:
-    default:
-        return sluice_rate(p->limit, (int64_t)(p->per_ms * SLUICE_TRACE_NS_PER_MS), p->burst);
+    default: return sluice_rate(p->limit, (int64_t)(p->per_ms * SLUICE_TRACE_NS_PER_MS), p->burst);
     }
 }
 
@@ -607,13 +563,10 @@ int sluice_trace_parse(const char *buf, size_t len, sluice_trace_t **out, sluice
     size_t pos = 0;
     int rc = SLUICE_OK;
 
-    if (err != NULL)
-        memset(err, 0, sizeof *err);
-    if (out == NULL)
-        return SLUICE_EINVAL;
+    if (err != NULL) memset(err, 0, sizeof *err);
+    if (out == NULL) return SLUICE_EINVAL;
     *out = NULL;
-    if (buf == NULL && len != 0)
-        return SLUICE_EINVAL;
+    if (buf == NULL && len != 0) return SLUICE_EINVAL;
     memset(&ps, 0, sizeof ps);
     ps.err = err;
     ps.t = calloc(1, sizeof *ps.t);
@@ -629,8 +582,7 @@ int sluice_trace_parse(const char *buf, size_t len, sluice_trace_t **out, sluice
 
         ps.line++;
         pos += n + (nl ? 1 : 0);
-        if (n > 0 && s[n - 1] == '\r')
-            n--;
+        if (n > 0 && s[n - 1] == '\r') n--;
         rc = parse_line(&ps, s, n);
     }
     if (rc == SLUICE_OK && !ps.have_policy) {
@@ -668,18 +620,13 @@ sluice_policy_t sluice_trace_policy(const sluice_trace_t *trace) {
     return trace->policy;
 }
 
-size_t sluice_trace_step_count(const sluice_trace_t *trace) {
-    return trace != NULL ? trace->nsteps : 0;
-}
+size_t sluice_trace_step_count(const sluice_trace_t *trace) { return trace != NULL ? trace->nsteps : 0; }
 
-bool sluice_trace_is_v2(const sluice_trace_t *trace) {
-    return trace != NULL && trace->v2;
-}
+bool sluice_trace_is_v2(const sluice_trace_t *trace) { return trace != NULL && trace->v2; }
 
 int sluice_trace_step(const sluice_trace_t *trace, size_t index, sluice_trace_step_t *out) {
     const struct sluice__trace_step *s;
-    if (trace == NULL || out == NULL || index >= trace->nsteps)
-        return SLUICE_EINVAL;
+    if (trace == NULL || out == NULL || index >= trace->nsteps) return SLUICE_EINVAL;
     s = &trace->steps[index];
     memset(out, 0, sizeof *out);
     out->time_ms = s->time_ms;
@@ -687,8 +634,7 @@ int sluice_trace_step(const sluice_trace_t *trace, size_t index, sluice_trace_st
     out->line = s->line;
     out->close_mode = SLUICE_CLOSE_DRAIN;
     if (s->verb == SLUICE_TRACE_CLOSE) {
-        if (s->flags & SLUICE__STEP_DISCARD)
-            out->close_mode = SLUICE_CLOSE_DISCARD;
+        if (s->flags & SLUICE__STEP_DISCARD) out->close_mode = SLUICE_CLOSE_DISCARD;
         return SLUICE_OK;
     }
     out->key = sluice__step_key(trace, s);
@@ -701,4 +647,3 @@ int sluice_trace_step(const sluice_trace_t *trace, size_t index, sluice_trace_st
     out->has_cost = (s->flags & SLUICE__STEP_HAS_COST) != 0;
     return SLUICE_OK;
 }
-

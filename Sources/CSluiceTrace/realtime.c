@@ -28,10 +28,10 @@ struct rt {
     sluice_loop_t *loop;
     sluice_mt_t *m;
     struct event *step_ev;
-    uint64_t start;        /* the clock at time 0 */
-    size_t next;           /* next step to run */
-    uint64_t outstanding;  /* tokens scheduled and not reported yet */
-    uint8_t *reported;     /* per step: 0 not yet, 1 scheduled, 2 reported */
+    uint64_t start;       /* the clock at time 0 */
+    size_t next;          /* next step to run */
+    uint64_t outstanding; /* tokens scheduled and not reported yet */
+    uint8_t *reported;    /* per step: 0 not yet, 1 scheduled, 2 reported */
     int status;
     bool closed;
     bool in_step; /* a step is running: its own decision is still to come */
@@ -80,7 +80,7 @@ static void on_event(void *user, const sluice_event_t *ev) {
     }
     r->reported[ev->token] = 2;
     r->outstanding--;
-    sluice_trace_output_kind_t kind = ev->kind == SLUICE_EVENT_EMIT ? SLUICE_TRACE_OUT_EMIT
+    sluice_trace_output_kind_t kind = ev->kind == SLUICE_EVENT_EMIT   ? SLUICE_TRACE_OUT_EMIT
                                       : ev->kind == SLUICE_EVENT_DROP ? SLUICE_TRACE_OUT_DROP
                                                                       : SLUICE_TRACE_OUT_DISCARD;
     size_t successor = SIZE_MAX;
@@ -130,8 +130,7 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
             break;
         }
         q.full = q.full > r->start ? q.full - r->start : 0;
-        if (q.retry != SLUICE_NEVER)
-            q.retry = q.retry > r->start ? q.retry - r->start : 0;
+        if (q.retry != SLUICE_NEVER) q.retry = q.retry > r->start ? q.retry - r->start : 0;
         sluice__trace_put_quota(&r->sink, elapsed_ms(r), i, &q);
         break;
     }
@@ -154,13 +153,10 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
         break;
     case SLUICE_TRACE_CLOSE:
         rc = sluice_mt_close(r->m, (s->flags & SLUICE__STEP_DISCARD) ? SLUICE_CLOSE_DISCARD : SLUICE_CLOSE_DRAIN);
-        if (rc != 0)
-            rt_fail(r, SLUICE_ECORRUPT, "line %zu: close failed: %s", s->line, sluice_strerror(rc));
+        if (rc != 0) rt_fail(r, SLUICE_ECORRUPT, "line %zu: close failed: %s", s->line, sluice_strerror(rc));
         r->closed = true;
         break;
-    default:
-        rt_fail(r, SLUICE_ECORRUPT, "line %zu: bad step", s->line);
-        break;
+    default: rt_fail(r, SLUICE_ECORRUPT, "line %zu: bad step", s->line); break;
     }
 }
 
@@ -228,8 +224,8 @@ int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_ru
         return SLUICE_EINVAL;
     }
     if (options && options->batch_size > 1) {
-        snprintf(result->message, sizeof result->message, "batch_size %" PRIu32 " is not supported by real-loop runs (0 or 1)",
-                 options->batch_size);
+        snprintf(result->message, sizeof result->message,
+                 "batch_size %" PRIu32 " is not supported by real-loop runs (0 or 1)", options->batch_size);
         return SLUICE_EINVAL;
     }
     if (sluice__trace_sink_init(&r.sink, trace, options, result) != SLUICE_OK) {
@@ -274,14 +270,15 @@ int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_ru
      * deadline once the clock reaches its tick). */
     r.start = (sluice_clock_now() / SLUICE_TICK_DEFAULT_NS + 1) * SLUICE_TICK_DEFAULT_NS;
     arm_step(&r);
-    if (trace->nsteps == 0) maybe_finish(&r);
-    else event_base_dispatch(r.base);
+    if (trace->nsteps == 0)
+        maybe_finish(&r);
+    else
+        event_base_dispatch(r.base);
 
     if (r.status == SLUICE_OK) {
         for (size_t i = 0; i < trace->nsteps; i++) {
             if (trace->steps[i].verb == SLUICE_TRACE_CALL && r.reported[i] != 2) {
-                rt_fail(&r, SLUICE_ECORRUPT, "the call of line %zu was never reported",
-                        trace->steps[i].line);
+                rt_fail(&r, SLUICE_ECORRUPT, "the call of line %zu was never reported", trace->steps[i].line);
                 break;
             }
         }

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 enum token_state {
     TOK_NONE = 0,      /* not submitted yet */
     TOK_IN_SUBMIT = 1, /* its submit is running */
@@ -30,8 +29,8 @@ struct run {
     uint64_t seen;    /* latest time handed to the limiter, ns */
     uint64_t last_at; /* latest time of a line, ns */
     uint64_t first_unaligned;
-    bool discard_ok;  /* inside close(discard) */
-    int status;       /* first failure */
+    bool discard_ok; /* inside close(discard) */
+    int status;      /* first failure */
     /* batch_size > 1: the batch being submitted by sluice_limiter_submit_many() */
     sluice_call_t *calls;
     sluice_decision_t *decs;
@@ -50,8 +49,7 @@ static void run_fail(struct run *r, int status, const char *fmt, ...)
 
 static void run_fail(struct run *r, int status, const char *fmt, ...) {
     va_list ap;
-    if (r->status != SLUICE_OK)
-        return;
+    if (r->status != SLUICE_OK) return;
     r->status = status;
     va_start(ap, fmt);
     vsnprintf(r->res->message, sizeof r->res->message, fmt, ap);
@@ -62,26 +60,22 @@ static void run_fail(struct run *r, int status, const char *fmt, ...) {
 static void check_order(struct run *r, uint64_t at_ns, size_t line) {
     if (at_ns < r->last_at)
         run_fail(r, SLUICE_ECORRUPT,
-                 "line %zu: output at %" PRIu64 " ns is earlier than the previous output (%" PRIu64 " ns)",
-                 line, at_ns, r->last_at);
+                 "line %zu: output at %" PRIu64 " ns is earlier than the previous output (%" PRIu64 " ns)", line, at_ns,
+                 r->last_at);
     else
         r->last_at = at_ns;
 }
 
-static void put_value(struct run *r, uint64_t at_ns, sluice_trace_output_kind_t kind, size_t step,
-                      size_t successor) {
+static void put_value(struct run *r, uint64_t at_ns, sluice_trace_output_kind_t kind, size_t step, size_t successor) {
     check_order(r, at_ns, r->t->steps[step].line);
     sluice__trace_put_value(&r->sink, kind, at_ns / SLUICE_TRACE_NS_PER_MS, step, successor);
 }
 
 static sluice_trace_output_kind_t event_output(sluice_event_kind_t k) {
     switch (k) {
-    case SLUICE_EVENT_EMIT:
-        return SLUICE_TRACE_OUT_EMIT;
-    case SLUICE_EVENT_DROP:
-        return SLUICE_TRACE_OUT_DROP;
-    case SLUICE_EVENT_DISCARD:
-        return SLUICE_TRACE_OUT_DISCARD;
+    case SLUICE_EVENT_EMIT: return SLUICE_TRACE_OUT_EMIT;
+    case SLUICE_EVENT_DROP: return SLUICE_TRACE_OUT_DROP;
+    case SLUICE_EVENT_DISCARD: return SLUICE_TRACE_OUT_DISCARD;
     }
     return (sluice_trace_output_kind_t)0;
 }
@@ -99,8 +93,7 @@ static void on_event(void *user, const sluice_event_t *ev) {
     size_t successor = SIZE_MAX;
 
     r->res->events++;
-    if (r->status != SLUICE_OK)
-        return;
+    if (r->status != SLUICE_OK) return;
     if (ev == NULL) {
         run_fail(r, SLUICE_ECORRUPT, "event callback called with NULL");
         return;
@@ -112,23 +105,16 @@ static void on_event(void *user, const sluice_event_t *ev) {
     /* An event during a batch comes after the calls that have returned:
      * their outputs go first, as with single calls. */
     finish_batch_calls(r);
-    if (r->status != SLUICE_OK)
-        return;
+    if (r->status != SLUICE_OK) return;
     s = &r->t->steps[ev->token];
     switch (r->state[ev->token]) {
-    case TOK_HELD:
-        break;
+    case TOK_HELD: break;
     case TOK_IN_SUBMIT:
-        run_fail(r, SLUICE_ECORRUPT,
-                 "the call of line %zu was reported by an event before its submit returned", s->line);
-        return;
-    case TOK_DONE:
-        run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was reported twice", s->line);
-        return;
-    default:
-        run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was reported before it was submitted",
+        run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was reported by an event before its submit returned",
                  s->line);
         return;
+    case TOK_DONE: run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was reported twice", s->line); return;
+    default: run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was reported before it was submitted", s->line); return;
     }
     if (ev->key.kind != SLUICE_KEY_BYTES || ev->key.len != s->key_len ||
         (s->key_len != 0 &&
@@ -138,42 +124,35 @@ static void on_event(void *user, const sluice_event_t *ev) {
     }
     kind = event_output(ev->kind);
     if (kind == 0) {
-        run_fail(r, SLUICE_ECORRUPT, "event of unknown kind %d for the call of line %zu",
-                 (int)ev->kind, s->line);
+        run_fail(r, SLUICE_ECORRUPT, "event of unknown kind %d for the call of line %zu", (int)ev->kind, s->line);
         return;
     }
     if (ev->kind == SLUICE_EVENT_DISCARD && !r->discard_ok) {
-        run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was discarded outside close(discard)",
-                 s->line);
+        run_fail(r, SLUICE_ECORRUPT, "the call of line %zu was discarded outside close(discard)", s->line);
         return;
     }
     if (ev->at > r->now) {
-        run_fail(r, SLUICE_ECORRUPT,
-                 "%s of the call of line %zu at %" PRIu64 " ns, later than now (%" PRIu64 " ns)",
+        run_fail(r, SLUICE_ECORRUPT, "%s of the call of line %zu at %" PRIu64 " ns, later than now (%" PRIu64 " ns)",
                  event_word(ev->kind), s->line, ev->at, r->now);
         return;
     }
     if (ev->kind == SLUICE_EVENT_DROP && ev->has_successor) {
         const struct sluice__trace_step *n;
         if (ev->successor >= r->t->nsteps || r->t->steps[ev->successor].verb != SLUICE_TRACE_CALL) {
-            run_fail(r, SLUICE_ECORRUPT,
-                     "the drop of the call of line %zu names an unknown successor token %" PRIu64, s->line,
-                     ev->successor);
+            run_fail(r, SLUICE_ECORRUPT, "the drop of the call of line %zu names an unknown successor token %" PRIu64,
+                     s->line, ev->successor);
             return;
         }
         n = &r->t->steps[ev->successor];
-        if (n->key_len != s->key_len ||
-            memcmp(sluice__step_key(r->t, n), sluice__step_key(r->t, s), s->key_len) != 0) {
-            run_fail(r, SLUICE_ECORRUPT,
-                     "the drop of the call of line %zu names a successor of another key (line %zu)", s->line,
-                     n->line);
+        if (n->key_len != s->key_len || memcmp(sluice__step_key(r->t, n), sluice__step_key(r->t, s), s->key_len) != 0) {
+            run_fail(r, SLUICE_ECORRUPT, "the drop of the call of line %zu names a successor of another key (line %zu)",
+                     s->line, n->line);
             return;
         }
         successor = (size_t)ev->successor;
     }
     if (ev->at % SLUICE_TRACE_NS_PER_MS != 0) {
-        if (r->res->unaligned++ == 0)
-            r->first_unaligned = ev->at;
+        if (r->res->unaligned++ == 0) r->first_unaligned = ev->at;
     }
     r->state[ev->token] = TOK_DONE;
     put_value(r, ev->at, kind, (size_t)ev->token, successor);
@@ -185,8 +164,7 @@ static void check_core(struct run *r, const char *where, size_t line) {
 }
 
 static void set_now(struct run *r, uint64_t t) {
-    if (t > r->seen)
-        r->seen = t;
+    if (t > r->seen) r->seen = t;
     r->now = r->seen; /* the core treats an earlier time as the latest it saw */
 }
 
@@ -197,8 +175,8 @@ static void fire_until(struct run *r, uint64_t limit, size_t line) {
         int64_t n;
         uint64_t d2;
         if (r->opt->max_advances != 0 && r->res->advances >= r->opt->max_advances) {
-            run_fail(r, SLUICE_ELIMIT, "more than %" PRIu64 " advance calls (before line %zu)",
-                     r->opt->max_advances, line);
+            run_fail(r, SLUICE_ELIMIT, "more than %" PRIu64 " advance calls (before line %zu)", r->opt->max_advances,
+                     line);
             return;
         }
         set_now(r, d);
@@ -229,14 +207,12 @@ static void call_returned(struct run *r, size_t i, uint64_t t, int rc, sluice_de
                  (s->flags & SLUICE__STEP_HAS_COST) ? "_cost" : "", sluice_strerror(rc));
         return;
     }
-    if (r->status != SLUICE_OK)
-        return;
+    if (r->status != SLUICE_OK) return;
     switch (dec.kind) {
     case SLUICE_EMITTED:
         if (dec.at != t)
-            run_fail(r, SLUICE_ECORRUPT,
-                     "line %zu: EMITTED decision at %" PRIu64 " ns, not now (%" PRIu64 " ns)", s->line, dec.at,
-                     t);
+            run_fail(r, SLUICE_ECORRUPT, "line %zu: EMITTED decision at %" PRIu64 " ns, not now (%" PRIu64 " ns)",
+                     s->line, dec.at, t);
         r->state[i] = TOK_DONE;
         put_value(r, t, SLUICE_TRACE_OUT_EMIT, i, SIZE_MAX);
         break;
@@ -246,13 +222,11 @@ static void call_returned(struct run *r, size_t i, uint64_t t, int rc, sluice_de
         break;
     case SLUICE_SCHEDULED:
         if (dec.at < t)
-            run_fail(r, SLUICE_ECORRUPT,
-                     "line %zu: SCHEDULED at %" PRIu64 " ns, before now (%" PRIu64 " ns)", s->line, dec.at, t);
+            run_fail(r, SLUICE_ECORRUPT, "line %zu: SCHEDULED at %" PRIu64 " ns, before now (%" PRIu64 " ns)", s->line,
+                     dec.at, t);
         r->state[i] = TOK_HELD;
         break;
-    default:
-        run_fail(r, SLUICE_ECORRUPT, "line %zu: unknown decision kind %d", s->line, (int)dec.kind);
-        break;
+    default: run_fail(r, SLUICE_ECORRUPT, "line %zu: unknown decision kind %d", s->line, (int)dec.kind); break;
     }
 }
 
@@ -317,8 +291,7 @@ static void run_quota(struct run *r, size_t i, sluice_key_t key, uint64_t t) {
     memset(&q, 0, sizeof q);
     rc = sluice_limiter_quota(r->lim, key, s->cost, t, &q);
     if (rc != 0) {
-        run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_quota failed: %s", s->line,
-                 sluice_strerror(rc));
+        run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_quota failed: %s", s->line, sluice_strerror(rc));
         return;
     }
     if (q.remaining > q.burst || q.full < t || (q.retry != SLUICE_NEVER && q.retry < t) ||
@@ -340,16 +313,11 @@ static void run_step(struct run *r, size_t i) {
     int rc;
 
     fire_until(r, t, s->line);
-    if (r->status != SLUICE_OK)
-        return;
+    if (r->status != SLUICE_OK) return;
     set_now(r, t);
     switch (s->verb) {
-    case SLUICE_TRACE_CALL:
-        run_call(r, i, key, t);
-        break;
-    case SLUICE_TRACE_QUOTA:
-        run_quota(r, i, key, t);
-        break;
+    case SLUICE_TRACE_CALL: run_call(r, i, key, t); break;
+    case SLUICE_TRACE_QUOTA: run_quota(r, i, key, t); break;
     case SLUICE_TRACE_FLUSH:
     case SLUICE_TRACE_CANCEL:
         rc = s->verb == SLUICE_TRACE_FLUSH ? sluice_limiter_flush(r->lim, key, t)
@@ -361,8 +329,8 @@ static void run_step(struct run *r, size_t i) {
     case SLUICE_TRACE_PENDING:
         rc = sluice_limiter_pending(r->lim, key, t);
         if (rc != 0 && rc != 1) {
-            run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_pending returned %d (%s)", s->line,
-                     rc, sluice_strerror(rc));
+            run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_pending returned %d (%s)", s->line, rc,
+                     sluice_strerror(rc));
             break;
         }
         check_order(r, t, s->line);
@@ -373,15 +341,11 @@ static void run_step(struct run *r, size_t i) {
         rc = sluice_limiter_close(r->lim, t, r->discard_ok ? SLUICE_CLOSE_DISCARD : SLUICE_CLOSE_DRAIN);
         r->discard_ok = false;
         if (rc != 0)
-            run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_close failed: %s", s->line,
-                     sluice_strerror(rc));
+            run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_close failed: %s", s->line, sluice_strerror(rc));
         break;
-    default:
-        run_fail(r, SLUICE_ECORRUPT, "line %zu: bad step", s->line);
-        break;
+    default: run_fail(r, SLUICE_ECORRUPT, "line %zu: bad step", s->line); break;
     }
-    if (s->verb != SLUICE_TRACE_CLOSE)
-        check_core(r, "after", s->line);
+    if (s->verb != SLUICE_TRACE_CLOSE) check_core(r, "after", s->line);
 }
 
 int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options_t *options,
@@ -393,11 +357,9 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
     bool closed = false;
     int rc;
 
-    if (result == NULL)
-        result = &local;
+    if (result == NULL) result = &local;
     memset(result, 0, sizeof *result);
-    if (options == NULL)
-        options = &no_options;
+    if (options == NULL) options = &no_options;
     memset(&r, 0, sizeof r);
     r.t = trace;
     r.res = result;
@@ -407,8 +369,7 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
         return r.status;
     }
     size_t batch = options->batch_size > 1 ? options->batch_size : 1;
-    if (batch > trace->nsteps)
-        batch = trace->nsteps ? trace->nsteps : 1;
+    if (batch > trace->nsteps) batch = trace->nsteps ? trace->nsteps : 1;
     r.state = calloc(trace->nsteps ? trace->nsteps : 1, 1);
     if (batch > 1) {
         r.calls = calloc(batch, sizeof *r.calls);
@@ -468,8 +429,7 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
         } else {
             run_step(&r, i);
         }
-        if (s->verb == SLUICE_TRACE_CLOSE)
-            closed = true;
+        if (s->verb == SLUICE_TRACE_CLOSE) closed = true;
         i += n;
     }
     if (r.status == SLUICE_OK && !closed)
@@ -479,8 +439,7 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
         size_t missing = 0, first = 0;
         for (size_t i = 0; i < trace->nsteps; i++) {
             if (trace->steps[i].verb == SLUICE_TRACE_CALL && r.state[i] != TOK_DONE) {
-                if (missing++ == 0)
-                    first = i;
+                if (missing++ == 0) first = i;
             }
         }
         if (missing != 0)
@@ -492,8 +451,7 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
     r.lim = NULL;
 
     if (r.status == SLUICE_OK && result->unaligned != 0)
-        run_fail(&r, SLUICE_ECORRUPT,
-                 "%" PRIu64 " event time(s) not a whole millisecond (the first: %" PRIu64 " ns)",
+        run_fail(&r, SLUICE_ECORRUPT, "%" PRIu64 " event time(s) not a whole millisecond (the first: %" PRIu64 " ns)",
                  result->unaligned, r.first_unaligned);
     sluice__trace_sink_free(&r.sink);
     free(r.state);

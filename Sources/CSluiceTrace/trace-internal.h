@@ -9,9 +9,9 @@
 #include "sluice_trace.h"
 
 #if defined(__GNUC__) || defined(__clang__)
-#  define SLUICE__TRACE_HIDDEN __attribute__((visibility("hidden")))
+#define SLUICE__TRACE_HIDDEN __attribute__((visibility("hidden")))
 #else
-#  define SLUICE__TRACE_HIDDEN
+#define SLUICE__TRACE_HIDDEN
 #endif
 
 /* Step flags. */
@@ -39,10 +39,10 @@ struct sluice_trace {
     char *text; /* keys and values, not NUL-terminated */
     size_t text_len;
     size_t text_cap;
-    size_t ncalls;  /* steps that are calls */
-    size_t lines;   /* lines of the input */
-    size_t max_kv;  /* largest key_len + value_len of a step */
-    bool v2;        /* a cost= field or a quota line */
+    size_t ncalls; /* steps that are calls */
+    size_t lines;  /* lines of the input */
+    size_t max_kv; /* largest key_len + value_len of a step */
+    bool v2;       /* a cost= field or a quota line */
 };
 
 static inline const char *sluice__step_key(const sluice_trace_t *t, const struct sluice__trace_step *s) {

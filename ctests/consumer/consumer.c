@@ -15,13 +15,12 @@
 
 static int failures;
 
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "consumer: check failed at line %d: %s\n",       \
-                    __LINE__, #cond);                                         \
-            failures++;                                                       \
-        }                                                                     \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "consumer: check failed at line %d: %s\n", __LINE__, #cond);                               \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 struct events {
@@ -53,7 +52,7 @@ int main(void) {
     const char *text = sluice_strerror(SLUICE_EFULL);
     CHECK(text != NULL && text[0] != '\0');
 
-    struct events seen = {0, 0, 0, 0};
+    struct events seen = { 0, 0, 0, 0 };
     sluice_config_t config;
     memset(&config, 0, sizeof config);
     config.policy = sluice_throttle((int64_t)(100 * MS), true, true, SLUICE_PICK_LATEST);

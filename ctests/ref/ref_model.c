@@ -40,11 +40,11 @@ struct ref_entry {
 
 struct ref_model {
     sluice_policy_t p;
-    uint64_t W;          /* interval (throttle, audit, debounce) */
-    uint64_t max_wait;   /* debounce, when p.has_max_wait */
-    uint64_t burst;      /* rate, with the default applied */
+    uint64_t W;        /* interval (throttle, audit, debounce) */
+    uint64_t max_wait; /* debounce, when p.has_max_wait */
+    uint64_t burst;    /* rate, with the default applied */
     bool closed;
-    uint64_t now;        /* largest time seen */
+    uint64_t now; /* largest time seen */
 
     struct ref_entry **keys; /* plain array, linear search */
     size_t nkeys, capkeys;
@@ -80,8 +80,8 @@ static void *xrealloc(void *p, size_t n) {
     return q;
 }
 
-static ref_event_t *log_event(ref_model_t *m, sluice_event_kind_t kind, const struct ref_entry *e,
-                              uint64_t token, uint64_t at) {
+static ref_event_t *log_event(ref_model_t *m, sluice_event_kind_t kind, const struct ref_entry *e, uint64_t token,
+                              uint64_t at) {
     if (m->nev == m->capev) {
         m->capev = m->capev ? 2 * m->capev : 64;
         m->ev = xrealloc(m->ev, m->capev * sizeof *m->ev);
@@ -101,8 +101,7 @@ static ref_event_t *log_event(ref_model_t *m, sluice_event_kind_t kind, const st
 }
 
 /* A pending token dropped because `successor` of the same key took its place. */
-static void log_superseded(ref_model_t *m, const struct ref_entry *e, uint64_t token, uint64_t successor,
-                           uint64_t at) {
+static void log_superseded(ref_model_t *m, const struct ref_entry *e, uint64_t token, uint64_t successor, uint64_t at) {
     ref_event_t *x = log_event(m, SLUICE_EVENT_DROP, e, token, at);
     x->has_successor = true;
     x->successor = successor;
@@ -162,9 +161,7 @@ void ref_set_hook(ref_model_t *m, ref_hook_fn fn, void *user) {
     m->hook_user = user;
 }
 
-static bool pass_through(const ref_model_t *m) {
-    return m->p.kind != SLUICE_RATE && m->W == 0;
-}
+static bool pass_through(const ref_model_t *m) { return m->p.kind != SLUICE_RATE && m->W == 0; }
 
 /* ------------------------------------------------------------------ */
 /* creation                                                            */
@@ -194,8 +191,7 @@ int ref_new(ref_model_t **out, const sluice_policy_t *p) {
         if (p->limit > SLUICE_RATE_MAX || p->burst > SLUICE_RATE_MAX) return SLUICE_ERANGE;
         if (p->per_ns > SLUICE_DURATION_MAX) return SLUICE_ERANGE;
         break;
-    default:
-        return SLUICE_EINVAL;
+    default: return SLUICE_EINVAL;
     }
     ref_model_t *m = calloc(1, sizeof *m);
     if (!m) return SLUICE_ENOMEM;
@@ -232,8 +228,7 @@ static uint64_t deadline_of(const ref_model_t *m, const struct ref_entry *e) {
     if (e->state == IDLE) return UINT64_MAX;
     switch (m->p.kind) {
     case SLUICE_THROTTLE:
-    case SLUICE_AUDIT:
-        return e->end;
+    case SLUICE_AUDIT: return e->end;
     case SLUICE_DEBOUNCE: {
         /* "Deadline: last + W, or min(last + W, start + maxWait) when maxWait
          * is set." ... "else maxDue = true and the deadline becomes last + W" */
@@ -244,8 +239,7 @@ static uint64_t deadline_of(const ref_model_t *m, const struct ref_entry *e) {
         }
         return d;
     }
-    default:
-        return UINT64_MAX; /* rate: nothing is ever pending, no timers */
+    default: return UINT64_MAX; /* rate: nothing is ever pending, no timers */
     }
 }
 
@@ -296,8 +290,7 @@ static void fire(ref_model_t *m, struct ref_entry *e) {
         }
         break;
     }
-    default:
-        ref_die("fire: no timers for this policy");
+    default: ref_die("fire: no timers for this policy");
     }
 }
 
@@ -666,8 +659,7 @@ int ref_close(ref_model_t *m, uint64_t now, sluice_close_mode_t mode) {
     for (size_t i = 0; i < m->nkeys; i++) {
         struct ref_entry *e = m->keys[i];
         if (e->has_pending)
-            log_event(m, mode == SLUICE_CLOSE_DRAIN ? SLUICE_EVENT_EMIT : SLUICE_EVENT_DISCARD, e, e->pending,
-                      now);
+            log_event(m, mode == SLUICE_CLOSE_DRAIN ? SLUICE_EVENT_EMIT : SLUICE_EVENT_DISCARD, e, e->pending, now);
         to_idle(e);
         e->has_tat = false;
     }

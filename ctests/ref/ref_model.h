@@ -55,8 +55,7 @@ void ref_free(ref_model_t *m);
 
 /** A call: fires the key's due deadlines, then applies the call row.
  *  Returns 0, or SLUICE_EINVAL / SLUICE_EKEYLEN (bad key), SLUICE_ECLOSED. */
-int ref_submit(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t now,
-               sluice_decision_t *decision);
+int ref_submit(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t now, sluice_decision_t *decision);
 
 /** A weighted call (rate only; cost 1 is ref_submit()). Returns as
  *  ref_submit(), and SLUICE_ERANGE for a cost of 0 or above SLUICE_RATE_MAX,

@@ -16,12 +16,12 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                                        \
-    do {                                                                                                   \
-        if (!(cond)) {                                                                                     \
-            fprintf(stderr, "test_core_only: line %d: %s\n", __LINE__, #cond);                            \
-            failures++;                                                                                    \
-        }                                                                                                  \
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "test_core_only: line %d: %s\n", __LINE__, #cond);                                         \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 struct seen {

@@ -26,12 +26,12 @@ __attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt,
     exit(1);
 }
 
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #cond);                                       \
-            die(__VA_ARGS__);                                                                                \
-        }                                                                                                    \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #cond);                                                 \
+            die(__VA_ARGS__);                                                                                          \
+        }                                                                                                              \
     } while (0)
 
 #endif

@@ -80,8 +80,7 @@ static bool fa_should_fail(fault_alloc_t *fa, uint64_t serial, size_t size) {
         return true;
     }
     if (fa->fail_every && (serial - fa->every_base) % fa->fail_every == 0) return true;
-    if (fa->budget != UINT64_MAX && (fa->live_bytes + size > fa->budget || fa->live_bytes + size < size))
-        return true;
+    if (fa->budget != UINT64_MAX && (fa->live_bytes + size > fa->budget || fa->live_bytes + size < size)) return true;
     return false;
 }
 
@@ -236,9 +235,8 @@ void fault_alloc_report(fault_alloc_t *fa, FILE *f, size_t max_blocks) {
             "live %llu blocks / %llu bytes, peak %llu bytes, misuse %llu%s%s\n",
             (unsigned long long)fa->attempts, (unsigned long long)fa->allocs, (unsigned long long)fa->failures,
             (unsigned long long)fa->releases, (unsigned long long)fa->null_releases,
-            (unsigned long long)fa->live_blocks, (unsigned long long)fa->live_bytes,
-            (unsigned long long)fa->peak_bytes, (unsigned long long)fa->misuse, fa->misuse ? ": " : "",
-            fa->misuse ? fa->last_misuse : "");
+            (unsigned long long)fa->live_blocks, (unsigned long long)fa->live_bytes, (unsigned long long)fa->peak_bytes,
+            (unsigned long long)fa->misuse, fa->misuse ? ": " : "", fa->misuse ? fa->last_misuse : "");
     size_t shown = 0;
     for (size_t i = 0; i < fa->table_cap && shown < max_blocks; i++) {
         if (!fa->table[i].ptr) continue;

@@ -47,10 +47,10 @@ typedef struct fault_alloc {
     sluice_allocator_t hook; /* what to hand to sluice_config_t.allocator */
 
     /* ---- fault schedule (set through the functions below) ---- */
-    uint64_t fail_at;       /* fail the attempt with this serial (0: off) */
-    uint64_t fail_every;    /* fail every Nth attempt counted from every_base (0: off) */
+    uint64_t fail_at;    /* fail the attempt with this serial (0: off) */
+    uint64_t fail_every; /* fail every Nth attempt counted from every_base (0: off) */
     uint64_t every_base;
-    uint64_t budget;        /* fail when live_bytes + size > budget (UINT64_MAX: off) */
+    uint64_t budget; /* fail when live_bytes + size > budget (UINT64_MAX: off) */
 
     /* ---- counters ---- */
     uint64_t attempts;      /* allocation calls (serial of the last one) */
@@ -59,9 +59,9 @@ typedef struct fault_alloc {
     uint64_t releases;      /* release calls with a non-NULL pointer */
     uint64_t null_releases; /* release calls with NULL (allowed) */
     uint64_t live_blocks, live_bytes, peak_bytes, total_bytes;
-    uint64_t misuse;        /* double frees, foreign pointers, size mismatches, zero sizes */
+    uint64_t misuse; /* double frees, foreign pointers, size mismatches, zero sizes */
     char last_misuse[200];
-    bool abort_on_misuse;   /* default true */
+    bool abort_on_misuse; /* default true */
 
     /* ---- live block table (open addressing, backward-shift deletion) ---- */
     fault_alloc_block_t *table;

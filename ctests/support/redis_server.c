@@ -215,9 +215,8 @@ static int start_once(test_redis_t *r, int port) {
             dup2(devnull, 1);
         }
         if (chdir(r->dir) != 0) _exit(127);
-        execlp(server_path(), server_path(), "--port", port_s, "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--daemonize", "no", "--dir", r->dir, "--loglevel", "warning",
-               (char *)NULL);
+        execlp(server_path(), server_path(), "--port", port_s, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+               "no", "--daemonize", "no", "--dir", r->dir, "--loglevel", "warning", (char *)NULL);
         _exit(127);
     }
     r->pid = pid;
@@ -273,8 +272,10 @@ void test_redis_stop(test_redis_t *r) {
         int st;
         bool done = false;
         for (int i = 0; i < 300 && !done; i++) { /* up to 3 s, then SIGKILL */
-            if (waitpid(r->pid, &st, WNOHANG) == r->pid) done = true;
-            else sleep_ms(10);
+            if (waitpid(r->pid, &st, WNOHANG) == r->pid)
+                done = true;
+            else
+                sleep_ms(10);
         }
         if (!done) {
             kill(r->pid, SIGKILL);

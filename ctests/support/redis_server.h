@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 typedef struct test_redis {
-    pid_t pid;    /* 0 when not running */
+    pid_t pid; /* 0 when not running */
     int port;
     char dir[64]; /* its working folder */
 } test_redis_t;

@@ -26,8 +26,7 @@ static const char *g_scenario = "";
 static unsigned long long g_step;
 static uint64_t g_rng;
 
-__attribute__((format(printf, 3, 4), noreturn)) static void failf(int line, const char *expr, const char *fmt,
-                                                                   ...) {
+__attribute__((format(printf, 3, 4), noreturn)) static void failf(int line, const char *expr, const char *fmt, ...) {
     va_list ap;
     fprintf(stderr, TEST_NAME ": FAILED at " TEST_NAME ".c:%d: %s\n  scenario: %s, step %llu, seed %" PRIu64 "\n  ",
             line, expr, g_scenario, g_step, g_seed);
@@ -38,10 +37,10 @@ __attribute__((format(printf, 3, 4), noreturn)) static void failf(int line, cons
     exit(1);
 }
 
-#define CHECK(cond, ...)                                                                                       \
-    do {                                                                                                       \
-        g_checks++;                                                                                            \
-        if (!(cond)) failf(__LINE__, #cond, __VA_ARGS__);                                                      \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        g_checks++;                                                                                                    \
+        if (!(cond)) failf(__LINE__, #cond, __VA_ARGS__);                                                              \
     } while (0)
 
 #define U(x) ((unsigned long long)(x))

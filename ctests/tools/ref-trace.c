@@ -67,9 +67,12 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out) {
 }
 
 static int parse_bool(const char *s, bool *out) {
-    if (!strcmp(s, "true")) *out = true;
-    else if (!strcmp(s, "false")) *out = false;
-    else return -1;
+    if (!strcmp(s, "true"))
+        *out = true;
+    else if (!strcmp(s, "false"))
+        *out = false;
+    else
+        return -1;
     return 0;
 }
 
@@ -116,11 +119,16 @@ static sluice_policy_t parse_policy(char **f, int n) {
     bool seen[16] = { false };
     const char *opts[] = { "interval", "leading", "trailing", "pick", "maxwait", "limit", "per", "burst" };
     bool have_interval = false, have_limit = false, have_per = false;
-    if (!strcmp(f[1], "throttle")) p = sluice_throttle(0, true, true, SLUICE_PICK_LATEST);
-    else if (!strcmp(f[1], "audit")) p = sluice_audit(0);
-    else if (!strcmp(f[1], "debounce")) p = sluice_debounce(0, false, true, -1);
-    else if (!strcmp(f[1], "rate")) p = sluice_rate(0, 0, 0);
-    else fail("unknown policy '%s'", f[1]);
+    if (!strcmp(f[1], "throttle"))
+        p = sluice_throttle(0, true, true, SLUICE_PICK_LATEST);
+    else if (!strcmp(f[1], "audit"))
+        p = sluice_audit(0);
+    else if (!strcmp(f[1], "debounce"))
+        p = sluice_debounce(0, false, true, -1);
+    else if (!strcmp(f[1], "rate"))
+        p = sluice_rate(0, 0, 0);
+    else
+        fail("unknown policy '%s'", f[1]);
     for (int i = 2; i < n; i++) {
         char *eq = strchr(f[i], '=');
         if (!eq) fail("bad option '%s'", f[i]);
@@ -135,7 +143,8 @@ static sluice_policy_t parse_policy(char **f, int n) {
         uint64_t v;
         bool b;
         int kind = p.kind;
-        bool ok_for = (o == 0 && kind != SLUICE_RATE) || ((o == 1 || o == 2) && (kind == SLUICE_THROTTLE || kind == SLUICE_DEBOUNCE)) ||
+        bool ok_for = (o == 0 && kind != SLUICE_RATE) ||
+                      ((o == 1 || o == 2) && (kind == SLUICE_THROTTLE || kind == SLUICE_DEBOUNCE)) ||
                       (o == 3 && kind == SLUICE_THROTTLE) || (o == 4 && kind == SLUICE_DEBOUNCE) ||
                       (o >= 5 && kind == SLUICE_RATE);
         if (!ok_for) fail("option '%s' does not apply to this policy", name);
@@ -154,9 +163,12 @@ static sluice_policy_t parse_policy(char **f, int n) {
             p.trailing = b;
             break;
         case 3:
-            if (!strcmp(val, "latest")) p.pick = SLUICE_PICK_LATEST;
-            else if (!strcmp(val, "first")) p.pick = SLUICE_PICK_FIRST;
-            else fail("bad pick");
+            if (!strcmp(val, "latest"))
+                p.pick = SLUICE_PICK_LATEST;
+            else if (!strcmp(val, "first"))
+                p.pick = SLUICE_PICK_FIRST;
+            else
+                fail("bad pick");
             break;
         case 4:
             if (parse_u64(val, DURATION_MAX_MS, &v)) fail("bad maxwait");
@@ -235,8 +247,10 @@ int main(int argc, char **argv) {
             int rc = ref_submit_cost(m, k, tok, cost, t, &d);
             if (rc) fail("submit failed (%d)", rc);
             drain_events(m);
-            if (d.kind == SLUICE_EMITTED) printf("%" PRIu64 " emit %s %s\n", ms, f[2], f[3]);
-            else if (d.kind == SLUICE_DROPPED) printf("%" PRIu64 " drop %s %s\n", ms, f[2], f[3]);
+            if (d.kind == SLUICE_EMITTED)
+                printf("%" PRIu64 " emit %s %s\n", ms, f[2], f[3]);
+            else if (d.kind == SLUICE_DROPPED)
+                printf("%" PRIu64 " drop %s %s\n", ms, f[2], f[3]);
         } else if (!strcmp(verb, "quota")) {
             /* v2: TIME quota KEY [cost=N] -> remaining, full and retry (ms rounded up) */
             uint64_t cost = 1;
@@ -250,8 +264,10 @@ int main(int argc, char **argv) {
             if (rc) fail("quota failed (%d)", rc);
             printf("%" PRIu64 " quota %s remaining=%" PRIu64 " full=%" PRIu64, ms, f[2], q.remaining,
                    q.full / MS + (q.full % MS != 0));
-            if (q.retry == SLUICE_NEVER) printf(" retry=never\n");
-            else printf(" retry=%" PRIu64 "\n", q.retry / MS + (q.retry % MS != 0));
+            if (q.retry == SLUICE_NEVER)
+                printf(" retry=never\n");
+            else
+                printf(" retry=%" PRIu64 "\n", q.retry / MS + (q.retry % MS != 0));
         } else if (!strcmp(verb, "flush") || !strcmp(verb, "cancel") || !strcmp(verb, "pending")) {
             if (n != 3) fail("%s needs KEY", verb);
             sluice_key_t k = sluice_key_bytes(f[2], strlen(f[2]));
@@ -262,9 +278,12 @@ int main(int argc, char **argv) {
         } else if (!strcmp(verb, "close")) {
             if (n != 3) fail("close needs drain|discard");
             sluice_close_mode_t mode;
-            if (!strcmp(f[2], "drain")) mode = SLUICE_CLOSE_DRAIN;
-            else if (!strcmp(f[2], "discard")) mode = SLUICE_CLOSE_DISCARD;
-            else fail("bad close mode");
+            if (!strcmp(f[2], "drain"))
+                mode = SLUICE_CLOSE_DRAIN;
+            else if (!strcmp(f[2], "discard"))
+                mode = SLUICE_CLOSE_DISCARD;
+            else
+                fail("bad close mode");
             ref_close(m, t, mode);
             drain_events(m);
             closed = true;

@@ -32,16 +32,16 @@
 /* One output line; `text` is NUL-terminated inside the document's buffer. */
 typedef struct line {
     const char *text;
-    const char *key;     /* points into a copy of the key, NUL-terminated */
+    const char *key; /* points into a copy of the key, NUL-terminated */
     uint64_t time;
-    size_t lineno;       /* 1-based line number in its file */
-    size_t index;        /* position among the lines of its file */
+    size_t lineno; /* 1-based line number in its file */
+    size_t index;  /* position among the lines of its file */
 } line_t;
 
 typedef struct doc {
     const char *name;
-    char *buf;           /* the text, split in place */
-    char *keys;          /* the key fields, each NUL-terminated */
+    char *buf;  /* the text, split in place */
+    char *keys; /* the key fields, each NUL-terminated */
     line_t *lines;
     size_t count;
 } doc_t;
@@ -57,9 +57,7 @@ static void say(const char *fmt, ...) {
     va_end(ap);
 }
 
-static bool is_token_char(char c) {
-    return c > ' ' && c <= '~' && c != '#';
-}
+static bool is_token_char(char c) { return c > ' ' && c <= '~' && c != '#'; }
 
 /* "NAME=N" at *p, N decimal without a leading zero; moves *p past it. */
 static bool take_number(const char **p, const char *name) {
@@ -74,10 +72,8 @@ static bool take_number(const char **p, const char *name) {
 
 /* The tail of a quota line: "remaining=R full=F retry=S|never". */
 static const char *check_quota_tail(const char *p) {
-    if (!take_number(&p, "remaining") || *p++ != ' ')
-        return "a quota line must go on with remaining=R and one space";
-    if (!take_number(&p, "full") || *p++ != ' ')
-        return "a quota line must go on with full=F and one space";
+    if (!take_number(&p, "remaining") || *p++ != ' ') return "a quota line must go on with remaining=R and one space";
+    if (!take_number(&p, "full") || *p++ != ' ') return "a quota line must go on with full=F and one space";
     if (strcmp(p, "retry=never") == 0) return NULL;
     if (!take_number(&p, "retry")) return "a quota line must end with retry=S or retry=never";
     if (*p != '\0') return "unexpected text after retry= (extra field, tab or trailing space?)";
@@ -201,8 +197,8 @@ static int doc_parse(doc_t *doc, const char *name, char *text, size_t len) {
 static bool check_times(const doc_t *doc) {
     for (size_t i = 1; i < doc->count; i++) {
         if (doc->lines[i].time < doc->lines[i - 1].time) {
-            say("%s:%zu: time goes backwards: '%s' after '%s'\n", doc->name,
-                doc->lines[i].lineno, doc->lines[i].text, doc->lines[i - 1].text);
+            say("%s:%zu: time goes backwards: '%s' after '%s'\n", doc->name, doc->lines[i].lineno, doc->lines[i].text,
+                doc->lines[i - 1].text);
             return false;
         }
     }
@@ -247,24 +243,24 @@ static int check_multiset(const doc_t *want, const doc_t *got) {
     size_t i = 0, j = 0, missing = 0, extra = 0;
     while (i < want->count || j < got->count) {
         int c;
-        if (i == want->count) c = 1;
-        else if (j == got->count) c = -1;
-        else c = strcmp(a[i]->text, b[j]->text);
+        if (i == want->count)
+            c = 1;
+        else if (j == got->count)
+            c = -1;
+        else
+            c = strcmp(a[i]->text, b[j]->text);
         if (c == 0) {
             i++;
             j++;
         } else if (c < 0) {
-            if (missing++ < SHOW_MAX)
-                say("missing:    '%s' (%s:%zu)\n", a[i]->text, want->name, a[i]->lineno);
+            if (missing++ < SHOW_MAX) say("missing:    '%s' (%s:%zu)\n", a[i]->text, want->name, a[i]->lineno);
             i++;
         } else {
-            if (extra++ < SHOW_MAX)
-                say("unexpected: '%s' (%s:%zu)\n", b[j]->text, got->name, b[j]->lineno);
+            if (extra++ < SHOW_MAX) say("unexpected: '%s' (%s:%zu)\n", b[j]->text, got->name, b[j]->lineno);
             j++;
         }
     }
-    if (missing > SHOW_MAX || extra > SHOW_MAX)
-        say("(%zu missing and %zu unexpected lines in all)\n", missing, extra);
+    if (missing > SHOW_MAX || extra > SHOW_MAX) say("(%zu missing and %zu unexpected lines in all)\n", missing, extra);
     free(a);
     free(b);
     return missing == 0 && extra == 0;
@@ -284,9 +280,12 @@ static int check_per_key(const doc_t *want, const doc_t *got) {
     while (i < want->count || j < got->count) {
         /* The smaller of the two next keys. */
         const char *key;
-        if (i == want->count) key = b[j]->key;
-        else if (j == got->count) key = a[i]->key;
-        else key = strcmp(a[i]->key, b[j]->key) <= 0 ? a[i]->key : b[j]->key;
+        if (i == want->count)
+            key = b[j]->key;
+        else if (j == got->count)
+            key = a[i]->key;
+        else
+            key = strcmp(a[i]->key, b[j]->key) <= 0 ? a[i]->key : b[j]->key;
 
         size_t i0 = i, j0 = j;
         while (i < want->count && strcmp(a[i]->key, key) == 0) i++;
@@ -298,8 +297,8 @@ static int check_per_key(const doc_t *want, const doc_t *got) {
             if (x != NULL && y != NULL && strcmp(x, y) == 0) continue;
             ok = 0;
             if (shown++ < SHOW_MAX) {
-                say("key %s, line %zu of the key: want '%s', got '%s'\n", key, k + 1,
-                    x != NULL ? x : "(nothing)", y != NULL ? y : "(nothing)");
+                say("key %s, line %zu of the key: want '%s', got '%s'\n", key, k + 1, x != NULL ? x : "(nothing)",
+                    y != NULL ? y : "(nothing)");
             }
             break; /* the first difference of a key is the informative one */
         }
@@ -318,8 +317,8 @@ static void dump(const doc_t *doc) {
 
 /* Compares two outputs. Takes over both buffers (each of len + 1 bytes).
  * Returns 0 (match), 1 (differ) or 2 (out of memory). */
-static int compare(const char *want_name, char *want_text, size_t want_len,
-                   const char *got_name, char *got_text, size_t got_len) {
+static int compare(const char *want_name, char *want_text, size_t want_len, const char *got_name, char *got_text,
+                   size_t got_len) {
     doc_t want, got;
     int pw = doc_parse(&want, want_name, want_text, want_len);
     int pg = doc_parse(&got, got_name, got_text, got_len);
@@ -411,13 +410,11 @@ static int self_test(void) {
         { "identical", "0 emit A a\n100 emit A b\n", "0 emit A a\n100 emit A b\n", 0 },
         { "both empty", "", "", 0 },
         { "no final newline", "0 emit A a\n20 pending A no\n", "0 emit A a\n20 pending A no", 0 },
-        { "keys swapped at one instant", "0 emit A a\n0 emit B b\n5 drop C c\n",
-          "0 emit B b\n0 emit A a\n5 drop C c\n", 0 },
-        { "keys interleaved at one instant",
-          "10 drop A a\n10 emit A b\n10 emit B x\n10 pending B no\n",
+        { "keys swapped at one instant", "0 emit A a\n0 emit B b\n5 drop C c\n", "0 emit B b\n0 emit A a\n5 drop C c\n",
+          0 },
+        { "keys interleaved at one instant", "10 drop A a\n10 emit A b\n10 emit B x\n10 pending B no\n",
           "10 emit B x\n10 drop A a\n10 pending B no\n10 emit A b\n", 0 },
-        { "same key swapped at one instant", "10 drop A a\n10 emit A b\n",
-          "10 emit A b\n10 drop A a\n", 1 },
+        { "same key swapped at one instant", "10 drop A a\n10 emit A b\n", "10 emit A b\n10 drop A a\n", 1 },
         { "line missing", "0 emit A a\n100 emit A b\n", "0 emit A a\n", 1 },
         { "line added", "0 emit A a\n", "0 emit A a\n100 emit A b\n", 1 },
         { "expected empty, output not", "", "0 emit A a\n", 1 },
@@ -427,8 +424,7 @@ static int self_test(void) {
         { "other time", "100 emit A a\n", "101 emit A a\n", 1 },
         { "other key", "0 emit A a\n", "0 emit B a\n", 1 },
         { "key prefix is another key", "0 emit A a\n0 emit AB b\n", "0 emit AB b\n0 emit A a\n", 0 },
-        { "time goes backwards across keys", "10 emit A a\n20 emit B b\n",
-          "20 emit B b\n10 emit A a\n", 1 },
+        { "time goes backwards across keys", "10 emit A a\n20 emit B b\n", "20 emit B b\n10 emit A a\n", 1 },
         { "expected goes backwards", "20 emit B b\n10 emit A a\n", "20 emit B b\n10 emit A a\n", 1 },
         { "missing field", "0 emit A a\n", "0 emit A\n", 1 },
         { "extra field", "0 emit A a\n", "0 emit A a x\n", 1 },
@@ -452,14 +448,18 @@ static int self_test(void) {
           "5 emit A a\n5 quota A remaining=1 full=9 retry=5\n", 1 },
         { "other remaining", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=1 full=0 retry=0\n", 1 },
         { "other full", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=2 full=1 retry=0\n", 1 },
-        { "never vs a time", "0 quota A remaining=2 full=0 retry=never\n", "0 quota A remaining=2 full=0 retry=0\n", 1 },
+        { "never vs a time", "0 quota A remaining=2 full=0 retry=never\n", "0 quota A remaining=2 full=0 retry=0\n",
+          1 },
         { "quota fields out of order", "0 quota A remaining=2 full=0 retry=0\n",
           "0 quota A full=0 remaining=2 retry=0\n", 1 },
         { "quota field missing", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=2 full=0\n", 1 },
-        { "quota extra field", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=2 full=0 retry=0 x\n", 1 },
-        { "quota leading zero", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=02 full=0 retry=0\n", 1 },
+        { "quota extra field", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=2 full=0 retry=0 x\n",
+          1 },
+        { "quota leading zero", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=02 full=0 retry=0\n",
+          1 },
         { "quota empty number", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining= full=0 retry=0\n", 1 },
-        { "quota retry garbage", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining=2 full=0 retry=nevermore\n", 1 },
+        { "quota retry garbage", "0 quota A remaining=2 full=0 retry=0\n",
+          "0 quota A remaining=2 full=0 retry=nevermore\n", 1 },
     };
     int failed = 0;
     size_t n = sizeof cases / sizeof cases[0];
@@ -493,8 +493,11 @@ int main(int argc, char **argv) {
     }
     report = stderr;
     int r = compare(argv[1], w, wl, argv[2], g, gl);
-    if (r == 2) fprintf(stderr, "tracecmp: out of memory\n");
-    else if (r == 1) fprintf(stderr, "tracecmp: %s and %s differ\n", argv[1], argv[2]);
-    else printf("tracecmp: %s matches\n", argv[2]);
+    if (r == 2)
+        fprintf(stderr, "tracecmp: out of memory\n");
+    else if (r == 1)
+        fprintf(stderr, "tracecmp: %s and %s differ\n", argv[1], argv[2]);
+    else
+        printf("tracecmp: %s matches\n", argv[2]);
     return r;
 }

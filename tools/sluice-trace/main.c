@@ -67,8 +67,7 @@ static void print_line(void *user, const sluice_trace_output_t *line) {
 static int read_all(FILE *f, char **out, size_t *out_len) {
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
-    if (buf == NULL)
-        return ENOMEM;
+    if (buf == NULL) return ENOMEM;
     for (;;) {
         size_t n;
         if (len == cap) {
@@ -137,8 +136,7 @@ int main(int argc, char **argv) {
             }
             errno = 0;
             batch = strtoul(argv[++i], &end, 10);
-            if (errno != 0 || end == argv[i] || *end != '\0' || argv[i][0] == '-' || batch < 1 ||
-                batch > 1000000) {
+            if (errno != 0 || end == argv[i] || *end != '\0' || argv[i][0] == '-' || batch < 1 || batch > 1000000) {
                 fprintf(stderr, "error: --batch takes a number from 1 to 1000000, not '%s'\n", argv[i]);
                 return EXIT_USAGE;
             }
@@ -216,8 +214,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     switch (rc) {
-    case SLUICE_OK:
-        break;
+    case SLUICE_OK: break;
     case SLUICE_ENOMEM:
         fprintf(stderr, "error: out of memory\n");
         status = 1;

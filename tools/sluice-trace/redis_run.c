@@ -51,8 +51,7 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     char host[256];
     char *end = NULL;
     long port = colon ? strtol(colon + 1, &end, 10) : 0;
-    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host || !end || *end || port < 1 ||
-        port > 65535) {
+    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host || !end || *end || port < 1 || port > 65535) {
         fprintf(stderr, "error: --redis wants HOST:PORT (got '%s')\n", addr);
         return 64;
     }
@@ -71,8 +70,7 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     char prefix[96];
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    snprintf(prefix, sizeof prefix, "sluice-trace:%ld:%lld.%09ld", (long)getpid(), (long long)now.tv_sec,
-             now.tv_nsec);
+    snprintf(prefix, sizeof prefix, "sluice-trace:%ld:%lld.%09ld", (long)getpid(), (long long)now.tv_sec, now.tv_nsec);
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = policy;
@@ -126,7 +124,8 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
             const sluice_fleet_result_t *r = &slots[done].res;
             sluice_trace_step_t st;
             sluice_trace_step(trace, done, &st);
-            bool asked = st.verb == SLUICE_TRACE_CALL || st.verb == SLUICE_TRACE_QUOTA || st.verb == SLUICE_TRACE_CANCEL;
+            bool asked =
+                st.verb == SLUICE_TRACE_CALL || st.verb == SLUICE_TRACE_QUOTA || st.verb == SLUICE_TRACE_CANCEL;
             if (asked && (r->status != 0 || r->source == SLUICE_FLEET_SOURCE_FAILURE)) {
                 failed = r;
                 failed_line = st.line;

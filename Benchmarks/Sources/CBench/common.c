@@ -123,9 +123,7 @@ void cb_die(const char *what) {
     exit(3);
 }
 
-bool cb_over_budget(uint64_t t0, double budget_s) {
-    return budget_s > 0 && (double)(cb_now() - t0) > budget_s * 1e9;
-}
+bool cb_over_budget(uint64_t t0, double budget_s) { return budget_s > 0 && (double)(cb_now() - t0) > budget_s * 1e9; }
 
 /* ------------------------------------------------------------------ table */
 

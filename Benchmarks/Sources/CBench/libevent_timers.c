@@ -110,9 +110,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg) {
         emit = r->has_value;
         release(r);
         break;
-    default: /* rate: the TAT is reached, the key is as good as new */
-        release(r);
-        break;
+    default: /* rate: the TAT is reached, the key is as good as new */ release(r); break;
     }
     if (c->mu) pthread_mutex_unlock(c->mu);
     if (emit) deliver(c, value, deadline);

@@ -46,11 +46,11 @@ extern "C" {
 #endif
 
 #if defined(_WIN32)
-#  define SLUICE_EXTERN
+#define SLUICE_EXTERN
 #elif defined(__GNUC__) || defined(__clang__)
-#  define SLUICE_EXTERN __attribute__((visibility("default")))
+#define SLUICE_EXTERN __attribute__((visibility("default")))
 #else
-#  define SLUICE_EXTERN
+#define SLUICE_EXTERN
 #endif
 
 /** Library version as "MAJOR.MINOR.PATCH". */
@@ -124,7 +124,7 @@ SLUICE_EXTERN int sluice_error_code(size_t i);
  *  when their bytes agree. */
 typedef enum sluice_key_kind {
     SLUICE_KEY_BYTES = 0, /**< `bytes`/`len`: any bytes, zero bytes allowed, length 0..SLUICE_KEY_MAX */
-    SLUICE_KEY_U64   = 1  /**< `u64`: a 64-bit integer (fast path, never allocates) */
+    SLUICE_KEY_U64 = 1    /**< `u64`: a 64-bit integer (fast path, never allocates) */
 } sluice_key_kind_t;
 
 /** A key, passed by value. Build one with sluice_key_u64() or
@@ -155,15 +155,15 @@ static inline sluice_key_t sluice_key_bytes(const void *bytes, size_t len) {
 /** The policy of a limiter; every key of a limiter follows the same one. */
 typedef enum sluice_policy_kind {
     SLUICE_THROTTLE = 1, /**< emissions of a key at least `interval` apart */
-    SLUICE_AUDIT    = 2, /**< trailing-only; the window is opened by a call */
+    SLUICE_AUDIT = 2,    /**< trailing-only; the window is opened by a call */
     SLUICE_DEBOUNCE = 3, /**< emit after `interval` of quiet (optionally maxWait) */
-    SLUICE_RATE     = 4  /**< GCRA: at most `limit` per `per`, bursts up to `burst` */
+    SLUICE_RATE = 4      /**< GCRA: at most `limit` per `per`, bursts up to `burst` */
 } sluice_policy_kind_t;
 
 /** Which value a throttle keeps when a window already holds one. */
 typedef enum sluice_pick {
     SLUICE_PICK_LATEST = 0, /**< the newer value replaces the pending one (the old is dropped) */
-    SLUICE_PICK_FIRST  = 1  /**< the pending value stays; the newer one is dropped */
+    SLUICE_PICK_FIRST = 1   /**< the pending value stays; the newer one is dropped */
 } sluice_pick_t;
 
 /** Largest interval, maxWait or per accepted, in nanoseconds (about 31.7 years). */
@@ -179,22 +179,21 @@ typedef enum sluice_pick {
  */
 typedef struct sluice_policy {
     sluice_policy_kind_t kind;
-    int64_t interval_ns;  /**< throttle, audit, debounce: the window or wait; 0 = pass-through */
-    bool leading;         /**< throttle (default true), debounce (default false) */
-    bool trailing;        /**< throttle (default true), debounce (default true) */
-    sluice_pick_t pick;   /**< throttle: which value a window keeps (default latest) */
-    bool has_max_wait;    /**< debounce: whether max_wait_ns applies */
-    int64_t max_wait_ns;  /**< debounce: longest delay of a pending value; >= interval */
-    uint64_t limit;       /**< rate: calls per `per_ns`, >= 1 */
-    int64_t per_ns;       /**< rate: the period, >= 1 */
-    uint64_t burst;       /**< rate: calls allowed at once, >= 1 (0 means `limit`) */
+    int64_t interval_ns; /**< throttle, audit, debounce: the window or wait; 0 = pass-through */
+    bool leading;        /**< throttle (default true), debounce (default false) */
+    bool trailing;       /**< throttle (default true), debounce (default true) */
+    sluice_pick_t pick;  /**< throttle: which value a window keeps (default latest) */
+    bool has_max_wait;   /**< debounce: whether max_wait_ns applies */
+    int64_t max_wait_ns; /**< debounce: longest delay of a pending value; >= interval */
+    uint64_t limit;      /**< rate: calls per `per_ns`, >= 1 */
+    int64_t per_ns;      /**< rate: the period, >= 1 */
+    uint64_t burst;      /**< rate: calls allowed at once, >= 1 (0 means `limit`) */
 } sluice_policy_t;
 
 /** A throttle policy. @param interval_ns window @param leading emit the call that opens a window
  *  @param trailing emit the kept value when the window ends @param pick which value a window keeps
  *  @return the policy (validated by sluice_limiter_new()). */
-static inline sluice_policy_t sluice_throttle(int64_t interval_ns, bool leading, bool trailing,
-                                              sluice_pick_t pick) {
+static inline sluice_policy_t sluice_throttle(int64_t interval_ns, bool leading, bool trailing, sluice_pick_t pick) {
     sluice_policy_t p = { SLUICE_THROTTLE, interval_ns, leading, trailing, pick, false, 0, 0, 0, 0 };
     return p;
 }
@@ -209,10 +208,17 @@ static inline sluice_policy_t sluice_audit(int64_t interval_ns) {
 /** A debounce policy. @param interval_ns quiet time @param leading emit the first call of a burst
  *  @param trailing emit the last value after the quiet time @param max_wait_ns longest delay of a
  *  pending value, or a negative number for none @return the policy. */
-static inline sluice_policy_t sluice_debounce(int64_t interval_ns, bool leading, bool trailing,
-                                              int64_t max_wait_ns) {
-    sluice_policy_t p = { SLUICE_DEBOUNCE, interval_ns, leading, trailing, SLUICE_PICK_LATEST,
-                          max_wait_ns >= 0, max_wait_ns >= 0 ? max_wait_ns : 0, 0, 0, 0 };
+static inline sluice_policy_t sluice_debounce(int64_t interval_ns, bool leading, bool trailing, int64_t max_wait_ns) {
+    sluice_policy_t p = { SLUICE_DEBOUNCE,
+                          interval_ns,
+                          leading,
+                          trailing,
+                          SLUICE_PICK_LATEST,
+                          max_wait_ns >= 0,
+                          max_wait_ns >= 0 ? max_wait_ns : 0,
+                          0,
+                          0,
+                          0 };
     return p;
 }
 
@@ -242,17 +248,17 @@ SLUICE_EXTERN int sluice_policy_validate(const sluice_policy_t *policy);
 
 /** What happened to a token the limiter held. */
 typedef enum sluice_event_kind {
-    SLUICE_EVENT_EMIT    = 1, /**< the value is emitted: do the work now */
-    SLUICE_EVENT_DROP    = 2, /**< the value will never be emitted (superseded or cancelled) */
-    SLUICE_EVENT_DISCARD = 3  /**< the value was pending at close(discard) or free */
+    SLUICE_EVENT_EMIT = 1,   /**< the value is emitted: do the work now */
+    SLUICE_EVENT_DROP = 2,   /**< the value will never be emitted (superseded or cancelled) */
+    SLUICE_EVENT_DISCARD = 3 /**< the value was pending at close(discard) or free */
 } sluice_event_kind_t;
 
 /** One event. Pointers inside are valid only during the callback. */
 typedef struct sluice_event {
     sluice_event_kind_t kind;
-    sluice_key_t key;  /**< the key (its bytes are the limiter's copy) */
-    uint64_t token;    /**< the caller's token */
-    uint64_t at;       /**< when it happened by the spec, in ns: the deadline for a timer emission,
+    sluice_key_t key;   /**< the key (its bytes are the limiter's copy) */
+    uint64_t token;     /**< the caller's token */
+    uint64_t at;        /**< when it happened by the spec, in ns: the deadline for a timer emission,
                             otherwise the `now` of the call that caused it */
     bool has_successor; /**< SLUICE_EVENT_DROP only: true when the token was superseded by another
                              token of the same key (pick latest, audit, debounce trailing) */
@@ -264,9 +270,9 @@ typedef void (*sluice_event_fn)(void *user, const sluice_event_t *event);
 
 /** The fate of a submitted token. */
 typedef enum sluice_decision_kind {
-    SLUICE_EMITTED   = 1, /**< emitted now: the caller does the work; the token is not kept */
+    SLUICE_EMITTED = 1,   /**< emitted now: the caller does the work; the token is not kept */
     SLUICE_SCHEDULED = 2, /**< kept; reported later by exactly one event */
-    SLUICE_DROPPED   = 3  /**< not emitted and not kept */
+    SLUICE_DROPPED = 3    /**< not emitted and not kept */
 } sluice_decision_kind_t;
 
 /** The decision returned by sluice_limiter_submit(). */
@@ -313,7 +319,7 @@ typedef struct sluice_quota {
  *  can make allocations fail. Both functions must be set, or the struct
  *  pointer left NULL for malloc/free. */
 typedef struct sluice_allocator {
-    void *(*alloc)(void *ctx, size_t size);          /**< return NULL on failure */
+    void *(*alloc)(void *ctx, size_t size);             /**< return NULL on failure */
     void (*release)(void *ctx, void *ptr, size_t size); /**< ptr may be NULL */
     void *ctx;
 } sluice_allocator_t;
@@ -332,18 +338,18 @@ typedef struct sluice_limiter sluice_limiter_t;
 
 /** Limiter configuration. Zero-initialise, then set `policy` and what you need. */
 typedef struct sluice_config {
-    sluice_policy_t policy;     /**< required */
-    uint64_t tick_ns;           /**< wheel resolution; 0 = SLUICE_TICK_DEFAULT_NS, at most
+    sluice_policy_t policy;              /**< required */
+    uint64_t tick_ns;                    /**< wheel resolution; 0 = SLUICE_TICK_DEFAULT_NS, at most
                                      SLUICE_TICK_MAX_NS (1 s). Timer emissions happen at most one
                                      tick after their deadline, never before. */
-    uint64_t max_keys;          /**< cap on live keys; 0 = no cap. A new key past the cap fails
+    uint64_t max_keys;                   /**< cap on live keys; 0 = no cap. A new key past the cap fails
                                      with SLUICE_EFULL; live keys are never evicted. */
-    uint64_t start_ns;          /**< the clock's value at creation (the wheel's origin) */
-    sluice_event_fn on_event;   /**< required when the policy can keep a token for later; may be
+    uint64_t start_ns;                   /**< the clock's value at creation (the wheel's origin) */
+    sluice_event_fn on_event;            /**< required when the policy can keep a token for later; may be
                                      NULL only for rate, a pass-through (interval 0), or a throttle
                                      or debounce without trailing edge, whose calls are all decided
                                      at once */
-    void *user;                 /**< passed to on_event */
+    void *user;                          /**< passed to on_event */
     const sluice_allocator_t *allocator; /**< NULL = malloc/free; copied */
     /** Report emissions only: on_event is called for SLUICE_EVENT_EMIT and
      *  never for SLUICE_EVENT_DROP or SLUICE_EVENT_DISCARD. Tokens superseded,
@@ -354,9 +360,9 @@ typedef struct sluice_config {
      *  builds no event at all. on_event stays required under the same rules.
      *  false (the default): every event is reported. */
     bool emit_only;
-    bool fixed_seed;            /**< tests only: use `seed` instead of a random hash key (then also
+    bool fixed_seed;  /**< tests only: use `seed` instead of a random hash key (then also
                                      as the SipHash fallback's key, for repeatable runs) */
-    uint64_t seed[2];           /**< the hash key when fixed_seed */
+    uint64_t seed[2]; /**< the hash key when fixed_seed */
 } sluice_config_t;
 
 /**
@@ -423,8 +429,8 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter_t *limiter);
  *         timers due at `now` have run), SLUICE_ENOMEM or
  *         SLUICE_ECLOSED. On error the token was not taken.
  */
-SLUICE_EXTERN int sluice_limiter_submit(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token,
-                                        uint64_t now, sluice_decision_t *decision);
+SLUICE_EXTERN int sluice_limiter_submit(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token, uint64_t now,
+                                        sluice_decision_t *decision);
 
 /**
  * Hands a weighted call to a rate limiter: like sluice_limiter_submit(), but
@@ -445,8 +451,8 @@ SLUICE_EXTERN int sluice_limiter_submit(sluice_limiter_t *limiter, sluice_key_t 
  *         above SLUICE_RATE_MAX, SLUICE_EINVAL for a cost other than 1 on a
  *         policy that is not rate.
  */
-SLUICE_EXTERN int sluice_limiter_submit_cost(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token,
-                                             uint64_t cost, uint64_t now, sluice_decision_t *decision);
+SLUICE_EXTERN int sluice_limiter_submit_cost(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token, uint64_t cost,
+                                             uint64_t now, sluice_decision_t *decision);
 
 /**
  * Hands a token to the limiter for an integer key: exactly
@@ -522,8 +528,8 @@ SLUICE_EXTERN int sluice_limiter_submit_many(sluice_limiter_t *limiter, const sl
  * @return 0, SLUICE_EINVAL (NULL pointer, bad key, not a rate policy),
  *         SLUICE_ERANGE (cost), SLUICE_EKEYLEN or SLUICE_ECLOSED.
  */
-SLUICE_EXTERN int sluice_limiter_quota(sluice_limiter_t *limiter, sluice_key_t key, uint64_t cost,
-                                       uint64_t now, sluice_quota_t *out);
+SLUICE_EXTERN int sluice_limiter_quota(sluice_limiter_t *limiter, sluice_key_t key, uint64_t cost, uint64_t now,
+                                       sluice_quota_t *out);
 
 /**
  * Emits the key's pending value now (as an SLUICE_EVENT_EMIT at `now`) and
@@ -565,8 +571,8 @@ SLUICE_EXTERN int sluice_limiter_pending(sluice_limiter_t *limiter, sluice_key_t
 
 /** How sluice_limiter_close() treats pending values. */
 typedef enum sluice_close_mode {
-    SLUICE_CLOSE_DRAIN   = 1, /**< emit every pending value now */
-    SLUICE_CLOSE_DISCARD = 2  /**< hand every pending value back as SLUICE_EVENT_DISCARD */
+    SLUICE_CLOSE_DRAIN = 1,  /**< emit every pending value now */
+    SLUICE_CLOSE_DISCARD = 2 /**< hand every pending value back as SLUICE_EVENT_DISCARD */
 } sluice_close_mode_t;
 
 /**
@@ -671,24 +677,24 @@ SLUICE_EXTERN uint64_t sluice_limiter_next_deadline(const sluice_limiter_t *limi
 
 /** Counters of a limiter. */
 typedef struct sluice_stats {
-    uint64_t live_keys;      /**< keys not idle (rate: keys holding memory, which includes idle
+    uint64_t live_keys;     /**< keys not idle (rate: keys holding memory, which includes idle
                                   keys not yet reclaimed: see sluice_limiter_advance()) */
-    uint64_t pending;        /**< keys holding a pending token */
-    uint64_t armed_timers;   /**< timers on the wheel */
-    uint64_t memory_bytes;   /**< bytes allocated by this limiter */
-    uint64_t max_probe;      /**< longest probe sequence in the key index right now (kept as a
+    uint64_t pending;       /**< keys holding a pending token */
+    uint64_t armed_timers;  /**< timers on the wheel */
+    uint64_t memory_bytes;  /**< bytes allocated by this limiter */
+    uint64_t max_probe;     /**< longest probe sequence in the key index right now (kept as a
                                   histogram of probe lengths, so reading it is O(1)) */
-    uint64_t table_slots;    /**< size of the key index */
-    uint64_t full_refusals;  /**< new keys refused because of max_keys */
+    uint64_t table_slots;   /**< size of the key index */
+    uint64_t full_refusals; /**< new keys refused because of max_keys */
     /* Totals since creation, for servers to graph. Every token handed in is
      * counted once in `admitted` or `scheduled`, and once again, if scheduled,
      * in exactly one of `emitted_later`, `dropped` or `discarded`; a token
      * dropped at its call counts in `dropped` only. */
-    uint64_t admitted;       /**< calls emitted at once (SLUICE_EMITTED) */
-    uint64_t scheduled;      /**< calls kept for later (SLUICE_SCHEDULED) */
-    uint64_t emitted_later;  /**< scheduled tokens emitted later (timer, flush, drain) */
-    uint64_t dropped;        /**< tokens dropped: at their call, superseded, or cancelled */
-    uint64_t discarded;      /**< tokens handed back by close(discard) or free */
+    uint64_t admitted;      /**< calls emitted at once (SLUICE_EMITTED) */
+    uint64_t scheduled;     /**< calls kept for later (SLUICE_SCHEDULED) */
+    uint64_t emitted_later; /**< scheduled tokens emitted later (timer, flush, drain) */
+    uint64_t dropped;       /**< tokens dropped: at their call, superseded, or cancelled */
+    uint64_t discarded;     /**< tokens handed back by close(discard) or free */
     /** Key indexes that switched from the fast hash to SipHash-1-3 because a
      *  probe sequence grew past its bound (1,024 slots): 1 or 0 for a
      *  limiter, the number of shards for a loop limiter. Random keys

@@ -17,20 +17,20 @@
 #ifndef SLUICE_ERRORS_H
 #define SLUICE_ERRORS_H
 
-#define SLUICE_ERROR_LIST(X)                                                                              \
-    X(OK, 0, "success")                                                                                   \
-    X(ELIMIT, -7, "a configured limit was reached (a trace run's max_advances)")                          \
-    X(ENOMEM, -12, "out of memory: nothing was changed")                                                  \
-    X(EBUSY, -16, "not allowed while a callback of this limiter runs")                                    \
-    X(EINVAL, -22, "invalid argument or configuration")                                                   \
-    X(EFULL, -28, "limiter full: the live-key cap is reached, the new key was refused")                   \
-    X(ERANGE, -34, "number out of range")                                                                 \
-    X(EKEYLEN, -36, "key too long (more than SLUICE_KEY_MAX bytes)")                                      \
-    X(EPROTO, -71, "Redis answered something that is not a valid answer")                                 \
-    X(ESYNTAX, -74, "malformed input: see the line and the reason reported with it")                      \
-    X(ENOTCONN, -107, "no connection to Redis (down, refused or reconnecting)")                           \
-    X(ECLOSED, -108, "limiter closed")                                                                    \
-    X(ETIMEDOUT, -110, "Redis did not answer within the timeout")                                         \
+#define SLUICE_ERROR_LIST(X)                                                                                           \
+    X(OK, 0, "success")                                                                                                \
+    X(ELIMIT, -7, "a configured limit was reached (a trace run's max_advances)")                                       \
+    X(ENOMEM, -12, "out of memory: nothing was changed")                                                               \
+    X(EBUSY, -16, "not allowed while a callback of this limiter runs")                                                 \
+    X(EINVAL, -22, "invalid argument or configuration")                                                                \
+    X(EFULL, -28, "limiter full: the live-key cap is reached, the new key was refused")                                \
+    X(ERANGE, -34, "number out of range")                                                                              \
+    X(EKEYLEN, -36, "key too long (more than SLUICE_KEY_MAX bytes)")                                                   \
+    X(EPROTO, -71, "Redis answered something that is not a valid answer")                                              \
+    X(ESYNTAX, -74, "malformed input: see the line and the reason reported with it")                                   \
+    X(ENOTCONN, -107, "no connection to Redis (down, refused or reconnecting)")                                        \
+    X(ECLOSED, -108, "limiter closed")                                                                                 \
+    X(ETIMEDOUT, -110, "Redis did not answer within the timeout")                                                      \
     X(ECORRUPT, -117, "internal invariant broken: a bug in Sluice (details on stderr or in the message)")
 
 #endif /* SLUICE_ERRORS_H */

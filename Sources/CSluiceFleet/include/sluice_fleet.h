@@ -72,8 +72,8 @@ struct event_base;
 /** What to do when Redis cannot decide in time. */
 typedef enum sluice_fleet_failure {
     SLUICE_FLEET_FAIL_CLOSED = 0, /**< drop the call; its retry time is `now + closed_retry_ns` */
-    SLUICE_FLEET_FAIL_OPEN   = 1, /**< admit the call */
-    SLUICE_FLEET_FAIL_LOCAL  = 2  /**< decide with a local limiter (config.fallback_policy) */
+    SLUICE_FLEET_FAIL_OPEN = 1,   /**< admit the call */
+    SLUICE_FLEET_FAIL_LOCAL = 2   /**< decide with a local limiter (config.fallback_policy) */
 } sluice_fleet_failure_t;
 
 /** Who made a decision. */
@@ -85,9 +85,9 @@ typedef enum sluice_fleet_source {
 
 /** The kind of a request. */
 typedef enum sluice_fleet_op {
-    SLUICE_FLEET_CALL   = 1, /**< sluice_fleet_call() */
-    SLUICE_FLEET_QUOTA  = 2, /**< sluice_fleet_quota() */
-    SLUICE_FLEET_CANCEL = 3  /**< sluice_fleet_cancel() */
+    SLUICE_FLEET_CALL = 1,  /**< sluice_fleet_call() */
+    SLUICE_FLEET_QUOTA = 2, /**< sluice_fleet_quota() */
+    SLUICE_FLEET_CANCEL = 3 /**< sluice_fleet_cancel() */
 } sluice_fleet_op_t;
 
 /** The answer to one request, passed to its callback on the loop thread. */
@@ -118,26 +118,26 @@ typedef void (*sluice_fleet_fn)(void *user, const sluice_fleet_result_t *result)
 
 /** Configuration of a fleet limiter. Zero-initialise, then set what you need. */
 typedef struct sluice_fleet_config {
-    sluice_policy_t policy;       /**< required: a rate policy (sluice_rate()) */
-    const char *host;             /**< Redis address (numeric IP recommended); NULL = "127.0.0.1" */
-    int port;                     /**< Redis port; 0 = 6379 */
-    const void *prefix;           /**< key prefix: Redis keys are `{prefix:...}`; must identify the policy */
-    size_t prefix_len;            /**< bytes of prefix (0 with prefix NULL = "sluice") */
-    bool manual_time;             /**< use the `now` passed with each request instead of Redis's TIME */
-    uint64_t timeout_ns;          /**< per-request timeout; 0 = 50 ms */
-    sluice_fleet_failure_t on_failure;  /**< the failure policy; default fail closed */
-    uint64_t closed_retry_ns;     /**< fail closed: the retry delay reported; 0 = 1 s */
-    sluice_policy_t fallback_policy; /**< fail local: the local policy; kind 0 = `policy` */
-    uint64_t backoff_min_ns;      /**< first reconnect delay; 0 = 20 ms */
-    uint64_t backoff_max_ns;      /**< longest reconnect delay; 0 = 1 s */
-    uint64_t stall_ns;            /**< reconnect when no reply came for this long while
+    sluice_policy_t policy;            /**< required: a rate policy (sluice_rate()) */
+    const char *host;                  /**< Redis address (numeric IP recommended); NULL = "127.0.0.1" */
+    int port;                          /**< Redis port; 0 = 6379 */
+    const void *prefix;                /**< key prefix: Redis keys are `{prefix:...}`; must identify the policy */
+    size_t prefix_len;                 /**< bytes of prefix (0 with prefix NULL = "sluice") */
+    bool manual_time;                  /**< use the `now` passed with each request instead of Redis's TIME */
+    uint64_t timeout_ns;               /**< per-request timeout; 0 = 50 ms */
+    sluice_fleet_failure_t on_failure; /**< the failure policy; default fail closed */
+    uint64_t closed_retry_ns;          /**< fail closed: the retry delay reported; 0 = 1 s */
+    sluice_policy_t fallback_policy;   /**< fail local: the local policy; kind 0 = `policy` */
+    uint64_t backoff_min_ns;           /**< first reconnect delay; 0 = 20 ms */
+    uint64_t backoff_max_ns;           /**< longest reconnect delay; 0 = 1 s */
+    uint64_t stall_ns;                 /**< reconnect when no reply came for this long while
                                        requests wait; 0 = max(1 s, 10 * timeout) */
-    size_t cache_slots;           /**< TAT cache size (rounded up to a power of two);
+    size_t cache_slots;                /**< TAT cache size (rounded up to a power of two);
                                        0 = 4096; SIZE_MAX = no cache */
-    uint64_t cache_ttl_ns;        /**< how long a cache entry is trusted; 0 = 1 s */
-    uint64_t manual_ttl_extra_ms; /**< manual time: added to each key's Redis expiry (trace
+    uint64_t cache_ttl_ns;             /**< how long a cache entry is trusted; 0 = 1 s */
+    uint64_t manual_ttl_extra_ms;      /**< manual time: added to each key's Redis expiry (trace
                                        time is not Redis time); 0 = 10 minutes */
-    size_t max_batch;             /**< most calls and quota reads decided by one EVALSHA
+    size_t max_batch;                  /**< most calls and quota reads decided by one EVALSHA
                                        (sent together, decided in order; see "Batches");
                                        0 = 32; 1 = one key per command (Redis Cluster:
                                        a batch spans keys of different hash slots) */
@@ -158,8 +158,7 @@ typedef struct sluice_fleet sluice_fleet_t;
  *         policy, prefix too long), SLUICE_ERANGE (see sluice_policy_validate())
  *         or SLUICE_ENOMEM.
  */
-SLUICE_EXTERN int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base,
-                                   const sluice_fleet_config_t *config);
+SLUICE_EXTERN int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice_fleet_config_t *config);
 
 /**
  * Creates a fleet limiter on an event_base of its own, run by a thread of its
@@ -223,25 +222,25 @@ SLUICE_EXTERN int sluice_fleet_quota(sluice_fleet_t *fleet, sluice_key_t key, ui
  *
  * @return as sluice_fleet_call().
  */
-SLUICE_EXTERN int sluice_fleet_cancel(sluice_fleet_t *fleet, sluice_key_t key, uint64_t now,
-                                      sluice_fleet_fn fn, void *user);
+SLUICE_EXTERN int sluice_fleet_cancel(sluice_fleet_t *fleet, sluice_key_t key, uint64_t now, sluice_fleet_fn fn,
+                                      void *user);
 
 /** Counters of a fleet limiter (read on any thread; a consistent-enough snapshot). */
 typedef struct sluice_fleet_stats {
-    uint64_t calls, quotas, cancels;     /**< requests accepted */
-    uint64_t redis_admitted, redis_dropped; /**< call decisions made by Redis */
-    uint64_t cache_dropped;              /**< certain drops answered from the cache */
-    uint64_t failure_admitted, failure_dropped; /**< call decisions made by the failure
+    uint64_t calls, quotas, cancels;              /**< requests accepted */
+    uint64_t redis_admitted, redis_dropped;       /**< call decisions made by Redis */
+    uint64_t cache_dropped;                       /**< certain drops answered from the cache */
+    uint64_t failure_admitted, failure_dropped;   /**< call decisions made by the failure
                                                      policy (fail open/closed/local) */
     uint64_t fallback_admitted, fallback_dropped; /**< of those, made by the local fallback limiter */
-    uint64_t timeouts;                   /**< requests answered because their timeout passed */
-    uint64_t unavailable;                /**< requests answered at once: no connection / stalled */
-    uint64_t bad_replies;                /**< replies that were not valid answers */
-    uint64_t noscript;                   /**< NOSCRIPT answers (the script was re-sent with EVAL) */
-    uint64_t connects, disconnects;      /**< connections established / lost */
-    uint64_t in_flight;                  /**< requests waiting for Redis now */
-    uint64_t closed;                     /**< requests answered with SLUICE_ECLOSED */
-    uint64_t batches;                    /**< script runs sent (EVALSHA, or EVAL after NOSCRIPT),
+    uint64_t timeouts;                            /**< requests answered because their timeout passed */
+    uint64_t unavailable;                         /**< requests answered at once: no connection / stalled */
+    uint64_t bad_replies;                         /**< replies that were not valid answers */
+    uint64_t noscript;                            /**< NOSCRIPT answers (the script was re-sent with EVAL) */
+    uint64_t connects, disconnects;               /**< connections established / lost */
+    uint64_t in_flight;                           /**< requests waiting for Redis now */
+    uint64_t closed;                              /**< requests answered with SLUICE_ECLOSED */
+    uint64_t batches;                             /**< script runs sent (EVALSHA, or EVAL after NOSCRIPT),
                                               each deciding up to max_batch calls and quota reads */
 } sluice_fleet_stats_t;
 

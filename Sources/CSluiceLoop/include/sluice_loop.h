@@ -157,8 +157,7 @@ typedef struct sluice_loop_config {
  * @param config options, or NULL for defaults; read only during the call.
  * @return 0, SLUICE_EINVAL (NULL out or base), or SLUICE_ENOMEM.
  */
-SLUICE_EXTERN int sluice_loop_attach(sluice_loop_t **out, struct event_base *base,
-                                     const sluice_loop_config_t *config);
+SLUICE_EXTERN int sluice_loop_attach(sluice_loop_t **out, struct event_base *base, const sluice_loop_config_t *config);
 
 /**
  * Creates an event_base with EVENT_BASE_FLAG_PRECISE_TIMER (after
@@ -326,8 +325,7 @@ SLUICE_EXTERN int sluice_mt_new(sluice_mt_t **out, sluice_loop_t *loop, const sl
  *         SLUICE_MT_REPORT_* flag with neither `config->on_event` nor
  *         `options->on_events`.
  */
-SLUICE_EXTERN int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop,
-                                             const sluice_config_t *config,
+SLUICE_EXTERN int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const sluice_config_t *config,
                                              const sluice_mt_options_t *options);
 
 /**
@@ -351,8 +349,7 @@ SLUICE_EXTERN int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *l
  *         SLUICE_EFULL, SLUICE_ENOMEM or SLUICE_ECLOSED. On error the token
  *         was not taken.
  */
-SLUICE_EXTERN int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token,
-                                   sluice_decision_t *decision);
+SLUICE_EXTERN int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token, sluice_decision_t *decision);
 
 /**
  * sluice_mt_submit(m, sluice_key_u64(key), token, decision), with the same
@@ -408,8 +405,7 @@ typedef struct sluice_mt_submit_options {
  *         plan. On error the token was not taken.
  */
 SLUICE_EXTERN int sluice_mt_submit_with_options(sluice_mt_t *m, sluice_key_t key, uint64_t token,
-                                                const sluice_mt_submit_options_t *options,
-                                                sluice_decision_t *decision);
+                                                const sluice_mt_submit_options_t *options, sluice_decision_t *decision);
 
 /**
  * Hands a batch of calls to the limiter, now: for each call i in order, what

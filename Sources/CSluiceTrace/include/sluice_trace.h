@@ -206,16 +206,16 @@ typedef enum sluice_trace_verb {
  *  trace and stay valid until sluice_trace_free(); bytes are not
  *  NUL-terminated. */
 typedef struct sluice_trace_step {
-    uint64_t time_ms;         /**< TIME */
+    uint64_t time_ms; /**< TIME */
     sluice_trace_verb_t verb;
-    const char *key;          /**< KEY bytes (NULL for close) */
+    const char *key; /**< KEY bytes (NULL for close) */
     size_t key_len;
-    const char *value;        /**< VALUE bytes of a call (NULL otherwise) */
+    const char *value; /**< VALUE bytes of a call (NULL otherwise) */
     size_t value_len;
-    uint64_t cost;            /**< call and quota: the cost (1 when no cost= was written); 0 otherwise */
-    bool has_cost;            /**< a cost= field was written */
+    uint64_t cost;                  /**< call and quota: the cost (1 when no cost= was written); 0 otherwise */
+    bool has_cost;                  /**< a cost= field was written */
     sluice_close_mode_t close_mode; /**< close: drain or discard; SLUICE_CLOSE_DRAIN otherwise */
-    size_t line;              /**< the 1-based input line */
+    size_t line;                    /**< the 1-based input line */
 } sluice_trace_step_t;
 
 /** The kind of an output line. */
@@ -230,23 +230,23 @@ typedef enum sluice_trace_output_kind {
 /** One output line. Pointers are valid only during the callback. */
 typedef struct sluice_trace_output {
     sluice_trace_output_kind_t kind;
-    uint64_t time_ms;         /**< TIME (realtime runs: the actual ms since start, rounded down) */
-    size_t step;              /**< the step it concerns: the call for emit, drop and discard;
+    uint64_t time_ms; /**< TIME (realtime runs: the actual ms since start, rounded down) */
+    size_t step;      /**< the step it concerns: the call for emit, drop and discard;
                                    the pending or quota line otherwise (index for sluice_trace_step()) */
-    const char *key;          /**< KEY bytes */
+    const char *key;  /**< KEY bytes */
     size_t key_len;
-    const char *value;        /**< emit, drop, discard: the call's VALUE; NULL otherwise */
+    const char *value; /**< emit, drop, discard: the call's VALUE; NULL otherwise */
     size_t value_len;
-    bool yes;                 /**< pending: the answer */
-    uint64_t remaining;       /**< quota: R, cost-1 calls admitted now */
-    uint64_t full_ms;         /**< quota: F, when the whole burst is back (ms, rounded up) */
-    uint64_t retry_ms;        /**< quota: S (ms, rounded up), or SLUICE_TRACE_NEVER */
-    bool retry_never;         /**< quota: the line's cost exceeds the burst (`retry=never`) */
-    bool has_successor;       /**< drop: the core named the call that took this value's place */
-    size_t successor_step;    /**< when has_successor: that call's step index */
+    bool yes;                    /**< pending: the answer */
+    uint64_t remaining;          /**< quota: R, cost-1 calls admitted now */
+    uint64_t full_ms;            /**< quota: F, when the whole burst is back (ms, rounded up) */
+    uint64_t retry_ms;           /**< quota: S (ms, rounded up), or SLUICE_TRACE_NEVER */
+    bool retry_never;            /**< quota: the line's cost exceeds the burst (`retry=never`) */
+    bool has_successor;          /**< drop: the core named the call that took this value's place */
+    size_t successor_step;       /**< when has_successor: that call's step index */
     const char *successor_value; /**< when has_successor: that call's VALUE bytes */
     size_t successor_value_len;
-    const char *text;         /**< the exact line, NUL-terminated, without the newline */
+    const char *text; /**< the exact line, NUL-terminated, without the newline */
     size_t text_len;
 } sluice_trace_output_t;
 
@@ -257,13 +257,13 @@ typedef void (*sluice_trace_output_fn)(void *user, const sluice_trace_output_t *
 typedef struct sluice_trace_run_options {
     sluice_trace_output_fn on_output; /**< NULL: the lines are produced and checked, not delivered */
     void *user;                       /**< passed to on_output */
-    uint64_t max_advances;  /**< manual runs: bound on sluice_limiter_advance() calls; 0 = none */
-    bool check_invariants;  /**< manual runs: sluice_limiter_check() after every step and every
+    uint64_t max_advances;            /**< manual runs: bound on sluice_limiter_advance() calls; 0 = none */
+    bool check_invariants;            /**< manual runs: sluice_limiter_check() after every step and every
                                  advance (O(keys) each: for small traces) */
-    bool random_seed;       /**< manual runs: hash keys with a random seed; false (the default)
+    bool random_seed;                 /**< manual runs: hash keys with a random seed; false (the default)
                                  uses a fixed seed, so that the order of lines of different keys
                                  at one instant is the same on every run */
-    uint32_t batch_size;    /**< manual runs: 0 or 1 submits one call at a time; N > 1 groups
+    uint32_t batch_size;              /**< manual runs: 0 or 1 submits one call at a time; N > 1 groups
                                  consecutive calls at the same time into batches of up to N,
                                  each handed to sluice_limiter_submit_many(). The output is
                                  the same either way (events met during a batch come after
@@ -273,10 +273,10 @@ typedef struct sluice_trace_run_options {
 
 /** What a run found. */
 typedef struct sluice_trace_run_result {
-    uint64_t lines;     /**< output lines produced */
-    uint64_t events;    /**< event callbacks received from the core */
-    uint64_t advances;  /**< sluice_limiter_advance() calls made (manual runs) */
-    uint64_t unaligned; /**< events whose time is not a whole millisecond (manual runs) */
+    uint64_t lines;                         /**< output lines produced */
+    uint64_t events;                        /**< event callbacks received from the core */
+    uint64_t advances;                      /**< sluice_limiter_advance() calls made (manual runs) */
+    uint64_t unaligned;                     /**< events whose time is not a whole millisecond (manual runs) */
     char message[SLUICE_TRACE_MESSAGE_MAX]; /**< on failure: what went wrong, NUL-terminated;
                                                  empty on success */
 } sluice_trace_run_result_t;
@@ -298,8 +298,7 @@ typedef struct sluice_trace_run_result {
  *         non-zero len.
  * Complexity: O(len).
  */
-SLUICE_EXTERN int sluice_trace_parse(const char *text, size_t len, sluice_trace_t **out,
-                                     sluice_trace_error_t *err);
+SLUICE_EXTERN int sluice_trace_parse(const char *text, size_t len, sluice_trace_t **out, sluice_trace_error_t *err);
 
 /**
  * Releases a parsed trace.
@@ -394,8 +393,7 @@ SLUICE_EXTERN int sluice_trace_run(const sluice_trace_t *trace, const sluice_tra
  *         unknown token).
  * Takes as long as the trace's last time, plus its last deadline.
  */
-SLUICE_EXTERN int sluice_trace_run_realtime(const sluice_trace_t *trace,
-                                            const sluice_trace_run_options_t *options,
+SLUICE_EXTERN int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_run_options_t *options,
                                             sluice_trace_run_result_t *result);
 
 /** What another limiter decided for one step of a rate trace, for

@@ -39,15 +39,15 @@ typedef struct cb_fleet_params {
 } cb_fleet_params_t;
 
 typedef struct cb_fleet_result {
-    uint64_t ops;           /**< calls answered */
-    double ns_per_op;       /**< wall ns per call (throughput) */
+    uint64_t ops;                  /**< calls answered */
+    double ns_per_op;              /**< wall ns per call (throughput) */
     double p50_us, p99_us, max_us; /**< latency of a call, submit to answer */
-    uint64_t admitted;      /**< calls admitted */
-    uint64_t over_admitted; /**< admissions beyond burst + elapsed/T, summed over keys (must be 0) */
-    uint64_t failures;      /**< calls not decided by Redis or the cache (timeouts, errors) */
-    uint64_t script_runs;   /**< EVALSHA commands Redis ran (sluice-redis: batches) */
-    double redis_cpu_ns_per_op; /**< the server's CPU time (user + system) per call, or 0 */
-    char note[160];         /**< empty, or what went wrong */
+    uint64_t admitted;             /**< calls admitted */
+    uint64_t over_admitted;        /**< admissions beyond burst + elapsed/T, summed over keys (must be 0) */
+    uint64_t failures;             /**< calls not decided by Redis or the cache (timeouts, errors) */
+    uint64_t script_runs;          /**< EVALSHA commands Redis ran (sluice-redis: batches) */
+    double redis_cpu_ns_per_op;    /**< the server's CPU time (user + system) per call, or 0 */
+    char note[160];                /**< empty, or what went wrong */
 } cb_fleet_result_t;
 
 /** Runs one fleet case (starts and stops its own redis-server). @return 0 or -1 (see note). */
