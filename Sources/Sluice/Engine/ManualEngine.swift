@@ -64,12 +64,8 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             // kept for it, nothing else to check.
             if state.pointee.collecting {  // a limiter's submit or batch (submitManyCollecting)
                 if event.pointee.kind == SLUICE_EVENT_DROP {
-                    // A value dropped (superseded) that nobody observes, held
-                    // in its token (a compact limiter): only counted here.
-                    if let held = state.pointee.compactHeld {
-                        held.pointee.count &-= 1
-                        return
-                    }
+                    // (A compact limiter whose drops nobody observes is
+                    // emit-only: its core reports no drop.)
                     // A value dropped (superseded) that nobody observes, in a
                     // table of trivial values: its slot freed here.
                     if let slots = state.pointee.trivialSlots {
@@ -496,18 +492,13 @@ struct ManualEngineState {
     /// The engine's clock (the engine holds it).
     @usableFromInline var clock: Unmanaged<ManualLimiterClock>
     /// The engine (set once the engine is initialized).
-    var engine: Unmanaged<ManualEngine>!
+    @usableFromInline var engine: Unmanaged<ManualEngine>!
     /// Set by a limiter whose drops nobody observes (no `combine`, no
     /// drop events) and whose keys and values are trivially copyable: while
     /// `collecting`, the callback frees a dropped value's slot in this table
     /// itself instead of keeping the event (a token it does not find held
     /// is kept, for the caller to catch).
     @usableFromInline var trivialSlots: UnsafeMutablePointer<SlotTableHeader>?
-    /// Set by a compact limiter (no value slots: the token is the value,
-    /// see `LimiterStorage.compact`) whose drops nobody observes: while
-    /// `collecting`, the callback counts a dropped value out of this
-    /// header's `count` (the values held) instead of keeping the event.
-    @usableFromInline var compactHeld: UnsafeMutablePointer<SlotTableHeader>? = nil
     /// While a limiter's batch runs with `trivialSlots` (see
     /// `LimiterStorage.submitManyManual`): the tokens of those dropped
     /// values, kept (the first `deferredCount` of `deferredCapacity`) for the

@@ -39,8 +39,8 @@ extension LimiterStorage {
     ) {
         checkNotCombining()
         if list.isEmpty { return }
-        if serial, let manualEngine {
-            manualEngine._withUnsafeGuaranteedRef {
+        if let manual {
+            manual.pointee.engine._withUnsafeGuaranteedRef {
                 submitManyManual($0, list, cost: cost, decisions: decisions, results: results)
             }
             return
@@ -57,13 +57,10 @@ extension LimiterStorage {
                         let engine = self.engine!
                         lock.lock()
                         for i in 0..<n { calls[i].token = hold(list[i].1, list[i].0) }
-                        if serial {
-                            engine.submitMany(calls, count: n, decisions: decisions, results: results)
-                        } else {
-                            lock.unlock()
-                            engine.submitMany(calls, count: n, decisions: decisions, results: results)
-                            lock.lock()
-                        }
+                        // (not a manual engine: called without `lock`)
+                        lock.unlock()
+                        engine.submitMany(calls, count: n, decisions: decisions, results: results)
+                        lock.lock()
                         for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
                             // Not taken, or dropped without a report: released here.
                             release(calls[i].token)
@@ -242,7 +239,7 @@ extension LimiterStorage {
             let end = ends[i]
             while k < end {
                 let event = events[k]
-                if quietDrops && event.kind == SLUICE_EVENT_DROP {
+                if event.kind == SLUICE_EVENT_DROP && quietDrops {
                     release(event.token)  // superseded or dropped, unobserved: released here
                 } else {
                     recordLocked(event)

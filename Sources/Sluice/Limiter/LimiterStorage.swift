@@ -16,6 +16,11 @@ import Darwin
 /// - **delivery**: ``LimiterOutbox`` (events waiting, in order) and
 ///   ``LimiterDelivery`` (where they go).
 ///
+/// The storage's mode (``mode``, a ``StorageMode`` set once in init) names
+/// in one value the engine and how it is called, where the values are
+/// (slots or compact) and what a drop does; ``compact``, ``emitOnly``,
+/// ``observesDrops`` and ``quietDrops`` read it.
+///
 /// One flow for every engine, in one of two lock disciplines the engine
 /// chooses (``LimiterEngine/runsUnderCallerLock``):
 ///
@@ -65,36 +70,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
 
     @usableFromInline let lock = PosixLock()
     /// Set once, right after init (the engine's sink refers to this object).
+    /// Keeps the engine alive; the calls that depend on the engine's kind go
+    /// through ``mode``.
     @exclusivity(unchecked) @usableFromInline var engine: (any LimiterEngine)!
-    /// `engine` when it is the manual one, unretained: ``submit(_:for:cost:)``
-    /// calls it directly, with no retain and release of an existential per
-    /// call (`engine`, never cleared, keeps it alive). Set once, in init.
-    @exclusivity(unchecked) @usableFromInline var manualEngine: Unmanaged<ManualEngine>?
-    /// `manualEngine` when the engine runs under `lock` (always, for a
-    /// limiter's manual engine): ``submit(_:for:cost:)`` takes
-    /// ``submitManual(_:for:cost:_:)``. Set once, in init.
-    @exclusivity(unchecked) @usableFromInline var manual: UnsafeMutablePointer<ManualEngineState>?
-    /// `engine` when it is a loop engine, unretained (as `manualEngine`).
-    /// Every event of a loop engine goes through the sink's
-    /// `handle`/`handleMany`, which record and claim the delivery in one
-    /// critical section: a submit that leaves no value to release has
-    /// nothing to do under `lock` after the call. Set once, in init.
-    @exclusivity(unchecked) @usableFromInline var loopEngine: Unmanaged<LoopEngine>?
-    @usableFromInline let observesDrops: Bool
-    /// Neither `combine` nor `observesDrops`: a DROP event only releases
-    /// its value.
-    @usableFromInline let quietDrops: Bool
-    /// The engine runs under `lock` (see the class comment). Set once, in init.
-    @exclusivity(unchecked) @usableFromInline var serial = false
+    /// How this storage runs (see ``StorageMode``). Set once, in init.
+    @exclusivity(unchecked) @usableFromInline var mode = StorageMode.unset
     @usableFromInline let combine: (@Sendable (Value, Value) -> Value)?
     /// The thread running `combine`, or 0: a call from inside `combine` is
     /// detected instead of deadlocking.
     @usableFromInline let combiningThread = Atomic<UInt>(0)
-    /// Compact mode chosen at init (see ``compact``). Set once, in init.
-    @exclusivity(unchecked) @usableFromInline var compactMode = false
-    /// The core reports emissions only (see the class comment): compact,
-    /// drops unobserved, on a manual engine. Set once, in init.
-    @exclusivity(unchecked) @usableFromInline var emitOnly = false
     /// The core was closed (emit-only: it holds no value any more). Guarded
     /// by `lock`; set in the critical section of the core's close.
     @exclusivity(unchecked) @usableFromInline var coreClosed = false
@@ -126,9 +110,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     ) throws(LimiterError) {
         self.policy = policy
         self.delivery = delivery
-        self.observesDrops = delivery.observesDrops
         self.combine = combine
-        quietDrops = combine == nil && !delivery.observesDrops
+        let observesDrops = delivery.observesDrops
         var config: sluice_config_t
         do {
             config = try Self.coreConfig(policy: policy, maxKeys: maxKeys, tick: tick, seed: seed)
@@ -146,39 +129,23 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             guard shards >= 1, shards <= 1024 else { throw .invalidArgument }
             nshards = UInt32(shards)
         }
+        let emitOnly = StorageMode.emitOnly(
+            compactTypes: Self.compactTypes, combines: combine != nil, observesDrops: observesDrops)
         let engine: any LimiterEngine
-        // Emit-only when compact (checked again below: a manual engine is
-        // always compact-capable) and nobody observes drops; only a manual
-        // engine honours it (`EngineSetup.emitOnly`).
-        let wantsEmitOnly = Self.compactTypes && quietDrops
         do {
             engine = try scheduler.makeEngine(
                 EngineSetup(
-                    config: config, reportImmediate: true, reportDrops: delivery.observesDrops, shards: nshards,
-                    sink: makeSink(self), callerLock: lock, emitOnly: wantsEmitOnly))
+                    config: config, reportImmediate: true, reportDrops: observesDrops, shards: nshards,
+                    sink: makeSink(self), callerLock: lock, emitOnly: emitOnly))
         } catch {
             throw LimiterError.explaining(error, policy: policy, maxKeys: maxKeys, tick: tick)
         }
         self.engine = engine
-        // Compact on the engines whose every event names its key (the
-        // manual and loop engines).
-        compactMode = Self.compactTypes && combine == nil && (engine is ManualEngine || engine is LoopEngine)
-        if let manual = engine as? ManualEngine {
-            manualEngine = Unmanaged.passUnretained(manual)
-            emitOnly = wantsEmitOnly && compactMode
-            if manual.runsUnderCallerLock {
-                self.manual = manual.state
-                if emitOnly {
-                    // The core reports no drop: nothing for the callback to count.
-                } else if quietDrops && compactMode {
-                    manual.state.pointee.compactHeld = slots.header
-                } else if quietDrops && SlotTable<Key, Value>.isTrivial {
-                    manual.state.pointee.trivialSlots = slots.header
-                }
-            }
+        mode = StorageMode(
+            engine: engine, compactTypes: Self.compactTypes, combines: combine != nil, observesDrops: observesDrops)
+        if case .manual(let state) = mode.kind, mode.drops == .quiet, SlotTable<Key, Value>.isTrivial {
+            state.pointee.trivialSlots = slots.header  // the callback frees a quiet drop's slot
         }
-        if let loop = engine as? LoopEngine { loopEngine = Unmanaged.passUnretained(loop) }
-        serial = engine.runsUnderCallerLock
     }
 
     deinit {
@@ -198,7 +165,34 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// value slots (see the class comment). Folds to `false` in code
     /// specialized for types that do not allow it.
     @inlinable
-    var compact: Bool { Self.compactTypes && compactMode }
+    var compact: Bool { Self.compactTypes && mode.kind.compact }
+
+    /// The core reports emissions only (see the class comment). Folds to
+    /// `false` where ``compact`` does.
+    @inlinable
+    var emitOnly: Bool {
+        guard Self.compactTypes, case .emitOnly = mode.kind else { return false }
+        return true
+    }
+
+    /// The manual engine's state, when the engine is a manual one (it runs
+    /// under `lock`).
+    @inlinable
+    var manual: UnsafeMutablePointer<ManualEngineState>? {
+        switch mode.kind {
+        case .emitOnly(let state), .manualCompact(let state), .manual(let state): return state
+        case .loopCompact, .loop, .external: return nil
+        }
+    }
+
+    /// The delivery observes drops (``LimiterDelivery/observesDrops``).
+    @inlinable
+    var observesDrops: Bool { mode.drops == .observed }
+
+    /// Neither `combine` nor ``observesDrops``: a DROP event only releases
+    /// its value.
+    @inlinable
+    var quietDrops: Bool { mode.drops == .quiet }
 
     /// A compact token: the value's bytes, zero-padded.
     @inlinable @inline(__always)
@@ -294,7 +288,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @inlinable @inline(__always)
     func engineCall<R>(_ body: (any LimiterEngine) -> R) -> (R, mustDrain: Bool) {
         let engine = self.engine!
-        if serial {
+        if manual != nil {  // runs under `lock`
             lock.lock()
             let result = body(engine)
             let mustDrain = claimDrain()
@@ -329,15 +323,28 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// everything else is out of line.
     @inlinable @inline(__always)
     func submit(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
-        if Self.compactTypes && emitOnly, let manual { return try submitEmitOnly(value, for: key, cost: cost, manual) }
-        return try submitOther(value, for: key, cost: cost)
+        switch mode.kind {
+        case .emitOnly(let state) where Self.compactTypes:
+            return try submitEmitOnly(value, for: key, cost: cost, state)
+        case .loopCompact(let loop), .loop(let loop):
+            return try submitEngine(value, for: key, cost: cost, loop: loop)
+        default:
+            return try submitOther(value, for: key, cost: cost)
+        }
     }
 
     /// ``submit(_:for:cost:)`` for every limiter that is not emit-only.
     @inlinable @inline(never)
     func submitOther(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
-        if let manual { return try submitManual(value, for: key, cost: cost, manual) }
-        return try submitEngine(value, for: key, cost: cost)
+        // (A loop is taken by submit(_:for:cost:) already.)
+        switch mode.kind {
+        case .manual(let state), .manualCompact(let state), .emitOnly(let state):
+            return try submitManual(value, for: key, cost: cost, state)
+        case .loopCompact(let loop), .loop(let loop):
+            return try submitEngine(value, for: key, cost: cost, loop: loop)
+        case .external:
+            return try submitEngine(value, for: key, cost: cost, loop: nil)
+        }
     }
 
     /// ``submitManual(_:for:cost:_:)`` for an emit-only limiter (compact,
@@ -389,23 +396,21 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         return rc
     }
 
-    /// ``submit(_:for:cost:)`` on a loop or external engine.
+    /// ``submit(_:for:cost:)`` on a loop engine (`loop`) or an external one
+    /// (`nil`, called through `engine`).
     @inlinable @inline(never)
-    func submitEngine(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
+    func submitEngine(
+        _ value: Value, for key: Key, cost: UInt64, loop: Unmanaged<LoopEngine>?
+    ) throws(LimiterError) -> sluice_decision_t {
         checkNotCombining()
         var decision = sluice_decision_t()
         let rc: Int32
         let mustDrain: Bool
         lock.lock()
         let token = hold(key, value)
-        if serial {
-            let engine = self.engine!
-            // One critical section: the engine records this call's events
-            // under the lock we hold.
-            rc = key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
-        } else if let loopEngine {
+        if let loop {
             lock.unlock()
-            rc = loopEngine._withUnsafeGuaranteedRef { engine in
+            rc = loop._withUnsafeGuaranteedRef { engine in
                 key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
             }
             if rc == 0 && (decision.kind != SLUICE_DROPPED || observesDrops) {
@@ -491,6 +496,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         let count = engine.pointee.count
         if count != 0 {
             let events = engine.pointee.events
+            let quietDrops = self.quietDrops  // (the mode read once)
             for i in 0..<count {
                 let event = events[i]
                 if quietDrops && event.kind == SLUICE_EVENT_DROP {
@@ -736,6 +742,119 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             case .done:
                 return
             }
+        }
+    }
+}
+
+/// How a ``LimiterStorage`` runs, chosen once in its init: which engine it
+/// calls and how, where its values are (``Kind``), and what a DROP event
+/// does (``Drops``). The combinations that occur:
+///
+/// | kind             | engine                      | values  | drops                    |
+/// |------------------|-----------------------------|---------|--------------------------|
+/// | `manual`         | manual, called under `lock` | slots   | observed, folded, quiet  |
+/// | `manualCompact`  | manual, called under `lock` | compact | observed                 |
+/// | `emitOnly`       | manual, called under `lock` | compact | quiet                    |
+/// | `loopCompact`    | loop, called without `lock` | compact | observed, quiet          |
+/// | `loop`           | loop, called without `lock` | slots   | observed, folded, quiet  |
+/// | `external`       | any other, through `engine` | slots   | observed, folded, quiet  |
+///
+/// Compact needs an engine whose every event names its key (manual or
+/// loop), types that allow it (``LimiterStorage/compactTypes``) and no
+/// `combine` (so its drops are never `folded`); a compact limiter on a
+/// manual engine whose drops are quiet is always emit-only. The one
+/// initializer derives both parts from the same facts, so no other
+/// combination is made.
+///
+/// Two fields rather than one enum with the drops in its payloads: each
+/// hot test then reads one byte (the kind's tag, or `drops`), where a
+/// payload would take a switch first. The payloads are unretained
+/// (`engine` keeps the engine alive), so reading the mode retains nothing.
+@usableFromInline
+struct StorageMode {
+    /// Which engine, called how, and where the values are. The order of the
+    /// cases is their tags' (a byte of their own: a state pointer has no
+    /// spare bits to share): manual is 0–2, compact 1–3, emit-only 2, a
+    /// loop 3–4, so that each test is one comparison.
+    @usableFromInline
+    enum Kind {
+        /// A manual engine (its state), values in slots.
+        case manual(UnsafeMutablePointer<ManualEngineState>)
+        /// A manual engine, compact values (drops observed).
+        case manualCompact(UnsafeMutablePointer<ManualEngineState>)
+        /// A manual engine whose core reports emissions only: compact
+        /// values, drops quiet (see the storage's class comment).
+        case emitOnly(UnsafeMutablePointer<ManualEngineState>)
+        /// A loop engine, compact values.
+        case loopCompact(Unmanaged<LoopEngine>)
+        /// A loop engine, values in slots. Every event of a loop engine
+        /// goes through the sink's `handle`/`handleMany`, which record and
+        /// claim the delivery in one critical section: a submit that leaves
+        /// no value to release has nothing to do under `lock` after the call.
+        case loop(Unmanaged<LoopEngine>)
+        /// Any other engine (an external host), values in slots.
+        case external
+
+        /// Values travel in their tokens (the storage's ``LimiterStorage/compact``).
+        @inlinable
+        var compact: Bool {
+            switch self {
+            case .emitOnly, .manualCompact, .loopCompact: return true
+            case .loop, .manual, .external: return false
+            }
+        }
+    }
+
+    /// What a DROP event (a value superseded, dropped or discarded) does.
+    @usableFromInline
+    enum Drops: UInt8 {
+        /// The delivery observes drops: the event is recorded for it (after
+        /// `combine`, if any, folded a superseded value into its successor).
+        case observed
+        /// Nobody observes drops, and `combine` folds a superseded value
+        /// into its successor; any other dropped value is released.
+        case folded
+        /// Neither: a DROP event only releases its value.
+        case quiet
+    }
+
+    @usableFromInline let kind: Kind
+    @usableFromInline let drops: Drops
+
+    private init(_ kind: Kind, _ drops: Drops) {
+        self.kind = kind
+        self.drops = drops
+    }
+
+    /// The mode before the engine exists (replaced at the end of init).
+    static var unset: StorageMode { StorageMode(.external, .quiet) }
+
+    /// Whether the core is to report emissions only (`EngineSetup.emitOnly`,
+    /// which only a manual engine honours): compact values and quiet drops.
+    static func emitOnly(compactTypes: Bool, combines: Bool, observesDrops: Bool) -> Bool {
+        compactTypes && !combines && !observesDrops
+    }
+
+    /// The mode of a storage on `engine` (made with
+    /// ``emitOnly(compactTypes:combines:observesDrops:)``'s answer).
+    init(engine: any LimiterEngine, compactTypes: Bool, combines: Bool, observesDrops: Bool) {
+        let drops: Drops = observesDrops ? .observed : combines ? .folded : .quiet
+        // Compact on the engines whose every event names its key.
+        let compact = compactTypes && !combines
+        if let manual = engine as? ManualEngine {
+            // Given the storage's lock, a manual engine runs under it.
+            precondition(manual.runsUnderCallerLock)
+            let state = manual.state
+            if Self.emitOnly(compactTypes: compactTypes, combines: combines, observesDrops: observesDrops) {
+                self.init(.emitOnly(state), drops)
+            } else {
+                self.init(compact ? .manualCompact(state) : .manual(state), drops)
+            }
+        } else if let loop = engine as? LoopEngine {
+            let loop = Unmanaged.passUnretained(loop)
+            self.init(compact ? .loopCompact(loop) : .loop(loop), drops)
+        } else {
+            self.init(.external, drops)
         }
     }
 }
