@@ -45,7 +45,9 @@ struct SimulateRun: Sendable {
 
     /// Runs and returns the exit status; output goes through the two
     /// writers, one line per call.
-    func execute(out emitOut: @escaping @Sendable (String) -> Void, err emitErr: @Sendable (String) -> Void) async
+    func execute(
+        out emitOut: @escaping @Sendable (String) -> Void, err emitErr: @Sendable (String) -> Void
+    ) async
         -> Int32
     {
         let bytes: [UInt8]

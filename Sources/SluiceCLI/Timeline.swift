@@ -100,7 +100,8 @@ struct Timeline {
         let scale = Self.scale(span: end + 1, columns: columns - 8)
         let used = Int(end / scale) + 2
         func pad(_ s: String) -> String {
-            s.count >= labelWidth ? String(s.prefix(labelWidth - 1)) + " " : s + String(repeating: " ", count: labelWidth - s.count)
+            s.count >= labelWidth
+                ? String(s.prefix(labelWidth - 1)) + " " : s + String(repeating: " ", count: labelWidth - s.count)
         }
         var lines: [String] = []
         lines.append(title)
@@ -187,7 +188,8 @@ struct Timeline {
         let height = top + Double(lanes.count) * laneHeight + 50
         let width = left + plotWidth + right
         var s: [String] = []
-        s.append("""
+        s.append(
+            """
             <svg xmlns="http://www.w3.org/2000/svg" width="\(fmt(width))" height="\(fmt(height))" \
             viewBox="0 0 \(fmt(width)) \(fmt(height))" font-family="Helvetica, Arial, sans-serif" font-size="12">
             """)
@@ -212,7 +214,9 @@ struct Timeline {
             s.append("<text x=\"10\" y=\"\(fmt(yIn + 18))\" fill=\"#888\">calls</text>")
             s.append("<text x=\"10\" y=\"\(fmt(yOut + 4))\" fill=\"#888\">emissions</text>")
             for y in [yIn, yOut] {
-                s.append("<line x1=\"\(fmt(left))\" y1=\"\(fmt(y))\" x2=\"\(fmt(left + plotWidth))\" y2=\"\(fmt(y))\" stroke=\"#bbb\"/>")
+                s.append(
+                    "<line x1=\"\(fmt(left))\" y1=\"\(fmt(y))\" x2=\"\(fmt(left + plotWidth))\" y2=\"\(fmt(y))\" stroke=\"#bbb\"/>"
+                )
             }
             for call in lane.calls {
                 let cx = x(call.time)
@@ -220,28 +224,45 @@ struct Timeline {
                 switch call.fate {
                 case let .emitted(at):
                     let ex = x(at)
-                    s.append("<line x1=\"\(fmt(cx))\" y1=\"\(fmt(yIn))\" x2=\"\(fmt(ex))\" y2=\"\(fmt(yOut))\" stroke=\"#2a7\" stroke-width=\"1.5\"/>")
-                    s.append("<circle cx=\"\(fmt(ex))\" cy=\"\(fmt(yOut))\" r=\"6\" fill=\"#2a7\"><title>emit \(escape(call.value)) at \(at) ms</title></circle>")
-                    s.append("<text x=\"\(fmt(ex))\" y=\"\(fmt(yOut + 20))\" text-anchor=\"middle\" fill=\"#2a7\">\(label)</text>")
+                    s.append(
+                        "<line x1=\"\(fmt(cx))\" y1=\"\(fmt(yIn))\" x2=\"\(fmt(ex))\" y2=\"\(fmt(yOut))\" stroke=\"#2a7\" stroke-width=\"1.5\"/>"
+                    )
+                    s.append(
+                        "<circle cx=\"\(fmt(ex))\" cy=\"\(fmt(yOut))\" r=\"6\" fill=\"#2a7\"><title>emit \(escape(call.value)) at \(at) ms</title></circle>"
+                    )
+                    s.append(
+                        "<text x=\"\(fmt(ex))\" y=\"\(fmt(yOut + 20))\" text-anchor=\"middle\" fill=\"#2a7\">\(label)</text>"
+                    )
                 case let .dropped(at, by):
                     // The cross sits under the value that was dropped; a
                     // dashed line leads to the call that took its place.
                     if let by {
                         let bx = x(by)
-                        s.append("<line x1=\"\(fmt(cx))\" y1=\"\(fmt(yIn + 15))\" x2=\"\(fmt(bx))\" y2=\"\(fmt(yIn + 15))\" stroke=\"#d33\" stroke-dasharray=\"3 3\"/>")
+                        s.append(
+                            "<line x1=\"\(fmt(cx))\" y1=\"\(fmt(yIn + 15))\" x2=\"\(fmt(bx))\" y2=\"\(fmt(yIn + 15))\" stroke=\"#d33\" stroke-dasharray=\"3 3\"/>"
+                        )
                     }
-                    s.append("<path d=\"M\(fmt(cx - 5)) \(fmt(yIn + 10))l10 10m0 -10l-10 10\" stroke=\"#d33\" stroke-width=\"2\"><title>drop \(escape(call.value)) at \(at) ms</title></path>")
+                    s.append(
+                        "<path d=\"M\(fmt(cx - 5)) \(fmt(yIn + 10))l10 10m0 -10l-10 10\" stroke=\"#d33\" stroke-width=\"2\"><title>drop \(escape(call.value)) at \(at) ms</title></path>"
+                    )
                 case let .discarded(at):
-                    s.append("<path d=\"M\(fmt(cx - 5)) \(fmt(yIn + 10))l10 10m0 -10l-10 10\" stroke=\"#e90\" stroke-width=\"2\"><title>discard \(escape(call.value)) at \(at) ms</title></path>")
+                    s.append(
+                        "<path d=\"M\(fmt(cx - 5)) \(fmt(yIn + 10))l10 10m0 -10l-10 10\" stroke=\"#e90\" stroke-width=\"2\"><title>discard \(escape(call.value)) at \(at) ms</title></path>"
+                    )
                 case .unknown:
                     break
                 }
-                s.append("<circle cx=\"\(fmt(cx))\" cy=\"\(fmt(yIn))\" r=\"6\" fill=\"white\" stroke=\"#246\" stroke-width=\"1.5\"><title>call \(escape(call.value)) at \(call.time) ms</title></circle>")
-                s.append("<text x=\"\(fmt(cx))\" y=\"\(fmt(yIn - 11))\" text-anchor=\"middle\" fill=\"#246\">\(label)</text>")
+                s.append(
+                    "<circle cx=\"\(fmt(cx))\" cy=\"\(fmt(yIn))\" r=\"6\" fill=\"white\" stroke=\"#246\" stroke-width=\"1.5\"><title>call \(escape(call.value)) at \(call.time) ms</title></circle>"
+                )
+                s.append(
+                    "<text x=\"\(fmt(cx))\" y=\"\(fmt(yIn - 11))\" text-anchor=\"middle\" fill=\"#246\">\(label)</text>"
+                )
             }
         }
         let legendY = height - 15
-        s.append("""
+        s.append(
+            """
             <text x="\(fmt(left))" y="\(fmt(legendY))" fill="#444">○ call   \
             <tspan fill="#2a7">● emission</tspan>   <tspan fill="#d33">✕ dropped</tspan>   \
             <tspan fill="#e90">✕ discarded</tspan></text>

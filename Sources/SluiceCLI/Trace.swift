@@ -51,7 +51,9 @@ final class Trace: @unchecked Sendable {
             }
         }
         guard rc == SLUICE_OK.rawValue, let trace else {
-            let message = withUnsafeBytes(of: &error.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            let message = withUnsafeBytes(of: &error.message) {
+                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+            }
             throw TraceSyntaxError(line: error.line, message: message.isEmpty ? "error: \(Self.describe(rc))" : message)
         }
         handle = trace
@@ -102,7 +104,9 @@ final class Trace: @unchecked Sendable {
     ///   - observe: receives each line as it is produced, on this thread.
     /// - Returns: every output line, in order.
     /// - Throws: ``TraceRunError`` (a bug in Sluice, or out of memory).
-    func run(options: RunOptions = RunOptions(), observe: ((TraceLine) -> Void)? = nil) throws(TraceRunError)
+    func run(
+        options: RunOptions = RunOptions(), observe: ((TraceLine) -> Void)? = nil
+    ) throws(TraceRunError)
         -> [TraceLine]
     {
         var cOptions = sluice_trace_run_options_t()
@@ -121,7 +125,9 @@ final class Trace: @unchecked Sendable {
 
     /// ``runRealtime(observe:)`` on a thread of its own, so that no thread
     /// of Swift's cooperative pool blocks while the trace waits for its times.
-    func runRealtimeDetached(observe: (@Sendable (TraceLine) -> Void)? = nil) async throws(TraceRunError)
+    func runRealtimeDetached(
+        observe: (@Sendable (TraceLine) -> Void)? = nil
+    ) async throws(TraceRunError)
         -> [TraceLine]
     {
         let result: Result<[TraceLine], TraceRunError> = await withCheckedContinuation { continuation in

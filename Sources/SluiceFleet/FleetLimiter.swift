@@ -111,7 +111,8 @@ private func positiveNs(_ option: String, _ d: Duration) throws(LimiterError) ->
     guard d <= .nanoseconds(1_000_000_000_000_000_000) else {
         throw LimiterError(
             .outOfRange,
-            reason: "Invalid FleetConfiguration.\(option) (\(d)): it may be at most 10^18 nanoseconds (about 31.7 years).")
+            reason:
+                "Invalid FleetConfiguration.\(option) (\(d)): it may be at most 10^18 nanoseconds (about 31.7 years).")
     }
     return max(1, durationNs(d))
 }
@@ -121,8 +122,11 @@ private func positiveNs(_ option: String, _ d: Duration) throws(LimiterError) ->
 /// would silently replace by its default (a zero port, timeout or TTL, an
 /// empty prefix) or clamp (cache slots, batch size) is refused, with a
 /// reason naming the option and the rule.
-private func cConfig(policy: LimiterPolicy, _ configuration: FleetConfiguration) throws(LimiterError)
-    -> sluice_fleet_config_t {
+private func cConfig(
+    policy: LimiterPolicy, _ configuration: FleetConfiguration
+) throws(LimiterError)
+    -> sluice_fleet_config_t
+{
     var c = sluice_fleet_config_t()
     c.policy = try ratePolicy(policy, option: "policy")
     guard !configuration.host.isEmpty else {
@@ -210,7 +214,8 @@ private func rateDecision(_ r: sluice_fleet_result_t, local: UInt64?) -> RateDec
     let admitted = d.kind == SLUICE_EMITTED
     let at = max(r.now, admitted ? d.at : r.now)
     let onto = Onto(now: r.now, local: local)
-    let outcome: RateDecision.Outcome = admitted
+    let outcome: RateDecision.Outcome =
+        admitted
         ? .admitted(remaining: Int(clamping: d.remaining))
         : .dropped(retryAt: d.at == UInt64.max ? nil : onto(max(d.at, at)))
     return RateDecision(outcome: outcome, at: onto(at), fullAt: onto(max(d.full, at)))
@@ -220,10 +225,11 @@ private func rateDecision(_ r: sluice_fleet_result_t, local: UInt64?) -> RateDec
 private func rateQuota(_ r: sluice_fleet_result_t, local: UInt64?) -> RateQuota {
     let q = r.quota
     let onto = Onto(now: r.now, local: local)
-    return RateQuota(at: onto(r.now), burst: Int(clamping: q.burst),
-                     remaining: Int(clamping: q.remaining),
-                     fullAt: onto(max(q.full, r.now)),
-                     retryAt: q.retry == UInt64.max ? nil : onto(max(q.retry, r.now)))
+    return RateQuota(
+        at: onto(r.now), burst: Int(clamping: q.burst),
+        remaining: Int(clamping: q.remaining),
+        fullAt: onto(max(q.full, r.now)),
+        retryAt: q.retry == UInt64.max ? nil : onto(max(q.retry, r.now)))
 }
 
 /// A rate limiter shared by a fleet of processes through Redis.
@@ -322,8 +328,10 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
         sluice_fleet_free(fleet) /* stops and joins the loop thread, answers what is left */
     }
 
-    private func submit<K: LimiterKey>(_ key: K, _ body: (sluice_key_t, UnsafeMutableRawPointer) -> Int32,
-                                       _ pending: Pending) -> Int32 {
+    private func submit<K: LimiterKey>(
+        _ key: K, _ body: (sluice_key_t, UnsafeMutableRawPointer) -> Int32,
+        _ pending: Pending
+    ) -> Int32 {
         let user = Unmanaged.passRetained(pending).toOpaque()
         stateLock.lock()
         defer { stateLock.unlock() }
@@ -361,7 +369,9 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     /// - Returns: the decision (from Redis, the cache or the failure policy).
     /// - Throws: ``Sluice/LimiterError/closed`` after ``close()``, or another
     ///   ``Sluice/LimiterError`` for an invalid key or cost.
-    public func call<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(LimiterError) -> RateDecision {
+    public func call<K: LimiterKey>(
+        _ key: K, cost: UInt64 = 1, now: UInt64 = 0
+    ) async throws(LimiterError) -> RateDecision {
         try await decide(key, cost: cost, now: now).decision
     }
 
@@ -374,8 +384,11 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     ///   - now: manual-time mode only: the call's time in ns.
     /// - Returns: the decision and its source.
     /// - Throws: as ``call(_:cost:now:)``.
-    public func decide<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(LimiterError)
-        -> (decision: RateDecision, source: FleetSource) {
+    public func decide<K: LimiterKey>(
+        _ key: K, cost: UInt64 = 1, now: UInt64 = 0
+    ) async throws(LimiterError)
+        -> (decision: RateDecision, source: FleetSource)
+    {
         let manualTime = self.manualTime
         let result: Result<(decision: RateDecision, source: FleetSource), LimiterError> =
             await withCheckedContinuation { cont in
@@ -384,9 +397,11 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
                     let local = manualTime ? nil : LimiterLoop.now.nanoseconds
                     cont.resume(returning: .success((rateDecision(r, local: local), source(r))))
                 }
-                let rc = submit(key, { k, user in
-                    sluice_fleet_call(fleet, k, cost, now, fleetCallback, user)
-                }, pending)
+                let rc = submit(
+                    key,
+                    { k, user in
+                        sluice_fleet_call(fleet, k, cost, now, fleetCallback, user)
+                    }, pending)
                 if rc != 0 { cont.resume(returning: .failure(LimiterError(rawValue: rc))) }
             }
         return try result.get()
@@ -416,7 +431,9 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
     ///   - now: manual-time mode only: the time in ns.
     /// - Returns: the quota.
     /// - Throws: as ``call(_:cost:now:)``.
-    public func quota<K: LimiterKey>(_ key: K, cost: UInt64 = 1, now: UInt64 = 0) async throws(LimiterError) -> RateQuota {
+    public func quota<K: LimiterKey>(
+        _ key: K, cost: UInt64 = 1, now: UInt64 = 0
+    ) async throws(LimiterError) -> RateQuota {
         let manualTime = self.manualTime
         let result: Result<RateQuota, LimiterError> = await withCheckedContinuation { cont in
             let pending = Pending { r in
@@ -424,9 +441,11 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
                 let local = manualTime ? nil : LimiterLoop.now.nanoseconds
                 cont.resume(returning: .success(rateQuota(r, local: local)))
             }
-            let rc = submit(key, { k, user in
-                sluice_fleet_quota(fleet, k, cost, now, fleetCallback, user)
-            }, pending)
+            let rc = submit(
+                key,
+                { k, user in
+                    sluice_fleet_quota(fleet, k, cost, now, fleetCallback, user)
+                }, pending)
             if rc != 0 { cont.resume(returning: .failure(LimiterError(rawValue: rc))) }
         }
         return try result.get()
@@ -444,9 +463,11 @@ public final class FleetLimiter: RateDecider, @unchecked Sendable {
             let pending = Pending { r in
                 cont.resume(returning: r.status == 0 ? .success(()) : .failure(LimiterError(rawValue: r.status)))
             }
-            let rc = submit(key, { k, user in
-                sluice_fleet_cancel(fleet, k, now, fleetCallback, user)
-            }, pending)
+            let rc = submit(
+                key,
+                { k, user in
+                    sluice_fleet_cancel(fleet, k, now, fleetCallback, user)
+                }, pending)
             if rc != 0 { cont.resume(returning: .failure(LimiterError(rawValue: rc))) }
         }
         try result.get()

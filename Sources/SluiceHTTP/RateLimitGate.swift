@@ -57,16 +57,18 @@ public struct RateLimitGate: Sendable {
         self.failureObserver = failureObserver
         // RateLimitHeaders formats the fields; a quota read gives the policy's once.
         let fields = RateLimitHeaders(
-            decider.policy, RateQuota(
+            decider.policy,
+            RateQuota(
                 at: LimiterInstant(nanoseconds: 0), burst: 1, remaining: 1, fullAt: LimiterInstant(nanoseconds: 0),
                 retryAt: nil), name: policyName)
         ratePolicyValue = fields?.ratePolicy
         // "NAME";r=1;t=0 -> "NAME";r=
-        rateLimitPrefix = fields.map { fields in
-            let value = fields.rateLimit
-            let head = value[..<value.lastIndex(of: ";")!]
-            return Array(head[..<head.lastIndex(of: ";")!].utf8) + Array(";r=".utf8)
-        } ?? []
+        rateLimitPrefix =
+            fields.map { fields in
+                let value = fields.rateLimit
+                let head = value[..<value.lastIndex(of: ";")!]
+                return Array(head[..<head.lastIndex(of: ";")!].utf8) + Array(";r=".utf8)
+            } ?? []
         local = decider as? RateLimiter<String>
     }
 
@@ -162,7 +164,8 @@ public struct RateLimitGate: Sendable {
         }
         let detail: String
         if let seconds = decision.retryAfterSeconds {
-            detail = "The rate limit for this client is reached; retry after \(seconds) second\(seconds == 1 ? "" : "s")."
+            detail =
+                "The rate limit for this client is reached; retry after \(seconds) second\(seconds == 1 ? "" : "s")."
         } else {
             detail = "The request costs more than the rate limit admits at once; it can never be admitted."
         }

@@ -62,7 +62,8 @@ public struct ObservedLimiter: Sendable {
     ///   - name: the limiter's name in the metrics.
     ///   - limiter: the limiter.
     public static func rateLimiter<Key>(_ name: String, _ limiter: RateLimiter<Key>) -> ObservedLimiter {
-        ObservedLimiter(name: name, decidesOnly: true, statistics: { limiter.statistics }, drain: { try? limiter.close() })
+        ObservedLimiter(
+            name: name, decidesOnly: true, statistics: { limiter.statistics }, drain: { try? limiter.close() })
     }
 }
 

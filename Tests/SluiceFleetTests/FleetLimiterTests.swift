@@ -32,9 +32,12 @@ private struct Twin {
 
     /// One call on both at `now` (ns, never earlier than the last); returns
     /// the fleet's decision and source after checking it equals the local one.
-    func call(_ key: String, cost: Int = 1, now: UInt64,
-              sourceLocation: SourceLocation = #_sourceLocation) async throws
-        -> (decision: RateDecision, source: FleetSource, local: RateDecision) {
+    func call(
+        _ key: String, cost: Int = 1, now: UInt64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws
+        -> (decision: RateDecision, source: FleetSource, local: RateDecision)
+    {
         if now > clock.now.nanoseconds { clock.advance(to: LimiterInstant(nanoseconds: now)) }
         let fleetAnswer = try await fleet.decide(key, cost: UInt64(cost), now: now)
         let localDecision = try local.check(key, cost: cost)
@@ -48,20 +51,23 @@ struct FleetLimiterTests {
     @Test("decisions equal the local RateLimiter's, from Redis and the cache; quota, cancel (manual time)", .needsRedis)
     func decisions() async throws {
         let redis = try await RedisServer.start()
-        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
-        let twin = try Twin(port: redis.port, prefix: "swift-manual",
-                            policy: .rate(limit: 2, per: .seconds(1), burst: 2))
+        defer { withExtendedLifetime(redis) {} }  // the server outlives the test's limiters
+        let twin = try Twin(
+            port: redis.port, prefix: "swift-manual",
+            policy: .rate(limit: 2, per: .seconds(1), burst: 2))
         let fleet = twin.fleet
         defer { fleet.close() }
         let a = try await twin.call("k", now: 0)
         #expect(a.source == .redis && a.decision.isAdmitted && a.decision.remaining == 1)
         #expect(a.decision.fullAt == LimiterInstant(nanoseconds: 500_000_000))
         let b = try await twin.call("k", now: 0)
-        #expect(b.decision.isAdmitted && b.decision.remaining == 0
-            && b.decision.fullAt == LimiterInstant(nanoseconds: 1_000_000_000))
+        #expect(
+            b.decision.isAdmitted && b.decision.remaining == 0
+                && b.decision.fullAt == LimiterInstant(nanoseconds: 1_000_000_000))
         let d = try await twin.call("k", now: 1)
-        #expect(!d.decision.isAdmitted && d.source == .cache
-            && d.decision.retryAt == LimiterInstant(nanoseconds: 500_000_000))
+        #expect(
+            !d.decision.isAdmitted && d.source == .cache
+                && d.decision.retryAt == LimiterInstant(nanoseconds: 500_000_000))
         #expect(d.decision.retryAfter == .nanoseconds(499_999_999))
         let big = try await twin.call("k", cost: 3, now: 2)
         #expect(big.decision.isNeverAdmitted)
@@ -86,9 +92,10 @@ struct FleetLimiterTests {
     @Test("a random mix of keys, costs and times: every decision equals the local one", .needsRedis)
     func randomTwin() async throws {
         let redis = try await RedisServer.start()
-        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
-        let twin = try Twin(port: redis.port, prefix: "swift-random",
-                            policy: .rate(limit: 5, per: .milliseconds(100), burst: 3))
+        defer { withExtendedLifetime(redis) {} }  // the server outlives the test's limiters
+        let twin = try Twin(
+            port: redis.port, prefix: "swift-random",
+            policy: .rate(limit: 5, per: .milliseconds(100), burst: 3))
         defer { twin.fleet.close() }
         var rng = SystemRandomNumberGenerator()
         var now: UInt64 = 1_000
@@ -100,20 +107,20 @@ struct FleetLimiterTests {
             let r = try await twin.call(key, cost: cost, now: now)
             if r.decision.isAdmitted { admitted += 1 } else { dropped += 1 }
         }
-        #expect(admitted > 20 && dropped > 20) // both paths exercised
+        #expect(admitted > 20 && dropped > 20)  // both paths exercised
     }
 
     @Test("RateLimitHeaders gives the same fields for the fleet's decisions as for the local ones", .needsRedis)
     func headers() async throws {
         let redis = try await RedisServer.start()
-        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
+        defer { withExtendedLifetime(redis) {} }  // the server outlives the test's limiters
         let policy = LimiterPolicy.rate(limit: 3, per: .seconds(2), burst: 3)
         let twin = try Twin(port: redis.port, prefix: "swift-headers", policy: policy)
         defer { twin.fleet.close() }
         let times: [UInt64] = [0, 0, 0, 1, 10_000_000, 700_000_000, 1_400_000_000, 1_400_000_001, 5_000_000_000]
         var sawRetry = false, sawNever = false, sawRemaining = false
         for (i, t) in times.enumerated() {
-            let cost = i == 3 ? 5 : 1 // one call above the burst: no Retry-After
+            let cost = i == 3 ? 5 : 1  // one call above the burst: no Retry-After
             let r = try await twin.call("h", cost: cost, now: t)
             let fleetFields = RateLimitHeaders(twin.fleet.policy, r.decision, name: "api")!
             let localFields = RateLimitHeaders(twin.local.policy, r.local, name: "api")!
@@ -130,13 +137,14 @@ struct FleetLimiterTests {
     @Test("a FleetLimiter is a RateDecider (server time)", .needsRedis)
     func decider() async throws {
         let redis = try await RedisServer.start()
-        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
+        defer { withExtendedLifetime(redis) {} }  // the server outlives the test's limiters
         // Two calls per hour: one back every 30 min, so that no refill comes
         // between the three calls however long a loaded machine (a
         // ThreadSanitizer run beside 120 other tests on two cores) takes to
         // make them; with one per 30 s, a stall of 30 s made one.
-        let decider: any RateDecider = try FleetLimiter(policy: .rate(limit: 2, per: .seconds(3600), burst: 2),
-                                                        configuration: config(port: redis.port, prefix: "swift-decider"))
+        let decider: any RateDecider = try FleetLimiter(
+            policy: .rate(limit: 2, per: .seconds(3600), burst: 2),
+            configuration: config(port: redis.port, prefix: "swift-decider"))
         defer { (decider as? FleetLimiter)?.close() }
         let before = LimiterLoop.now
         let first = try await decider.check("c", cost: 1)
@@ -161,11 +169,12 @@ struct FleetLimiterTests {
         let skew = retryAt.duration(to: first.at.advanced(by: .seconds(1800)))
         #expect(skew > .seconds(-600) && skew < .seconds(600), "\(skew)")
         #expect(third.description.hasPrefix("dropped(retry in 1"), "\(third)")
-        #expect(third.description.hasSuffix("; at \(third.at))") && third.description.hasSuffix(" on the limiter clock)"),
-                "\(third)")
+        #expect(
+            third.description.hasSuffix("; at \(third.at))") && third.description.hasSuffix(" on the limiter clock)"),
+            "\(third)")
         let seconds = try #require(third.retryAfterSeconds)
         #expect((1...1800).contains(seconds))
-        #expect(seconds > 1800 - 600) // not an interval counted from elsewhere
+        #expect(seconds > 1800 - 600)  // not an interval counted from elsewhere
         #expect(RateLimitHeaders(decider.policy, third)?.retryAfter == String(seconds))
         await #expect(throws: LimiterError.outOfRange) { _ = try await decider.check("c", cost: 0) }
     }
@@ -173,11 +182,12 @@ struct FleetLimiterTests {
     @Test("server time, concurrent callers: never more than the burst at once", .needsRedis)
     func concurrent() async throws {
         let redis = try await RedisServer.start()
-        defer { withExtendedLifetime(redis) {} } // the server outlives the test's limiters
+        defer { withExtendedLifetime(redis) {} }  // the server outlives the test's limiters
         // One call back every 6 min: the 200 calls never see a refill, however
         // long a loaded machine takes to make them (with 6 s, it could).
-        let fleet = try FleetLimiter(policy: .rate(limit: 10, per: .seconds(3600), burst: 10),
-                                     configuration: config(port: redis.port, prefix: "swift-concurrent"))
+        let fleet = try FleetLimiter(
+            policy: .rate(limit: 10, per: .seconds(3600), burst: 10),
+            configuration: config(port: redis.port, prefix: "swift-concurrent"))
         defer { fleet.close() }
         let admitted = try await withThrowingTaskGroup(of: Bool.self) { group in
             for _ in 0..<200 { group.addTask { try await fleet.call(UInt64(7)).isAdmitted } }
@@ -193,7 +203,7 @@ struct FleetLimiterTests {
     @Test("nothing listening: the failure policy answers")
     func failure() async throws {
         var c = FleetConfiguration()
-        c.port = 1 // nothing listens on port 1
+        c.port = 1  // nothing listens on port 1
         c.onFailure = .open
         let open = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
         let a = try await open.decide("x")
@@ -211,7 +221,7 @@ struct FleetLimiterTests {
     @Test("a failure-policy answer is on the local clock too, its retry exact")
     func failureOnLocalClock() async throws {
         var c = FleetConfiguration()
-        c.port = 1 // nothing listens on port 1
+        c.port = 1  // nothing listens on port 1
         c.onFailure = .closed(retryAfter: .milliseconds(1500))
         let fleet = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
         defer { fleet.close() }
@@ -229,8 +239,9 @@ struct FleetLimiterTests {
             Issue.record("a throttle policy was accepted")
         } catch {
             #expect(error == .invalidArgument)
-            #expect("\(error)".hasPrefix(
-                "Invalid policy: a FleetLimiter takes a rate policy (.rate(limit:per:burst:)), not throttle("),
+            #expect(
+                "\(error)".hasPrefix(
+                    "Invalid policy: a FleetLimiter takes a rate policy (.rate(limit:per:burst:)), not throttle("),
                 "\(error)")
             #expect(error.errorDescription == "\(error)")
         }
@@ -240,36 +251,59 @@ struct FleetLimiterTests {
     /// contain: the option and the rule.
     static let badConfigurations: [(String, LimiterPolicy, @Sendable (inout FleetConfiguration) -> Void, [String])] = [
         ("rate limit 0", .rate(limit: 0, per: .seconds(1)), { _ in }, ["Invalid policy", "limit (0)", "at least 1"]),
-        ("burst too large", .rate(limit: 1, per: .seconds(1), burst: 2_000_000_000_000), { _ in },
-         ["Invalid policy", "burst", "10^12"]),
-        ("empty host", .rate(limit: 1, per: .seconds(1)), { $0.host = "" }, ["FleetConfiguration.host", "Redis server"]),
+        (
+            "burst too large", .rate(limit: 1, per: .seconds(1), burst: 2_000_000_000_000), { _ in },
+            ["Invalid policy", "burst", "10^12"]
+        ),
+        (
+            "empty host", .rate(limit: 1, per: .seconds(1)), { $0.host = "" },
+            ["FleetConfiguration.host", "Redis server"]
+        ),
         ("port 0", .rate(limit: 1, per: .seconds(1)), { $0.port = 0 }, ["FleetConfiguration.port (0)", "1 to 65535"]),
         ("port 70000", .rate(limit: 1, per: .seconds(1)), { $0.port = 70_000 }, ["port (70000)", "1 to 65535"]),
-        ("empty prefix", .rate(limit: 1, per: .seconds(1)), { $0.prefix = "" }, ["prefix (0 bytes)", "1 to 256 bytes"]),
-        ("long prefix", .rate(limit: 1, per: .seconds(1)), { $0.prefix = String(repeating: "p", count: 257) },
-         ["prefix (257 bytes)", "1 to 256 bytes"]),
-        ("zero timeout", .rate(limit: 1, per: .seconds(1)), { $0.timeout = .zero },
-         ["FleetConfiguration.timeout", "more than zero"]),
-        ("cacheSlots 0", .rate(limit: 1, per: .seconds(1)), { $0.cacheSlots = 0 },
-         ["cacheSlots (0)", "at least 1", "nil for no cache"]),
-        ("negative cache TTL", .rate(limit: 1, per: .seconds(1)), { $0.cacheTTL = .seconds(-1) },
-         ["cacheTTL", "more than zero"]),
+        (
+            "empty prefix", .rate(limit: 1, per: .seconds(1)), { $0.prefix = "" },
+            ["prefix (0 bytes)", "1 to 256 bytes"]
+        ),
+        (
+            "long prefix", .rate(limit: 1, per: .seconds(1)), { $0.prefix = String(repeating: "p", count: 257) },
+            ["prefix (257 bytes)", "1 to 256 bytes"]
+        ),
+        (
+            "zero timeout", .rate(limit: 1, per: .seconds(1)), { $0.timeout = .zero },
+            ["FleetConfiguration.timeout", "more than zero"]
+        ),
+        (
+            "cacheSlots 0", .rate(limit: 1, per: .seconds(1)), { $0.cacheSlots = 0 },
+            ["cacheSlots (0)", "at least 1", "nil for no cache"]
+        ),
+        (
+            "negative cache TTL", .rate(limit: 1, per: .seconds(1)), { $0.cacheTTL = .seconds(-1) },
+            ["cacheTTL", "more than zero"]
+        ),
         ("maxBatch 0", .rate(limit: 1, per: .seconds(1)), { $0.maxBatch = 0 }, ["maxBatch (0)", "1 to 1024"]),
         ("maxBatch 2000", .rate(limit: 1, per: .seconds(1)), { $0.maxBatch = 2000 }, ["maxBatch (2000)", "1 to 1024"]),
-        ("closed retry 0", .rate(limit: 1, per: .seconds(1)), { $0.onFailure = .closed(retryAfter: .zero) },
-         ["onFailure: .closed(retryAfter:)", "more than zero"]),
-        ("local throttle", .rate(limit: 1, per: .seconds(1)),
-         { $0.onFailure = .local(.throttle(interval: .seconds(1))) },
-         ["Invalid onFailure: .local policy", "rate policy", "throttle("]),
-        ("local rate 0", .rate(limit: 1, per: .seconds(1)), { $0.onFailure = .local(.rate(limit: 0, per: .seconds(1))) },
-         ["Invalid onFailure: .local policy", "limit (0)"]),
+        (
+            "closed retry 0", .rate(limit: 1, per: .seconds(1)), { $0.onFailure = .closed(retryAfter: .zero) },
+            ["onFailure: .closed(retryAfter:)", "more than zero"]
+        ),
+        (
+            "local throttle", .rate(limit: 1, per: .seconds(1)),
+            { $0.onFailure = .local(.throttle(interval: .seconds(1))) },
+            ["Invalid onFailure: .local policy", "rate policy", "throttle("]
+        ),
+        (
+            "local rate 0", .rate(limit: 1, per: .seconds(1)),
+            { $0.onFailure = .local(.rate(limit: 0, per: .seconds(1))) },
+            ["Invalid onFailure: .local policy", "limit (0)"]
+        ),
     ]
 
     @Test("a refused configuration names the option and the rule", arguments: badConfigurations.indices)
     func configurationReasons(_ index: Int) {
         let (name, policy, change, words) = Self.badConfigurations[index]
         var c = FleetConfiguration()
-        c.port = 1 // never reached: the check comes first
+        c.port = 1  // never reached: the check comes first
         change(&c)
         do {
             let fleet = try FleetLimiter(policy: policy, configuration: c)

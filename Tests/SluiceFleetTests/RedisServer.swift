@@ -53,7 +53,7 @@ final class RedisServer {
                 do {
                     try await Task.sleep(for: .milliseconds(10))
                 } catch {
-                    stop(pid) // cancelled: no server left behind
+                    stop(pid)  // cancelled: no server left behind
                     throw error
                 }
                 waited += 1
@@ -78,8 +78,10 @@ final class RedisServer {
     }
 
     private static func spawn(_ path: String, port: Int) throws -> pid_t {
-        let args = [path, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                    "--daemonize", "no", "--dir", "/tmp", "--loglevel", "warning"]
+        let args = [
+            path, "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--daemonize", "no", "--dir", "/tmp", "--loglevel", "warning",
+        ]
         var cargs = args.map { strdup($0) } + [nil]
         defer { cargs.forEach { free($0) } }
         // the spawning thread may block signals (dispatch workers do): the
@@ -115,7 +117,9 @@ final class RedisServer {
         defer { close(s) }
         var a = loopback(port)
         return withUnsafePointer(to: &a) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                body(s, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
     }
 

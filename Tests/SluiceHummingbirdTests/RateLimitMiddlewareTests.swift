@@ -58,7 +58,8 @@ struct RateLimitMiddlewareTests {
                 #expect(response.headers[rateLimitField] == "\"default\";r=0;t=10")
                 #expect(response.headers[ratePolicyField] == "\"default\";q=2;w=10")
                 #expect(response.headers[.contentType] == "application/problem+json")
-                let body = try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8)) as? [String: Any]
+                let body =
+                    try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8)) as? [String: Any]
                 #expect(body?["type"] as? String == "about:blank")
                 #expect(body?["title"] as? String == "Too Many Requests")
                 #expect(body?["status"] as? Int == 429)
@@ -220,7 +221,8 @@ struct RateLimitMiddlewareTests {
                     #expect(response.status == .badRequest, "\(value)")
                     #expect(response.headers[.contentType] == "application/problem+json")
                     #expect(response.headers[rateLimitField] == nil)
-                    let body = try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8))
+                    let body =
+                        try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8))
                         as? [String: Any]
                     #expect(body?["status"] as? Int == 400)
                     #expect((body?["detail"] as? String)?.contains(reason) == true, "\(value): \(body ?? [:])")
@@ -278,7 +280,8 @@ struct RateLimitMiddlewareTests {
 
     /// A handler that throws: the answer Hummingbird makes of the error keeps its
     /// status and body and carries both fields (the error's own headers kept).
-    @Test("an error thrown by the handler is answered with the RateLimit fields", arguments: ["http", "custom", "plain"])
+    @Test(
+        "an error thrown by the handler is answered with the RateLimit fields", arguments: ["http", "custom", "plain"])
     func thrownError(kind: String) async throws {
         let clock = ManualLimiterClock()
         let limiter = try RateLimiter<String>(limit: 2, per: .seconds(10), scheduler: .manual(clock))
@@ -286,7 +289,8 @@ struct RateLimitMiddlewareTests {
         router.add(middleware: headerKeyed(limiter))
         router.get("/") { _, _ -> String in
             switch kind {
-            case "http": throw HTTPError(.notFound, headers: [HTTPField.Name("X-Own")!: "kept"], message: "no such thing")
+            case "http":
+                throw HTTPError(.notFound, headers: [HTTPField.Name("X-Own")!: "kept"], message: "no such thing")
             case "custom": throw TeapotError()
             default: throw PlainError()
             }
@@ -322,20 +326,29 @@ struct RateLimitMiddlewareTests {
     @Test("forwarding headers: parsing and trust")
     func forwardedParsing() {
         let trust = ForwardedHeaders.trust(["10.0.0.1", "10.0.0.2"])
-        #expect(ForwardedHeaders.ignore.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["1.2.3.4"]) == "10.0.0.1")
+        #expect(
+            ForwardedHeaders.ignore.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["1.2.3.4"])
+                == "10.0.0.1")
         #expect(trust.clientAddress(peer: "9.9.9.9", forwarded: [], xForwardedFor: ["1.2.3.4"]) == "9.9.9.9")
-        #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["1.2.3.4, 5.6.7.8, 10.0.0.2"]) == "5.6.7.8")
-        #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["1.2.3.4", "5.6.7.8:99"]) == "5.6.7.8")
+        #expect(
+            trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["1.2.3.4, 5.6.7.8, 10.0.0.2"])
+                == "5.6.7.8")
+        #expect(
+            trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["1.2.3.4", "5.6.7.8:99"]) == "5.6.7.8")
         #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: ["10.0.0.2"]) == "10.0.0.2")
         #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: [], xForwardedFor: []) == "10.0.0.1")
         #expect(
             trust.clientAddress(
-                peer: "10.0.0.1", forwarded: ["for=192.0.2.60;proto=http;by=203.0.113.43, for=\"[2001:db8:cafe::17]:4711\""],
+                peer: "10.0.0.1",
+                forwarded: ["for=192.0.2.60;proto=http;by=203.0.113.43, for=\"[2001:db8:cafe::17]:4711\""],
                 xForwardedFor: ["6.6.6.6"]) == "2001:db8:cafe::17")
-        #expect(trust.clientAddress(peer: "10.0.0.1", forwarded: ["For=\"192.0.2.43:47011\""], xForwardedFor: []) == "192.0.2.43")
+        #expect(
+            trust.clientAddress(peer: "10.0.0.1", forwarded: ["For=\"192.0.2.43:47011\""], xForwardedFor: [])
+                == "192.0.2.43")
     }
 
-    @Test("the RateLimit value is written without interpolation, digits exact up to Int.max; the policy field made once")
+    @Test(
+        "the RateLimit value is written without interpolation, digits exact up to Int.max; the policy field made once")
     func rateLimitValue() throws {
         let limiter = try RateLimiter<String>(limit: 5, per: .seconds(7), scheduler: .manual(ManualLimiterClock()))
         for name in ["default", "a-much-longer-policy-name"] {
@@ -373,11 +386,12 @@ struct PlainError: Error {}
 final class FailureLog: Sendable {
     private let lines = Mutex<[String]>([])
     func add(_ key: String, _ error: any Error) {
-        let name = switch error as? LimiterError {
-        case .full?: "full"
-        case .keyTooLong?: "keyTooLong"
-        default: "\(error)"
-        }
+        let name =
+            switch error as? LimiterError {
+            case .full?: "full"
+            case .keyTooLong?: "keyTooLong"
+            default: "\(error)"
+            }
         lines.withLock { $0.append("\(key): \(name)") }
     }
     func entries() -> [String] { lines.withLock { $0 } }

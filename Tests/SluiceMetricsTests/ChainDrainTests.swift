@@ -56,12 +56,12 @@ struct ChainDrainTests {
             try quiet.submit(1, for: "a")
             advance(toSeconds: 1)
             try quiet.submit(11, for: "a")  // a1'
-            advance(toSeconds: 10)           // quiet at 3: saved at once
+            advance(toSeconds: 10)  // quiet at 3: saved at once
             try quiet.submit(2, for: "a")
-            advance(toSeconds: 20)           // quiet at 12: kept for 33
+            advance(toSeconds: 20)  // quiet at 12: kept for 33
             try quiet.submit(3, for: "a")
-            advance(toSeconds: 23)           // quiet at 22: replaces 2, kept for 33
-            try quiet.submit(1, for: "b")    // waits in the debounce until 25
+            advance(toSeconds: 23)  // quiet at 22: replaces 2, kept for 33
+            try quiet.submit(1, for: "b")  // waits in the debounce until 25
             advance(toSeconds: 24)
         }
     }

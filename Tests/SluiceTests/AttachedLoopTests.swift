@@ -28,11 +28,13 @@ final class ApplicationLoop: @unchecked Sendable {
 
     func start() {
         let me = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(&thread, nil, { arg in
-            let app = Unmanaged<ApplicationLoop>.fromOpaque(arg!).takeRetainedValue()
-            app.run()
-            return nil
-        }, me)
+        pthread_create(
+            &thread, nil,
+            { arg in
+                let app = Unmanaged<ApplicationLoop>.fromOpaque(arg!).takeRetainedValue()
+                app.run()
+                return nil
+            }, me)
         while !state.withLock({ $0.ready }) { usleep(100) }
     }
 
@@ -79,7 +81,10 @@ struct AttachedLoopTests {
             try limiter.submit(2, for: "a")
             let oneBurst = insideOneWindow(start, limiter.now, .seconds(1), "attached loop")
             try limiter.submit(3, for: "b")
-            #expect(await eventually { out.all.contains { $0.key == "a" && $0.value == 2 } && out.all.contains { $0.key == "b" } })
+            #expect(
+                await eventually {
+                    out.all.contains { $0.key == "a" && $0.value == 2 } && out.all.contains { $0.key == "b" }
+                })
             let byKey = Dictionary(grouping: out.all, by: \.key).mapValues { $0.map(\.value) }
             if oneBurst {
                 #expect(byKey == ["a": [2], "b": [3]])

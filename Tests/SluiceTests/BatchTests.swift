@@ -86,7 +86,8 @@ struct BatchTests {
     @Test("Limiter: an empty batch, a too-long key fails alone, a closed limiter fails every call")
     func limiterEdges() throws {
         let clock = ManualLimiterClock()
-        let limiter = try Limiter<String, Int>(.throttle(interval: .seconds(1)), scheduler: .manual(clock), handler: { _, _ in })
+        let limiter = try Limiter<String, Int>(
+            .throttle(interval: .seconds(1)), scheduler: .manual(clock), handler: { _, _ in })
         #expect(limiter.submit(contentsOf: [(Int, String)]()).isEmpty)
         limiter.submit(contentsOf: [(Int, String)]()) { _, _ in Issue.record("no call, no result") }
         let long = String(repeating: "x", count: 2000)
@@ -205,9 +206,13 @@ struct BatchTests {
                     clockA.advance(by: step)
                     clockB.advance(by: step)
                 }
-                let calls = (0..<(1 + rng.next(40))).map { _ in ("ip\(rng.next(6))", rng.next(10) == 0 ? 0 : 1 + rng.next(6)) }
+                let calls = (0..<(1 + rng.next(40))).map { _ in
+                    ("ip\(rng.next(6))", rng.next(10) == 0 ? 0 : 1 + rng.next(6))
+                }
                 let expected = calls.map { call -> Result<RateDecision, LimiterError> in
-                    do throws(LimiterError) { return .success(try a.check(call.0, cost: call.1)) } catch { return .failure(error) }
+                    do throws(LimiterError) { return .success(try a.check(call.0, cost: call.1)) } catch {
+                        return .failure(error)
+                    }
                 }
                 let got = b.check(contentsOf: calls)
                 for (g, e) in zip(got, expected) {

@@ -14,7 +14,8 @@ struct CLITests {
         var err: [String]
     }
 
-    func simulate(_ file: String, realtime: Bool = false, timeline: Bool = false, svg: String? = nil) async -> RunResult {
+    func simulate(_ file: String, realtime: Bool = false, timeline: Bool = false, svg: String? = nil) async -> RunResult
+    {
         let out = Locked<[String]>([])
         let err = Locked<[String]>([])
         let status = await SimulateRun(
@@ -59,11 +60,11 @@ struct CLITests {
     func timeline() async throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("sluice-cli-\(UUID()).trace")
         try """
-            policy audit interval=100
-            0 call A a
-            50 call A b
-            120 call A c
-            """.write(to: file, atomically: true, encoding: .utf8)
+        policy audit interval=100
+        0 call A a
+        50 call A b
+        120 call A c
+        """.write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
         let result = await simulate(file.path, timeline: true)
         #expect(result.status == 0)
@@ -82,8 +83,9 @@ struct CLITests {
     func svg() async throws {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("sluice-cli-\(UUID()).svg")
         defer { try? FileManager.default.removeItem(at: out) }
-        let result = await simulate(VectorPaths.traces().first { $0.hasSuffix("throttle-keys-interleaved.trace") }!,
-                                    svg: out.path)
+        let result = await simulate(
+            VectorPaths.traces().first { $0.hasSuffix("throttle-keys-interleaved.trace") }!,
+            svg: out.path)
         #expect(result.status == 0)
         #expect(!result.out.isEmpty, "the lines are still printed")
         let svg = try String(contentsOf: out, encoding: .utf8)
@@ -92,7 +94,8 @@ struct CLITests {
         #expect(svg.components(separatedBy: "<circle").count - 1 == 7 + 6, "7 calls, 6 emissions")
         #expect(svg.contains("<title>drop b2 at 90 ms</title>"))
         // The cross of a dropped value sits under that value's call.
-        let dropped = try #require(svg.components(separatedBy: "\n").first { $0.contains("<title>drop b2 at 90 ms</title>") })
+        let dropped = try #require(
+            svg.components(separatedBy: "\n").first { $0.contains("<title>drop b2 at 90 ms</title>") })
         let call = try #require(svg.components(separatedBy: "\n").first { $0.contains("<title>call b2 at ") })
         let crossX = Double(dropped.split(separator: "M")[1].split(separator: " ")[0])! + 5
         let callX = Double(call.split(separator: "cx=\"")[1].split(separator: "\"")[0])!
@@ -107,24 +110,27 @@ struct CLITests {
         #expect(
             try Arguments.parse(["simulate", "--realtime", "--width=120", "-"])
                 == .simulate(SimulateOptions(file: "-", realtime: true, width: 120)))
-        #expect(try Arguments.parse(["simulate", "--", "--odd-name"]) == .simulate(SimulateOptions(file: "--odd-name")))
+        #expect(
+            try Arguments.parse(["simulate", "--", "--odd-name"]) == .simulate(SimulateOptions(file: "--odd-name")))
         guard case .help = try Arguments.parse(["--help"]) else { Issue.record("--help"); return }
         guard case .help = try Arguments.parse(["simulate", "-h"]) else { Issue.record("simulate -h"); return }
         #expect(try Arguments.parse(["--version"]) == .version)
     }
 
-    @Test("a bad command line names the problem and shows the usage", arguments: [
-        ([], "missing subcommand"),
-        (["frobnicate"], "unknown subcommand 'frobnicate'"),
-        (["simulate"], "missing FILE (a trace file, or - for standard input)"),
-        (["simulate", "a", "b"], "unexpected argument 'b' (one FILE only)"),
-        (["simulate", "--width", "3", "t"], "'--width' must be at least 40"),
-        (["simulate", "--width", "wide", "t"], "'--width' needs a whole number, not 'wide'"),
-        (["simulate", "t", "--svg"], "missing value for '--svg'"),
-        (["simulate", "--timeline", "--timeline", "t"], "'--timeline' given twice"),
-        (["simulate", "--timeline=yes", "t"], "'--timeline' takes no value"),
-        (["simulate", "--color", "t"], "unknown option '--color'"),
-    ])
+    @Test(
+        "a bad command line names the problem and shows the usage",
+        arguments: [
+            ([], "missing subcommand"),
+            (["frobnicate"], "unknown subcommand 'frobnicate'"),
+            (["simulate"], "missing FILE (a trace file, or - for standard input)"),
+            (["simulate", "a", "b"], "unexpected argument 'b' (one FILE only)"),
+            (["simulate", "--width", "3", "t"], "'--width' must be at least 40"),
+            (["simulate", "--width", "wide", "t"], "'--width' needs a whole number, not 'wide'"),
+            (["simulate", "t", "--svg"], "missing value for '--svg'"),
+            (["simulate", "--timeline", "--timeline", "t"], "'--timeline' given twice"),
+            (["simulate", "--timeline=yes", "t"], "'--timeline' takes no value"),
+            (["simulate", "--color", "t"], "unknown option '--color'"),
+        ])
     func usageErrors(arguments: [String], message: String) async {
         #expect(throws: UsageError.self) { try Arguments.parse(arguments) }
         do {
@@ -134,7 +140,8 @@ struct CLITests {
             #expect(error.description.hasPrefix("error: \(message)\nUSAGE: sluice"))
         }
         let err = Locked<[String]>([])
-        let status = await SluiceCommand.run(arguments, out: { _ in }, err: { line in err.withLock { $0.append(line) } })
+        let status = await SluiceCommand.run(
+            arguments, out: { _ in }, err: { line in err.withLock { $0.append(line) } })
         #expect(status == 64)
         #expect(err.withLock { $0 }.first?.hasPrefix("error: \(message)") == true)
     }
@@ -142,7 +149,8 @@ struct CLITests {
     @Test("--help prints the usage on standard output, status 0")
     func help() async {
         let out = Locked<[String]>([])
-        let status = await SluiceCommand.run(["simulate", "--help"], out: { line in out.withLock { $0.append(line) } }, err: { _ in })
+        let status = await SluiceCommand.run(
+            ["simulate", "--help"], out: { line in out.withLock { $0.append(line) } }, err: { _ in })
         #expect(status == 0)
         #expect(out.withLock { $0 }.first?.hasPrefix("USAGE: sluice simulate") == true)
     }

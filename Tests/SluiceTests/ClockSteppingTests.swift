@@ -23,7 +23,9 @@ struct ClockSteppingTests {
 
     /// A debounce limiter of `interval` ms on `clock` whose handler logs
     /// under `tag`; the default 1 ms tick, so deadlines on whole ms fire exactly.
-    static func limiter(_ clock: ManualLimiterClock, _ tag: Int, _ interval: Int64, _ log: Log) throws -> Limiter<Int, Int> {
+    static func limiter(
+        _ clock: ManualLimiterClock, _ tag: Int, _ interval: Int64, _ log: Log
+    ) throws -> Limiter<Int, Int> {
         try Limiter<Int, Int>(.debounce(interval: .milliseconds(interval)), scheduler: .manual(clock)) {
             key, value in log.add(tag, key, value, clock.now.nanoseconds)
         }
@@ -129,8 +131,8 @@ struct ClockSteppingTests {
                 c.withLock { $0 = nil }
             }
         }
-        try b.withLock { try $0!.submit(100, for: 100) }  // due at 20 ms: discarded
-        try c.withLock { try $0!.submit(200, for: 200) }  // due at 20 ms: discarded with c
+        _ = try b.withLock { try $0!.submit(100, for: 100) }  // due at 20 ms: discarded
+        _ = try c.withLock { try $0!.submit(200, for: 200) }  // due at 20 ms: discarded with c
         try a.submit(0, for: 0)  // due at 10 ms
         clock.advance(to: LimiterInstant(nanoseconds: 1 * Self.ms))
         try a.submit(1, for: 1)  // due at 11 ms
@@ -153,7 +155,7 @@ struct ClockSteppingTests {
             key, value in
             log.add(0, key, value, clock.now.nanoseconds)
             // Re-arm from the handler: due 10 ms after this deadline.
-            if value < 3 { try! holder.withLock { try $0!.submit(value + 1, for: key) } }
+            if value < 3 { _ = try! holder.withLock { try $0!.submit(value + 1, for: key) } }
         }
         holder.withLock { $0 = a }
         try a.submit(0, for: 7)  // 10, then 20, 30, 40 ms
@@ -161,7 +163,10 @@ struct ClockSteppingTests {
         try a.submit(0, for: 8)  // 13, 23, 33, 43 ms
         clock.advance(by: .seconds(1))
         let seen = log.all.map { [$0.key, $0.value, Int($0.now / Self.ms)] }
-        #expect(seen == [[7, 0, 10], [8, 0, 13], [7, 1, 20], [8, 1, 23], [7, 2, 30], [8, 2, 33], [7, 3, 40], [8, 3, 43]])
+        #expect(
+            seen == [
+                [7, 0, 10], [8, 0, 13], [7, 1, 20], [8, 1, 23], [7, 2, 30], [8, 2, 33], [7, 3, 40], [8, 3, 43],
+            ])
         holder.withLock { $0 = nil }
         withExtendedLifetime(a) {}
     }

@@ -44,19 +44,31 @@ struct CompactTests {
                 a: { clock in
                     observeDrops
                         ? .events { e in
-                            logA.add(Seen(kind: "\(e.kind)", key: UInt64(truncatingIfNeeded: e.key), value: Int64(truncatingIfNeeded: e.value), at: e.at.nanoseconds))
+                            logA.add(
+                                Seen(
+                                    kind: "\(e.kind)", key: UInt64(truncatingIfNeeded: e.key),
+                                    value: Int64(truncatingIfNeeded: e.value), at: e.at.nanoseconds))
                         }
                         : .handler { k, v in
-                            logA.add(Seen(kind: "emitted", key: UInt64(truncatingIfNeeded: k), value: Int64(truncatingIfNeeded: v), at: clock.now.nanoseconds))
+                            logA.add(
+                                Seen(
+                                    kind: "emitted", key: UInt64(truncatingIfNeeded: k),
+                                    value: Int64(truncatingIfNeeded: v), at: clock.now.nanoseconds))
                         }
                 },
                 b: { clock in
                     observeDrops
                         ? .events { e in
-                            logB.add(Seen(kind: "\(e.kind)", key: UInt64(truncatingIfNeeded: e.key), value: Int64(truncatingIfNeeded: e.value.value), at: e.at.nanoseconds))
+                            logB.add(
+                                Seen(
+                                    kind: "\(e.kind)", key: UInt64(truncatingIfNeeded: e.key),
+                                    value: Int64(truncatingIfNeeded: e.value.value), at: e.at.nanoseconds))
                         }
                         : .handler { k, v in
-                            logB.add(Seen(kind: "emitted", key: UInt64(truncatingIfNeeded: k), value: Int64(truncatingIfNeeded: v.value), at: clock.now.nanoseconds))
+                            logB.add(
+                                Seen(
+                                    kind: "emitted", key: UInt64(truncatingIfNeeded: k),
+                                    value: Int64(truncatingIfNeeded: v.value), at: clock.now.nanoseconds))
                         }
                 })
             let compact = twins.a, slotted = twins.b
@@ -67,7 +79,9 @@ struct CompactTests {
             let keys: [K] = (0..<5).map { i in
                 i == 0 ? K.min : i == 1 ? K.max : K(truncatingIfNeeded: Int64(i) &* -0x1F3D_5B79)
             }
-            func value(_ i: Int) -> V { i % 7 == 0 ? V.min : i % 11 == 0 ? V.max : V(truncatingIfNeeded: i &* 2_654_435_761) }
+            func value(_ i: Int) -> V {
+                i % 7 == 0 ? V.min : i % 11 == 0 ? V.max : V(truncatingIfNeeded: i &* 2_654_435_761)
+            }
             var n = 0
             var closed = false
             for step in 0..<120 {
@@ -136,8 +150,9 @@ struct CompactTests {
         #expect(try !Limiter<Int, (Int, Int)>(p, scheduler: .manual(clock), handler: { _, _ in }).storage.compact)
         #expect(try !Limiter<Int, String>(p, scheduler: .manual(clock), handler: { _, _ in }).storage.compact)
         #expect(try !Limiter<String, Int>(p, scheduler: .manual(clock), handler: { _, _ in }).storage.compact)
-        #expect(try !Limiter<Int, Int>(p, scheduler: .manual(clock), combine: { $0 + $1 }, handler: { _, _ in })
-            .storage.compact)
+        #expect(
+            try !Limiter<Int, Int>(p, scheduler: .manual(clock), combine: { $0 + $1 }, handler: { _, _ in })
+                .storage.compact)
         #expect(try !Limiter<CompositeKey, Int>(p, scheduler: .manual(clock), handler: { _, _ in }).storage.compact)
     }
 
@@ -189,9 +204,15 @@ struct CompactTests {
         let loop = try LimiterLoop()
         for observe in [false, true] {
             let log = Log()
-            let delivery: LimiterDelivery<Int, Int> = observe
-                ? .events { e in log.add(Seen(kind: "\(e.kind)", key: UInt64(bitPattern: Int64(e.key)), value: Int64(e.value), at: 0)) }
-                : .handler { k, v in log.add(Seen(kind: "emitted", key: UInt64(bitPattern: Int64(k)), value: Int64(v), at: 0)) }
+            let delivery: LimiterDelivery<Int, Int> =
+                observe
+                ? .events { e in
+                    log.add(
+                        Seen(kind: "\(e.kind)", key: UInt64(bitPattern: Int64(e.key)), value: Int64(e.value), at: 0))
+                }
+                : .handler { k, v in
+                    log.add(Seen(kind: "emitted", key: UInt64(bitPattern: Int64(k)), value: Int64(v), at: 0))
+                }
             // Leading emissions at once, trailing ones 20 ms later: order per
             // key is what is checked, not timing.
             let limiter = try Limiter<Int, Int>(
@@ -230,7 +251,8 @@ struct CompactTests {
     @Test("concurrent submitters on a compact loop limiter: every value accounted for once", arguments: [false, true])
     func concurrentOnLoop(observe: Bool) async throws {
         let counts = Locked<[String: Int]>([:])
-        let delivery: LimiterDelivery<Int, Int> = observe
+        let delivery: LimiterDelivery<Int, Int> =
+            observe
             ? .events { e in counts.withLock { $0["\(e.kind)", default: 0] += 1 } }
             : .handler { _, _ in counts.withLock { $0["emitted", default: 0] += 1 } }
         let limiter = try Limiter<Int, Int>(

@@ -76,18 +76,24 @@ struct SlotTwins<K: LimiterKey, V: Sendable> {
     }
 
     func flush(_ key: K, _ context: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect("\(Result { () throws(LimiterError) in try a.flush(key) })"
-            == "\(Result { () throws(LimiterError) in try b.flush(key) })", "\(context): flush", sourceLocation: sourceLocation)
+        #expect(
+            "\(Result { () throws(LimiterError) in try a.flush(key) })"
+                == "\(Result { () throws(LimiterError) in try b.flush(key) })", "\(context): flush",
+            sourceLocation: sourceLocation)
     }
 
     func cancel(_ key: K, _ context: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect("\(Result { () throws(LimiterError) in try a.cancel(key) })"
-            == "\(Result { () throws(LimiterError) in try b.cancel(key) })", "\(context): cancel", sourceLocation: sourceLocation)
+        #expect(
+            "\(Result { () throws(LimiterError) in try a.cancel(key) })"
+                == "\(Result { () throws(LimiterError) in try b.cancel(key) })", "\(context): cancel",
+            sourceLocation: sourceLocation)
     }
 
     func pending(_ key: K, _ context: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect("\(Result { () throws(LimiterError) in try a.pending(key) })"
-            == "\(Result { () throws(LimiterError) in try b.pending(key) })", "\(context): pending", sourceLocation: sourceLocation)
+        #expect(
+            "\(Result { () throws(LimiterError) in try a.pending(key) })"
+                == "\(Result { () throws(LimiterError) in try b.pending(key) })", "\(context): pending",
+            sourceLocation: sourceLocation)
     }
 
     func close(drain: Bool) throws {

@@ -42,11 +42,12 @@ struct DirectFireTests {
 
         let recordedClock = ManualLimiterClock()
         let recorded = Locked<[Entry]>([])
-        let b = try Limiter<Int, Int>(.debounce(interval: .milliseconds(10)), scheduler: .manual(recordedClock),
-                                      delivery: .events { event in
-            guard event.kind == .emitted else { return }
-            recorded.withLock { $0.append((event.key, event.value, recordedClock.now.nanoseconds)) }
-        })
+        let b = try Limiter<Int, Int>(
+            .debounce(interval: .milliseconds(10)), scheduler: .manual(recordedClock),
+            delivery: .events { event in
+                guard event.kind == .emitted else { return }
+                recorded.withLock { $0.append((event.key, event.value, recordedClock.now.nanoseconds)) }
+            })
         #expect(!b.storage.emitOnly)
         try Self.run(recordedClock) { _ = try b.submit($0, for: $1) }
 
@@ -157,6 +158,7 @@ struct DirectFireTests {
         #expect(Array(seen[..<100]) == Array(0..<100))
         #expect(seen[100] == -1)  // the delivering thread's own value, then the fired ones
         #expect(seen[101...].sorted() == Array(1000..<1100))
-        #expect(limiter.storage.lock.withLock { limiter.storage.outbox.events.isEmpty && !limiter.storage.outbox.draining })
+        #expect(
+            limiter.storage.lock.withLock { limiter.storage.outbox.events.isEmpty && !limiter.storage.outbox.draining })
     }
 }

@@ -23,8 +23,9 @@ struct EmitOnlyTests {
         // Drops observed: every one is reported.
         #expect(try !Limiter<Int, Int>(p, scheduler: .manual(clock), delivery: .events { _ in }).storage.emitOnly)
         // combine folds superseded values: not compact, not emit-only.
-        #expect(try !Limiter<Int, Int>(p, scheduler: .manual(clock), combine: { $0 + $1 }, handler: { _, _ in })
-            .storage.emitOnly)
+        #expect(
+            try !Limiter<Int, Int>(p, scheduler: .manual(clock), combine: { $0 + $1 }, handler: { _, _ in })
+                .storage.emitOnly)
         // Values that need their slot (release, or too large).
         #expect(try !Limiter<Int, String>(p, scheduler: .manual(clock), handler: { _, _ in }).storage.emitOnly)
         #expect(try !Limiter<Int, (Int, Int)>(p, scheduler: .manual(clock), handler: { _, _ in }).storage.emitOnly)
@@ -57,13 +58,19 @@ struct EmitOnlyTests {
                 policy, maxKeys: seed % 5 == 0 ? 3 : nil, seed: (seed &* 0x9E37_79B9_7F4A_7C15, seed ^ 0x5555),
                 a: { clock in
                     .handler { k, v in
-                        logA.add(Seen(kind: "emitted", key: UInt64(bitPattern: Int64(k)), value: Int64(v), at: clock.now.nanoseconds))
+                        logA.add(
+                            Seen(
+                                kind: "emitted", key: UInt64(bitPattern: Int64(k)), value: Int64(v),
+                                at: clock.now.nanoseconds))
                     }
                 },
                 b: { clock in
                     .events { e in
                         if e.kind == .emitted {
-                            logB.add(Seen(kind: "emitted", key: UInt64(bitPattern: Int64(e.key)), value: Int64(e.value.value), at: clock.now.nanoseconds))
+                            logB.add(
+                                Seen(
+                                    kind: "emitted", key: UInt64(bitPattern: Int64(e.key)), value: Int64(e.value.value),
+                                    at: clock.now.nanoseconds))
                         } else {
                             dropsB.withLock { $0 += 1 }
                         }
@@ -182,7 +189,8 @@ struct EmitOnlyTests {
         // Released with values pending: discarded, and the stream finishes.
         var released: Limiter<Int, Int>? = nil
         let emissions: AsyncStream<Limiter<Int, Int>.Emission>
-        (released, emissions) = try Limiter<Int, Int>.makeStream(.throttle(interval: .seconds(1)), scheduler: .manual(clock))
+        (released, emissions) = try Limiter<Int, Int>.makeStream(
+            .throttle(interval: .seconds(1)), scheduler: .manual(clock))
         for i in 0..<6 { try released!.submit(i, for: i % 2) }  // 0, 1 emitted; 4, 5 pending
         released = nil
         var values: [Int] = []

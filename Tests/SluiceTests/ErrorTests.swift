@@ -74,7 +74,10 @@ struct ErrorTests {
         (.audit(interval: .seconds(-3)), ["audit", "interval", "negative"]),
         (.audit(interval: .seconds(40 * 365 * 86_400)), ["audit", "interval", "10^18"]),
         (.debounce(interval: .seconds(1), leading: false, trailing: false), ["debounce", "leading", "trailing"]),
-        (.debounce(interval: .seconds(1), maxWait: .milliseconds(500)), ["maxWait (0.5 seconds)", "interval (1.0 seconds)"]),
+        (
+            .debounce(interval: .seconds(1), maxWait: .milliseconds(500)),
+            ["maxWait (0.5 seconds)", "interval (1.0 seconds)"]
+        ),
         (.debounce(interval: .seconds(1), maxWait: .seconds(-1)), ["maxWait", "negative"]),
         (.rate(limit: 0, per: .seconds(1)), ["rate", "limit (0)", "at least 1"]),
         (.rate(limit: 2_000_000_000_000, per: .seconds(1)), ["limit", "10^12"]),
@@ -133,8 +136,9 @@ struct ErrorTests {
             #expect(policy.problem == nil)
             #expect(LimiterError.explaining(.invalidArgument, policy: policy).reason == nil)
         }
-        #expect(LimiterError.explaining(.closed, policy: .rate(limit: 0, per: .seconds(1))).reason == nil,
-                "only configuration errors are explained")
+        #expect(
+            LimiterError.explaining(.closed, policy: .rate(limit: 0, per: .seconds(1))).reason == nil,
+            "only configuration errors are explained")
     }
 
     @Test("maxKeys and tick: invalid values are refused and named")

@@ -24,7 +24,9 @@ struct FireIntoTests {
         let limiter = try Limiter<Int, Int>(.debounce(interval: .milliseconds(10)), scheduler: .manual(clock)) {
             key, value in
             log.withLock { $0.append((key, value, clock.now.nanoseconds)) }
-            guard key == 0, !nested.exchange(true, ordering: .relaxed), let limiter = box.withLock({ $0 }) else { return }
+            guard key == 0, !nested.exchange(true, ordering: .relaxed), let limiter = box.withLock({ $0 }) else {
+                return
+            }
             // During the first round (keys 0..<512, delivered from the
             // engine's array): 1000 new keys, then a nested fire of more
             // than a round (the 988 keys left at 10 ms and the new ones at
@@ -47,7 +49,8 @@ struct FireIntoTests {
         #expect(entries.allSatisfy { $0.key == $0.value })
         #expect(entries.prefix(1).allSatisfy { $0.now == 10 * Self.ms })
         #expect(limiter.storage.heldValues == 0)
-        #expect(limiter.storage.lock.withLock { limiter.storage.outbox.events.isEmpty && !limiter.storage.outbox.draining })
+        #expect(
+            limiter.storage.lock.withLock { limiter.storage.outbox.events.isEmpty && !limiter.storage.outbox.draining })
         box.withLock { $0 = nil }
     }
 
@@ -71,10 +74,11 @@ struct FireIntoTests {
         } else {
             // The same through the outbox: events observed (drops too), so
             // each round is recorded, not delivered from the array.
-            limiter = try Limiter(.debounce(interval: .milliseconds(10)), scheduler: .manual(clock),
-                                  delivery: .events { event in
-                if event.kind == .emitted { record(event.key, event.value) }
-            })
+            limiter = try Limiter(
+                .debounce(interval: .milliseconds(10)), scheduler: .manual(clock),
+                delivery: .events { event in
+                    if event.kind == .emitted { record(event.key, event.value) }
+                })
             #expect(!limiter.storage.emitOnly)
         }
         box.withLock { $0 = limiter }

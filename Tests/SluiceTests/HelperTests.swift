@@ -62,8 +62,9 @@ struct HelperTests {
     func debouncer() throws {
         let clock = ManualLimiterClock()
         let runs = Runs()
-        let debouncer = try Debouncer(interval: .milliseconds(100), maxWait: .milliseconds(250),
-                                      scheduler: .manual(clock))
+        let debouncer = try Debouncer(
+            interval: .milliseconds(100), maxWait: .milliseconds(250),
+            scheduler: .manual(clock))
         for i in 0..<10 {
             clock.advance(to: instant(UInt64(i * 50)))
             debouncer.call(runs.work(i))
@@ -73,8 +74,9 @@ struct HelperTests {
         #expect(runs.ids == [4, 9])
         #expect(!debouncer.isPending)
 
-        let leading = try Debouncer(interval: .milliseconds(100), leading: true, trailing: true,
-                                    scheduler: .manual(clock))
+        let leading = try Debouncer(
+            interval: .milliseconds(100), leading: true, trailing: true,
+            scheduler: .manual(clock))
         let before = runs.ids.count
         leading.call(runs.work(100))
         leading.call(runs.work(101))
@@ -101,8 +103,12 @@ struct HelperTests {
             let captured1 = tracker.make(1)
             let captured2 = tracker.make(2)
             // The work captures the helper itself, weakly, as a user would.
-            throttler.call { [weak throttler] in _ = (captured1, throttler); runs.work(2)() }
-            debouncer.call { [weak debouncer] in _ = (captured2, debouncer); runs.work(3)() }
+            throttler.call { [weak throttler] in
+                _ = (captured1, throttler); runs.work(2)()
+            }
+            debouncer.call { [weak debouncer] in
+                _ = (captured2, debouncer); runs.work(3)()
+            }
             #expect(throttler.isPending && debouncer.isPending)
         }
         #expect(weakThrottler == nil)
@@ -119,8 +125,9 @@ struct HelperTests {
         let key = DispatchSpecificKey<Int>()
         queue.setSpecific(key: key, value: 42)
         let onQueue = Locked<[Bool]>([])
-        let debouncer = try Debouncer(interval: .milliseconds(10), leading: true, queue: queue,
-                                      scheduler: .manual(clock))
+        let debouncer = try Debouncer(
+            interval: .milliseconds(10), leading: true, queue: queue,
+            scheduler: .manual(clock))
         for _ in 0..<3 {
             debouncer.call { onQueue.withLock { $0.append(DispatchQueue.getSpecific(key: key) == 42) } }
         }
@@ -129,8 +136,9 @@ struct HelperTests {
         #expect(onQueue.withLock { $0 } == [true, true])
     }
 
-    @Test("in real time on the default loop: order kept, never early", .enabled(if: !isThreadSanitized),
-          .timeLimit(.minutes(1)))
+    @Test(
+        "in real time on the default loop: order kept, never early", .enabled(if: !isThreadSanitized),
+        .timeLimit(.minutes(1)))
     func realTime() async throws {
         try await RealtimeGate.shared.run {
             let runs = Locked<[(id: Int, at: LimiterInstant)]>([])

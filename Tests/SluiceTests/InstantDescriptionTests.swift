@@ -47,7 +47,8 @@ struct InstantDescriptionTests {
             "\(try quota.check("k"))"
                 == "dropped(retry in 0.350000s, full in 0.850000s; at 0.250000s on the limiter clock)")
         #expect(
-            "\(try quota.check("k", cost: 3))" == "dropped(never: the cost is above the burst; at 0.250000s on the limiter clock)")
+            "\(try quota.check("k", cost: 3))"
+                == "dropped(never: the cost is above the burst; at 0.250000s on the limiter clock)")
     }
 
     @Test("durations between instants print with a sign")

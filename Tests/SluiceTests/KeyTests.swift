@@ -31,7 +31,10 @@ struct KeyTests {
     /// Canonically equivalent spellings: Swift says each pair is equal.
     static let equivalent: [(String, String, String)] = [
         ("precomposed and decomposed é", "caf\u{E9}", "cafe\u{301}"),
-        ("Hangul syllables and conjoining jamo", "\u{D55C}\u{AE00}", "\u{1112}\u{1161}\u{11AB}\u{1100}\u{1173}\u{11AF}"),
+        (
+            "Hangul syllables and conjoining jamo", "\u{D55C}\u{AE00}",
+            "\u{1112}\u{1161}\u{11AB}\u{1100}\u{1173}\u{11AF}"
+        ),
         ("combining marks in either canonical order", "a\u{301}\u{323}", "a\u{323}\u{301}"),
         ("angstrom sign and Å", "\u{212B}", "\u{C5}"),
         ("ohm sign and omega", "\u{2126}", "\u{3A9}"),

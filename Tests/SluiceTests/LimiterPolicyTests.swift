@@ -22,9 +22,11 @@ struct LimiterPolicyTests {
     func rounding() throws {
         let halfNanosecond: Int64 = 500_000_000  // attoseconds
         #expect(try LimiterPolicy.nanoseconds(Duration(secondsComponent: 0, attosecondsComponent: 1)) == 0)
-        #expect(try LimiterPolicy.nanoseconds(Duration(secondsComponent: 0, attosecondsComponent: halfNanosecond - 1)) == 0)
+        #expect(
+            try LimiterPolicy.nanoseconds(Duration(secondsComponent: 0, attosecondsComponent: halfNanosecond - 1)) == 0)
         #expect(try LimiterPolicy.nanoseconds(Duration(secondsComponent: 0, attosecondsComponent: halfNanosecond)) == 1)
-        #expect(try LimiterPolicy.nanoseconds(Duration(secondsComponent: 2, attosecondsComponent: 999_999_999_999_999_999))
+        #expect(
+            try LimiterPolicy.nanoseconds(Duration(secondsComponent: 2, attosecondsComponent: 999_999_999_999_999_999))
                 == 3_000_000_000)
     }
 
@@ -50,11 +52,13 @@ struct LimiterPolicyTests {
         // Seconds whose product by 10^9 overflows Int64.
         #expect(throws: LimiterError.outOfRange) { try LimiterPolicy.nanoseconds(.seconds(Int64.max)) }
         #expect(throws: LimiterError.outOfRange) {
-            try LimiterPolicy.nanoseconds(Duration(secondsComponent: 9_223_372_036, attosecondsComponent: 999_999_999_999_999_999))
+            try LimiterPolicy.nanoseconds(
+                Duration(secondsComponent: 9_223_372_036, attosecondsComponent: 999_999_999_999_999_999))
         }
         // Just below the limit, with a fraction that rounds up to it.
-        #expect(try LimiterPolicy.nanoseconds(
-            Duration(secondsComponent: 999_999_999, attosecondsComponent: 999_999_999_500_000_000)) == max)
+        #expect(
+            try LimiterPolicy.nanoseconds(
+                Duration(secondsComponent: 999_999_999, attosecondsComponent: 999_999_999_500_000_000)) == max)
     }
 
     // MARK: Validation
@@ -123,7 +127,9 @@ struct LimiterPolicyTests {
     @Test("a tick above one second is refused by the core")
     func badTick() {
         #expect(throws: LimiterError.invalidArgument) {
-            _ = try Limiter<Int, Int>(.audit(interval: .seconds(1)), scheduler: .manual(ManualLimiterClock()), tick: .nanoseconds(1_000_000_001), delivery: .handler { _, _ in })
+            _ = try Limiter<Int, Int>(
+                .audit(interval: .seconds(1)), scheduler: .manual(ManualLimiterClock()),
+                tick: .nanoseconds(1_000_000_001), delivery: .handler { _, _ in })
         }
     }
 

@@ -31,12 +31,14 @@ struct LimiterTests {
             }
         }
         #expect(throws: LimiterError.invalidArgument) {
-            try Limiter<Int, Int>(.audit(interval: .seconds(1)), scheduler: .manual(clock), maxKeys: -1,
-                                  delivery: .handler { _, _ in })
+            try Limiter<Int, Int>(
+                .audit(interval: .seconds(1)), scheduler: .manual(clock), maxKeys: -1,
+                delivery: .handler { _, _ in })
         }
         #expect(throws: LimiterError.invalidArgument) {
-            try Limiter<Int, Int>(.audit(interval: .seconds(1)), scheduler: .manual(clock), tick: .zero,
-                                  delivery: .handler { _, _ in })
+            try Limiter<Int, Int>(
+                .audit(interval: .seconds(1)), scheduler: .manual(clock), tick: .zero,
+                delivery: .handler { _, _ in })
         }
     }
 
@@ -116,7 +118,8 @@ struct LimiterTests {
         let clock = ManualLimiterClock()
         var limiter: Limiter<Int, Int>?
         let emissions: AsyncStream<LimiterEmission<Int, Int>>
-        (limiter, emissions) = try Limiter<Int, Int>.makeStream(.debounce(interval: .seconds(1)), scheduler: .manual(clock))
+        (limiter, emissions) = try Limiter<Int, Int>.makeStream(
+            .debounce(interval: .seconds(1)), scheduler: .manual(clock))
         try limiter!.submit(1, for: 1)
         limiter = nil
         var count = 0
@@ -160,7 +163,8 @@ struct LimiterTests {
         let tracker = LifetimeTracker()
         let delivered = Recorder<Int, Int>()
         var limiter: Limiter<Int, Tracked>? = try Limiter<Int, Tracked>(
-            .throttle(interval: .milliseconds(100)), scheduler: .manual(clock)) { key, value in
+            .throttle(interval: .milliseconds(100)), scheduler: .manual(clock)
+        ) { key, value in
             delivered.add(key, value.id)
         }
 
@@ -263,7 +267,8 @@ struct LimiterTests {
         #expect(t.advanced(by: .seconds(-2)) == LimiterInstant(nanoseconds: 0))
         #expect(LimiterInstant(nanoseconds: .max - 1).advanced(by: .seconds(1)).nanoseconds == .max)
         #expect(t.duration(to: LimiterInstant(nanoseconds: 1_000_000_000)) == .milliseconds(-500))
-        #expect(LimiterInstant(nanoseconds: 0).duration(to: LimiterInstant(nanoseconds: .max))
+        #expect(
+            LimiterInstant(nanoseconds: 0).duration(to: LimiterInstant(nanoseconds: .max))
                 == LimiterInstant.duration(nanoseconds: .max))
         // Descriptions: InstantDescriptionTests.swift.
     }

@@ -15,11 +15,13 @@ struct LoopLimiterTests {
         // A 1 s window: the second submit falls in the first one's window
         // even when a loaded machine stalls this thread between the two
         // (a 30 ms window let it open a new one, emitted at once).
-        let limiter = try Limiter<String, Int>(.throttle(interval: .seconds(1)), delivery: .events { event in
-            guard event.kind == .emitted else { return }
-            let entry = (event.value, event.at, LimiterLoop.now, LimiterLoop.shared.isLoopThread)
-            times.withLock { $0.append(entry) }
-        })
+        let limiter = try Limiter<String, Int>(
+            .throttle(interval: .seconds(1)),
+            delivery: .events { event in
+                guard event.kind == .emitted else { return }
+                let entry = (event.value, event.at, LimiterLoop.now, LimiterLoop.shared.isLoopThread)
+                times.withLock { $0.append(entry) }
+            })
         let start = limiter.now
         #expect(try limiter.submit(1, for: "a") == .emitted)
         let decision = try limiter.submit(2, for: "a")
@@ -56,8 +58,9 @@ struct LoopLimiterTests {
         weak let weakLoop = loop
         // 1 s: the two submits coalesce even when a loaded machine stalls
         // this thread between them for tens of milliseconds (sanitized runs).
-        var limiter: Limiter<Int, Int>? = try Limiter(.debounce(interval: .seconds(1)), scheduler: .loop(loop!),
-                                                      handler: out.handler)
+        var limiter: Limiter<Int, Int>? = try Limiter(
+            .debounce(interval: .seconds(1)), scheduler: .loop(loop!),
+            handler: out.handler)
         loop = nil
         let start = limiter!.now
         try limiter!.submit(1, for: 1)
@@ -355,4 +358,3 @@ struct LoopLimiterTests {
         #expect(after.duration(to: retryAt) <= .seconds(10))
     }
 }
-

@@ -35,10 +35,15 @@ struct MainActorHelperTests {
         let clock = ManualLimiterClock()
         let model = Model()
         let throttler = try MainActorThrottler(interval: .milliseconds(100), scheduler: .manual(clock))
-        #expect(throttler.call { model.runs.append(1); model.onMainThread.append(Self.onMainQueue()) } == .emitted)
+        #expect(
+            throttler.call {
+                model.runs.append(1); model.onMainThread.append(Self.onMainQueue())
+            } == .emitted)
         #expect(model.runs.isEmpty, "queued on the main actor, not run inside call")
         throttler.call { model.runs.append(2) }
-        throttler.call { model.runs.append(3); model.onMainThread.append(Self.onMainQueue()) }
+        throttler.call {
+            model.runs.append(3); model.onMainThread.append(Self.onMainQueue())
+        }
         #expect(throttler.isPending)
         clock.advance(by: .milliseconds(100))
         await settle()
@@ -56,7 +61,9 @@ struct MainActorHelperTests {
         #expect(debouncer.flush())
         debouncer.call { model.runs.append(3) }
         #expect(debouncer.cancel())
-        debouncer.call { model.runs.append(4); model.onMainThread.append(Self.onMainQueue()) }
+        debouncer.call {
+            model.runs.append(4); model.onMainThread.append(Self.onMainQueue())
+        }
         clock.advance(by: .milliseconds(100))
         await settle()
         #expect(model.runs == [2, 4])

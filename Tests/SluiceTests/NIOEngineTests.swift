@@ -173,8 +173,9 @@ struct NIOEngineTests {
         try loop.syncShutdownGracefully()
     }
 
-    @Test("real NIO loops: calls from every loop of the group, emissions on the limiter's loop, never early",
-          .timeLimit(.minutes(1)))
+    @Test(
+        "real NIO loops: calls from every loop of the group, emissions on the limiter's loop, never early",
+        .timeLimit(.minutes(1)))
     func realLoop() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let loop = group.next()

@@ -81,7 +81,9 @@ struct RateLoopCheckTests {
     static func run<K: LimiterKey>(
         _ limiter: RateLimiter<K>, _ calls: [Call], key: (Int) -> K
     ) -> [Seen] {
-        calls.map { call in Seen(Result { () throws(LimiterError) in try limiter.check(key(call.key), cost: call.cost) }) }
+        calls.map { call in
+            Seen(Result { () throws(LimiterError) in try limiter.check(key(call.key), cost: call.cost) })
+        }
     }
 
     /// Compares a loop run with the manual clock's run of the same calls.
@@ -172,7 +174,8 @@ struct RateLoopCheckTests {
         #expect(throws: LimiterError.keyTooLong) { try strings.check(String(repeating: "x", count: 1025)) }
         let mixed = try RateLimiter<Tenant>(.rate(limit: 1, per: .seconds(3600), burst: 1), scheduler: .loop(loop))
         #expect(try mixed.check(Tenant(id: 0x37)).isAdmitted)
-        let composite = try RateLimiter<CompositeKey>(.rate(limit: 1, per: .seconds(3600), burst: 1), scheduler: .loop(loop))
+        let composite = try RateLimiter<CompositeKey>(
+            .rate(limit: 1, per: .seconds(3600), burst: 1), scheduler: .loop(loop))
         #expect(try composite.check(CompositeKey("a", 1)).isAdmitted)
         #expect(try composite.check(CompositeKey("a", 1)).isAdmitted == false)
         #expect(try composite.check(CompositeKey("a", 2)).isAdmitted)

@@ -44,8 +44,9 @@ struct RateTests {
         // between `start` and this check. (Not "more than 35 s from now":
         // the tasks may start seconds apart on a loaded machine.)
         let retryAt = try #require(dropped.retryAt)
-        #expect(retryAt >= start.advanced(by: .seconds(36)) && retryAt <= dropped.at.advanced(by: .seconds(36)),
-                "one call back 36 s after the first admission")
+        #expect(
+            retryAt >= start.advanced(by: .seconds(36)) && retryAt <= dropped.at.advanced(by: .seconds(36)),
+            "one call back 36 s after the first admission")
         let wait = try #require(dropped.retryAfter)
         let seconds = try #require(dropped.retryAfterSeconds)
         #expect(wait > .zero && wait <= .seconds(36))
@@ -65,7 +66,8 @@ struct RateTests {
         #expect(try limiter.submit(3, for: "a", cost: 5).isNeverAdmitted)
         #expect(out.values == [1])
         #expect(try limiter.quota(for: "a").fullAt == instant(1000))
-        let throttle = try Limiter<String, Int>(.throttle(interval: .seconds(1)), scheduler: .manual(clock), handler: out.handler)
+        let throttle = try Limiter<String, Int>(
+            .throttle(interval: .seconds(1)), scheduler: .manual(clock), handler: out.handler)
         #expect(throws: LimiterError.invalidArgument) { try throttle.submit(1, for: "a", cost: 1) }
         #expect(throws: LimiterError.invalidArgument) { try throttle.quota(for: "a") }
     }
@@ -94,13 +96,17 @@ struct RateTests {
         #expect(admitted.retryAfter == nil, "admitted: no Retry-After")
         #expect(admitted.rateLimit == "\"api\";r=99;t=0")
         #expect(admitted.fields.map(\.name) == ["RateLimit-Policy", "RateLimit"])
-        let partly = RateDecision(outcome: .admitted(remaining: 98), at: at, fullAt: at.advanced(by: .milliseconds(1200)))
+        let partly = RateDecision(
+            outcome: .admitted(remaining: 98), at: at, fullAt: at.advanced(by: .milliseconds(1200)))
         #expect(RateLimitHeaders(policy, partly)?.rateLimit == "\"default\";r=98;t=2", "1.2 s -> 2")
 
         let never = RateDecision(outcome: .dropped(retryAt: nil), at: at, fullAt: at)
         #expect(RateLimitHeaders(policy, never)?.retryAfter == nil, "never admitted: no Retry-After")
         #expect(RateLimitHeaders(policy, never)?.fields.first?.name == "RateLimit-Policy")
-        #expect(RateLimitHeaders(policy, dropped(after: 5))?.fields.map(\.name) == ["Retry-After", "RateLimit-Policy", "RateLimit"])
+        #expect(
+            RateLimitHeaders(policy, dropped(after: 5))?.fields.map(\.name) == [
+                "Retry-After", "RateLimit-Policy", "RateLimit",
+            ])
 
         // Windows in whole seconds, rounded up; names as structured-field strings.
         #expect(RateLimitHeaders(.rate(limit: 5, per: .milliseconds(500)), whole)?.ratePolicy == "\"default\";q=5;w=1")
@@ -109,7 +115,8 @@ struct RateTests {
         #expect(RateLimitHeaders(.throttle(interval: .seconds(1)), whole) == nil, "not a rate policy")
         // From a quota read: no Retry-After.
         let quota = RateQuota(at: at, burst: 100, remaining: 3, fullAt: at.advanced(by: .seconds(58)), retryAt: at)
-        #expect(RateLimitHeaders(policy, quota)?.fields.map(\.value) == ["\"default\";q=100;w=60", "\"default\";r=3;t=58"])
+        #expect(
+            RateLimitHeaders(policy, quota)?.fields.map(\.value) == ["\"default\";q=100;w=60", "\"default\";r=3;t=58"])
     }
 
     @Test("the headers of a real check")

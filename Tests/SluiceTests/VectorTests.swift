@@ -96,7 +96,8 @@ struct VectorTests {
             problems = result.wrong + result.late
         }
         if leastLate <= 2_000 {
-            print("note: \(path): no try on time; one had the right lines, at most \(leastLate) ms late (a busy machine)")
+            print(
+                "note: \(path): no try on time; one had the right lines, at most \(leastLate) ms late (a busy machine)")
             return
         }
         for problem in problems { Issue.record("\(path): \(problem)") }
@@ -112,7 +113,9 @@ struct VectorTests {
             var rng = SplitMix64(seed: seed)
             let delays = trace.steps.map { _ in UInt64.random(in: 0..<15_000_000, using: &rng) }
             let delayed = try await LimiterReplay(trace, stepDelay: { delays[$0] }).run()
-            let got = Dictionary(grouping: delayed, by: { Self.field($0, 2) }).mapValues { $0.map { Self.dropTime($0) } }
+            let got = Dictionary(grouping: delayed, by: { Self.field($0, 2) }).mapValues {
+                $0.map { Self.dropTime($0) }
+            }
             guard got == want else { return false }
         }
         return true
@@ -130,7 +133,8 @@ struct VectorTests {
     @Test("enough vectors are checked in real time")
     func realtimeCoverage() async throws {
         var robust: [String] = []
-        for path in VectorPaths.traces() where FileManager.default.fileExists(
+        for path in VectorPaths.traces()
+        where FileManager.default.fileExists(
             atPath: String(path.dropLast(".trace".count)) + ".expected")
         {
             let trace = try Trace(parsing: [UInt8](Data(contentsOf: URL(fileURLWithPath: path))))
@@ -145,7 +149,9 @@ struct VectorTests {
     /// lines delivered early (always a bug), the keys whose lines differ and
     /// the lines more than 15 ms late (which a busy machine can cause), and
     /// the largest lateness of a matching line, in ms.
-    func checkRealtime(actual: [TraceLine], expected: [TraceLine])
+    func checkRealtime(
+        actual: [TraceLine], expected: [TraceLine]
+    )
         -> (early: [String], wrong: [String], late: [String], worstLate: UInt64)
     {
         var early: [String] = []

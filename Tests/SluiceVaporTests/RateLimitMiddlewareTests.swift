@@ -39,7 +39,8 @@ struct RateLimitMiddlewareTests {
                         #expect(response.status == .tooManyRequests)
                         #expect(response.headers.first(name: "Retry-After") == "5")
                         #expect(response.headers.first(name: "Content-Type") == "application/problem+json")
-                        let body = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))
+                        let body =
+                            try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))
                             as? [String: Any]
                         #expect(body?["status"] as? Int == 429)
                         #expect(body?["title"] as? String == "Too Many Requests")
@@ -65,7 +66,8 @@ struct RateLimitMiddlewareTests {
 
     /// A handler that throws: the answer ErrorMiddleware makes of the error keeps
     /// its status, reason and headers, and carries both fields.
-    @Test("an error thrown by the handler is answered with the RateLimit fields", arguments: ["abort", "custom", "plain"])
+    @Test(
+        "an error thrown by the handler is answered with the RateLimit fields", arguments: ["abort", "custom", "plain"])
     func thrownError(kind: String) async throws {
         let clock = ManualLimiterClock()
         let limiter = try RateLimiter<String>(limit: 2, per: .seconds(10), scheduler: .manual(clock))
@@ -83,7 +85,8 @@ struct RateLimitMiddlewareTests {
                     #expect(response.headers.first(name: "RateLimit-Policy") == "\"default\";q=2;w=10")
                     #expect(response.headers.first(name: "RateLimit") == expected)
                     #expect(response.headers["RateLimit"].count == 1)
-                    let reason = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))
+                    let reason =
+                        (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))
                         as? [String: Any])?["reason"] as? String
                     switch kind {
                     case "abort":
@@ -113,7 +116,9 @@ struct RateLimitMiddlewareTests {
         let limiter = try RateLimiter<String>(limit: 2, per: .seconds(3600))
         try await withApp { app in
             app.grouped(
-                RateLimitMiddleware(limiter) { request in try RateLimitMiddleware.clientID(request, field: "X-Client-Id") }
+                RateLimitMiddleware(limiter) { request in
+                    try RateLimitMiddleware.clientID(request, field: "X-Client-Id")
+                }
             ).get { _ in "ok" }
             try await app.testing().test(.GET, "/", headers: ["X-Client-Id": " a\t"]) {
                 #expect($0.status == .ok)
@@ -127,7 +132,8 @@ struct RateLimitMiddlewareTests {
                 #expect($0.headers.first(name: "RateLimit") == nil, "empty: no id")
             }
             let refused: [(String, String)] = [
-                ("\u{FFFD}", "is not valid UTF-8"), ("café", "not ASCII"), ("a\tb", "control character"), ("a b", "a space"),
+                ("\u{FFFD}", "is not valid UTF-8"), ("café", "not ASCII"), ("a\tb", "control character"),
+                ("a b", "a space"),
                 ("dup1, dup2", "comma"),
             ]
             for (value, reason) in refused {

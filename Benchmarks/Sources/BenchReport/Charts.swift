@@ -37,7 +37,8 @@ public struct LineChart {
     public func svg() -> String {
         let pts = series.flatMap(\.points).filter { $0.y.isFinite && (!logY || $0.y > 0) && (!logX || $0.x > 0) }
         guard !pts.isEmpty else {
-            return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"60\"><text x=\"10\" y=\"30\">\(Self.esc(title)): no data</text></svg>\n"
+            return
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width))\" height=\"60\"><text x=\"10\" y=\"30\">\(Self.esc(title)): no data</text></svg>\n"
         }
         func t(_ v: Double, _ log: Bool) -> Double { log ? log10(v) : v }
         var x0 = pts.map { t($0.x, logX) }.min()!, x1 = pts.map { t($0.x, logX) }.max()!
@@ -74,7 +75,8 @@ public struct LineChart {
                 if e < Int(y1) {
                     for m in [2.0, 5.0] {
                         let yy = py(v * m)
-                        s += "<line x1=\"\(left)\" y1=\"\(f(yy))\" x2=\"\(left + pw)\" y2=\"\(f(yy))\" stroke=\"#f2f2f2\"/>\n"
+                        s +=
+                            "<line x1=\"\(left)\" y1=\"\(f(yy))\" x2=\"\(left + pw)\" y2=\"\(f(yy))\" stroke=\"#f2f2f2\"/>\n"
                     }
                 }
             }
@@ -93,23 +95,28 @@ public struct LineChart {
         for v in ticks {
             let x = px(v)
             s += "<line x1=\"\(f(x))\" y1=\"\(top)\" x2=\"\(f(x))\" y2=\"\(top + ph)\" stroke=\"#eee\"/>\n"
-            s += "<text x=\"\(f(x))\" y=\"\(f(top + ph + 18))\" text-anchor=\"middle\">\(Self.esc(xTickLabel(v)))</text>\n"
+            s +=
+                "<text x=\"\(f(x))\" y=\"\(f(top + ph + 18))\" text-anchor=\"middle\">\(Self.esc(xTickLabel(v)))</text>\n"
         }
         s += "<rect x=\"\(left)\" y=\"\(top)\" width=\"\(pw)\" height=\"\(ph)\" fill=\"none\" stroke=\"#888\"/>\n"
-        s += "<text x=\"\(f(left + pw / 2))\" y=\"\(f(height - 10))\" text-anchor=\"middle\">\(Self.esc(xLabel))</text>\n"
-        s += "<text transform=\"translate(16,\(f(top + ph / 2))) rotate(-90)\" text-anchor=\"middle\">\(Self.esc(yLabel))</text>\n"
+        s +=
+            "<text x=\"\(f(left + pw / 2))\" y=\"\(f(height - 10))\" text-anchor=\"middle\">\(Self.esc(xLabel))</text>\n"
+        s +=
+            "<text transform=\"translate(16,\(f(top + ph / 2))) rotate(-90)\" text-anchor=\"middle\">\(Self.esc(yLabel))</text>\n"
         // series
         for (i, se) in series.enumerated() {
             let p = se.points.filter { $0.y.isFinite && (!logY || $0.y > 0) && (!logX || $0.x > 0) }
                 .sorted { $0.x < $1.x }
             guard !p.isEmpty else { continue }
             let path = p.map { "\(f(px($0.x))),\(f(py($0.y)))" }.joined(separator: " ")
-            s += "<polyline fill=\"none\" stroke=\"\(se.color)\" stroke-width=\"2.2\"\(se.dashed ? " stroke-dasharray=\"6 4\"" : "") points=\"\(path)\"/>\n"
+            s +=
+                "<polyline fill=\"none\" stroke=\"\(se.color)\" stroke-width=\"2.2\"\(se.dashed ? " stroke-dasharray=\"6 4\"" : "") points=\"\(path)\"/>\n"
             for q in p {
                 s += "<circle cx=\"\(f(px(q.x)))\" cy=\"\(f(py(q.y)))\" r=\"3.2\" fill=\"\(se.color)\"/>\n"
             }
             let ly = top + 14 + Double(i) * 20
-            s += "<line x1=\"\(left + pw + 14)\" y1=\"\(f(ly - 4))\" x2=\"\(left + pw + 38)\" y2=\"\(f(ly - 4))\" stroke=\"\(se.color)\" stroke-width=\"2.2\"\(se.dashed ? " stroke-dasharray=\"6 4\"" : "")/>\n"
+            s +=
+                "<line x1=\"\(left + pw + 14)\" y1=\"\(f(ly - 4))\" x2=\"\(left + pw + 38)\" y2=\"\(f(ly - 4))\" stroke=\"\(se.color)\" stroke-width=\"2.2\"\(se.dashed ? " stroke-dasharray=\"6 4\"" : "")/>\n"
             s += "<text x=\"\(left + pw + 44)\" y=\"\(f(ly))\">\(Self.esc(se.name))</text>\n"
         }
         s += "</svg>\n"
@@ -140,7 +147,9 @@ public struct BarChart {
     /// Groups (e.g. key counts), each with one bar per implementation.
     public var groups: [(label: String, bars: [(name: String, color: String, value: Double)])]
 
-    public init(title: String, unit: String, groups: [(label: String, bars: [(name: String, color: String, value: Double)])]) {
+    public init(
+        title: String, unit: String, groups: [(label: String, bars: [(name: String, color: String, value: Double)])]
+    ) {
         self.title = title
         self.unit = unit
         self.groups = groups
@@ -160,13 +169,17 @@ public struct BarChart {
             """
         var y = 44.0
         for g in groups {
-            s += "<text x=\"10\" y=\"\(String(format: "%.1f", y + 10))\" font-weight=\"bold\">\(LineChart.esc(g.label))</text>\n"
+            s +=
+                "<text x=\"10\" y=\"\(String(format: "%.1f", y + 10))\" font-weight=\"bold\">\(LineChart.esc(g.label))</text>\n"
             y += 16
             for b in g.bars {
                 let w = b.value.isFinite && maxV > 0 ? max(1, b.value / maxV * pw) : 0
-                s += "<text x=\"\(left - 8)\" y=\"\(String(format: "%.1f", y + 11))\" text-anchor=\"end\">\(LineChart.esc(b.name))</text>\n"
-                s += "<rect x=\"\(left)\" y=\"\(String(format: "%.1f", y))\" width=\"\(String(format: "%.1f", w))\" height=\"\(barH)\" fill=\"\(b.color)\"/>\n"
-                s += "<text x=\"\(String(format: "%.1f", left + w + 6))\" y=\"\(String(format: "%.1f", y + 11))\">\(LineChart.esc(Format.bytes(b.value) + " " + unit))</text>\n"
+                s +=
+                    "<text x=\"\(left - 8)\" y=\"\(String(format: "%.1f", y + 11))\" text-anchor=\"end\">\(LineChart.esc(b.name))</text>\n"
+                s +=
+                    "<rect x=\"\(left)\" y=\"\(String(format: "%.1f", y))\" width=\"\(String(format: "%.1f", w))\" height=\"\(barH)\" fill=\"\(b.color)\"/>\n"
+                s +=
+                    "<text x=\"\(String(format: "%.1f", left + w + 6))\" y=\"\(String(format: "%.1f", y + 11))\">\(LineChart.esc(Format.bytes(b.value) + " " + unit))</text>\n"
                 y += barH + 3
             }
             y += gap

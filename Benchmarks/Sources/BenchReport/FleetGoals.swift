@@ -14,7 +14,9 @@ extension BenchResults {
             let name = "fleet \(workload): sluice-redis ≥ \(Int(goal))× the decisions/s of redis-per-call"
             if let s = fleetRow(ours, workload)?.ns_per_op, let b = fleetRow(base, workload)?.ns_per_op, s > 0 {
                 var detail = "sluice-redis \(Format.ns(s)) ns/decision; redis-per-call \(Format.ns(b))"
-                if let rs = fleetRow(ours, workload)?.redis_cpu_ns_per_op, let rb = fleetRow(base, workload)?.redis_cpu_ns_per_op {
+                if let rs = fleetRow(ours, workload)?.redis_cpu_ns_per_op,
+                    let rb = fleetRow(base, workload)?.redis_cpu_ns_per_op
+                {
                     detail += "; Redis CPU per decision \(Format.ns(rs)) vs \(Format.ns(rb)) ns"
                 }
                 goals.append(Goal(name: name, measured: Format.ratio(b / s), holds: b / s >= goal, detail: detail))
@@ -34,8 +36,10 @@ extension BenchResults {
                 if let sat = fleetRow(ours, "mixed"), let sp99 = sat.lateness_us?.p99 {
                     detail += "; at saturation (closed loop, \(sat.in_flight ?? 0) in flight) p99 \(Format.us(sp99)) µs"
                 }
-                goals.append(Goal(name: name, measured: "\(Format.us(p99)) µs at \(load)", holds: p99 <= 2000,
-                                  detail: detail))
+                goals.append(
+                    Goal(
+                        name: name, measured: "\(Format.us(p99)) µs at \(load)", holds: p99 <= 2000,
+                        detail: detail))
             } else {
                 goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
             }
@@ -50,8 +54,10 @@ extension BenchResults {
             } else {
                 let total = measured.reduce(0) { $0 + $1.1 }
                 let worst = measured.filter { $0.1 > 0 }.map { "\($0.0.impl) \($0.0.workload ?? "?"): \($0.1)" }
-                goals.append(Goal(name: name, measured: "\(total) over \(measured.count) rows", holds: total == 0,
-                                  detail: worst.isEmpty ? "every fleet row: 0" : worst.joined(separator: "; ")))
+                goals.append(
+                    Goal(
+                        name: name, measured: "\(total) over \(measured.count) rows", holds: total == 0,
+                        detail: worst.isEmpty ? "every fleet row: 0" : worst.joined(separator: "; ")))
             }
         }
         return goals

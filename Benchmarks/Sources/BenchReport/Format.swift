@@ -84,7 +84,7 @@ extension BenchResults {
     /// `row`'s value divided by the same figure of `base` (same scenario, size, threads).
     public func ratio(_ row: Row, to base: String) -> Double? {
         guard let b = self.row(row.scenario, base, keys: row.keys, threads: row.threads),
-              let x = Metric.value(row), let y = Metric.value(b), y > 0
+            let x = Metric.value(row), let y = Metric.value(b), y > 0
         else { return nil }
         return x / y
     }
@@ -127,14 +127,15 @@ extension BenchResults {
                     case "lateness": Format.us(Metric.value(r))
                     default: Format.ns(Metric.value(r))
                     }
-                out += [
-                    Format.pad(r.scenario, 15), Format.pad(Format.keys(r.keys), 5, right: true),
-                    Format.pad("\(r.threads)", 4, right: true), "  " + Format.pad(r.impl, 16),
-                    Format.pad(value, 10, right: true), " " + Format.pad(Metric.unit(r.scenario), 12),
-                    Format.pad(Format.ratio(ratio(r, to: "sluice-c")), 10, right: true),
-                    Format.pad(Format.ratio(ratio(r, to: "sluice-swift")), 14, right: true),
-                    "  " + extra.joined(separator: "; "),
-                ].joined() + "\n"
+                out +=
+                    [
+                        Format.pad(r.scenario, 15), Format.pad(Format.keys(r.keys), 5, right: true),
+                        Format.pad("\(r.threads)", 4, right: true), "  " + Format.pad(r.impl, 16),
+                        Format.pad(value, 10, right: true), " " + Format.pad(Metric.unit(r.scenario), 12),
+                        Format.pad(Format.ratio(ratio(r, to: "sluice-c")), 10, right: true),
+                        Format.pad(Format.ratio(ratio(r, to: "sluice-swift")), 14, right: true),
+                        "  " + extra.joined(separator: "; "),
+                    ].joined() + "\n"
             }
         }
         return out

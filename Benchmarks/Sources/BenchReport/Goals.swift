@@ -12,8 +12,10 @@ extension BenchResults {
     /// The largest key count at which every listed implementation has a row.
     func largestCommon(_ scenario: String, _ impls: [String], threads: Int = 1) -> Int? {
         let sizes = Set(rows.filter { $0.scenario == scenario && $0.threads == threads }.map(\.keys))
-        return sizes.filter { k in impls.allSatisfy { row(scenario, $0, keys: k, threads: threads).flatMap(Metric.value) != nil } }
-            .max()
+        return sizes.filter { k in
+            impls.allSatisfy { row(scenario, $0, keys: k, threads: threads).flatMap(Metric.value) != nil }
+        }
+        .max()
     }
 
     func value(_ scenario: String, _ impl: String, _ keys: Int) -> Double? {
@@ -28,47 +30,58 @@ extension BenchResults {
         do {
             let n = 100_000
             if let s = value("debounce-rearm", "sluice-swift", n),
-               let a = value("debounce-rearm", "dispatch-naive", n),
-               let b = value("debounce-rearm", "dispatch-tuned", n)
+                let a = value("debounce-rearm", "dispatch-naive", n),
+                let b = value("debounce-rearm", "dispatch-tuned", n)
             {
                 let ra = a / s, rb = b / s
-                goals.append(Goal(
-                    name: "debounce-rearm at 100k keys: sluice-swift ≥ 30× faster than both Dispatch baselines",
-                    measured: "\(Format.ratio(ra)) vs dispatch-naive, \(Format.ratio(rb)) vs dispatch-tuned",
-                    holds: ra >= 30 && rb >= 30,
-                    detail: "sluice-swift \(Format.ns(s)) ns/op; dispatch-naive \(Format.ns(a)); dispatch-tuned \(Format.ns(b))"))
+                goals.append(
+                    Goal(
+                        name: "debounce-rearm at 100k keys: sluice-swift ≥ 30× faster than both Dispatch baselines",
+                        measured: "\(Format.ratio(ra)) vs dispatch-naive, \(Format.ratio(rb)) vs dispatch-tuned",
+                        holds: ra >= 30 && rb >= 30,
+                        detail:
+                            "sluice-swift \(Format.ns(s)) ns/op; dispatch-naive \(Format.ns(a)); dispatch-tuned \(Format.ns(b))"
+                    ))
             } else {
-                goals.append(Goal(name: "debounce-rearm at 100k keys: sluice-swift ≥ 30× faster than both Dispatch baselines",
-                                  measured: "not measured", holds: nil, detail: ""))
+                goals.append(
+                    Goal(
+                        name: "debounce-rearm at 100k keys: sluice-swift ≥ 30× faster than both Dispatch baselines",
+                        measured: "not measured", holds: nil, detail: ""))
             }
         }
 
         // 2. memory: sluice-swift <= 1/5 of dispatch-tuned bytes per pending key.
         if let n = largestCommon("memory", ["sluice-swift", "dispatch-tuned"]),
-           let s = value("memory", "sluice-swift", n), let d = value("memory", "dispatch-tuned", n)
+            let s = value("memory", "sluice-swift", n), let d = value("memory", "dispatch-tuned", n)
         {
-            goals.append(Goal(
-                name: "memory: sluice-swift ≤ 1/5 of dispatch-tuned bytes per pending key",
-                measured: "1/\(String(format: "%.1f", d / s)) at \(k(n)) keys",
-                holds: s * 5 <= d,
-                detail: "sluice-swift \(Format.bytes(s)) B/key; dispatch-tuned \(Format.bytes(d)) B/key"))
+            goals.append(
+                Goal(
+                    name: "memory: sluice-swift ≤ 1/5 of dispatch-tuned bytes per pending key",
+                    measured: "1/\(String(format: "%.1f", d / s)) at \(k(n)) keys",
+                    holds: s * 5 <= d,
+                    detail: "sluice-swift \(Format.bytes(s)) B/key; dispatch-tuned \(Format.bytes(d)) B/key"))
         } else {
-            goals.append(Goal(name: "memory: sluice-swift ≤ 1/5 of dispatch-tuned bytes per pending key",
-                              measured: "not measured", holds: nil, detail: ""))
+            goals.append(
+                Goal(
+                    name: "memory: sluice-swift ≤ 1/5 of dispatch-tuned bytes per pending key",
+                    measured: "not measured", holds: nil, detail: ""))
         }
 
         // 3. fire: sluice-c >= 10x faster per delivered emission than libevent-timers at the largest size.
         if let n = largestCommon("fire", ["sluice-c", "libevent-timers"]),
-           let s = value("fire", "sluice-c", n), let l = value("fire", "libevent-timers", n)
+            let s = value("fire", "sluice-c", n), let l = value("fire", "libevent-timers", n)
         {
-            goals.append(Goal(
-                name: "fire: sluice-c ≥ 10× faster per delivered emission than libevent-timers at the largest size",
-                measured: "\(Format.ratio(l / s)) at \(k(n)) keys",
-                holds: l / s >= 10,
-                detail: "sluice-c \(Format.ns(s)) ns/emission; libevent-timers \(Format.ns(l))"))
+            goals.append(
+                Goal(
+                    name: "fire: sluice-c ≥ 10× faster per delivered emission than libevent-timers at the largest size",
+                    measured: "\(Format.ratio(l / s)) at \(k(n)) keys",
+                    holds: l / s >= 10,
+                    detail: "sluice-c \(Format.ns(s)) ns/emission; libevent-timers \(Format.ns(l))"))
         } else {
-            goals.append(Goal(name: "fire: sluice-c ≥ 10× faster per delivered emission than libevent-timers",
-                              measured: "not measured", holds: nil, detail: ""))
+            goals.append(
+                Goal(
+                    name: "fire: sluice-c ≥ 10× faster per delivered emission than libevent-timers",
+                    measured: "not measured", holds: nil, detail: ""))
         }
 
         // 4. lateness p99: sluice-swift <= dispatch-tuned (every common size).
@@ -77,45 +90,54 @@ extension BenchResults {
                 value("lateness", "sluice-swift", $0) != nil && value("lateness", "dispatch-tuned", $0) != nil
             }
             if sizes.isEmpty {
-                goals.append(Goal(name: "lateness p99: sluice-swift ≤ dispatch-tuned", measured: "not measured",
-                                  holds: nil, detail: ""))
+                goals.append(
+                    Goal(
+                        name: "lateness p99: sluice-swift ≤ dispatch-tuned", measured: "not measured",
+                        holds: nil, detail: ""))
             } else {
                 let parts = sizes.map { n -> (String, Bool) in
                     let s = value("lateness", "sluice-swift", n)!, d = value("lateness", "dispatch-tuned", n)!
                     return ("\(k(n)): \(Format.us(s)) vs \(Format.us(d)) µs", s <= d)
                 }
-                goals.append(Goal(
-                    name: "lateness p99: sluice-swift ≤ dispatch-tuned",
-                    measured: parts.map(\.0).joined(separator: "; "),
-                    holds: parts.allSatisfy(\.1),
-                    detail: "p99 of delivery time minus deadline"))
+                goals.append(
+                    Goal(
+                        name: "lateness p99: sluice-swift ≤ dispatch-tuned",
+                        measured: parts.map(\.0).joined(separator: "; "),
+                        holds: parts.allSatisfy(\.1),
+                        detail: "p99 of delivery time minus deadline"))
             }
         }
 
         // 5a. throttle-hot at the largest size: sluice-c <= 2.5x floor.
         if let n = largestCommon("throttle-hot", ["sluice-c", "floor"]),
-           let s = value("throttle-hot", "sluice-c", n), let f = value("throttle-hot", "floor", n)
+            let s = value("throttle-hot", "sluice-c", n), let f = value("throttle-hot", "floor", n)
         {
-            goals.append(Goal(
-                name: "throttle-hot at the largest size: sluice-c ≤ 2.5× floor",
-                measured: "\(Format.ratio(s / f)) at \(k(n)) keys",
-                holds: s <= 2.5 * f,
-                detail: "sluice-c \(Format.ns(s)) ns/op; floor \(Format.ns(f))"))
+            goals.append(
+                Goal(
+                    name: "throttle-hot at the largest size: sluice-c ≤ 2.5× floor",
+                    measured: "\(Format.ratio(s / f)) at \(k(n)) keys",
+                    holds: s <= 2.5 * f,
+                    detail: "sluice-c \(Format.ns(s)) ns/op; floor \(Format.ns(f))"))
         } else {
-            goals.append(Goal(name: "throttle-hot at the largest size: sluice-c ≤ 2.5× floor", measured: "not measured",
-                              holds: nil, detail: ""))
+            goals.append(
+                Goal(
+                    name: "throttle-hot at the largest size: sluice-c ≤ 2.5× floor", measured: "not measured",
+                    holds: nil, detail: ""))
         }
 
         // 5b. throttle-hot at 1k keys: sluice-swift <= 1.5x sluice-c.
         if let s = value("throttle-hot", "sluice-swift", 1000), let c = value("throttle-hot", "sluice-c", 1000) {
-            goals.append(Goal(
-                name: "throttle-hot at 1k keys: sluice-swift ≤ 1.5× sluice-c",
-                measured: Format.ratio(s / c),
-                holds: s <= 1.5 * c,
-                detail: "sluice-swift \(Format.ns(s)) ns/op; sluice-c \(Format.ns(c))"))
+            goals.append(
+                Goal(
+                    name: "throttle-hot at 1k keys: sluice-swift ≤ 1.5× sluice-c",
+                    measured: Format.ratio(s / c),
+                    holds: s <= 1.5 * c,
+                    detail: "sluice-swift \(Format.ns(s)) ns/op; sluice-c \(Format.ns(c))"))
         } else {
-            goals.append(Goal(name: "throttle-hot at 1k keys: sluice-swift ≤ 1.5× sluice-c", measured: "not measured",
-                              holds: nil, detail: ""))
+            goals.append(
+                Goal(
+                    name: "throttle-hot at 1k keys: sluice-swift ≤ 1.5× sluice-c", measured: "not measured",
+                    holds: nil, detail: ""))
         }
         goals += batchGoals()
         goals += fleetGoals()
@@ -126,7 +148,7 @@ extension BenchResults {
     /// overlaps the misses), kept in the floor row's note.
     func floorIndependent(_ scenario: String, _ keys: Int) -> Double? {
         guard let note = row(scenario, "floor", keys: keys)?.note,
-              let r = note.range(of: "overlapped by the CPU: ")
+            let r = note.range(of: "overlapped by the CPU: ")
         else { return nil }
         return Double(note[r.upperBound...].prefix { $0.isNumber || $0 == "." })
     }
@@ -136,9 +158,13 @@ extension BenchResults {
         var goals: [Goal] = []
         // B1. throttle-hot at 1M keys: sluice-c-batch <= 5x the floor's independent accesses.
         let b1 = "throttle-hot at 1M keys: sluice-c-batch ≤ 5× floor (independent accesses)"
-        if let c = value("throttle-hot", "sluice-c-batch", 1_000_000), let f = floorIndependent("throttle-hot", 1_000_000) {
-            goals.append(Goal(name: b1, measured: Format.ratio(c / f), holds: c <= 5 * f,
-                              detail: "sluice-c-batch \(Format.ns(c)) ns/op; floor independent \(Format.ns(f)) ns"))
+        if let c = value("throttle-hot", "sluice-c-batch", 1_000_000),
+            let f = floorIndependent("throttle-hot", 1_000_000)
+        {
+            goals.append(
+                Goal(
+                    name: b1, measured: Format.ratio(c / f), holds: c <= 5 * f,
+                    detail: "sluice-c-batch \(Format.ns(c)) ns/op; floor independent \(Format.ns(f)) ns"))
         } else {
             goals.append(Goal(name: b1, measured: "not measured", holds: nil, detail: ""))
         }
@@ -156,16 +182,20 @@ extension BenchResults {
                 let s = value(scenario, "sluice-swift-batch", n)!, c = value(scenario, "sluice-c-batch", n)!
                 return ("\(Format.keys(n)): \(Format.ratio(s / c))", s <= 1.3 * c)
             }
-            goals.append(Goal(name: name, measured: parts.map(\.0).joined(separator: "; "), holds: parts.allSatisfy(\.1),
-                              detail: "ns/op ratio at each size"))
+            goals.append(
+                Goal(
+                    name: name, measured: parts.map(\.0).joined(separator: "; "), holds: parts.allSatisfy(\.1),
+                    detail: "ns/op ratio at each size"))
         }
         // B3. debounce-rearm at 100k keys: sluice-swift-batch >= 30x faster than dispatch-tuned.
         let b3 = "debounce-rearm at 100k keys: sluice-swift-batch ≥ 30× faster than dispatch-tuned"
         if let s = value("debounce-rearm", "sluice-swift-batch", 100_000),
-           let d = value("debounce-rearm", "dispatch-tuned", 100_000)
+            let d = value("debounce-rearm", "dispatch-tuned", 100_000)
         {
-            goals.append(Goal(name: b3, measured: Format.ratio(d / s), holds: d / s >= 30,
-                              detail: "sluice-swift-batch \(Format.ns(s)) ns/op; dispatch-tuned \(Format.ns(d))"))
+            goals.append(
+                Goal(
+                    name: b3, measured: Format.ratio(d / s), holds: d / s >= 30,
+                    detail: "sluice-swift-batch \(Format.ns(s)) ns/op; dispatch-tuned \(Format.ns(d))"))
         } else {
             goals.append(Goal(name: b3, measured: "not measured", holds: nil, detail: ""))
         }

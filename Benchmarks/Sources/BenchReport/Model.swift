@@ -158,9 +158,10 @@ public struct Row: Codable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case scenario, impl, keys, threads, ops, ns_per_op, bytes_per_key, lateness_us
-        case cpu_ns_per_op, wall_ns_per_op, idle_bytes_per_key, peak_rss_bytes, cap, refused, lateness_cdf_us, early, case_s, note
+        case cpu_ns_per_op, wall_ns_per_op, idle_bytes_per_key, peak_rss_bytes, cap, refused, lateness_cdf_us, early,
+            case_s, note
         case workload, over_admitted, admitted, failures, in_flight, offered_per_s, redis_cpu_ns_per_op,
-             script_runs // fleet
+            script_runs  // fleet
     }
 
     public func encode(to encoder: any Encoder) throws {

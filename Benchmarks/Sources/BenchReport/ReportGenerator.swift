@@ -26,7 +26,8 @@ public struct ReportGenerator {
             written.insert(name)
         }
         // Charts of an earlier run that this one does not have.
-        for old in (try? fm.contentsOfDirectory(atPath: charts.path)) ?? [] where old.hasSuffix(".svg") && !written.contains(old) {
+        for old in (try? fm.contentsOfDirectory(atPath: charts.path)) ?? []
+        where old.hasSuffix(".svg") && !written.contains(old) {
             try? fm.removeItem(at: charts.appendingPathComponent(old))
         }
         let rel = relativePath(from: markdown.deletingLastPathComponent(), to: charts)
@@ -49,7 +50,8 @@ public struct ReportGenerator {
             let pts = results.rows.filter { $0.scenario == scenario && $0.impl == impl && $0.threads == threads }
                 .compactMap { r in value(r).map { (x: Double(r.keys), y: $0) } }
             guard !pts.isEmpty else { return nil }
-            return LineChart.Series(name: impl, color: Self.colors[impl] ?? "#000", points: pts, dashed: impl == "floor")
+            return LineChart.Series(
+                name: impl, color: Self.colors[impl] ?? "#000", points: pts, dashed: impl == "floor")
         }
     }
 
@@ -65,22 +67,30 @@ public struct ReportGenerator {
             let s = series(scenario) { $0.ns_per_op }
             guard !s.isEmpty else { continue }
             let chart = LineChart(
-                title: titles[scenario]!, xLabel: "keys", yLabel: scenario == "fire" ? "ns per delivered emission" : "ns per call",
+                title: titles[scenario]!, xLabel: "keys",
+                yLabel: scenario == "fire" ? "ns per delivered emission" : "ns per call",
                 series: s)
             out.append(("\(scenario).svg", chart.svg()))
         }
         let mem = series("memory") { $0.bytes_per_key }
         if !mem.isEmpty {
-            out.append(("memory.svg", LineChart(
-                title: "memory: resident bytes per pending key", xLabel: "pending keys", yLabel: "bytes per key",
-                series: mem).svg()))
+            out.append(
+                (
+                    "memory.svg",
+                    LineChart(
+                        title: "memory: resident bytes per pending key", xLabel: "pending keys",
+                        yLabel: "bytes per key",
+                        series: mem
+                    ).svg()
+                ))
         }
         // threads: throughput (M calls/s) at 1 and 2 threads, per key count.
         for keys in Set(results.rows.filter { $0.scenario == "threads" }.map(\.keys)).sorted() {
             let s: [LineChart.Series] = Names.impls.compactMap { impl in
                 let pts = results.rows.filter { $0.scenario == "threads" && $0.impl == impl && $0.keys == keys }
                     .compactMap { r in r.ns_per_op.map { (x: Double(r.threads), y: 1e3 / $0) } }
-                return pts.isEmpty ? nil : .init(name: impl, color: Self.colors[impl] ?? "#000", points: pts, dashed: impl == "floor")
+                return pts.isEmpty
+                    ? nil : .init(name: impl, color: Self.colors[impl] ?? "#000", points: pts, dashed: impl == "floor")
             }
             guard !s.isEmpty else { continue }
             var chart = LineChart(
@@ -108,7 +118,10 @@ public struct ReportGenerator {
             chart.logX = false
             chart.xTicks = [10, 50, 90, 99, 99.9, 99.99, 100].map(Self.nines)
             chart.xTickLabel = { x in
-                let labels: [(Double, String)] = [(10, "p10"), (50, "p50"), (90, "p90"), (99, "p99"), (99.9, "p99.9"), (99.99, "p99.99"), (100, "max")]
+                let labels: [(Double, String)] = [
+                    (10, "p10"), (50, "p50"), (90, "p90"), (99, "p99"), (99.9, "p99.9"), (99.99, "p99.99"),
+                    (100, "max"),
+                ]
                 return labels.min { abs(Self.nines($0.0) - x) < abs(Self.nines($1.0) - x) }!.1
             }
             out.append(("lateness-\(Format.keys(keys)).svg", chart.svg()))
@@ -214,18 +227,22 @@ public struct ReportGenerator {
             """
         s += section(
             "throttle-hot", chartsDir,
-            "Calls on existing keys in random order; leading throttle with an hour-long window, so every measured call lands in an open window and replaces the key's pending value. Setup (not timed): one call per key opens its window, a second makes a value pending.")
+            "Calls on existing keys in random order; leading throttle with an hour-long window, so every measured call lands in an open window and replaces the key's pending value. Setup (not timed): one call per key opens its window, a second makes a value pending."
+        )
         s += section(
             "debounce-rearm", chartsDir,
-            "Every key holds a pending debounce value (interval 60 s); each measured call pushes its key's deadline later.")
+            "Every key holds a pending debounce value (interval 60 s); each measured call pushes its key's deadline later."
+        )
         s += section(
             "fire", chartsDir,
-            "N pending debounce keys fall due and are delivered: ns per delivered emission. Sluice: deadlines spread over one second of manual time, then one `advance` past them all. libevent: all armed, then, once due, the loop runs until every one was delivered. Dispatch: armed with the consumer queue suspended, all due after the arming ended; the Dispatch manager's CPU time to fire them is counted, then the queue is resumed and timed to the last delivery. Before the timed pass, each implementation fires 512 keys once in the same process, untimed, so that a process's first-time costs (pages, lazy binding, runtime metadata) stay out of a one-pass figure.")
+            "N pending debounce keys fall due and are delivered: ns per delivered emission. Sluice: deadlines spread over one second of manual time, then one `advance` past them all. libevent: all armed, then, once due, the loop runs until every one was delivered. Dispatch: armed with the consumer queue suspended, all due after the arming ended; the Dispatch manager's CPU time to fire them is counted, then the queue is resumed and timed to the last delivery. Before the timed pass, each implementation fires 512 keys once in the same process, untimed, so that a process's first-time costs (pages, lazy binding, runtime metadata) stay out of a one-pass figure."
+        )
         s += memorySection(chartsDir)
         s += latenessSection(chartsDir)
         s += section(
             "spray", chartsDir,
-            "A stream of unique keys on a rate limiter (1 per minute) with a cap of 10 000 live keys: every new key past the cap is refused (Sluice: `SLUICE_EFULL` / `LimiterError.full`; the baselines check their own count). ns per call, and the peak RSS growth during the spray, which must stay bounded.")
+            "A stream of unique keys on a rate limiter (1 per minute) with a cap of 10 000 live keys: every new key past the cap is refused (Sluice: `SLUICE_EFULL` / `LimiterError.full`; the baselines check their own count). ns per call, and the peak RSS growth during the spray, which must stay bounded."
+        )
         s += threadsSection(chartsDir)
         s += """
             ## Reproducing
@@ -264,8 +281,12 @@ public struct ReportGenerator {
             s += "![\(scenario)](\(charts)/\(scenario).svg)\n\n"
         }
         let isSpray = scenario == "spray"
-        var cols = ["keys", "implementation", Metric.unit(scenario), "÷ sluice-c", "÷ sluice-swift", "wall ns/op", "ops"]
-        if isSpray { cols = ["keys", "implementation", "ns/call", "÷ sluice-c", "÷ sluice-swift", "peak RSS growth", "refused"] }
+        var cols = [
+            "keys", "implementation", Metric.unit(scenario), "÷ sluice-c", "÷ sluice-swift", "wall ns/op", "ops",
+        ]
+        if isSpray {
+            cols = ["keys", "implementation", "ns/call", "÷ sluice-c", "÷ sluice-swift", "peak RSS growth", "refused"]
+        }
         s += header(cols)
         for keys in Set(rows.map(\.keys)).sorted() {
             for impl in Names.impls {
@@ -305,11 +326,14 @@ public struct ReportGenerator {
         for keys in Set(rows.map(\.keys)).sorted() {
             for impl in Names.impls {
                 guard let r = results.row("memory", impl, keys: keys) else { continue }
-                s += "| " + [
-                    Format.keys(keys), "`\(impl)`", Format.bytes(r.bytes_per_key),
-                    Format.ratio(results.ratio(r, to: "sluice-c")), Format.ratio(results.ratio(r, to: "sluice-swift")),
-                    Format.bytes(r.idle_bytes_per_key),
-                ].joined(separator: " | ") + " |\n"
+                s +=
+                    "| "
+                    + [
+                        Format.keys(keys), "`\(impl)`", Format.bytes(r.bytes_per_key),
+                        Format.ratio(results.ratio(r, to: "sluice-c")),
+                        Format.ratio(results.ratio(r, to: "sluice-swift")),
+                        Format.bytes(r.idle_bytes_per_key),
+                    ].joined(separator: " | ") + " |\n"
             }
         }
         return s + "\n"
@@ -341,10 +365,13 @@ public struct ReportGenerator {
                 guard let r = results.row("lateness", impl, keys: keys) else { continue }
                 var name = "`\(impl)`"
                 if let note = r.note { name += " <sub>(\(note))</sub>" }
-                s += "| " + [
-                    Format.keys(keys), name, Format.us(r.lateness_us?.p50), Format.us(r.lateness_us?.p99),
-                    Format.us(r.lateness_us?.max), Format.ratio(results.ratio(r, to: "sluice-swift")), "\(r.early ?? 0)",
-                ].joined(separator: " | ") + " |\n"
+                s +=
+                    "| "
+                    + [
+                        Format.keys(keys), name, Format.us(r.lateness_us?.p50), Format.us(r.lateness_us?.p99),
+                        Format.us(r.lateness_us?.max), Format.ratio(results.ratio(r, to: "sluice-swift")),
+                        "\(r.early ?? 0)",
+                    ].joined(separator: " | ") + " |\n"
             }
         }
         return s + "\n"
@@ -367,17 +394,22 @@ public struct ReportGenerator {
         for keys in Set(rows.map(\.keys)).sorted() {
             s += "![threads \(Format.keys(keys))](\(charts)/threads-\(Format.keys(keys)).svg)\n\n"
         }
-        s += header(["keys", "threads", "implementation", "ns/call", "M calls/s", "÷ sluice-c", "÷ sluice-swift", "cpu ns/call"])
+        s += header([
+            "keys", "threads", "implementation", "ns/call", "M calls/s", "÷ sluice-c", "÷ sluice-swift", "cpu ns/call",
+        ])
         for keys in Set(rows.map(\.keys)).sorted() {
             for threads in [1, 2] {
                 for impl in Names.impls {
                     guard let r = results.row("threads", impl, keys: keys, threads: threads) else { continue }
-                    s += "| " + [
-                        Format.keys(keys), "\(threads)", "`\(impl)`", Format.ns(r.ns_per_op),
-                        r.ns_per_op.map { String(format: "%.2f", 1e3 / $0) } ?? "–",
-                        Format.ratio(results.ratio(r, to: "sluice-c")), Format.ratio(results.ratio(r, to: "sluice-swift")),
-                        Format.ns(r.cpu_ns_per_op),
-                    ].joined(separator: " | ") + " |\n"
+                    s +=
+                        "| "
+                        + [
+                            Format.keys(keys), "\(threads)", "`\(impl)`", Format.ns(r.ns_per_op),
+                            r.ns_per_op.map { String(format: "%.2f", 1e3 / $0) } ?? "–",
+                            Format.ratio(results.ratio(r, to: "sluice-c")),
+                            Format.ratio(results.ratio(r, to: "sluice-swift")),
+                            Format.ns(r.cpu_ns_per_op),
+                        ].joined(separator: " | ") + " |\n"
                 }
             }
         }

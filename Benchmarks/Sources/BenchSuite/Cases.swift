@@ -57,7 +57,9 @@ public enum Plan {
     }
 
     /// The scenarios the runner schedules ("memory" comes with "fire").
-    public static let runScenarios = ["throttle-hot", "debounce-rearm", "fire", "lateness", "spray", "threads", "fleet"]
+    public static let runScenarios = [
+        "throttle-hot", "debounce-rearm", "fire", "lateness", "spray", "threads", "fleet",
+    ]
 
     /// fleet: the workload is named by the key count (10,000 keys "mixed", 4 keys "abuse").
     public static func fleetWorkload(keys: Int) -> String { keys <= 16 ? "abuse" : "mixed" }
@@ -199,8 +201,10 @@ public enum CaseRunner {
         let inFlight = sluice ? 256 : 4
         var rows = [try fleetMedian(c, workload: workload, calls: quick ? 10_000 : 50_000, inFlight: inFlight, rate: 0)]
         if workload == "mixed" {
-            rows.append(try fleetMedian(c, workload: "mixed-paced", calls: quick ? 5_000 : 15_000, inFlight: inFlight,
-                                        rate: Plan.fleetOfferedPerSecond))
+            rows.append(
+                try fleetMedian(
+                    c, workload: "mixed-paced", calls: quick ? 5_000 : 15_000, inFlight: inFlight,
+                    rate: Plan.fleetOfferedPerSecond))
         }
         return rows
     }
@@ -210,7 +214,9 @@ public enum CaseRunner {
     /// open loop. The shared machine's load swings a lot between seconds; the
     /// median of three is less at its mercy than one run, for both
     /// implementations alike. over_admitted is the largest of the three.
-    static func fleetMedian(_ c: PlannedCase, workload: String, calls: UInt64, inFlight: Int, rate: Double) throws -> Row {
+    static func fleetMedian(
+        _ c: PlannedCase, workload: String, calls: UInt64, inFlight: Int, rate: Double
+    ) throws -> Row {
         var runs: [Row] = []
         for _ in 0..<3 {
             runs.append(try fleetRow(c, workload: workload, calls: calls, inFlight: inFlight, rate: rate))
@@ -219,7 +225,9 @@ public enum CaseRunner {
         var row = runs.sorted { key($0) < key($1) }[1]
         row.over_admitted = runs.compactMap(\.over_admitted).max()
         row.case_s = runs.compactMap(\.case_s).reduce(0, +)
-        row.note = (row.note ?? "") + "; median of 3 runs (\(rate > 0 ? "p99 µs" : "ns/op"): \(runs.map { String(Int(key($0).rounded())) }.joined(separator: ", ")))"
+        row.note =
+            (row.note ?? "")
+            + "; median of 3 runs (\(rate > 0 ? "p99 µs" : "ns/op"): \(runs.map { String(Int(key($0).rounded())) }.joined(separator: ", ")))"
         return row
     }
 
@@ -248,13 +256,15 @@ public enum CaseRunner {
         if r.redis_cpu_ns_per_op > 0 { row.redis_cpu_ns_per_op = r.redis_cpu_ns_per_op }
         if rate > 0 { row.offered_per_s = rate } else { row.in_flight = inFlight }
         row.case_s = Double(cb_now() - t0) / 1e9
-        let load = rate > 0
+        let load =
+            rate > 0
             ? "open loop, \(Int(rate)) calls/s offered by 4 threads (latency from each call's due time; ns_per_op is 1/rate)"
             : sluice ? "closed loop, 256 calls in flight" : "closed loop, 4 calls in flight"
-        row.note = (sluice
-            ? "one pipelined connection, calls batched (up to 32 per EVALSHA), certain drops answered locally"
-                + (rate > 0 ? ", on its own loop thread; " : "; ")
-            : "blocking EVALSHA per call, 4 connections (one thread each); ") + load
+        row.note =
+            (sluice
+                ? "one pipelined connection, calls batched (up to 32 per EVALSHA), certain drops answered locally"
+                    + (rate > 0 ? ", on its own loop thread; " : "; ")
+                : "blocking EVALSHA per call, 4 connections (one thread each); ") + load
         return row
     }
 

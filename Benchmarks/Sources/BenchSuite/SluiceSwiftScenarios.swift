@@ -61,7 +61,9 @@ enum SluiceSwiftScenarios {
         switch p.scenario {
         case "throttle-hot": return ["throttle-hot": try hotBatch(.throttle(interval: .seconds(3600)), p, w, passes: 2)]
         case "debounce-rearm":
-            return ["debounce-rearm": try hotBatch(.debounce(interval: .nanoseconds(Int64(p.interval))), p, w, passes: 1)]
+            return [
+                "debounce-rearm": try hotBatch(.debounce(interval: .nanoseconds(Int64(p.interval))), p, w, passes: 1)
+            ]
         default: return [:]
         }
     }

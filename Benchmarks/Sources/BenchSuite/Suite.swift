@@ -34,7 +34,9 @@ public enum Suite {
         let cases = Plan.cases(quick: o.quick, scenarios: o.scenarios, impls: o.impls)
         let start = Date()
         let load0 = loadAverage()
-        log("sluice-bench: \(cases.count) cases\(o.quick ? " (quick)" : ""), one process each; load average \(load0.map { String(format: "%.2f", $0) } ?? "?")")
+        log(
+            "sluice-bench: \(cases.count) cases\(o.quick ? " (quick)" : ""), one process each; load average \(load0.map { String(format: "%.2f", $0) } ?? "?")"
+        )
         var rows: [Row] = []
         for (i, c) in cases.enumerated() {
             let label = "[\(Format.pad("\(i + 1)", String(cases.count).count, right: true))/\(cases.count)] \(c)"
@@ -103,8 +105,11 @@ public enum Suite {
             }
         }
         if p.terminationReason == .uncaughtSignal || p.terminationStatus != 0 || rows.isEmpty {
-            let stderr = String(decoding: errData, as: UTF8.self).split(separator: "\n").suffix(3).joined(separator: " | ")
-            let why = p.terminationReason == .uncaughtSignal ? "signal \(p.terminationStatus)" : "status \(p.terminationStatus)"
+            let stderr = String(decoding: errData, as: UTF8.self).split(separator: "\n").suffix(3).joined(
+                separator: " | ")
+            let why =
+                p.terminationReason == .uncaughtSignal
+                ? "signal \(p.terminationStatus)" : "status \(p.terminationStatus)"
             return .failure(Failure(message: "\(why)\(stderr.isEmpty ? "" : ": \(stderr)")"))
         }
         return .success(rows)
@@ -124,12 +129,15 @@ public enum Suite {
     static func machine() -> Machine {
         func read(_ path: String) -> String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
         let cpuinfo = read("/proc/cpuinfo")
-        let cpu = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+        let cpu =
+            cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
             .map { $0.split(separator: ":", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" }
             ?? "unknown"
-        let memKB = read("/proc/meminfo").split(separator: "\n").first { $0.hasPrefix("MemTotal:") }
+        let memKB =
+            read("/proc/meminfo").split(separator: "\n").first { $0.hasPrefix("MemTotal:") }
             .flatMap { $0.split(separator: " ").dropFirst().first.flatMap { UInt64($0) } } ?? 0
-        let os = read("/etc/os-release").split(separator: "\n").first { $0.hasPrefix("PRETTY_NAME=") }
+        let os =
+            read("/etc/os-release").split(separator: "\n").first { $0.hasPrefix("PRETTY_NAME=") }
             .map { String($0.dropFirst("PRETTY_NAME=".count)).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
             ?? "Linux"
         var uts = utsname()

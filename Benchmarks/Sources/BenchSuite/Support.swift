@@ -227,11 +227,13 @@ func runThreads(
             group.leave()
         }
         var th = pthread_t()
-        let rc = pthread_create(&th, nil, { arg in
-            let box = Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue()
-            box.run()
-            return nil
-        }, Unmanaged.passRetained(box).toOpaque())
+        let rc = pthread_create(
+            &th, nil,
+            { arg in
+                let box = Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue()
+                box.run()
+                return nil
+            }, Unmanaged.passRetained(box).toOpaque())
         precondition(rc == 0, "pthread_create")
         threads.append(th)
     }

@@ -12,7 +12,8 @@ import Glibc
 struct SluiceBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sluice-bench",
-        abstract: "Sluice's benchmark suite: sluice-c, sluice-swift, dispatch-naive, dispatch-tuned, libevent-timers, floor.",
+        abstract:
+            "Sluice's benchmark suite: sluice-c, sluice-swift, dispatch-naive, dispatch-tuned, libevent-timers, floor.",
         subcommands: [Run.self, Case.self, Report.self],
         defaultSubcommand: Run.self)
 }
@@ -58,23 +59,28 @@ struct Run: ParsableCommand {
             throw ValidationError("unknown scenario \(s); one of \(Plan.runScenarios.joined(separator: ", "))")
         }
         for i in impls where !(Names.impls + Names.fleetImpls).contains(i) {
-            throw ValidationError("unknown implementation \(i); one of \((Names.impls + Names.fleetImpls).joined(separator: ", "))")
+            throw ValidationError(
+                "unknown implementation \(i); one of \((Names.impls + Names.fleetImpls).joined(separator: ", "))")
         }
     }
 
     func run() throws {
-        let results = try Suite.run(.init(
-            quick: quick, executable: Paths.executable, output: URL(fileURLWithPath: output),
-            scenarios: scenarios.isEmpty ? nil : Set(scenarios), impls: impls.isEmpty ? nil : Set(impls),
-            timeout: timeout))
+        let results = try Suite.run(
+            .init(
+                quick: quick, executable: Paths.executable, output: URL(fileURLWithPath: output),
+                scenarios: scenarios.isEmpty ? nil : Set(scenarios), impls: impls.isEmpty ? nil : Set(impls),
+                timeout: timeout))
         print("")
         print(results.table())
         print("Goals (ratios inside this run):")
         print(results.goalsText())
         print("")
-        print("results: \(output)  (\(String(format: "%.0f", results.duration_s ?? 0)) s; load average \(results.loadavg_start.map { String(format: "%.2f", $0) } ?? "?") → \(results.loadavg_end.map { String(format: "%.2f", $0) } ?? "?"))")
+        print(
+            "results: \(output)  (\(String(format: "%.0f", results.duration_s ?? 0)) s; load average \(results.loadavg_start.map { String(format: "%.2f", $0) } ?? "?") → \(results.loadavg_end.map { String(format: "%.2f", $0) } ?? "?"))"
+        )
         if report {
-            try ReportGenerator(results: results, jsonPath: output).write(markdown: Paths.markdown, charts: Paths.charts)
+            try ReportGenerator(results: results, jsonPath: output).write(
+                markdown: Paths.markdown, charts: Paths.charts)
             print("report: \(Paths.markdown.path), \(Paths.charts.path)/")
         }
         let failed = results.rows.filter { $0.note?.hasPrefix("failed") ?? false }

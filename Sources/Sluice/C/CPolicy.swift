@@ -58,7 +58,6 @@ extension LimiterPolicy {
         }
     }
 
-
     /// The policy a core policy describes (for tools that read policies
     /// from C, such as the trace library), or `nil` for an unknown kind.
     ///

@@ -263,7 +263,9 @@ extension LimiterPolicy {
             }
             return nil
         }
-        func invalid(_ what: String, _ problem: (code: LimiterError, sentence: String)?)
+        func invalid(
+            _ what: String, _ problem: (code: LimiterError, sentence: String)?
+        )
             -> (code: LimiterError, sentence: String)?
         {
             problem.map { ($0.code, "Invalid \(what) policy: \($0.sentence)") }

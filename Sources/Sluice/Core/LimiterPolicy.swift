@@ -1,4 +1,3 @@
-
 /// How a limiter treats the calls of each key.
 ///
 /// Every key of a limiter follows the same policy, with its own state. The

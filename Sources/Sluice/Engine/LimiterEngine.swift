@@ -116,7 +116,8 @@ struct EngineEvent {
         kind = event.pointee.kind
         token = event.pointee.token
         at = event.pointee.at
-        successor = event.pointee.kind == SLUICE_EVENT_DROP && event.pointee.has_successor
+        successor =
+            event.pointee.kind == SLUICE_EVENT_DROP && event.pointee.has_successor
             ? event.pointee.successor : nil
         key = event.pointee.key.u64
     }
@@ -180,12 +181,14 @@ final class EngineSink: Sendable {
         self.recordHeld = recordHeld
         self.deliver = deliver
         self.handle = handle
-        self.handleMany = handleMany ?? { events, count in
-            for i in 0..<count { handle(EngineEvent(events + i)) }
-        }
-        self.recordManyHeld = recordManyHeld ?? { emissions, count in
-            for i in 0..<count { recordHeld(EngineEvent(emission: emissions[i])) }
-        }
+        self.handleMany =
+            handleMany ?? { events, count in
+                for i in 0..<count { handle(EngineEvent(events + i)) }
+            }
+        self.recordManyHeld =
+            recordManyHeld ?? { emissions, count in
+                for i in 0..<count { recordHeld(EngineEvent(emission: emissions[i])) }
+            }
     }
 
     /// A sink that ignores events (a decision-only limiter has none).

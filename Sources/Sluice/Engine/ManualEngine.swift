@@ -70,7 +70,8 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
                     // table of trivial values: its slot freed here.
                     if let slots = state.pointee.trivialSlots {
                         if let deferred = state.pointee.deferred,
-                           state.pointee.deferredCount < state.pointee.deferredCapacity {
+                            state.pointee.deferredCount < state.pointee.deferredCapacity
+                        {
                             // A batch: freed after its core call, the slots read together.
                             deferred[state.pointee.deferredCount] = event.pointee.token
                             state.pointee.deferredCount &+= 1
@@ -211,8 +212,11 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     }
 
     /// The batch `submitMany` is making (guarded by `lock`).
-    private var batch: (calls: UnsafePointer<sluice_call_t>, decisions: UnsafeMutablePointer<sluice_decision_t>,
-                        results: UnsafeMutablePointer<Int32>, count: Int, done: Int, now: UInt64)?
+    private var batch:
+        (
+            calls: UnsafePointer<sluice_call_t>, decisions: UnsafeMutablePointer<sluice_decision_t>,
+            results: UnsafeMutablePointer<Int32>, count: Int, done: Int, now: UInt64
+        )?
     /// A result no call returns: marks a call of the batch still running.
     private static let running: Int32 = 1
 
@@ -228,9 +232,13 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             guard b.results[i] == 0 else { continue }
             let token = b.calls[i].token
             if b.decisions[i].kind == SLUICE_EMITTED, reportImmediate {
-                report(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: b.now, successor: nil, key: b.calls[i].key.u64))
+                report(
+                    EngineEvent(
+                        kind: SLUICE_EVENT_EMIT, token: token, at: b.now, successor: nil, key: b.calls[i].key.u64))
             } else if b.decisions[i].kind == SLUICE_DROPPED, reportDrops {
-                report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: b.now, successor: nil, key: b.calls[i].key.u64))
+                report(
+                    EngineEvent(
+                        kind: SLUICE_EVENT_DROP, token: token, at: b.now, successor: nil, key: b.calls[i].key.u64))
             }
         }
         batch = b
@@ -290,7 +298,8 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     /// `closed` once shut down.
     @usableFromInline
     func submitManyCollecting(
-        calls: UnsafePointer<sluice_call_t>, count: Int, now: UInt64, decisions: UnsafeMutablePointer<sluice_decision_t>,
+        calls: UnsafePointer<sluice_call_t>, count: Int, now: UInt64,
+        decisions: UnsafeMutablePointer<sluice_decision_t>,
         results: UnsafeMutablePointer<Int32>, ends: UnsafeMutablePointer<Int>
     ) {
         guard let core else {

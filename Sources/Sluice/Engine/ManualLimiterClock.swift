@@ -129,7 +129,8 @@ public final class ManualLimiterClock: Sendable {
                 var earliest: (client: any ManualClockClient, deadline: UInt64)?
                 for client in live {
                     if let deadline = client.nextDeadline, deadline <= limit,
-                       earliest == nil || deadline < earliest!.deadline {
+                        earliest == nil || deadline < earliest!.deadline
+                    {
                         earliest = (client, deadline)
                     }
                 }

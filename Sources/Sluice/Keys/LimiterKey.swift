@@ -141,7 +141,9 @@ extension Int: LimiterKey {
     /// - Parameter identity: an identity lent by a value of this type.
     /// - Returns: that value.
     @inlinable
-    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { Int(bitPattern: UInt(truncatingIfNeeded: identity)) }
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self {
+        Int(bitPattern: UInt(truncatingIfNeeded: identity))
+    }
 
     /// An integer identity: the value's bit pattern.
     ///
@@ -207,7 +209,9 @@ extension Int32: LimiterKey {
     /// - Parameter identity: an identity lent by a value of this type.
     /// - Returns: that value.
     @inlinable
-    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { Int32(bitPattern: UInt32(truncatingIfNeeded: identity)) }
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self {
+        Int32(bitPattern: UInt32(truncatingIfNeeded: identity))
+    }
 
     /// An integer identity: the value's 32-bit pattern, zero-extended.
     ///
@@ -251,7 +255,9 @@ extension Int16: LimiterKey {
     /// - Parameter identity: an identity lent by a value of this type.
     /// - Returns: that value.
     @inlinable
-    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { Int16(bitPattern: UInt16(truncatingIfNeeded: identity)) }
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self {
+        Int16(bitPattern: UInt16(truncatingIfNeeded: identity))
+    }
 
     /// An integer identity: the value's 16-bit pattern, zero-extended.
     ///
@@ -295,7 +301,9 @@ extension Int8: LimiterKey {
     /// - Parameter identity: an identity lent by a value of this type.
     /// - Returns: that value.
     @inlinable
-    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self { Int8(bitPattern: UInt8(truncatingIfNeeded: identity)) }
+    public static func _sluiceKey(integerIdentity identity: UInt64) -> Self {
+        Int8(bitPattern: UInt8(truncatingIfNeeded: identity))
+    }
 
     /// An integer identity: the value's 8-bit pattern, zero-extended.
     ///

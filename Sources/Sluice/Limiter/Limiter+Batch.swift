@@ -48,26 +48,26 @@ extension LimiterStorage {
         let n = list.count
         withBatchKeys(list) { keys in
             withUnsafeTemporaryAllocation(of: sluice_call_t.self, capacity: n) { callBuffer in
-                        let calls = callBuffer.baseAddress!
-                        for i in 0..<n {
-                            (calls + i).initialize(to: sluice_call_t(key: keys.key(i), token: 0, cost: cost))
-                            (decisions + i).initialize(to: sluice_decision_t())
-                            (results + i).initialize(to: 0)
-                        }
-                        let engine = self.engine!
-                        lock.lock()
-                        for i in 0..<n { calls[i].token = hold(list[i].1, list[i].0) }
-                        // (not a manual engine: called without `lock`)
-                        lock.unlock()
-                        engine.submitMany(calls, count: n, decisions: decisions, results: results)
-                        lock.lock()
-                        for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
-                            // Not taken, or dropped without a report: released here.
-                            release(calls[i].token)
-                        }
-                        let mustDrain = claimDrain()
-                        lock.unlock()
-                        if mustDrain { deliverOutbox() }
+                let calls = callBuffer.baseAddress!
+                for i in 0..<n {
+                    (calls + i).initialize(to: sluice_call_t(key: keys.key(i), token: 0, cost: cost))
+                    (decisions + i).initialize(to: sluice_decision_t())
+                    (results + i).initialize(to: 0)
+                }
+                let engine = self.engine!
+                lock.lock()
+                for i in 0..<n { calls[i].token = hold(list[i].1, list[i].0) }
+                // (not a manual engine: called without `lock`)
+                lock.unlock()
+                engine.submitMany(calls, count: n, decisions: decisions, results: results)
+                lock.lock()
+                for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
+                    // Not taken, or dropped without a report: released here.
+                    release(calls[i].token)
+                }
+                let mustDrain = claimDrain()
+                lock.unlock()
+                if mustDrain { deliverOutbox() }
             }
         }
     }
@@ -75,7 +75,9 @@ extension LimiterStorage {
     /// A batched call's result, as ``Limiter/submit(_:for:)`` returns or
     /// throws it, from its return code and (when 0) its decision.
     @inlinable @inline(__always)
-    static func batchResult(_ rc: Int32, _ decision: UnsafePointer<sluice_decision_t>) -> Result<LimiterDecision, LimiterError> {
+    static func batchResult(
+        _ rc: Int32, _ decision: UnsafePointer<sluice_decision_t>
+    ) -> Result<LimiterDecision, LimiterError> {
         if rc < 0 { return .failure(LimiterError(rawValue: rc)) }
         switch decision.pointee.kind {
         case SLUICE_EMITTED: return .success(.emitted)
@@ -149,7 +151,8 @@ extension LimiterStorage {
                                 // kept by the callback, their slots freed together
                                 // after each core call.
                                 // (A compact limiter's callback counts them out itself.)
-                                let deferring = !compact && quietDrops && SlotTable<Key, Value>.isTrivial
+                                let deferring =
+                                    !compact && quietDrops && SlotTable<Key, Value>.isTrivial
                                     && state.pointee.trivialSlots != nil
                                 if deferring {
                                     state.pointee.deferred = deferredBuffer.baseAddress!
@@ -186,13 +189,16 @@ extension LimiterStorage {
                                     }
                                     if countsHeld { slots.count &+= m }
                                     engine.submitManyCollecting(
-                                        calls: calls, count: m, now: now, decisions: decisions, results: results, ends: ends)
+                                        calls: calls, count: m, now: now, decisions: decisions, results: results,
+                                        ends: ends)
                                     if deferring, state.pointee.deferredCount > 0 {
-                                        slots.discardTogether(deferredBuffer.baseAddress!, count: state.pointee.deferredCount)
+                                        slots.discardTogether(
+                                            deferredBuffer.baseAddress!, count: state.pointee.deferredCount)
                                         state.pointee.deferredCount = 0
                                     }
                                     recordBatchLocked(
-                                        engine, calls: calls, count: m, now: now, decisions: decisions, results: results,
+                                        engine, calls: calls, count: m, now: now, decisions: decisions,
+                                        results: results,
                                         ends: ends)
                                     base += m
                                 }
@@ -275,7 +281,8 @@ extension LimiterStorage {
         }
         let kind = decisions[i].kind
         if kind == SLUICE_EMITTED {
-            recordLocked(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: calls[i].key.u64))
+            recordLocked(
+                EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: calls[i].key.u64))
         } else if kind == SLUICE_DROPPED {
             if observesDrops {
                 recordLocked(
@@ -441,7 +448,9 @@ extension Limiter {
                 withUnsafeTemporaryAllocation(of: Int32.self, capacity: list.count) { resultBuffer in
                     let decisions = decisionBuffer.baseAddress!, results = resultBuffer.baseAddress!
                     self.storage.submitMany(list, cost: 1, decisions: decisions, results: results)
-                    for i in 0..<list.count { body(i, LimiterStorage<Key, Value>.batchResult(results[i], decisions + i)) }
+                    for i in 0..<list.count {
+                        body(i, LimiterStorage<Key, Value>.batchResult(results[i], decisions + i))
+                    }
                 }
             }
         }

@@ -53,7 +53,8 @@ public struct LimiterInstant: InstantProtocol, Hashable, Sendable, CustomStringC
         if overflow {
             delta = seconds < 0 ? .min : .max
         } else {
-            delta = scaled.addingReportingOverflow(fraction).overflow
+            delta =
+                scaled.addingReportingOverflow(fraction).overflow
                 ? (seconds < 0 ? .min : .max) : scaled + fraction
         }
         if delta >= 0 {

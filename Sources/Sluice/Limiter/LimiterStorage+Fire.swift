@@ -37,7 +37,8 @@ extension LimiterStorage {
         outbox.events.appendEach(count) { i -> Event? in
             let emission = emissions[i]
             let entry = slots.remove(emission.token)
-            return Event(kind: .emitted, key: entry.key, value: entry.value, at: LimiterInstant(nanoseconds: emission.at))
+            return Event(
+                kind: .emitted, key: entry.key, value: entry.value, at: LimiterInstant(nanoseconds: emission.at))
         }
     }
 
@@ -53,7 +54,8 @@ extension LimiterStorage {
     @inlinable
     func claimDirectLocked() -> Bool {
         guard Self.compactTypes && emitOnly, delivery.handlerBody != nil, !closed,
-              outbox.events.isEmpty, !outbox.draining else { return false }
+            outbox.events.isEmpty, !outbox.draining
+        else { return false }
         outbox.draining = true
         return true
     }

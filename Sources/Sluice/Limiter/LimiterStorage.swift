@@ -312,7 +312,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     func checkNotCombining() {
         if combine != nil, combiningThread.load(ordering: .relaxed) == currentThreadID() {
             preconditionFailure(
-                "Sluice: `combine` called the limiter it folds values for; combine runs under the limiter's lock and must not call it")
+                "Sluice: `combine` called the limiter it folds values for; combine runs under the limiter's lock and must not call it"
+            )
         }
     }
 
@@ -361,7 +362,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         let token = Self.token(of: value)
         lock.lock()
         guard let core = engine.pointee.core else {
-            let rc = finishSubmit(key, token: token, rc: LimiterError.closed.rawValue, kind: decision.kind, now: 0, engine)
+            let rc = finishSubmit(
+                key, token: token, rc: LimiterError.closed.rawValue, kind: decision.kind, now: 0, engine)
             throw LimiterError(rawValue: rc)
         }
         let now = engine.pointee.clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
@@ -560,7 +562,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
 
     func close(drain drainValues: Bool) throws(LimiterError) {
         checkNotCombining()
-        let (rc, eventsToDeliver) = engineCall { closeCore($0, drainValues ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD) }
+        let (rc, eventsToDeliver) = engineCall {
+            closeCore($0, drainValues ? SLUICE_CLOSE_DRAIN : SLUICE_CLOSE_DISCARD)
+        }
         if eventsToDeliver { deliverOutbox() }
         let mustDrain = lock.withLock {
             if rc == 0 { closed = true }
@@ -595,7 +599,9 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         if engineCall({ engine in
             engine.shutdown()
             if emitOnly { coreClosed = true }  // no core, no value held
-        }).mustDrain { deliverOutbox() }
+        }).mustDrain {
+            deliverOutbox()
+        }
         deliverIfNeeded()
     }
 

@@ -88,8 +88,8 @@ package final class PosixLock: @unchecked Sendable {
         for _ in 0..<128 {
             let seen = word.load(ordering: .relaxed)
             if seen == 0,
-               word.compareExchange(expected: 0, desired: 1, successOrdering: .acquiring, failureOrdering: .relaxed)
-                .exchanged
+                word.compareExchange(expected: 0, desired: 1, successOrdering: .acquiring, failureOrdering: .relaxed)
+                    .exchanged
             {
                 return
             }
@@ -133,7 +133,9 @@ package final class Locked<Value>: @unchecked Sendable {
 
     /// Runs `body` with exclusive access to the value.
     @inline(__always) @discardableResult
-    package func withLock<Result, Failure: Error>(_ body: (inout Value) throws(Failure) -> Result) throws(Failure) -> Result {
+    package func withLock<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
         try lock.withLock { () throws(Failure) -> Result in try body(&value) }
     }
 }

@@ -74,7 +74,9 @@ struct SlotTable<Key, Value>: ~Copyable {
 
     @inlinable
     init() {
-        assert(MemoryLayout<Slot>.offset(of: \Slot.entry) == Swift.max(8, MemoryLayout<(key: Key, value: Value)>.alignment))
+        assert(
+            MemoryLayout<Slot>.offset(of: \Slot.entry) == Swift.max(8, MemoryLayout<(key: Key, value: Value)>.alignment)
+        )
         header = .allocate(capacity: 1)
         header.initialize(
             to: SlotTableHeader(

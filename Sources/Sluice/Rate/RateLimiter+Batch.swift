@@ -62,7 +62,8 @@ extension RateLimiter {
         // The results are written in place (no append, no uniqueness check per call).
         return [Result<RateDecision, LimiterError>](unsafeUninitializedCapacity: n) { buffer, initialized in
             let out = buffer.baseAddress!
-            withBatchCalls(list.lazy.map(\.0), cost: { i in UInt64(clamping: list[i].1) }) { calls, decisions, results in
+            withBatchCalls(list.lazy.map(\.0), cost: { i in UInt64(clamping: list[i].1) }) {
+                calls, decisions, results in
                 // Bad costs never reach the core: the good calls are packed first.
                 var m = 0
                 for i in 0..<n where Self.costIsValid(list[i].1) {
@@ -79,7 +80,8 @@ extension RateLimiter {
                     }
                     (out + i).initialize(
                         to: results[j] < 0
-                            ? .failure(LimiterError(rawValue: results[j])) : .success(Self.decision(decisions[j], now: now)))
+                            ? .failure(LimiterError(rawValue: results[j]))
+                            : .success(Self.decision(decisions[j], now: now)))
                     j += 1
                 }
             }

@@ -61,7 +61,8 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
         }
         self.policy = policy
         do {
-            let config = try LimiterStorage<Key, Never>.coreConfig(policy: policy, maxKeys: maxKeys, tick: nil, seed: nil)
+            let config = try LimiterStorage<Key, Never>.coreConfig(
+                policy: policy, maxKeys: maxKeys, tick: nil, seed: nil)
             let engine = try scheduler.makeEngine(
                 EngineSetup(config: config, reportImmediate: false, reportDrops: false, shards: 0, sink: .none))
             self.engine = engine

@@ -51,9 +51,11 @@ enum Behaviour {
             ] {
                 let times = Locked<[LimiterInstant]>([])
                 await engine.advanceTime(to: instant(UInt64(start)))
-                let limiter = try Limiter<Int, String>(policy, scheduler: engine.scheduler, delivery: .events { event in
-                    if event.kind == .emitted { times.withLock { $0.append(event.at) } }
-                })
+                let limiter = try Limiter<Int, String>(
+                    policy, scheduler: engine.scheduler,
+                    delivery: .events { event in
+                        if event.kind == .emitted { times.withLock { $0.append(event.at) } }
+                    })
                 try limiter.submit("a", for: 1)
                 await engine.advanceTime(to: instant(UInt64(start + 50)))
                 try limiter.submit("b", for: 1)
@@ -100,7 +102,8 @@ enum Behaviour {
         BehaviourCase("flush emits now, cancel drops now; close drains; calls after close throw") { engine in
             let events = Locked<[String]>([])
             let limiter = try Limiter<String, String>(
-                .debounce(interval: .seconds(1)), scheduler: engine.scheduler, delivery: .events { event in
+                .debounce(interval: .seconds(1)), scheduler: engine.scheduler,
+                delivery: .events { event in
                     events.withLock {
                         $0.append("\(event.at.nanoseconds / 1_000_000) \(event.kind) \(event.key) \(event.value)")
                     }
@@ -135,7 +138,8 @@ enum Behaviour {
             try await limiter.close(drain: false)
             #expect(kinds.withLock { $0 } == [.discarded, .discarded])
         },
-        BehaviourCase("a call from inside the handler is handled after the emission and respects the window") { engine in
+        BehaviourCase("a call from inside the handler is handled after the emission and respects the window") {
+            engine in
             let decisions = Locked<[LimiterDecision]>([])
             let out = Recorder<Int, Int>()
             let box = Locked<Limiter<Int, Int>?>(nil)
@@ -226,17 +230,22 @@ enum Behaviour {
         BehaviourCase("values dropped by a window, by a quota and at close(discard) are released at once") { engine in
             let tracker = LifetimeTracker()
             let noTrailing = try Limiter<Int, Tracked>(
-                .throttle(interval: .milliseconds(100), trailing: false), scheduler: engine.scheduler) { _, _ in }
+                .throttle(interval: .milliseconds(100), trailing: false), scheduler: engine.scheduler
+            ) { _, _ in }
             try noTrailing.submit(tracker.make(1), for: 1)
             #expect(try noTrailing.submit(tracker.make(2), for: 1) == .dropped(retryAt: instant(100)))
             #expect(tracker.alive == 0)
 
-            let rate = try Limiter<Int, Tracked>(.rate(limit: 1, per: .seconds(1)), scheduler: engine.scheduler) { _, _ in }
+            let rate = try Limiter<Int, Tracked>(.rate(limit: 1, per: .seconds(1)), scheduler: engine.scheduler) {
+                _, _ in
+            }
             try rate.submit(tracker.make(3), for: 1)
             #expect(try rate.submit(tracker.make(4), for: 1) == .dropped(retryAt: instant(1000)))
             #expect(tracker.alive == 0)
 
-            let audit = try Limiter<String, Tracked>(.audit(interval: .seconds(1)), scheduler: engine.scheduler) { _, _ in }
+            let audit = try Limiter<String, Tracked>(.audit(interval: .seconds(1)), scheduler: engine.scheduler) {
+                _, _ in
+            }
             for i in 5..<25 { try audit.submit(tracker.make(i), for: "k\(i)") }
             #expect(tracker.alive == 20)
             #expect(audit.storage.heldValues == 20)
@@ -250,7 +259,8 @@ enum Behaviour {
             let tracker = LifetimeTracker()
             let seen = Locked<[String]>([])
             let limiter = try Limiter<Int, Tracked>(
-                .debounce(interval: .milliseconds(10)), scheduler: engine.scheduler, delivery: .events { e in
+                .debounce(interval: .milliseconds(10)), scheduler: engine.scheduler,
+                delivery: .events { e in
                     seen.withLock { $0.append("\(e.kind) \(e.value.id)") }
                 })
             try limiter.submit(tracker.make(1), for: 1)
@@ -290,7 +300,8 @@ enum Behaviour {
             #expect(limiter.statistics.admitted == 4)
             #expect(limiter.statistics.dropped == 2)
         },
-        BehaviourCase("a weighted call is admitted whole or not at all; above the burst it is never admitted") { engine in
+        BehaviourCase("a weighted call is admitted whole or not at all; above the burst it is never admitted") {
+            engine in
             let limiter = try RateLimiter<Int>(.rate(limit: 2, per: .seconds(1)), scheduler: engine.scheduler)
             let two = try limiter.check(1, cost: 2)
             #expect(two.outcome == .admitted(remaining: 0) && two.fullAt == instant(1000))
@@ -308,7 +319,9 @@ enum Behaviour {
             let limiter = try RateLimiter<String>(.rate(limit: 2, per: .seconds(1)), scheduler: engine.scheduler)
             await engine.advanceTime(to: instant(100))
             let fresh = try limiter.quota(for: "k")
-            #expect(fresh == RateQuota(at: instant(100), burst: 2, remaining: 2, fullAt: instant(100), retryAt: instant(100)))
+            #expect(
+                fresh
+                    == RateQuota(at: instant(100), burst: 2, remaining: 2, fullAt: instant(100), retryAt: instant(100)))
             #expect(fresh.secondsUntilFull == 0)
             _ = try limiter.check("k", cost: 2)
             let spent = try limiter.quota(for: "k", cost: 2)

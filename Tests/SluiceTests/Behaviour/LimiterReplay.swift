@@ -31,11 +31,12 @@ struct LimiterReplay {
         let limiter = try Limiter<String, String>(
             trace.policy, scheduler: engine.scheduler, maxKeys: nil, tick: .milliseconds(1), combine: nil,
             delivery: .events { event in
-                let verb = switch event.kind {
-                case .emitted: "emit"
-                case .dropped: "drop"
-                case .discarded: "discard"
-                }
+                let verb =
+                    switch event.kind {
+                    case .emitted: "emit"
+                    case .dropped: "drop"
+                    case .discarded: "discard"
+                    }
                 record("\(event.at.nanoseconds / 1_000_000) \(verb) \(event.key) \(event.value)")
             },
             seed: (0x736C_7569_6365_2D74, 0x7472_6163_652D_7632), makeSink: { LimiterStorage.makeSink($0) })
@@ -56,7 +57,9 @@ struct LimiterReplay {
                 }
             case let .quota(cost):
                 let quota = try limiter.quota(for: step.key, cost: Int(cost))
-                record("\(step.time) quota \(step.key) remaining=\(quota.remaining) full=\(ms(quota.fullAt)) retry=\(ms(quota.retryAt))")
+                record(
+                    "\(step.time) quota \(step.key) remaining=\(quota.remaining) full=\(ms(quota.fullAt)) retry=\(ms(quota.retryAt))"
+                )
             case .cancel:
                 try limiter.cancel(step.key)
             case .flush:

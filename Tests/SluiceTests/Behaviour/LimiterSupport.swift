@@ -86,7 +86,8 @@ func eventually(
 func insideOneWindow(_ start: LimiterInstant, _ end: LimiterInstant, _ window: Duration, _ what: String) -> Bool {
     let span = start.duration(to: end)
     if span < window { return true }
-    print("note: \(what): the calls spanned \(span), more than one \(window) window (a busy machine): "
-        + "the one-burst outcome is not checked")
+    print(
+        "note: \(what): the calls spanned \(span), more than one \(window) window (a busy machine): "
+            + "the one-burst outcome is not checked")
     return false
 }

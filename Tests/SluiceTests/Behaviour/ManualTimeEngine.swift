@@ -24,7 +24,8 @@ protocol ManualTimeEngine: Sendable {
 
 extension ManualTimeEngine {
     func advanceTime(by duration: Duration) async {
-        let nanoseconds = UInt64(duration.components.seconds) * 1_000_000_000
+        let nanoseconds =
+            UInt64(duration.components.seconds) * 1_000_000_000
             + UInt64(duration.components.attoseconds / 1_000_000_000)
         await advanceTime(to: LimiterInstant(nanoseconds: now.nanoseconds + nanoseconds))
     }

@@ -85,7 +85,8 @@ let limited = router.group()
 if !options.noLimit {
     // X-Client-Id by the rule of SluiceHTTP's ClientID, else the client address.
     limited.add(
-        middleware: Middleware(quota, clientIDField: "X-Client-Id", forwardedHeaders: forwarded, shadow: options.shadow))
+        middleware: Middleware(quota, clientIDField: "X-Client-Id", forwardedHeaders: forwarded, shadow: options.shadow)
+    )
 }
 limited.get("/") { request, context -> String in
     // (With --no-limit an id the middleware would refuse is shown as "?".)

@@ -109,7 +109,8 @@ final class GuardedServer: Vapor.Server, Sendable {
         running.withLockedValue { $0 = Running(channel: channel, quiesce: quiesce) }
         let bound = channel.localAddress
         application.logger.notice(
-            "Server started on http://\(bound?.ipAddress ?? bound?.pathname ?? "?"):\(bound?.port.map(String.init) ?? "")")
+            "Server started on http://\(bound?.ipAddress ?? bound?.pathname ?? "?"):\(bound?.port.map(String.init) ?? "")"
+        )
     }
 
     @available(*, noasync, message: "Use the async start(address:) instead.")
@@ -122,7 +123,11 @@ final class GuardedServer: Vapor.Server, Sendable {
     /// Stops accepting, lets the requests in progress finish (a connection with none is
     /// closed at once, the others after their response), then completes `onShutdown`.
     func shutdown() async {
-        guard let running = running.withLockedValue({ state in defer { state = nil }; return state }) else { return }
+        guard
+            let running = running.withLockedValue({ state in
+                defer { state = nil }; return state
+            })
+        else { return }
         let done = application.eventLoopGroup.any().makePromise(of: Void.self)
         running.quiesce.initiateShutdown(promise: done)
         try? await done.futureResult.get()
@@ -219,7 +224,8 @@ private final class RequestHandler: ChannelInboundHandler {
 
     /// Writes `response` (its body collected first, when it is a stream), then closes the
     /// connection unless `keepAlive`.
-    private func write(_ response: Response, for head: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext) {
+    private func write(_ response: Response, for head: HTTPRequestHead, keepAlive: Bool, context: ChannelHandlerContext)
+    {
         response.body.collect(on: context.eventLoop).assumeIsolated().whenComplete { result in
             guard case .success(let body) = result else {
                 context.close(promise: nil)
@@ -235,7 +241,8 @@ private final class RequestHandler: ChannelInboundHandler {
                 headers.replaceOrAdd(name: .contentLength, value: String(body?.readableBytes ?? 0))
             }
             context.write(
-                self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: response.status, headers: headers))),
+                self.wrapOutboundOut(
+                    .head(HTTPResponseHead(version: head.version, status: response.status, headers: headers))),
                 promise: nil)
             if !bodyless, let body, body.readableBytes > 0 {
                 context.write(self.wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
