@@ -348,6 +348,15 @@ static void run_step(struct run *r, size_t i) {
     if (s->verb != SLUICE_TRACE_CLOSE) check_core(r, "after", s->line);
 }
 
+/* Frees what a run allocated (its limiter is freed apart). */
+static void run_free(struct run *r) {
+    sluice__trace_sink_free(&r->sink);
+    free(r->state);
+    free(r->calls);
+    free(r->decs);
+    free(r->rcs);
+}
+
 int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options_t *options,
                      sluice_trace_run_result_t *result) {
     static const sluice_trace_run_options_t no_options;
@@ -401,11 +410,7 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
     if (rc != 0) {
         run_fail(&r, rc == SLUICE_ENOMEM ? SLUICE_ENOMEM : SLUICE_ECORRUPT,
                  "sluice_limiter_new failed for a valid policy: %s", sluice_strerror(rc));
-        sluice__trace_sink_free(&r.sink);
-        free(r.state);
-        free(r.calls);
-        free(r.decs);
-        free(r.rcs);
+        run_free(&r);
         return r.status;
     }
 
@@ -453,10 +458,6 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
     if (r.status == SLUICE_OK && result->unaligned != 0)
         run_fail(&r, SLUICE_ECORRUPT, "%" PRIu64 " event time(s) not a whole millisecond (the first: %" PRIu64 " ns)",
                  result->unaligned, r.first_unaligned);
-    sluice__trace_sink_free(&r.sink);
-    free(r.state);
-    free(r.calls);
-    free(r.decs);
-    free(r.rcs);
+    run_free(&r);
     return r.status;
 }
