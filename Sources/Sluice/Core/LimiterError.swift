@@ -100,12 +100,30 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     public static let malformedTrace = LimiterError(rawValue: SLUICE_ESYNTAX.rawValue)
     /// A trace run reached its limit of timer advances.
     public static let limitReached = LimiterError(rawValue: SLUICE_ELIMIT.rawValue)
+    /// Redis refused a fleet limiter's credentials (`WRONGPASS`, `NOAUTH`).
+    public static let authenticationFailed = LimiterError(rawValue: SLUICE_EAUTH.rawValue)
+    /// The Redis user lacks a permission the fleet limiter needs (`NOPERM`).
+    public static let permissionDenied = LimiterError(rawValue: SLUICE_ENOPERM.rawValue)
+    /// TLS to Redis failed: the handshake was refused, the server does not
+    /// speak TLS, or a certificate did not verify.
+    public static let tlsFailed = LimiterError(rawValue: SLUICE_ETLS.rawValue)
+    /// Redis is out of memory and refuses writes (`OOM`).
+    public static let redisOutOfMemory = LimiterError(rawValue: SLUICE_EOOM.rawValue)
+    /// The Redis node cannot take writes: it is a replica, or its primary
+    /// is down (`READONLY`, `MASTERDOWN`).
+    public static let readOnly = LimiterError(rawValue: SLUICE_EREADONLY.rawValue)
+    /// A key's value in Redis is not a fleet limiter's state: something else
+    /// wrote it, or it has another type.
+    public static let badStoredValue = LimiterError(rawValue: SLUICE_EBADVALUE.rawValue)
+    /// Redis answered with an error that has no code of its own.
+    public static let redisError = LimiterError(rawValue: SLUICE_EREDIS.rawValue)
 
     /// Every error Sluice reports: one for each code of the C list
     /// (`sluice_errors.h`), which every module shares.
     public static let allCases: [LimiterError] = [
         .outOfMemory, .busy, .invalidArgument, .full, .outOfRange, .keyTooLong, .closed, .corrupted,
-        .notConnected, .timedOut, .badReply, .malformedTrace, .limitReached,
+        .notConnected, .timedOut, .badReply, .malformedTrace, .limitReached, .authenticationFailed,
+        .permissionDenied, .tlsFailed, .redisOutOfMemory, .readOnly, .badStoredValue, .redisError,
     ]
 
     /// What went wrong, as one sentence: the ``reason`` when there is one,
@@ -137,6 +155,15 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         case .badReply: "Redis answered something that is not a valid answer."
         case .malformedTrace: "The trace is malformed."
         case .limitReached: "The trace run reached its limit of timer advances."
+        case .authenticationFailed: "Redis refused the credentials: check the user and the password."
+        case .permissionDenied:
+            "The Redis user may not run a command the fleet limiter needs: grant it the ACL rule in docs/fleet.md."
+        case .tlsFailed:
+            "TLS to Redis failed: the handshake was refused, the server does not speak TLS, or a certificate did not verify."
+        case .redisOutOfMemory: "Redis is out of memory and refuses writes."
+        case .readOnly: "The Redis node cannot take writes: it is a replica, or its primary is down."
+        case .badStoredValue: "A key's value in Redis is not the fleet limiter's state: another writer, or another type."
+        case .redisError: "Redis answered with an error."
         default: "Unknown Sluice error (code \(rawValue))."
         }
     }
