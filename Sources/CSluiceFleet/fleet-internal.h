@@ -45,4 +45,12 @@ SLUICE_FLEET_HIDDEN int sluice__fleet_call_decision(const struct sluice__fleet_r
 SLUICE_FLEET_HIDDEN int sluice__fleet_quota_from(const struct sluice__fleet_rate *r, uint64_t cost, uint64_t t,
                                                  fl_u128 tat, sluice_quota_t *q);
 
+/** The SLUICE_E* code of a Redis error reply `msg` (`len` bytes, no NUL
+ *  needed), by its class, the first word: WRONGPASS and NOAUTH are
+ *  SLUICE_EAUTH, NOPERM SLUICE_ENOPERM, OOM SLUICE_EOOM, READONLY and
+ *  MASTERDOWN SLUICE_EREADONLY, WRONGTYPE SLUICE_EBADVALUE, any other
+ *  SLUICE_EREDIS. (NOSCRIPT, MOVED, ASK, TRYAGAIN and CLUSTERDOWN are acted
+ *  on where they arrive, before an error is reported.) */
+SLUICE_FLEET_HIDDEN int sluice__redis_error_code(const char *msg, size_t len);
+
 #endif

@@ -1,0 +1,30 @@
+/*
+ * redis-error.c — the error code of a Redis error reply, by its class (the
+ * first word of the message).
+ */
+#include <string.h>
+
+#include "fleet-internal.h"
+
+static int starts_with(const char *msg, size_t len, const char *word) {
+    size_t n = strlen(word);
+    /* The class is the whole first word: "OOM" matches "OOM command ..." only. */
+    return len >= n && memcmp(msg, word, n) == 0 && (len == n || msg[n] == ' ');
+}
+
+int sluice__redis_error_code(const char *msg, size_t len) {
+    static const struct {
+        const char *word;
+        int code;
+    } classes[] = {
+        { "WRONGPASS", SLUICE_EAUTH },     { "NOAUTH", SLUICE_EAUTH },
+        { "NOPERM", SLUICE_ENOPERM },      { "OOM", SLUICE_EOOM },
+        { "READONLY", SLUICE_EREADONLY },  { "MASTERDOWN", SLUICE_EREADONLY },
+        { "WRONGTYPE", SLUICE_EBADVALUE },
+    };
+    if (msg == NULL) return SLUICE_EREDIS;
+    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+        if (starts_with(msg, len, classes[i].word)) return classes[i].code;
+    }
+    return SLUICE_EREDIS;
+}
