@@ -180,10 +180,16 @@ static inline int lt_submit_cost_at(sluice_mt_t *m, sluice_key_t key, uint64_t t
     return sluice_mt_submit_with_options(m, key, token, &o, d);
 }
 
+/* A call of `cost`; `*when` receives the decision's time (d->now) on
+ * success and is left alone on error. d and when may be NULL. */
 static inline int lt_submit_timed(sluice_mt_t *m, sluice_key_t key, uint64_t token, uint64_t cost, sluice_decision_t *d,
                                   uint64_t *when) {
-    sluice_mt_submit_options_t o = { .cost = cost, .when = when };
-    return sluice_mt_submit_with_options(m, key, token, &o, d);
+    sluice_decision_t local;
+    sluice_decision_t *out = d ? d : &local;
+    sluice_mt_submit_options_t o = { .cost = cost };
+    int rc = sluice_mt_submit_with_options(m, key, token, &o, out);
+    if (rc == 0 && when) *when = out->now;
+    return rc;
 }
 
 static inline int lt_quota(sluice_mt_t *m, sluice_key_t key, uint64_t cost, sluice_quota_t *q) {

@@ -17,7 +17,10 @@
  *  - huge numbers (costs and bursts of 10^12, periods of 10^18 ns) never
  *    overflow; a call that would end past the end of the clock is "never";
  *  - argument errors (cost 0, above SLUICE_RATE_MAX, cost on another policy,
- *    quota on another policy, closed limiter).
+ *    quota on another policy, closed limiter);
+ *  - a decision's and a quota's `now`: the time given, or the later time the
+ *    limiter had seen, on every path (new key, live key, integer fast path,
+ *    emit_only).
  */
 #define TEST_NAME "test_core_quota"
 #include "support/check.h"
@@ -71,6 +74,41 @@ static uint64_t live(sluice_limiter_t *l) {
     sluice_stats_t st;
     CHECK(sluice_limiter_stats(l, &st) == 0, "stats");
     return st.live_keys;
+}
+
+static uint64_t now_u64(sluice_limiter_t *l, uint64_t key, uint64_t t) {
+    sluice_decision_t d;
+    memset(&d, 0xAB, sizeof d);
+    CHECK(sluice_limiter_submit_u64(l, key, 1, t, &d) == 0, "submit_u64");
+    return d.now;
+}
+
+/* Retry-After is `at - now` with no second clock read: every path writes the
+ * decision's time, clamped as the limiter clamps it. */
+static void test_decision_time(void) {
+    sluice_limiter_t *l = make(sluice_rate(10, 1000, 5), 1000);
+    CHECK(call(l, "a", 1, 5000).now == 5000, "rate, new key: the time given");
+    CHECK(call(l, "a", 1, 3000).now == 5000, "rate, live key, earlier time: the time seen");
+    CHECK(now_u64(l, 9, 6000) == 6000 && now_u64(l, 9, 6100) == 6100, "rate, integer key (new, then live)");
+    CHECK(quota(l, "a", 1, 2000).now == 6100 && quota(l, "a", 1, 7000).now == 7000, "quota: clamped, then given");
+    sluice_limiter_free(l);
+
+    for (int emit_only = 0; emit_only < 2; emit_only++) {
+        sluice_config_t c;
+        memset(&c, 0, sizeof c);
+        c.policy = sluice_throttle(100, true, true, SLUICE_PICK_LATEST);
+        c.tick_ns = 1;
+        c.emit_only = emit_only;
+        c.on_event = on_event;
+        CHECK(sluice_limiter_new(&l, &c) == 0, "throttle limiter");
+        CHECK(now_u64(l, 1, 100) == 100, "throttle, new key (emit_only %d)", emit_only);
+        CHECK(now_u64(l, 1, 150) == 150, "throttle, live key: the short path (emit_only %d)", emit_only);
+        CHECK(now_u64(l, 1, 120) == 150, "throttle, an earlier time: the time seen (emit_only %d)", emit_only);
+        sluice_decision_t d;
+        memset(&d, 0xAB, sizeof d);
+        CHECK(sluice_limiter_submit(l, sluice_key_bytes("k", 1), 2, 170, &d) == 0 && d.now == 170, "byte key");
+        sluice_limiter_free(l);
+    }
 }
 
 /* limit 10 per 100 ms, burst 3: T = 10 ms, the vector rate-quota-never. */
@@ -267,6 +305,7 @@ int main(void) {
     test_fractional();
     test_huge();
     test_errors();
+    test_decision_time();
     printf("test_core_quota: ok\n");
     return 0;
 }

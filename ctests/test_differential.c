@@ -316,7 +316,7 @@ static void nested_submit(ctx_t *c, int side, size_t idx) {
     size_t ch = nested_child(c, idx);
     uint64_t tok = ((uint64_t)c->salt << 32) | ch;
     sluice_key_t key = key_of(c, c->tkey[ch]);
-    sluice_decision_t d = { 0, 0, 0, 0 };
+    sluice_decision_t d = { 0 };
     if ((side == 0 && c->tn[ch].cdone) || (side == 1 && c->tn[ch].rdone)) {
         failf(c, "%s: token %zu emitted twice (its follow-up was already submitted)", side ? "ref" : "core", idx);
         return;
@@ -902,7 +902,7 @@ static bool do_submit(ctx_t *c, int k, uint64_t t) {
     uint64_t cost = gen_cost(c);
     o->token = tok;
     o->cost = cost;
-    sluice_decision_t dc = { 0, 0, 0, 0 }, dr = { 0, 0, 0, 0 };
+    sluice_decision_t dc = { 0 }, dr = { 0 };
     c->in_submit = true;
     int rc = cost == 1 && rchance(&c->rng, 50) ? sluice_limiter_submit(c->core, key_of(c, k), tok, t, &dc)
                                                : sluice_limiter_submit_cost(c->core, key_of(c, k), tok, cost, t, &dc);

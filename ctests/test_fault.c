@@ -330,7 +330,7 @@ static void op_submit(run_t *r, int k, uint64_t t) {
     uint64_t tok = new_token(r);
     sluice_key_t key = key_of(k);
     uint64_t f0 = r->fa.failures;
-    sluice_decision_t da = { 0, 0, 0, 0 }, db = { 0, 0, 0, 0 }, dr = { 0, 0, 0, 0 };
+    sluice_decision_t da = { 0 }, db = { 0 }, dr = { 0 };
     int ra = sluice_limiter_submit(r->s[0].l, key, tok, t, &da);
     bool injected = r->fa.failures != f0;
     if (ra == SLUICE_ENOMEM) {

@@ -259,7 +259,7 @@ static void edge_shapes(void) {
     CHECK(sluice_limiter_stats(l, &st0) == 0, "stats");
     uint64_t ev0 = g_bad_events;
     /* over the maximum: SLUICE_EKEYLEN everywhere, nothing taken or changed */
-    sluice_decision_t d = { 0, 0, 0, 0 };
+    sluice_decision_t d = { 0 };
     sluice_key_t over = sluice_key_bytes(big, SLUICE_KEY_MAX + 1);
     CHECK(sluice_limiter_submit(l, over, 999, 0, &d) == SLUICE_EKEYLEN, "submit over max");
     CHECK(sluice_limiter_flush(l, over, 0) == SLUICE_EKEYLEN, "flush over max");
@@ -341,9 +341,11 @@ static void api_misuse(void) {
     CHECK(sluice_limiter_check(l) == 0, "check");
     sluice_limiter_free(l); /* the pending token is discarded to a callback that ignores it */
     CHECK(strcmp(sluice_strerror(12345), "unknown error") == 0, "strerror of an unknown code");
-    const int codes[] = { SLUICE_OK,       SLUICE_ELIMIT,  SLUICE_ENOMEM,    SLUICE_EBUSY,   SLUICE_EINVAL,
-                          SLUICE_EFULL,    SLUICE_ERANGE,  SLUICE_EKEYLEN,   SLUICE_EPROTO,  SLUICE_ESYNTAX,
-                          SLUICE_ENOTCONN, SLUICE_ECLOSED, SLUICE_ETIMEDOUT, SLUICE_ECORRUPT };
+    const int codes[] = { SLUICE_OK,     SLUICE_ENOPERM,  SLUICE_EREDIS,  SLUICE_ELIMIT,    SLUICE_ENOMEM,
+                          SLUICE_EAUTH,  SLUICE_EBUSY,    SLUICE_EINVAL,  SLUICE_EFULL,     SLUICE_EREADONLY,
+                          SLUICE_ERANGE, SLUICE_EKEYLEN,  SLUICE_EPROTO,  SLUICE_ESYNTAX,   SLUICE_EBADVALUE,
+                          SLUICE_EOOM,   SLUICE_ENOTCONN, SLUICE_ECLOSED, SLUICE_ETIMEDOUT, SLUICE_ECORRUPT,
+                          SLUICE_ETLS };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         CHECK(sluice_strerror(codes[i]) && strcmp(sluice_strerror(codes[i]), "unknown error") != 0, "strerror %d",
               codes[i]);

@@ -1,7 +1,8 @@
 /* test_loop_quota.c — the rate quota API on a loop limiter
  * (sluice_mt_submit_with_options, sluice_mt_quota), the per-limiter totals of
- * sluice_mt_stats (summed over shards), the options (cost, now, when, plan), and the successor of a superseded
- * token carried through the outbox to the callback. */
+ * sluice_mt_stats (summed over shards), the options (cost, now, plan), the
+ * decision's time (now), and the successor of a superseded token carried
+ * through the outbox to the callback. */
 #include "loop_test_util.h"
 
 /* 10 per 100 s: a unit comes back every 10 s, so nothing refills while the
@@ -199,10 +200,10 @@ static void test_totals(void) {
     lt_sync_destroy(&s.sync);
 }
 
-/* options.when: the decision's own time, from which a drop's
- * retry wait is measured, with no second read of the clock. */
+/* decision.now: the decision's own time, from which a drop's retry wait
+ * is measured, with no second read of the clock. */
 static void test_timed(void) {
-    printf("submit with options.when\n");
+    printf("the decision's time (decision.now)\n");
     sluice_loop_t *loop;
     LT_OK(sluice_loop_start(&loop, NULL));
     sluice_config_t c = lt_config(sluice_rate(10, PER_NS, 0), NULL, NULL);
@@ -248,7 +249,7 @@ static void test_timed(void) {
  * per 1000 s: nothing comes back while the test runs, so `remaining`
  * counts the units taken. */
 static void test_options(void) {
-    printf("submit options: cost, now, when, plan\n");
+    printf("submit options: cost, now, plan\n");
     sluice_loop_t *loop;
     LT_OK(sluice_loop_start(&loop, NULL));
     sluice_config_t c = lt_config(sluice_rate(10, 1000 * PER_NS, 0), NULL, NULL);
@@ -257,7 +258,6 @@ static void test_options(void) {
     sluice_key_t k = sluice_key_bytes("client:o", 8);
     sluice_decision_t d;
     sluice_quota_t q;
-    uint64_t when = 0;
 
     /* cost 0 means 1, as do NULL options */
     sluice_mt_submit_options_t o = { .cost = 0 };
@@ -272,33 +272,36 @@ static void test_options(void) {
     LT_CHECK(d.kind == SLUICE_EMITTED && d.remaining == 7, "integer key, cost 3 (remaining %llu)",
              (unsigned long long)d.remaining);
 
-    /* when: written with the time of the call read from the clock */
+    /* decision.now: the time of the call read from the clock */
     uint64_t before = sluice_clock_now();
-    o = (sluice_mt_submit_options_t){ .when = &when };
+    o = (sluice_mt_submit_options_t){ .cost = 1 };
     LT_OK(sluice_mt_submit_with_options(m, k, 4, &o, &d));
     uint64_t after = sluice_clock_now();
-    LT_CHECK(when >= before && when <= after, "when lies within the call");
+    LT_CHECK(d.now >= before && d.now <= after, "the decision's time lies within the call");
 
     /* a given now: the call is decided at it, not at the clock */
     uint64_t t0 = sluice_clock_now();
     lt_sleep_ms(5);
-    o = (sluice_mt_submit_options_t){ .now = t0, .when = &when };
+    o = (sluice_mt_submit_options_t){ .now = t0 };
     LT_OK(sluice_mt_submit_with_options(m, k, 5, &o, &d));
-    LT_CHECK(when == t0, "decided at the given now (%+lld ns)", (long long)(when - t0));
-    o = (sluice_mt_submit_options_t){ .now = t0, .when = &when };
+    LT_CHECK(d.now == t0, "decided at the given now (%+lld ns)", (long long)(d.now - t0));
     LT_OK(sluice_mt_quota(m, k, &o, &q));
-    LT_CHECK(when == t0 && q.remaining == 6, "quota at the given now: remaining %llu", (unsigned long long)q.remaining);
+    LT_CHECK(q.now == t0 && q.remaining == 6, "quota at the given now: remaining %llu",
+             (unsigned long long)q.remaining);
+    /* the integer fast path fills the decision's time too */
+    before = sluice_clock_now();
+    LT_OK(sluice_mt_submit_u64(m, 5, 55, &d));
+    after = sluice_clock_now();
+    LT_CHECK(d.now >= before && d.now <= after, "submit_u64: the decision's time lies within the call");
 
-    /* a now ahead of the clock: refused, no unit taken, when untouched */
-    when = 42;
-    o = (sluice_mt_submit_options_t){ .now = sluice_clock_now() + 1000 * LT_MS, .when = &when };
+    /* a now ahead of the clock: refused, no unit taken */
+    o = (sluice_mt_submit_options_t){ .now = sluice_clock_now() + 1000 * LT_MS };
     LT_CHECK(sluice_mt_submit_with_options(m, k, 6, &o, &d) == SLUICE_ERANGE, "ahead of the clock: ERANGE");
-    LT_CHECK(when == 42, "ahead: when untouched");
     LT_CHECK(sluice_mt_quota(m, k, &o, &q) == SLUICE_ERANGE, "quota ahead of the clock: ERANGE");
 
     /* a plan other than 0: refused */
-    o = (sluice_mt_submit_options_t){ .plan = 1, .when = &when };
-    LT_CHECK(sluice_mt_submit_with_options(m, k, 7, &o, &d) == SLUICE_EINVAL && when == 42, "plan 1: EINVAL");
+    o = (sluice_mt_submit_options_t){ .plan = 1 };
+    LT_CHECK(sluice_mt_submit_with_options(m, k, 7, &o, &d) == SLUICE_EINVAL, "plan 1: EINVAL");
     LT_CHECK(sluice_mt_quota(m, k, &o, &q) == SLUICE_EINVAL, "quota plan 1: EINVAL");
     LT_OK(sluice_mt_quota(m, k, NULL, &q));
     LT_CHECK(q.remaining == 6, "refused calls took nothing: remaining %llu", (unsigned long long)q.remaining);

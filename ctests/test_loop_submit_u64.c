@@ -89,8 +89,7 @@ static void test_same_calls(void) {
     sluice_decision_t d;
     LT_CHECK(sluice_mt_submit_u64(b, 1, 1, &d) == SLUICE_ECLOSED, "closed: submit_u64");
     uint64_t when = 77;
-    sluice_mt_submit_options_t so = { .when = &when };
-    LT_CHECK(sluice_mt_submit_with_options(b, sluice_key_u64(1), 1, &so, &d) == SLUICE_ECLOSED && when == 77,
+    LT_CHECK(lt_submit_timed(b, sluice_key_u64(1), 1, 1, &d, &when) == SLUICE_ECLOSED && when == 77,
              "closed: submit_with_options");
     sluice_mt_free(a); /* delivers what is left */
     sluice_mt_free(b);

@@ -63,7 +63,7 @@ static void tok_event(uint64_t t) {
 
 /* submit with accounting; returns rc */
 static int sub(sluice_limiter_t *l, uint64_t key, uint64_t tok, uint64_t now, sluice_decision_t *d) {
-    sluice_decision_t dd = { 0, 0, 0, 0 };
+    sluice_decision_t dd = { 0 };
     CHECK(g_tok[tok] == T_NONE, "token reused");
     g_tok[tok] = T_IN_FLIGHT;
     int rc = sluice_limiter_submit(l, sluice_key_u64(key), tok, now, &dd);

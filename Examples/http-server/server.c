@@ -482,10 +482,10 @@ static void handle_api(struct server *s, struct evhttp_request *req, uint64_t co
         key = sluice_key_u64(id);
     }
     add_ratelimit(req, "RateLimit-Policy", "\"default\";q=%" PRIu64 ";w=%" PRIu64, s->limit, (s->per_ms + 999) / 1000);
-    uint64_t now = 0; /* the time of the decision: headers are relative to it */
-    sluice_mt_submit_options_t opts = { .cost = cost, .when = &now };
+    sluice_mt_submit_options_t opts = { .cost = cost };
     sluice_decision_t d;
     int rc = sluice_mt_submit_with_options(s->quota, key, 0, &opts, &d);
+    uint64_t now = d.now; /* the time of the decision: headers are relative to it */
     if (rc == SLUICE_EFULL) {
         if (s->at_cap == AT_CAP_ADMIT) { /* fail open: served, not counted against any quota */
             s->n_untracked++;

@@ -273,6 +273,7 @@ static NOINLINE int submit_general(struct sluice_limiter *l, const struct sluice
     sluice_decision_t *d = out ? out : &scratch;
     d->remaining = d->full = 0;
     now = clamp_now(l, now);
+    d->now = now;
     if (l->pass_through) {
         d->kind = SLUICE_EMITTED;
         d->at = now;
@@ -324,12 +325,13 @@ static NOINLINE int submit_general_isolated(struct sluice_limiter *l, const stru
 /* Field by field: a copy of the whole struct makes compilers load it with
  * 16-byte moves, which cannot be forwarded from the narrower stores that
  * just filled it (a store-forwarding stall on every call). */
-static SLUICE__HOT_INLINE void put_decision(sluice_decision_t *out, const sluice_decision_t *d) {
+static SLUICE__HOT_INLINE void put_decision(sluice_decision_t *out, const sluice_decision_t *d, uint64_t now) {
     if (!out) return;
     out->kind = d->kind;
     out->at = d->at;
     out->remaining = 0;
     out->full = 0;
+    out->now = now;
 }
 
 /* The short path of a call: the everyday call on a live key of a built-in
@@ -360,6 +362,7 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
         /* a live or idle-in-place entry: no event, no key created (the
          * keyref is only used to create one) */
         sluice_decision_t *dr = out ? out : &d;
+        dr->now = now;
         if (!sluice__rate_live(l, e, now, dr)) {
             dr->remaining = dr->full = 0;
             (void)l->ops->call(l, NULL, idx, token, 1, now, dr);
@@ -388,12 +391,12 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
         if (!quiet && fn) {
             if (!held) l->depth++;
             fn(l->user, &pe.ev);
-            put_decision(out, &d);
+            put_decision(out, &d, now);
             if (!held) leave(l);
             return true;
         }
     }
-    put_decision(out, &d);
+    put_decision(out, &d, now);
     return true;
 }
 
@@ -685,6 +688,7 @@ int sluice_limiter_quota(sluice_limiter_t *l, sluice_key_t key, uint64_t cost, u
     /* a peek: the clock, the key and its timer stay as they are */
     if (now < l->now_seen) now = l->now_seen;
     l->ops->quota(l, sluice__table_find(&l->table, &k), cost, now, out);
+    out->now = now;
     return 0;
 }
 

@@ -58,7 +58,6 @@ struct call {
     bool have_now; /* the caller gave the time (options' now, sluice_mt_*_at) */
     uint64_t now;
     sluice_decision_t *decision;
-    uint64_t *when; /* CALL_SUBMIT: receives the time the call was decided at */
 };
 
 /* With reporting flags, the event that also reports a token emitted or
@@ -216,7 +215,6 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
         sluice_decision_t *dec = c->decision ? c->decision : &local;
         rc = m->max_keys ? reserve_key(m, s, k, now, want, unlocked) : 0;
         if (rc == 0) rc = sluice__submit_prepared(s->core, k, c->token, c->cost, now, dec);
-        if (rc == 0 && c->when) *c->when = sluice__limiter_now(s->core); /* as the core clamped it */
         sluice_event_kind_t kind;
         if (rc == 0 && m->report && reported_event(m->report, dec, &kind)) push_reported(m, s, k, c->token, kind);
         break;
@@ -361,8 +359,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             for (size_t j = i; j < last; j++) {
                 if (done[j] || krc[j] || shard_of[j] != si) continue;
                 const sluice_call_t *cl = &calls[base + j];
-                struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0, decisions ? &decisions[base + j] : NULL,
-                                  NULL };
+                struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0, decisions ? &decisions[base + j] : NULL };
                 int rc = shard_call_locked(m, s, &k[j], &c, now, &unlocked);
                 if (results) results[base + j] = rc;
                 if (rc && base + j < first_at) {
@@ -382,12 +379,12 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
 }
 
 int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, 1, false, 0, d, NULL };
+    struct call c = { CALL_SUBMIT, token, 1, false, 0, d };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_submit_u64(sluice_mt_t *m, uint64_t key, uint64_t token, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, 1, false, 0, d, NULL };
+    struct call c = { CALL_SUBMIT, token, 1, false, 0, d };
     return key_call_u64(m, key, &c);
 }
 
@@ -398,39 +395,39 @@ int sluice_mt_submit_with_options(sluice_mt_t *m, sluice_key_t key, uint64_t tok
                                   const sluice_mt_submit_options_t *options, sluice_decision_t *d) {
     const sluice_mt_submit_options_t *o = options ? options : &default_options;
     if (o->plan != 0) return SLUICE_EINVAL;
-    struct call c = { CALL_SUBMIT, token, o->cost ? o->cost : 1, o->now != 0, o->now, d, o->when };
+    struct call c = { CALL_SUBMIT, token, o->cost ? o->cost : 1, o->now != 0, o->now, d };
     /* an integer key needs no check: the path of sluice_mt_submit_u64() */
     if (key.kind == SLUICE_KEY_U64) return key_call_u64(m, key.u64, &c);
     return key_call(m, key, &c);
 }
 
 int sluice_mt_flush(sluice_mt_t *m, sluice_key_t key) {
-    struct call c = { CALL_FLUSH, 0, 0, false, 0, NULL, NULL };
+    struct call c = { CALL_FLUSH, 0, 0, false, 0, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_cancel(sluice_mt_t *m, sluice_key_t key) {
-    struct call c = { CALL_CANCEL, 0, 0, false, 0, NULL, NULL };
+    struct call c = { CALL_CANCEL, 0, 0, false, 0, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_pending(sluice_mt_t *m, sluice_key_t key) {
-    struct call c = { CALL_PENDING, 0, 0, false, 0, NULL, NULL };
+    struct call c = { CALL_PENDING, 0, 0, false, 0, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_flush_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
-    struct call c = { CALL_FLUSH, 0, 0, true, now, NULL, NULL };
+    struct call c = { CALL_FLUSH, 0, 0, true, now, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_cancel_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
-    struct call c = { CALL_CANCEL, 0, 0, true, now, NULL, NULL };
+    struct call c = { CALL_CANCEL, 0, 0, true, now, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_pending_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
-    struct call c = { CALL_PENDING, 0, 0, true, now, NULL, NULL };
+    struct call c = { CALL_PENDING, 0, 0, true, now, NULL };
     return key_call(m, key, &c);
 }
 
@@ -451,9 +448,7 @@ int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_opt
     /* A read: the shard's core hashes the key again (same seed) and changes
      * nothing, so no event, deadline or key count moves. */
     rc = sluice_limiter_quota(s->core, key, o->cost ? o->cost : 1, now, out);
-    uint64_t seen = sluice__limiter_now(s->core);
     sluice__unlock(s->lk);
-    if (rc == 0 && o->when) *o->when = now < seen ? seen : now; /* as the core clamped it */
     return rc;
 }
 

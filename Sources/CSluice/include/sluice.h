@@ -296,6 +296,11 @@ typedef struct sluice_decision {
      *  for the key as it stands (the drop changed nothing). 0 for the other
      *  policies. */
     uint64_t full;
+    /** The time the call was decided at, in ns: the `now` passed, or the
+     *  later time the limiter had already seen (a limiter's time never goes
+     *  back). `at - now` is a drop's Retry-After without a second reading
+     *  of the clock. */
+    uint64_t now;
 } sluice_decision_t;
 
 /** A time that never comes: the retry time of a rate call whose cost exceeds the burst. */
@@ -309,6 +314,8 @@ typedef struct sluice_quota {
     uint64_t retry;     /**< the earliest time a call of the asked cost would be admitted, in ns
                              (`now` when it would be now), or SLUICE_NEVER when the cost exceeds the burst
                              (or the call would end past the end of the clock, UINT64_MAX ns) */
+    uint64_t now;       /**< the time the quota was read at: the `now` passed, or the later time the
+                             limiter had already seen */
 } sluice_quota_t;
 
 /* ------------------------------------------------------------------ */

@@ -378,12 +378,6 @@ typedef struct sluice_mt_submit_options {
      *  "Caller-given times" (top of this header): at most the clock read by
      *  the call plus SLUICE_MT_SUBMIT_AT_SLACK_NS, else SLUICE_ERANGE. */
     uint64_t now;
-    /** NULL, or receives, when the call returns 0, the time the call was
-     *  decided at: its time as the key's shard counts it (the time read or
-     *  given, or a later one the shard had already seen). A "retry after N
-     *  seconds" measured from it needs no second read of the clock.
-     *  Untouched on error. */
-    uint64_t *when;
     /** Reserved for quota plans: must be 0 (otherwise SLUICE_EINVAL). */
     uint32_t plan;
 } sluice_mt_submit_options_t;
@@ -439,9 +433,9 @@ SLUICE_EXTERN int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *cal
  * @param m a loop limiter with a rate policy.
  * @param key the key.
  * @param options the cost to compute `retry` for, the time of the read (as
- *        for sluice_mt_submit_with_options(); `when` receives the time the
- *        quota was read at), or NULL for cost 1, now.
- * @param out receives the quota; times are on sluice_clock_now()'s clock.
+ *        for sluice_mt_submit_with_options()), or NULL for cost 1, now.
+ * @param out receives the quota (`out->now`: the time it was read at); times
+ *        are on sluice_clock_now()'s clock.
  * @return 0; SLUICE_EINVAL (NULL pointer, bad key, not a rate policy,
  *         nonzero plan); SLUICE_ERANGE (cost, or a `now` ahead of the
  *         clock); SLUICE_EKEYLEN; SLUICE_ECLOSED.

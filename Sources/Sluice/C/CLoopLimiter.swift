@@ -40,20 +40,6 @@ struct CLoopLimiter: @unchecked Sendable {
         return sluice_mt_submit(handle, key, token, &decision)
     }
 
-    /// `sluice_mt_submit_with_options` with `cost`, `at` receiving the
-    /// time of the decision.
-    @inlinable
-    func submitTimed(
-        _ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t, at: inout UInt64
-    ) -> Int32 {
-        withUnsafeMutablePointer(to: &at) { at in
-            var options = sluice_mt_submit_options_t()
-            options.cost = cost
-            options.when = at
-            return sluice_mt_submit_with_options(handle, key, token, &options, &decision)
-        }
-    }
-
     /// `sluice_mt_quota`.
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32 {
         var options = sluice_mt_submit_options_t()

@@ -45,10 +45,6 @@ protocol LimiterEngine: AnyObject, Sendable {
     var now: UInt64 { get }
     /// Submits a token (`sluice_limiter_submit_cost` semantics).
     func submit(_ key: sluice_key_t, token: UInt64, cost: UInt64, into decision: inout sluice_decision_t) -> Int32
-    /// A rate check: submits token 0 and returns the time the decision was
-    /// made at (a rate decision's `at`, from which a drop's retry wait is
-    /// measured). A default (the time read, then `submit`) is below.
-    func check(_ key: sluice_key_t, cost: UInt64, into decision: inout sluice_decision_t, at: inout UInt64) -> Int32
     /// Submits a batch of tokens at one time (`sluice_limiter_submit_many`
     /// semantics): `results[i]` and `decisions[i]` are what `submit` would
     /// give for call i, the calls made in order. A default (one `submit` per
@@ -78,15 +74,6 @@ extension LimiterEngine {
     /// By default an engine serialises itself and is called without the
     /// caller's lock.
     var runsUnderCallerLock: Bool { false }
-
-    /// The time read first, then the call: the decision is made at that
-    /// time or later (never earlier), so a retry wait measured from it is
-    /// never short.
-    @usableFromInline
-    func check(_ key: sluice_key_t, cost: UInt64, into decision: inout sluice_decision_t, at: inout UInt64) -> Int32 {
-        at = now
-        return submit(key, token: 0, cost: cost, into: &decision)
-    }
 }
 
 /// One event of the core, as an engine hands it to its sink.

@@ -70,12 +70,6 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
         limiter.quota(key, cost: cost, into: &quota)
     }
 
-    /// One read of the clock (the loop limiter's): the decision's own time.
-    @usableFromInline
-    func check(_ key: sluice_key_t, cost: UInt64, into decision: inout sluice_decision_t, at: inout UInt64) -> Int32 {
-        limiter.submitTimed(key, token: 0, cost: cost, into: &decision, at: &at)
-    }
-
     /// `sluice_mt_submit_many`: one lock per shard per group of calls.
     @usableFromInline
     func submitMany(

@@ -266,9 +266,8 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     public func submit(_ value: Value, for key: Key, cost: Int) throws(LimiterError) -> RateDecision {
         guard storage.policy.isRate else { throw CPolicy.costNeedsRate(storage.policy) }
         guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
-        let now = storage.now
         let decision = try storage.submit(value, for: key, cost: UInt64(cost))
-        return RateDecision(decision, now: now)
+        return RateDecision(decision, now: decision.now)
     }
 
     /// Reads a rate key's quota now, without changing it (a key with no
@@ -284,8 +283,8 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     public func quota(for key: Key, cost: Int = 1) throws(LimiterError) -> RateQuota {
         guard storage.policy.isRate else { throw CPolicy.costNeedsRate(storage.policy) }
         guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
-        let now = storage.now
-        return RateQuota(try storage.quota(key, cost: UInt64(cost)), now: now)
+        let quota = try storage.quota(key, cost: UInt64(cost))
+        return RateQuota(quota, now: quota.now)
     }
 
     /// Emits the key's pending value now and returns the key to idle, with

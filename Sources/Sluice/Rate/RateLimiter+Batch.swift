@@ -58,7 +58,6 @@ extension RateLimiter {
     func checkMany(_ list: ContiguousArray<(Key, Int)>) -> [Result<RateDecision, LimiterError>] {
         let n = list.count
         if n == 0 { return [] }
-        let now = engine.now
         // The results are written in place (no append, no uniqueness check per call).
         return [Result<RateDecision, LimiterError>](unsafeUninitializedCapacity: n) { buffer, initialized in
             let out = buffer.baseAddress!
@@ -81,7 +80,7 @@ extension RateLimiter {
                     (out + i).initialize(
                         to: results[j] < 0
                             ? .failure(LimiterError(rawValue: results[j]))
-                            : .success(Self.decision(decisions[j], now: now)))
+                            : .success(Self.decision(decisions[j], now: decisions[j].now)))
                     j += 1
                 }
             }

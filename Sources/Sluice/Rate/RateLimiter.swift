@@ -119,10 +119,9 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
             return try checkEngine(key, cost: cost)
         }
         var decision = sluice_decision_t()
-        var now: UInt64 = 0
-        let rc = key.withCoreKey { loop.submitTimed($0, token: 0, cost: UInt64(cost), into: &decision, at: &now) }
+        let rc = key.withCoreKey { loop.submit($0, token: 0, cost: UInt64(cost), into: &decision) }
         if rc < 0 { throw Self.failure(rc) }
-        return RateDecision(decision, now: now)
+        return RateDecision(decision, now: decision.now)
     }
 
     /// ``check(_:cost:)`` on an engine other than a loop, and a bad cost.
@@ -130,11 +129,10 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     func checkEngine(_ key: Key, cost: Int) throws(LimiterError) -> RateDecision {
         guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
         var decision = sluice_decision_t()
-        var now: UInt64 = 0
         let engine = self.engine
-        let rc = key.withCoreKey { engine.check($0, cost: UInt64(cost), into: &decision, at: &now) }
+        let rc = key.withCoreKey { engine.submit($0, token: 0, cost: UInt64(cost), into: &decision) }
         try LimiterError.check(rc)
-        return RateDecision(decision, now: now)
+        return RateDecision(decision, now: decision.now)
     }
 
     /// The error of a failed core call (out of line: the caller's inlined
@@ -153,12 +151,11 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     ///   ``LimiterError/closed``.
     public func quota(for key: Key, cost: Int = 1) throws(LimiterError) -> RateQuota {
         guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
-        let now = engine.now
         var quota = sluice_quota_t()
         let engine = self.engine
         let rc = key.withCoreKey { engine.quota($0, cost: UInt64(cost), into: &quota) }
         try LimiterError.check(rc)
-        return RateQuota(quota, now: now)
+        return RateQuota(quota, now: quota.now)
     }
 
     /// Forgets a key's history: its next call has the whole burst.
