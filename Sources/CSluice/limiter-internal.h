@@ -263,6 +263,26 @@ static inline const char *sluice__explain_interval(const sluice_policy_t *p, int
     return NULL;
 }
 
+/* The interval rule, then the edge rule shared by throttle and debounce
+ * (`why_no_edge`: the sentence for a policy with neither edge). */
+static inline const char *sluice__explain_edges(const sluice_policy_t *p, int *code, const char *why_no_edge) {
+    const char *why = sluice__explain_interval(p, code);
+    if (why) return why;
+    *code = SLUICE_EINVAL;
+    if (!p->leading && !p->trailing) return why_no_edge;
+    return NULL;
+}
+
+/* The settings every window policy (throttle, audit, debounce) keeps: its
+ * interval, its edges, and an interval of 0 as pass-through. */
+static inline void sluice__setup_window(struct sluice_limiter *l, const sluice_policy_t *p, bool leading,
+                                        bool trailing) {
+    l->interval = (uint64_t)p->interval_ns;
+    l->leading = leading;
+    l->trailing = trailing;
+    l->pass_through = p->interval_ns == 0;
+}
+
 /* Creates the entry of an idle key (timer unarmed, nothing pending).
  * Returns 0 and its index, SLUICE_EFULL at the key cap (counted) or
  * SLUICE_ENOMEM, with nothing changed. */
@@ -310,6 +330,17 @@ static inline void sluice__open_window(struct sluice_limiter *l, struct sluice__
         d->at = end;
     }
     sluice__wheel_add(&l->wheel, idx, end);
+}
+
+/* IDLE | call(t, v) of throttle and debounce: the key's entry is created
+ * and its window [t, t + W) opened. Returns 0 and the entry's index, or
+ * the error of sluice__limiter_add_key() with nothing changed. */
+static inline int sluice__open_key(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t token, uint64_t t,
+                                   sluice_decision_t *d, uint32_t *idx) {
+    int rc = sluice__limiter_add_key(l, k, idx);
+    if (rc) return rc;
+    sluice__open_window(l, sluice__entry_of(l, *idx), *idx, token, t, sluice__sat_add(t, l->interval), d);
+    return 0;
 }
 
 static inline uint64_t sluice__take_pending(struct sluice_limiter *l, struct sluice__entry *e) {

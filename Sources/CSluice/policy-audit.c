@@ -7,10 +7,7 @@
 static const char *explain(const sluice_policy_t *p, int *code) { return sluice__explain_interval(p, code); }
 
 static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
-    l->interval = (uint64_t)p->interval_ns;
-    l->leading = false;
-    l->trailing = true;
-    l->pass_through = p->interval_ns == 0;
+    sluice__setup_window(l, p, false, true);
     return 0;
 }
 

@@ -16,11 +16,9 @@ struct ext {
 static inline struct ext *ext_of(struct sluice__entry *e) { return (struct ext *)sluice__entry_ext(e); }
 
 static const char *explain(const sluice_policy_t *p, int *code) {
-    const char *why = sluice__explain_interval(p, code);
+    const char *why = sluice__explain_edges(
+        p, code, "policy.leading and policy.trailing are both false: a debounce needs at least one edge");
     if (why) return why;
-    *code = SLUICE_EINVAL;
-    if (!p->leading && !p->trailing)
-        return "policy.leading and policy.trailing are both false: a debounce needs at least one edge";
     if (p->has_max_wait) {
         if (p->max_wait_ns < p->interval_ns)
             return "policy.max_wait_ns is below policy.interval_ns: a debounce maxWait must be at least its interval";
@@ -33,12 +31,9 @@ static const char *explain(const sluice_policy_t *p, int *code) {
 }
 
 static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
-    l->interval = (uint64_t)p->interval_ns;
-    l->leading = p->leading;
-    l->trailing = p->trailing;
+    sluice__setup_window(l, p, p->leading, p->trailing);
     l->has_max_wait = p->has_max_wait;
     l->max_wait = p->has_max_wait ? (uint64_t)p->max_wait_ns : 0;
-    l->pass_through = p->interval_ns == 0;
     return l->has_max_wait ? sizeof(struct ext) : 0;
 }
 
@@ -57,14 +52,12 @@ static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32
                 uint64_t t, sluice_decision_t *d) {
     (void)cost;
     if (idx == SLUICE__NONE) {
-        /* IDLE | call(t, v) | last = start = t; leading ? emit v : pending = v; -> ACTIVE */
-        int rc = sluice__limiter_add_key(l, k, &idx);
+        /* IDLE | call(t, v) | last = start = t; leading ? emit v : pending = v; -> ACTIVE
+         * (maxWait >= interval, so the first deadline is t + W) */
+        int rc = sluice__open_key(l, k, token, t, d, &idx);
         if (rc) return rc;
         struct sluice__entry *e = sluice__entry_of(l, idx);
         if (l->has_max_wait) ext_of(e)->last = ext_of(e)->start = t;
-        /* maxWait >= interval, so the first deadline is t + W */
-        uint64_t end = sluice__sat_add(t, l->interval);
-        sluice__open_window(l, e, idx, token, t, end, d);
         return 0;
     }
     struct sluice__entry *e = sluice__entry_of(l, idx);

@@ -4,22 +4,17 @@
 #include "policy-throttle.h"
 
 static const char *explain(const sluice_policy_t *p, int *code) {
-    const char *why = sluice__explain_interval(p, code);
+    const char *why = sluice__explain_edges(
+        p, code, "policy.leading and policy.trailing are both false: a throttle needs at least one edge");
     if (why) return why;
-    *code = SLUICE_EINVAL;
-    if (!p->leading && !p->trailing)
-        return "policy.leading and policy.trailing are both false: a throttle needs at least one edge";
     if (p->pick != SLUICE_PICK_LATEST && p->pick != SLUICE_PICK_FIRST)
         return "policy.pick is neither SLUICE_PICK_LATEST nor SLUICE_PICK_FIRST";
     return NULL;
 }
 
 static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
-    l->interval = (uint64_t)p->interval_ns;
-    l->leading = p->leading;
-    l->trailing = p->trailing;
+    sluice__setup_window(l, p, p->leading, p->trailing);
     l->pick_first = p->pick == SLUICE_PICK_FIRST;
-    l->pass_through = p->interval_ns == 0;
     return 0;
 }
 
@@ -29,15 +24,8 @@ static bool never_schedules(const sluice_policy_t *p) { return p->interval_ns ==
 static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token, uint64_t cost,
                 uint64_t t, sluice_decision_t *d) {
     (void)cost;
-    if (idx == SLUICE__NONE) {
-        /* IDLE | call(t, v) | end = t + W; leading ? emit v : pending = v; -> OPEN */
-        int rc = sluice__limiter_add_key(l, k, &idx);
-        if (rc) return rc;
-        struct sluice__entry *e = sluice__entry_of(l, idx);
-        uint64_t end = sluice__sat_add(t, l->interval);
-        sluice__open_window(l, e, idx, token, t, end, d);
-        return 0;
-    }
+    /* IDLE | call(t, v) | end = t + W; leading ? emit v : pending = v; -> OPEN */
+    if (idx == SLUICE__NONE) return sluice__open_key(l, k, token, t, d, &idx);
     /* OPEN: sluice__throttle_live (policy-throttle.h) */
     struct sluice__event pe;
     if (sluice__throttle_live(l, sluice__entry_of(l, idx), token, t, d, &pe)) sluice__report_superseded(l, &pe);

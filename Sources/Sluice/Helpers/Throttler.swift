@@ -1,40 +1,5 @@
 import Dispatch
 
-/// The work a ``Throttler`` or ``Debouncer`` runs.
-public typealias LimitedWork = @Sendable () -> Void
-
-/// A single-key limiter of work, shared by ``Throttler`` and ``Debouncer``.
-///
-/// The work closures are the limiter's values: a superseded closure is
-/// released at once, a pending one when the helper is cancelled or
-/// deallocated. The limiter's delivery runs the work (on the target queue if
-/// there is one) and holds no reference to the helper, so a helper never
-/// keeps itself alive: releasing it discards its pending work.
-struct SingleKeyLimiter: Sendable {
-    private static let key: UInt8 = 0
-    let limiter: Limiter<UInt8, LimitedWork>
-
-    init(_ policy: LimiterPolicy, queue: DispatchQueue?, scheduler: LimiterScheduler) throws(LimiterError) {
-        let delivery: LimiterDelivery<UInt8, LimitedWork> =
-            if let queue { .queue(queue) { _, work in work() } } else { .handler { _, work in work() } }
-        limiter = try Limiter(policy, scheduler: scheduler, delivery: delivery)
-    }
-
-    @discardableResult
-    func call(_ work: @escaping LimitedWork) -> LimiterDecision {
-        do {
-            return try limiter.submit(work, for: Self.key)
-        } catch {
-            // One integer key on a limiter that is never closed: no error is possible.
-            preconditionFailure("Sluice: a single-key limiter refused a call: \(error)")
-        }
-    }
-
-    func flush() -> Bool { (try? limiter.flush(Self.key)) ?? false }
-    func cancel() -> Bool { (try? limiter.cancel(Self.key)) ?? false }
-    var isPending: Bool { (try? limiter.pending(Self.key)) ?? false }
-}
-
 /// Runs work at most once per interval: the first call at once (leading
 /// edge), and the last call of the interval when it ends (trailing edge).
 ///
@@ -62,9 +27,8 @@ struct SingleKeyLimiter: Sendable {
 /// default) every run happens on the loop thread — a leading run right after
 /// `call` returns — so runs keep their order; on a manual clock, on the
 /// thread that caused the run. With a queue, on the queue.
-public final class Throttler: Sendable {
-    private let core: SingleKeyLimiter
-
+public final class Throttler: WorkLimiter, @unchecked Sendable {
+    // @unchecked: restated from WorkLimiter (no stored property of its own).
     /// Creates a throttler.
     ///
     /// - Parameters:
@@ -82,113 +46,44 @@ public final class Throttler: Sendable {
         interval: Duration, leading: Bool = true, trailing: Bool = true, queue: DispatchQueue? = nil,
         scheduler: LimiterScheduler = .default
     ) throws(LimiterError) {
-        core = try SingleKeyLimiter(
+        try super.init(
             .throttle(interval: interval, leading: leading, trailing: trailing), queue: queue, scheduler: scheduler)
     }
-
-    /// Offers work: it runs now, later (replacing any work already waiting),
-    /// or not at all, as the throttle decides.
-    ///
-    /// - Parameter work: the work.
-    /// - Returns: what happened to it: ``LimiterDecision/emitted`` (it ran
-    ///   or was queued now), ``LimiterDecision/scheduled(at:)``, or
-    ///   ``LimiterDecision/dropped(retryAt:)`` (with `trailing: false`).
-    @discardableResult
-    public func call(_ work: @escaping @Sendable () -> Void) -> LimiterDecision {
-        core.call(work)
-    }
-
-    /// Runs the waiting work now, and ends the interval: the next call runs
-    /// at once (when `leading`).
-    ///
-    /// - Returns: whether work was waiting.
-    @discardableResult
-    public func flush() -> Bool { core.flush() }
-
-    /// Discards the waiting work, and ends the interval.
-    ///
-    /// - Returns: whether work was waiting.
-    @discardableResult
-    public func cancel() -> Bool { core.cancel() }
-
-    /// Whether work waits to run at the end of the interval.
-    public var isPending: Bool { core.isPending }
 }
 
-/// Runs work once calls have stopped for an interval: a burst of calls runs
-/// only its last work (trailing edge), or only its first (leading edge), or
-/// both.
+/// A ``Throttler`` for code isolated to the main actor (UI code): the work
+/// is a `@MainActor` closure and always runs on the main actor (through the
+/// main queue), so it may touch main-actor state directly, with no `await`
+/// and no `Task`.
 ///
 /// ```swift
-/// let autosave = try Debouncer(interval: .seconds(1), maxWait: .seconds(10))
-/// func documentChanged(_ document: Document) {
-///     autosave.call { store.save(document, id: document.id) }   // store: a Sendable store
+/// @MainActor final class SearchModel {
+///     private let throttler = try! MainActorThrottler(interval: .milliseconds(300))
+///     private(set) var results: [String] = []
+///     func queryChanged(_ text: String) {
+///         throttler.call { [weak self] in self?.results = search(text) }
+///     }
 /// }
 /// ```
 ///
-/// For work that touches main-actor state (UI code), use
-/// ``MainActorDebouncer``: its work is a `@MainActor` closure.
-///
-/// With `maxWait`, waiting work runs at the latest `maxWait` after the
-/// burst began, even while calls keep coming.
-///
-/// The debouncer holds the pending work only: releasing the debouncer
-/// cancels it (the closure is released without running), and the debouncer
-/// is never kept alive by its own pending work.
-///
-/// Thread-safe: call it from any thread. Without a queue, on a loop (the
-/// default) every run happens on the loop thread, in order; on a manual
-/// clock, on the thread that caused the run. With a queue, on the queue.
-public final class Debouncer: Sendable {
-    private let core: SingleKeyLimiter
-
-    /// Creates a debouncer.
+/// Every run happens on the main actor, asynchronously after the decision
+/// (a leading run as soon as the main queue gets to it, after `call`
+/// returns). The timers run on the scheduler's thread (the default loop's);
+/// only the work crosses to the main actor.
+@MainActor
+public final class MainActorThrottler: MainActorWorkLimiter {
+    /// Creates a throttler whose work runs on the main actor.
     ///
     /// - Parameters:
-    ///   - interval: the quiet time after which the waiting work runs.
-    ///   - leading: run the first call of a burst at once (default `false`).
-    ///   - trailing: run the last call of a burst once it is quiet (default `true`).
-    ///   - maxWait: the longest that work waits while calls keep coming, at
-    ///     least `interval` (`nil`, the default, for no limit).
-    ///   - queue: where the work runs (`nil`, the default, for the thread
-    ///     that caused the run: the loop thread on a loop, the thread that
-    ///     called or advanced the clock on a manual clock). For main-actor
-    ///     code, see ``MainActorThrottler`` and ``MainActorDebouncer``.
+    ///   - interval: the shortest time between two runs.
+    ///   - leading: run the call that starts an interval (default `true`).
+    ///   - trailing: run the last call of an interval when it ends (default `true`).
     ///   - scheduler: where time comes from and who runs the timers.
-    /// - Throws: ``LimiterError/invalidArgument`` when neither edge is on, a
-    ///   duration is negative or `maxWait` is below `interval`;
-    ///   ``LimiterError/outOfRange`` when a duration is too long.
+    /// - Throws: as ``Throttler/init(interval:leading:trailing:queue:scheduler:)``.
     public init(
-        interval: Duration, leading: Bool = false, trailing: Bool = true, maxWait: Duration? = nil,
-        queue: DispatchQueue? = nil, scheduler: LimiterScheduler = .default
+        interval: Duration, leading: Bool = true, trailing: Bool = true, scheduler: LimiterScheduler = .default
     ) throws(LimiterError) {
-        core = try SingleKeyLimiter(
-            .debounce(interval: interval, leading: leading, trailing: trailing, maxWait: maxWait),
-            queue: queue, scheduler: scheduler)
+        try super.init(
+            .throttle(interval: interval, leading: leading, trailing: trailing), scheduler: scheduler)
     }
-
-    /// Offers work: it runs now (leading edge), later once calls stop
-    /// (replacing any work already waiting), or not at all.
-    ///
-    /// - Parameter work: the work.
-    /// - Returns: what happened to it (see ``LimiterDecision``).
-    @discardableResult
-    public func call(_ work: @escaping @Sendable () -> Void) -> LimiterDecision {
-        core.call(work)
-    }
-
-    /// Runs the waiting work now, and ends the burst.
-    ///
-    /// - Returns: whether work was waiting.
-    @discardableResult
-    public func flush() -> Bool { core.flush() }
-
-    /// Discards the waiting work, and ends the burst.
-    ///
-    /// - Returns: whether work was waiting.
-    @discardableResult
-    public func cancel() -> Bool { core.cancel() }
-
-    /// Whether work waits to run.
-    public var isPending: Bool { core.isPending }
 }
