@@ -155,7 +155,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SluiceFleetTests",
-            dependencies: ["SluiceFleet", "Sluice"],
+            dependencies: ["SluiceFleet", "Sluice", "SluiceHTTP"],
             path: "Tests/SluiceFleetTests"
         ),
         // The Swift tests. With the NIO trait on they also run the behaviour suite

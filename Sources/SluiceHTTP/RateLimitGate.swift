@@ -6,6 +6,15 @@ import Sluice
 /// details body (RFC 9457, `application/problem+json`).
 ///
 /// The Hummingbird and Vapor middleware are thin adapters over this type.
+///
+/// A fleet limiter whose Redis cannot decide answers by its failure policy;
+/// such a decision is never presented as quota. It is reported to
+/// ``failureObserver`` with its cause, and answered as the fleet decided:
+/// failing open lets the request through without `RateLimit` fields (no
+/// quota was read), failing closed answers 503 (not 429) with the fleet's
+/// `Retry-After` and a problem body. A decision of the fleet's local
+/// fallback limiter is a real (per-server) quota: answered like any other,
+/// and reported too.
 public struct RateLimitGate: Sendable {
     /// What to do when the decider cannot decide (the key cap is reached,
     /// the key is too long, a fleet is unreachable, …).
@@ -26,7 +35,9 @@ public struct RateLimitGate: Sendable {
     public var shadow: Bool
     /// What to do when no decision can be made.
     public var onFailure: FailureMode
-    /// Called for every failure to decide (for a log line; see SluiceMetrics).
+    /// Called for every failure to decide (for a log line; see
+    /// SluiceMetrics), and for every decision a fleet limiter made without
+    /// Redis (with its cause).
     public var failureObserver: (@Sendable (_ key: String, _ error: any Error) -> Void)?
     /// The `RateLimit-Policy` value (the same for every answer: made once), or
     /// `nil` when the decider's policy is not a rate policy.
@@ -122,7 +133,33 @@ public struct RateLimitGate: Sendable {
         } catch {
             return failed(key: key, error: error)
         }
-        return verdict(decision)
+        switch decision.source {
+        case .limiter, .cache:
+            return verdict(decision)
+        case let .fallback(cause):
+            failureObserver?(key, cause)
+            return verdict(decision)
+        case let .failurePolicy(cause):
+            failureObserver?(key, cause)
+            return undecided(decision)
+        }
+    }
+
+    /// The verdict of a decision made by a fleet's failure policy: no quota
+    /// was read, so no `RateLimit` fields; admitted (fail open) goes
+    /// through, dropped (fail closed) is a 503 with the fleet's retry.
+    func undecided(_ decision: RateDecision) -> Verdict {
+        if decision.isAdmitted || shadow { return Verdict(decision: decision, rejection: nil) }
+        let seconds = decision.retryAfterSeconds ?? 1
+        return Verdict(
+            decision: decision, retryAfter: String(seconds),
+            rejection: Rejection(
+                status: 503,
+                body: Self.problem(
+                    status: 503, title: "Service Unavailable",
+                    detail:
+                        "The rate limiter cannot reach its shared store; retry after \(seconds) second\(seconds == 1 ? "" : "s")."
+                )))
     }
 
     /// The verdict when no decision could be made.

@@ -4,7 +4,8 @@ import Logging
 import Sluice
 
 /// A limiter as observability and lifecycle see it: a name, its counters,
-/// and how to drain it. Make one with ``limiter(_:_:)`` or ``rateLimiter(_:_:)``.
+/// and how to drain it. Make one with ``limiter(_:_:)``, ``rateLimiter(_:_:)``
+/// or ``rateDecider(_:_:)``.
 public struct ObservedLimiter: Sendable {
     /// The value of the `limiter` dimension of its metrics.
     public let name: String
@@ -13,8 +14,22 @@ public struct ObservedLimiter: Sendable {
     /// `sluice_discarded_total` or `sluice_pending_values` series (they
     /// could never move).
     public let decidesOnly: Bool
+    /// Whether it decides through a shared store (a fleet limiter): its
+    /// answers made without the store have the series `sluice_failures_total`.
+    public let sharedStore: Bool
     let statistics: @Sendable () -> LimiterStatistics
     let drain: @Sendable () async -> Void
+
+    init(
+        name: String, decidesOnly: Bool, sharedStore: Bool = false,
+        statistics: @escaping @Sendable () -> LimiterStatistics, drain: @escaping @Sendable () async -> Void
+    ) {
+        self.name = name
+        self.decidesOnly = decidesOnly
+        self.sharedStore = sharedStore
+        self.statistics = statistics
+        self.drain = drain
+    }
 
     /// A ``Sluice/Limiter``: drained with `close(drain: true)`, so that every
     /// pending (debounced, throttled, audited) value is emitted; the drain
@@ -65,6 +80,20 @@ public struct ObservedLimiter: Sendable {
         ObservedLimiter(
             name: name, decidesOnly: true, statistics: { limiter.statistics }, drain: { try? limiter.close() })
     }
+
+    /// Any other ``Sluice/RateDecider``, such as a SluiceFleet
+    /// `FleetLimiter`: it only decides; its calls answered without its
+    /// shared store (``Sluice/LimiterStatistics/failures``) are counted in
+    /// `sluice_failures_total`. Drained by closing it.
+    ///
+    /// - Parameters:
+    ///   - name: the limiter's name in the metrics.
+    ///   - decider: the decider.
+    public static func rateDecider(_ name: String, _ decider: some RateDecider) -> ObservedLimiter {
+        ObservedLimiter(
+            name: name, decidesOnly: true, sharedStore: true, statistics: { decider.statistics },
+            drain: { try? decider.close() })
+    }
 }
 
 /// swift-metrics counters and gauges for limiters, from their counters
@@ -86,6 +115,7 @@ public struct ObservedLimiter: Sendable {
 /// | `sluice_refused_at_cap_total` | counter | new keys refused at `maxKeys` | yes |
 /// | `sluice_live_keys` | gauge | keys with state | yes |
 /// | `sluice_pending_values` | gauge | values waiting for a deadline | no |
+/// | `sluice_failures_total` | counter | calls a fleet limiter answered without Redis (also in admitted or dropped) | fleet only |
 ///
 /// A rate limiter (``ObservedLimiter/rateLimiter(_:_:)``, or a `Limiter`
 /// with a rate policy) never keeps a value for later, so the three series
@@ -107,6 +137,8 @@ public final class LimiterMetrics: Sendable {
         /// `nil` for a limiter that only decides: these could never move.
         let emittedLater, discarded: Counter?
         let pendingValues: Gauge?
+        /// Only for a limiter with a shared store.
+        let failures: Counter?
     }
 
     let limiters: [ObservedLimiter]
@@ -136,7 +168,8 @@ public final class LimiterMetrics: Sendable {
                 refusedAtCap: counter("sluice_refused_at_cap_total"), liveKeys: gauge("sluice_live_keys"),
                 emittedLater: keeps ? counter("sluice_emitted_later_total") : nil,
                 discarded: keeps ? counter("sluice_discarded_total") : nil,
-                pendingValues: keeps ? gauge("sluice_pending_values") : nil)
+                pendingValues: keeps ? gauge("sluice_pending_values") : nil,
+                failures: limiter.sharedStore ? counter("sluice_failures_total") : nil)
         }
         last = Locked(Array(repeating: nil, count: limiters.count))
     }
@@ -159,6 +192,7 @@ public final class LimiterMetrics: Sendable {
                 grow(metrics.dropped, \.dropped)
                 grow(metrics.discarded, \.discarded)
                 grow(metrics.refusedAtCap, \.refusedAtCap)
+                grow(metrics.failures, \.failures)
                 metrics.liveKeys.record(now.liveKeys)
                 metrics.pendingValues?.record(now.pendingValues)
                 let refused = now.refusedAtCap - (before?.refusedAtCap ?? 0)

@@ -15,7 +15,7 @@ private func config(port: Int, prefix: String) -> FleetConfiguration {
 /// The same calls through a fleet limiter (manual time) and a local
 /// RateLimiter on a manual clock: the decisions must be equal.
 private struct Twin {
-    let fleet: FleetLimiter
+    let fleet: FleetLimiter<String>
     let local: RateLimiter<String>
     let clock = ManualLimiterClock()
 
@@ -26,23 +26,26 @@ private struct Twin {
         // the default 1 s, a loaded machine between two calls let an entry
         // expire and a drop expected from the cache came from Redis.
         c.cacheTTL = .seconds(60)
-        fleet = try FleetLimiter(policy: policy, configuration: c)
+        fleet = try FleetLimiter(policy, configuration: c)
         local = try RateLimiter<String>(policy, scheduler: .manual(clock))
     }
 
     /// One call on both at `now` (ns, never earlier than the last); returns
-    /// the fleet's decision and source after checking it equals the local one.
+    /// the fleet's decision and source after checking it equals the local
+    /// one (but for the source: the fleet's may be its cache).
     func call(
         _ key: String, cost: Int = 1, now: UInt64,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws
-        -> (decision: RateDecision, source: FleetSource, local: RateDecision)
+        -> (decision: RateDecision, source: RateDecision.Source, local: RateDecision)
     {
         if now > clock.now.nanoseconds { clock.advance(to: LimiterInstant(nanoseconds: now)) }
-        let fleetAnswer = try await fleet.decide(key, cost: UInt64(cost), now: now)
+        let fleetDecision = try await fleet.check(key, cost: cost, at: LimiterInstant(nanoseconds: now))
         let localDecision = try local.check(key, cost: cost)
-        #expect(fleetAnswer.decision == localDecision, "\(key) cost \(cost) at \(now)", sourceLocation: sourceLocation)
-        return (fleetAnswer.decision, fleetAnswer.source, localDecision)
+        var same = fleetDecision
+        same.source = .limiter
+        #expect(same == localDecision, "\(key) cost \(cost) at \(now)", sourceLocation: sourceLocation)
+        return (fleetDecision, fleetDecision.source, localDecision)
     }
 }
 
@@ -56,9 +59,9 @@ struct FleetLimiterTests {
             port: redis.port, prefix: "swift-manual",
             policy: .rate(limit: 2, per: .seconds(1), burst: 2))
         let fleet = twin.fleet
-        defer { fleet.close() }
+        defer { try? fleet.close() }
         let a = try await twin.call("k", now: 0)
-        #expect(a.source == .redis && a.decision.isAdmitted && a.decision.remaining == 1)
+        #expect(a.source == .limiter && a.decision.isAdmitted && a.decision.remaining == 1)
         #expect(a.decision.fullAt == LimiterInstant(nanoseconds: 500_000_000))
         let b = try await twin.call("k", now: 0)
         #expect(
@@ -75,18 +78,21 @@ struct FleetLimiterTests {
         _ = try await twin.call("j", cost: 2, now: 3)
         let j = try await twin.call("j", now: 4)
         #expect(!j.decision.isAdmitted && j.source == .cache)
-        let q = try await fleet.quota("k", now: 250_000_000)
+        let q = try await fleet.quota(for: "k", at: LimiterInstant(nanoseconds: 250_000_000))
         let lq = try twin.local.quota(for: "k")
         twin.clock.advance(to: LimiterInstant(nanoseconds: 250_000_000))
         let lq2 = try twin.local.quota(for: "k")
         #expect(lq.burst == 2)
         #expect(q == lq2, "fleet \(q) local \(lq2)")
-        try await fleet.cancel("k", now: 300_000_000)
+        try await fleet.reset("k", at: LimiterInstant(nanoseconds: 300_000_000))
         try twin.local.reset("k")
         let e = try await twin.call("k", now: 300_000_001)
-        #expect(e.decision.isAdmitted && e.source == .redis)
-        let s = fleet.stats
-        #expect(s.calls == 7 && s.cacheDropped >= 2 && s.cancels == 1)
+        #expect(e.decision.isAdmitted && e.source == .limiter)
+        let s = fleet.fleetStatistics
+        #expect(s.calls == 7 && s.cacheDropped >= 2 && s.resets == 1)
+        let local = fleet.statistics
+        #expect(local.admitted == Int(s.redisAdmitted) && local.dropped == Int(s.redisDropped + s.cacheDropped))
+        #expect(local.failures == 0 && local.admitted == 4, "\(local)")
     }
 
     @Test("a random mix of keys, costs and times: every decision equals the local one", .needsRedis)
@@ -96,7 +102,7 @@ struct FleetLimiterTests {
         let twin = try Twin(
             port: redis.port, prefix: "swift-random",
             policy: .rate(limit: 5, per: .milliseconds(100), burst: 3))
-        defer { twin.fleet.close() }
+        defer { try? twin.fleet.close() }
         var rng = SystemRandomNumberGenerator()
         var now: UInt64 = 1_000
         var admitted = 0, dropped = 0
@@ -116,7 +122,7 @@ struct FleetLimiterTests {
         defer { withExtendedLifetime(redis) {} }  // the server outlives the test's limiters
         let policy = LimiterPolicy.rate(limit: 3, per: .seconds(2), burst: 3)
         let twin = try Twin(port: redis.port, prefix: "swift-headers", policy: policy)
-        defer { twin.fleet.close() }
+        defer { try? twin.fleet.close() }
         let times: [UInt64] = [0, 0, 0, 1, 10_000_000, 700_000_000, 1_400_000_000, 1_400_000_001, 5_000_000_000]
         var sawRetry = false, sawNever = false, sawRemaining = false
         for (i, t) in times.enumerated() {
@@ -142,10 +148,10 @@ struct FleetLimiterTests {
         // between the three calls however long a loaded machine (a
         // ThreadSanitizer run beside 120 other tests on two cores) takes to
         // make them; with one per 30 s, a stall of 30 s made one.
-        let decider: any RateDecider = try FleetLimiter(
-            policy: .rate(limit: 2, per: .seconds(3600), burst: 2),
+        let decider: any RateDecider = try FleetLimiter<String>(
+            .rate(limit: 2, per: .seconds(3600), burst: 2),
             configuration: config(port: redis.port, prefix: "swift-decider"))
-        defer { (decider as? FleetLimiter)?.close() }
+        defer { try? decider.close() }
         let before = LimiterLoop.now
         let first = try await decider.check("c", cost: 1)
         let second = try await decider.check("c", cost: 1)
@@ -158,7 +164,7 @@ struct FleetLimiterTests {
         for decision in [first, second, third] {
             #expect(before <= decision.at && decision.at <= after, "\(decision) not in [\(before), \(after)]")
         }
-        #expect((decider as? FleetLimiter)?.now ?? .init(nanoseconds: 0) >= after)
+        #expect((decider as? FleetLimiter<String>)?.now ?? .init(nanoseconds: 0) >= after)
         // Server time: the third call waits until the first one's time plus
         // one emission interval (30 min); on the local clock that is exact to
         // within the difference of the two answers' latencies (a loaded
@@ -169,9 +175,9 @@ struct FleetLimiterTests {
         let skew = retryAt.duration(to: first.at.advanced(by: .seconds(1800)))
         #expect(skew > .seconds(-600) && skew < .seconds(600), "\(skew)")
         #expect(third.description.hasPrefix("dropped(retry in 1"), "\(third)")
-        #expect(
-            third.description.hasSuffix("; at \(third.at))") && third.description.hasSuffix(" on the limiter clock)"),
-            "\(third)")
+        // (a drop the cache could prove says so)
+        let tail = third.source == .cache ? "; at \(third.at); from the cache)" : "; at \(third.at))"
+        #expect(third.description.hasSuffix(tail) && third.description.contains(" on the limiter clock"), "\(third)")
         let seconds = try #require(third.retryAfterSeconds)
         #expect((1...1800).contains(seconds))
         #expect(seconds > 1800 - 600)  // not an interval counted from elsewhere
@@ -185,17 +191,17 @@ struct FleetLimiterTests {
         defer { withExtendedLifetime(redis) {} }  // the server outlives the test's limiters
         // One call back every 6 min: the 200 calls never see a refill, however
         // long a loaded machine takes to make them (with 6 s, it could).
-        let fleet = try FleetLimiter(
-            policy: .rate(limit: 10, per: .seconds(3600), burst: 10),
+        let fleet = try FleetLimiter<UInt64>(
+            .rate(limit: 10, per: .seconds(3600), burst: 10),
             configuration: config(port: redis.port, prefix: "swift-concurrent"))
-        defer { fleet.close() }
+        defer { try? fleet.close() }
         let admitted = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for _ in 0..<200 { group.addTask { try await fleet.call(UInt64(7)).isAdmitted } }
+            for _ in 0..<200 { group.addTask { try await fleet.check(7).isAdmitted } }
             var n = 0
             for try await ok in group where ok { n += 1 }
             return n
         }
-        let stats = fleet.stats
+        let stats = fleet.fleetStatistics
         #expect(admitted == 10, "\(stats)")
         #expect(stats.batches >= 1 && stats.batches <= 200, "\(stats)")
     }
@@ -205,17 +211,30 @@ struct FleetLimiterTests {
         var c = FleetConfiguration()
         c.port = 1  // nothing listens on port 1
         c.onFailure = .open
-        let open = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
-        let a = try await open.decide("x")
-        #expect(a.decision.isAdmitted && a.source == .failure(.notConnected))
-        open.close()
-        await #expect(throws: LimiterError.closed) { try await open.call("x") }
+        let open = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: c)
+        let a = try await open.check("x")
+        #expect(a.isAdmitted && a.source == .failurePolicy(.notConnected) && a.failure == .notConnected)
+        #expect(open.statistics.failures == 1 && open.statistics.admitted == 1)
+        #expect(!open.isConnected)
+        try open.close()
+        #expect(throws: LimiterError.closed) { try open.close() }
+        await #expect(throws: LimiterError.closed) { try await open.check("x") }
 
         c.onFailure = .closed(retryAfter: .seconds(2))
-        let closed = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
-        defer { closed.close() }
-        let b = try await closed.call("x")
+        let closed = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: c)
+        defer { try? closed.close() }
+        let b = try await closed.check("x")
         #expect(!b.isAdmitted && b.retryAfter == .seconds(2) && b.retryAfterSeconds == 2)
+        #expect(b.source == .failurePolicy(.notConnected))
+
+        c.onFailure = .local(nil)
+        let local = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(60)), configuration: c)
+        defer { try? local.close() }
+        let first = try await local.check("x")
+        let second = try await local.check("x")
+        #expect(first.isAdmitted && first.source == .fallback(.notConnected))
+        #expect(!second.isAdmitted && second.source == .fallback(.notConnected) && second.retryAfterSeconds == 60)
+        #expect(local.statistics.failures == 2)
     }
 
     @Test("a failure-policy answer is on the local clock too, its retry exact")
@@ -223,19 +242,21 @@ struct FleetLimiterTests {
         var c = FleetConfiguration()
         c.port = 1  // nothing listens on port 1
         c.onFailure = .closed(retryAfter: .milliseconds(1500))
-        let fleet = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
-        defer { fleet.close() }
+        let fleet = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: c)
+        defer { try? fleet.close() }
         let before = fleet.now
-        let d = try await fleet.call("x")
+        let d = try await fleet.check("x")
         #expect(before <= d.at && d.at <= fleet.now, "\(d)")
         #expect(d.retryAt == d.at.advanced(by: .milliseconds(1500)))
-        #expect(d.description == "dropped(retry in 1.500000s, full in 0.000000s; at \(d.at))")
+        #expect(
+            d.description
+                == "dropped(retry in 1.500000s; at \(d.at); by the failure policy: \(LimiterError.notConnected))")
     }
 
     @Test("only rate policies: the error names the policy and the rule")
     func policy() {
         do {
-            _ = try FleetLimiter(policy: .throttle(interval: .seconds(1)))
+            _ = try FleetLimiter<String>(.throttle(interval: .seconds(1)))
             Issue.record("a throttle policy was accepted")
         } catch {
             #expect(error == .invalidArgument)
@@ -306,8 +327,8 @@ struct FleetLimiterTests {
         c.port = 1  // never reached: the check comes first
         change(&c)
         do {
-            let fleet = try FleetLimiter(policy: policy, configuration: c)
-            fleet.close()
+            let fleet = try FleetLimiter<String>(policy, configuration: c)
+            try? fleet.close()
             Issue.record("\(name): accepted")
         } catch {
             #expect(error == .invalidArgument || error == .outOfRange, "\(name): \(error.rawValue)")
@@ -330,8 +351,8 @@ struct FleetLimiterTests {
             var c = FleetConfiguration()
             c.port = 1
             change(&c)
-            let fleet = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
-            fleet.close()
+            let fleet = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: c)
+            try fleet.close()
         }
     }
 
@@ -343,8 +364,8 @@ struct FleetLimiterTests {
         var c = FleetConfiguration()
         c.port = 1
         for _ in 0..<200 {
-            let fleet = try FleetLimiter(policy: .rate(limit: 1, per: .seconds(1)), configuration: c)
-            fleet.close()
+            let fleet = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: c)
+            try fleet.close()
         }
     }
 

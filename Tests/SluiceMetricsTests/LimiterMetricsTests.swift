@@ -85,6 +85,29 @@ struct LimiterMetricsTests {
         #expect(!ObservedLimiter.limiter("saves", debounce).decidesOnly)
     }
 
+    @Test("a decider with a shared store (a fleet limiter): its failures have their own series; drained by closing")
+    func sharedStoreDecider() async throws {
+        let decider = StoreDecider()
+        let factory = TestMetrics()
+        let observed = ObservedLimiter.rateDecider("fleet", decider)
+        #expect(observed.decidesOnly && observed.sharedStore)
+        #expect(!ObservedLimiter.rateLimiter("api", try RateLimiter<String>(limit: 1, per: .seconds(1))).sharedStore)
+        let metrics = LimiterMetrics([observed], factory: factory)
+        decider.record(admitted: 5, dropped: 2, failures: 3)
+        metrics.poll()
+        let dimensions = [("limiter", "fleet")]
+        #expect(try factory.expectCounter("sluice_admitted_total", dimensions).totalValue == 5)
+        #expect(try factory.expectCounter("sluice_dropped_total", dimensions).totalValue == 2)
+        #expect(try factory.expectCounter("sluice_failures_total", dimensions).totalValue == 3)
+        #expect(factory.recorders(label: "sluice_pending_values", dimensions: dimensions).isEmpty)
+        decider.record(admitted: 6, dropped: 2, failures: 7)
+        metrics.poll()
+        #expect(try factory.expectCounter("sluice_failures_total", dimensions).totalValue == 7)
+        let service = LimiterService([observed], metrics: metrics)
+        await service.drain()
+        #expect(decider.closed)
+    }
+
     @Test("by default the service's metrics lag the limiters by about a second, not ten", .timeLimit(.minutes(1)))
     func pollLag() async throws {
         let rate = try RateLimiter<String>(limit: 100, per: .seconds(1))
@@ -147,6 +170,32 @@ struct LimiterMetricsTests {
         #expect(emitted.withLock { $0.sorted() } == ["a=1", "b=2"])
         #expect(debounce.isClosed)
         #expect(try factory.expectCounter("sluice_emitted_later_total", [("limiter", "saves")]).totalValue == 2)
+    }
+}
+/// A decider whose counters the test sets, standing for a fleet limiter.
+private final class StoreDecider: RateDecider {
+    private let state = Mutex<(statistics: LimiterStatistics, closed: Bool)>(
+        (LimiterStatistics.zero(), false))
+    let policy = LimiterPolicy.rate(limit: 1, per: .seconds(1))
+
+    func record(admitted: Int, dropped: Int, failures: Int) {
+        state.withLock {
+            $0.statistics.admitted = admitted
+            $0.statistics.dropped = dropped
+            $0.statistics.failures = failures
+        }
+    }
+
+    var closed: Bool { state.withLock { $0.closed } }
+    var statistics: LimiterStatistics { state.withLock { $0.statistics } }
+    func check(_ key: String, cost: Int) async throws(LimiterError) -> RateDecision { throw .notConnected }
+    func close() throws(LimiterError) { state.withLock { $0.closed = true } }
+}
+
+extension LimiterStatistics {
+    /// All counters 0 (read from a fresh rate limiter).
+    fileprivate static func zero() -> LimiterStatistics {
+        (try? RateLimiter<String>(limit: 1, per: .seconds(1)).statistics)!
     }
 }
 #endif

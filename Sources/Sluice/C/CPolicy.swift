@@ -2,7 +2,7 @@ import CSluice
 
 /// Policies as the core takes them (`sluice_policy_t`, `sluice.h`): the
 /// conversions both ways and `sluice_policy_validate`.
-enum CPolicy {
+package enum CPolicy {
     /// `sluice_policy_validate`.
     static func validate(_ policy: sluice_policy_t) -> Int32 {
         var policy = policy
@@ -11,9 +11,9 @@ enum CPolicy {
 
     /// The largest rate limit, burst or cost (`SLUICE_RATE_MAX`; a
     /// `UINT64_C` macro, which Swift does not import).
-    static let rateMax = 1_000_000_000_000
+    package static let rateMax = 1_000_000_000_000
     /// The error of a cost outside 1...rateMax.
-    static func badCost(_ cost: Int) -> LimiterError {
+    package static func badCost(_ cost: Int) -> LimiterError {
         LimiterError(.outOfRange, reason: "Invalid cost (\(cost)): a call weighs 1 to 10^12 units.")
     }
 
@@ -23,7 +23,7 @@ enum CPolicy {
     }
 
     /// A time that never comes (`SLUICE_NEVER`, `UINT64_MAX`).
-    static let never = UInt64.max
+    package static let never = UInt64.max
 }
 
 extension LimiterPolicy {

@@ -117,6 +117,8 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     public static let badStoredValue = LimiterError(rawValue: SLUICE_EBADVALUE.rawValue)
     /// Redis answered with an error that has no code of its own.
     public static let redisError = LimiterError(rawValue: SLUICE_EREDIS.rawValue)
+    /// The task awaiting a fleet limiter's answer was cancelled first.
+    public static let cancelled = LimiterError(rawValue: SLUICE_ECANCELED.rawValue)
 
     /// Every error Sluice reports: one for each code of the C list
     /// (`sluice_errors.h`), which every module shares.
@@ -124,6 +126,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         .outOfMemory, .busy, .invalidArgument, .full, .outOfRange, .keyTooLong, .closed, .corrupted,
         .notConnected, .timedOut, .badReply, .malformedTrace, .limitReached, .authenticationFailed,
         .permissionDenied, .tlsFailed, .redisOutOfMemory, .readOnly, .badStoredValue, .redisError,
+        .cancelled,
     ]
 
     /// What went wrong, as one sentence: the ``reason`` when there is one,
@@ -165,6 +168,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         case .badStoredValue:
             "A key's value in Redis is not the fleet limiter's state: another writer, or another type."
         case .redisError: "Redis answered with an error."
+        case .cancelled: "The call was cancelled before its answer came."
         default: "Unknown Sluice error (code \(rawValue))."
         }
     }

@@ -134,12 +134,33 @@ public struct RateDecision: Hashable, Sendable, CustomStringConvertible {
         case dropped(retryAt: LimiterInstant?)
     }
 
+    /// Who made a decision. A local limiter's decisions all come from its
+    /// own state; a fleet limiter's may come from elsewhere when Redis
+    /// cannot decide.
+    public enum Source: Hashable, Sendable {
+        /// The limiter's quota: a local limiter's state, or the fleet's
+        /// script in Redis (the fleet-wide decision).
+        case limiter
+        /// A fleet limiter's local cache of certain drops (no round trip):
+        /// always a drop, which Redis would also have made.
+        case cache
+        /// A fleet limiter's local fallback limiter, because Redis could not
+        /// decide (the cause): a real quota, but this server's alone.
+        case fallback(LimiterError)
+        /// A fleet limiter's failure policy (fail open or closed), because
+        /// Redis could not decide (the cause): no quota was consulted, so
+        /// `remaining` and `fullAt` mean nothing.
+        case failurePolicy(LimiterError)
+    }
+
     /// Admitted or dropped.
     public var outcome: Outcome
     /// When the decision was made (the limiter's clock).
     public var at: LimiterInstant
     /// When the key's whole burst is available again (`at` when it already is).
     public var fullAt: LimiterInstant
+    /// Who made it (``Source/limiter`` for every local decision).
+    public var source: Source
 
     /// Creates a decision.
     ///
@@ -147,10 +168,22 @@ public struct RateDecision: Hashable, Sendable, CustomStringConvertible {
     ///   - outcome: admitted or dropped.
     ///   - at: when it was made.
     ///   - fullAt: when the whole burst is back.
-    public init(outcome: Outcome, at: LimiterInstant, fullAt: LimiterInstant) {
+    ///   - source: who made it (the limiter by default).
+    public init(outcome: Outcome, at: LimiterInstant, fullAt: LimiterInstant, source: Source = .limiter) {
         self.outcome = outcome
         self.at = at
         self.fullAt = fullAt
+        self.source = source
+    }
+
+    /// Why the limiter could not decide from its quota, when it could not:
+    /// the cause of a ``Source/fallback(_:)`` or ``Source/failurePolicy(_:)``
+    /// decision; `nil` otherwise.
+    public var failure: LimiterError? {
+        switch source {
+        case .limiter, .cache: nil
+        case let .fallback(cause), let .failurePolicy(cause): cause
+        }
     }
 
     /// From a core decision made at `now`: `at` is the call's time, never
@@ -219,15 +252,31 @@ public struct RateDecision: Hashable, Sendable, CustomStringConvertible {
     /// - `admitted(remaining: 4, full in 0.200000s; at 1979.628459s on the limiter clock)`
     /// - `dropped(retry in 0.500000s, full in 1.000000s; at 1979.628459s on the limiter clock)`
     /// - `dropped(never: the cost is above the burst; at 1979.628459s on the limiter clock)`
+    ///
+    /// A decision not made from the limiter's quota says who made it and why:
+    /// `dropped(retry in 1.000000s; at 1979.628459s on the limiter clock; by
+    /// the failure policy: No connection to Redis (down, refused, or
+    /// reconnecting).)`.
     public var description: String {
         let full = LimiterInstant.seconds(from: at, to: fullAt)
-        switch outcome {
-        case let .admitted(remaining):
-            return "admitted(remaining: \(remaining), full in \(full); at \(at))"
-        case let .dropped(retryAt?):
-            return "dropped(retry in \(LimiterInstant.seconds(from: at, to: retryAt)), full in \(full); at \(at))"
-        case .dropped(nil):
-            return "dropped(never: the cost is above the burst; at \(at))"
+        let what: String
+        switch (outcome, source) {
+        case let (.admitted, .failurePolicy(cause)):
+            return "admitted(at \(at); by the failure policy: \(cause))"
+        case let (.dropped(retryAt?), .failurePolicy(cause)):
+            return
+                "dropped(retry in \(LimiterInstant.seconds(from: at, to: retryAt)); at \(at); by the failure policy: \(cause))"
+        case let (.admitted(remaining), _):
+            what = "admitted(remaining: \(remaining), full in \(full); at \(at)"
+        case let (.dropped(retryAt?), _):
+            what = "dropped(retry in \(LimiterInstant.seconds(from: at, to: retryAt)), full in \(full); at \(at)"
+        case (.dropped(nil), _):
+            what = "dropped(never: the cost is above the burst; at \(at)"
+        }
+        switch source {
+        case .limiter, .failurePolicy: return what + ")"
+        case .cache: return what + "; from the cache)"
+        case let .fallback(cause): return what + "; by the local fallback: \(cause))"
         }
     }
 }
@@ -310,6 +359,10 @@ public struct LimiterStatistics: Hashable, Sendable {
     /// shards). Random keys essentially never cause it: a non-zero value is
     /// a sign of keys crafted to collide, which the switch defeated.
     public var hashFallbacks: Int
+    /// Calls a fleet limiter answered without Redis, by its fallback limiter
+    /// or its failure policy, because Redis could not decide (also counted
+    /// in ``admitted`` or ``dropped``). Always 0 for a local limiter.
+    public var failures: Int = 0
 
     /// Keys with state (the former name of ``liveKeys``).
     public var keys: Int { liveKeys }
@@ -327,5 +380,26 @@ public struct LimiterStatistics: Hashable, Sendable {
         discarded = Int(clamping: stats.discarded)
         refusedAtCap = Int(clamping: stats.full_refusals)
         hashFallbacks = Int(clamping: stats.hash_fallbacks)
+    }
+
+    /// The statistics of a limiter that keeps no keys locally (a fleet
+    /// limiter): its decisions and failures.
+    ///
+    /// - Parameters:
+    ///   - admitted: calls admitted.
+    ///   - dropped: calls dropped.
+    ///   - failures: calls answered without the shared quota.
+    package init(admitted: Int, dropped: Int, failures: Int) {
+        liveKeys = 0
+        pendingValues = 0
+        memoryBytes = 0
+        self.admitted = admitted
+        scheduled = 0
+        emittedLater = 0
+        self.dropped = dropped
+        discarded = 0
+        refusedAtCap = 0
+        hashFallbacks = 0
+        self.failures = failures
     }
 }

@@ -2,23 +2,38 @@
 /// weighs `cost` units, admitted or dropped now, as a ``RateDecision``.
 ///
 /// ``RateLimiter`` with `String` keys conforms (the local limiter); so does
-/// `SluiceFleet`'s `FleetLimiter` (one quota shared by a fleet of servers
-/// through Redis). The server middleware (SluiceHummingbird, SluiceVapor,
-/// through SluiceHTTP's `RateLimitGate`) takes any `RateDecider`, and
-/// ``RateLimitHeaders`` formats the decision of any of them the same way.
+/// `SluiceFleet`'s `FleetLimiter` with `String` keys (one quota shared by a
+/// fleet of servers through Redis). The server middleware (SluiceHummingbird,
+/// SluiceVapor, through SluiceHTTP's `RateLimitGate`) takes any
+/// `RateDecider`, ``RateLimitHeaders`` formats the decision of any of them
+/// the same way, and SluiceMetrics observes any of them.
 public protocol RateDecider: Sendable {
     /// The rate policy the decisions follow (for the `RateLimit-Policy` header).
     var policy: LimiterPolicy { get }
 
     /// Decides about one call of `key` that weighs `cost` units, now.
     ///
+    /// A decision the limiter could not make from its quota (a fleet
+    /// limiter whose Redis cannot answer) says so in its
+    /// ``RateDecision/source``.
+    ///
     /// - Parameters:
     ///   - key: the client's key.
-    ///   - cost: units, at least 1.
+    ///   - cost: units, 1 to 10^12.
     /// - Returns: the decision.
-    /// - Throws: when no decision can be made (``LimiterError/full`` at the
-    ///   key cap, ``LimiterError/keyTooLong``, a fleet's failure, …).
-    func check(_ key: String, cost: Int) async throws -> RateDecision
+    /// - Throws: when no decision can be made: ``LimiterError/outOfRange``
+    ///   for a bad cost, ``LimiterError/full`` at the key cap,
+    ///   ``LimiterError/keyTooLong``, ``LimiterError/closed``,
+    ///   ``LimiterError/cancelled`` (a fleet call whose task was cancelled).
+    func check(_ key: String, cost: Int) async throws(LimiterError) -> RateDecision
+
+    /// The decider's counters (for metrics).
+    var statistics: LimiterStatistics { get }
+
+    /// Closes the decider: later calls throw ``LimiterError/closed``.
+    ///
+    /// - Throws: ``LimiterError/closed`` if it was already closed.
+    func close() throws(LimiterError)
 }
 
 extension RateLimiter: RateDecider where Key == String {}

@@ -1,0 +1,162 @@
+import Sluice
+import SluiceFleet
+import SluiceHTTP
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A loopback TCP port that accepts connections (the kernel completes them
+/// from the backlog) but never answers: every request to it waits for its
+/// timeout.
+private final class SilentServer {
+    let port: Int
+    private let fd: Int32
+
+    init() throws {
+        #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw LimiterError.notConnected }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard bound == 0, listen(fd, 16) == 0, named == 0 else {
+            close(fd)
+            throw LimiterError.notConnected
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+}
+
+/// Records what a gate's failure observer is told.
+private final class Observed: Sendable {
+    private let entries = Mutex<[String]>([])
+    func add(_ key: String, _ error: any Error) { entries.withLock { $0.append("\(key): \(error)") } }
+    var all: [String] { entries.withLock { $0 } }
+}
+
+private func unreachable(_ onFailure: FleetConfiguration.FailurePolicy) -> FleetConfiguration {
+    var c = FleetConfiguration()
+    c.port = 1  // nothing listens on port 1: every call is answered by the failure policy
+    c.onFailure = onFailure
+    return c
+}
+
+@Suite("FleetLimiter: the surface of a local limiter, failures the gate can see")
+struct FleetSurfaceTests {
+    @Test("a cancelled task's call throws cancelled at once, and the limiter stays usable", .timeLimit(.minutes(1)))
+    func cancellation() async throws {
+        let silent = try SilentServer()
+        var c = FleetConfiguration()
+        c.port = silent.port
+        c.timeout = .seconds(30)  // far longer than the bound below: only cancellation can end the call early
+        let fleet = try FleetLimiter<String>(.rate(limit: 5, per: .seconds(1)), configuration: c)
+        defer { try? fleet.close() }
+        let started = ContinuousClock.now
+        let task = Task { () async throws(LimiterError) -> RateDecision in try await fleet.check("x") }
+        try await Task.sleep(for: .milliseconds(100))
+        task.cancel()
+        let result = await task.result
+        let waited = ContinuousClock.now - started
+        #expect(throws: LimiterError.cancelled) { try result.get() }
+        #expect(waited < .seconds(20), "cancellation took \(waited)")
+        // A call whose task is cancelled before it is made throws at once too.
+        let early = Task { () async throws(LimiterError) -> RateDecision in
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await fleet.check("y")
+        }
+        await #expect(throws: LimiterError.cancelled) { try await early.value }
+        #expect(!fleet.isClosed)
+    }
+
+    @Test("manual time needs each call's time; server time refuses one, naming the option")
+    func timeModes() async throws {
+        var c = unreachable(.open)
+        c.manualTime = true
+        let manual = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: c)
+        defer { try? manual.close() }
+        do {
+            _ = try await manual.check("x")
+            Issue.record("a manual-time call without a time was accepted")
+        } catch {
+            #expect(error == .invalidArgument && (error.reason ?? "").contains("manualTime"), "\(error)")
+        }
+        let server = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: unreachable(.open))
+        defer { try? server.close() }
+        do {
+            _ = try await server.quota(for: "x", at: LimiterInstant(nanoseconds: 5))
+            Issue.record("a server-time call with a time was accepted")
+        } catch {
+            #expect(error == .invalidArgument && (error.reason ?? "").contains("at:"), "\(error)")
+        }
+        await #expect(throws: LimiterError.outOfRange) { try await server.check("x", cost: 0) }
+        // A quota read has no failure policy: Redis's absence is its error.
+        await #expect(throws: LimiterError.notConnected) { try await server.quota(for: "x") }
+    }
+
+    @Test("behind the gate, fail closed is a 503 with the fleet's Retry-After, never a quota answer")
+    func gateFailClosed() async throws {
+        let fleet = try FleetLimiter<String>(
+            .rate(limit: 10, per: .seconds(1)), configuration: unreachable(.closed(retryAfter: .seconds(2))))
+        defer { try? fleet.close() }
+        let observed = Observed()
+        let gate = RateLimitGate(fleet, policyName: "api", failureObserver: observed.add)
+        let verdict = await gate.evaluate(key: "client")
+        let rejection = try #require(verdict.rejection)
+        #expect(rejection.status == 503)
+        #expect(rejection.body.contains("\"status\":503") && rejection.body.contains("retry after 2 seconds"))
+        #expect(verdict.headers.map(\.name) == ["Retry-After"], "\(verdict.headers)")
+        #expect(verdict.retryAfter == "2" && verdict.rateLimit == nil && verdict.ratePolicy == nil)
+        #expect(observed.all == ["client: \(LimiterError.notConnected)"])
+
+        let shadow = RateLimitGate(fleet, policyName: "api", shadow: true, failureObserver: observed.add)
+        let passed = await shadow.evaluate(key: "client")
+        #expect(passed.rejection == nil && passed.headers.isEmpty)
+        #expect(observed.all.count == 2)
+    }
+
+    @Test("behind the gate, fail open lets the request through without RateLimit fields; the observer is told")
+    func gateFailOpen() async throws {
+        let fleet = try FleetLimiter<String>(.rate(limit: 10, per: .seconds(1)), configuration: unreachable(.open))
+        defer { try? fleet.close() }
+        let observed = Observed()
+        let gate = RateLimitGate(fleet, policyName: "api", failureObserver: observed.add)
+        let verdict = await gate.evaluate(key: "client")
+        #expect(verdict.rejection == nil && verdict.headers.isEmpty, "\(verdict.headers)")
+        #expect(verdict.decision?.source == .failurePolicy(.notConnected))
+        #expect(observed.all == ["client: \(LimiterError.notConnected)"])
+    }
+
+    @Test("behind the gate, the local fallback's decisions are real quota answers, each reported")
+    func gateFallback() async throws {
+        let fleet = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(60)), configuration: unreachable(.local(nil)))
+        defer { try? fleet.close() }
+        let observed = Observed()
+        let gate = RateLimitGate(fleet, policyName: "api", failureObserver: observed.add)
+        let first = await gate.evaluate(key: "client")
+        #expect(first.rejection == nil)
+        #expect(first.ratePolicy == "\"api\";q=1;w=60" && first.rateLimit == "\"api\";r=0;t=60", "\(first.headers)")
+        let second = await gate.evaluate(key: "client")
+        #expect(second.rejection?.status == 429 && second.retryAfter == "60")
+        #expect(observed.all.count == 2)
+        #expect(fleet.statistics.failures == 2)
+    }
+}
