@@ -83,7 +83,7 @@ struct sluice_fleet {
     sluice_fleet_config_t cfg;
     struct sluice__fleet_rate rate;
     char *host;
-    char *prefix;
+    char *prefix; /* encoded: "<N>:<E(prefix)>:" (fleet_key.c) */
     size_t prefix_len;
     char sha[41];
     char limit_s[40], bper_s[40], extra_s[24], cend_s[48];
@@ -895,10 +895,11 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
 
     const char *host = c->host ? c->host : "127.0.0.1";
     f->host = strdup(host);
+    /* the prefix as it opens every Redis name: "<N>:<E(prefix)>:" (fleet_key.c) */
     const char *pre = c->prefix_len ? c->prefix : "sluice";
-    f->prefix_len = c->prefix_len ? c->prefix_len : 6;
-    f->prefix = malloc(f->prefix_len);
-    if (f->prefix) memcpy(f->prefix, pre, f->prefix_len);
+    size_t pre_len = c->prefix_len ? c->prefix_len : 6;
+    f->prefix = malloc(22 + 3 * pre_len);
+    if (f->prefix) f->prefix_len = sluice__fleet_prefix_encode(pre, pre_len, f->prefix);
     c->host = NULL;
     c->prefix = NULL;
 
@@ -974,8 +975,8 @@ static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key
         return SLUICE_EINVAL;
     }
     size_t raw = key.kind == SLUICE_KEY_BYTES ? key.len : 0;
-    /* Redis key: {prefix:<tag><key>} — one hash tag, so the whole key names one slot */
-    size_t rlen = 1 + f->prefix_len + 1 + 1 + kl + 1;
+    /* Redis key: {<N>:<E(prefix)>:<tag><E(key)>}, unambiguous, one hash slot (fleet_key.c) */
+    size_t rlen = f->prefix_len + 3 + sluice__fleet_escaped_len(kb, kl);
     struct req *r = malloc(sizeof *r + raw + rlen);
     if (!r) return SLUICE_ENOMEM;
     memset(r, 0, sizeof *r);
@@ -990,17 +991,8 @@ static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key
     r->raw_len = raw;
     if (raw) memcpy(r->data, key.bytes, raw);
     char *k = r->data + raw;
-    size_t i = 0;
-    k[i++] = '{';
-    memcpy(k + i, f->prefix, f->prefix_len);
-    i += f->prefix_len;
-    k[i++] = ':';
-    k[i++] = tag;
-    if (kl) memcpy(k + i, kb, kl);
-    i += kl;
-    k[i++] = '}';
-    r->rkey_len = i;
-    r->hash = hash_bytes(f->hash_seed, k, i);
+    r->rkey_len = sluice__fleet_key_write(k, f->prefix, f->prefix_len, tag, kb, kl);
+    r->hash = hash_bytes(f->hash_seed, k, r->rkey_len);
     r->deadline = mono_now() + f->cfg.timeout_ns;
 
     pthread_mutex_lock(&f->mu);

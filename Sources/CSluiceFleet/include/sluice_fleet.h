@@ -121,7 +121,8 @@ typedef struct sluice_fleet_config {
     sluice_policy_t policy;            /**< required: a rate policy (sluice_rate()) */
     const char *host;                  /**< Redis address (numeric IP recommended); NULL = "127.0.0.1" */
     int port;                          /**< Redis port; 0 = 6379 */
-    const void *prefix;                /**< key prefix: Redis keys are `{prefix:...}`; must identify the policy */
+    const void *prefix;                /**< key prefix (any bytes): Redis keys are `{<N>:prefix:...}`
+                                       (docs/fleet.md, "Keys"); must identify the policy */
     size_t prefix_len;                 /**< bytes of prefix (0 with prefix NULL = "sluice") */
     bool manual_time;                  /**< use the `now` passed with each request instead of Redis's TIME */
     uint64_t timeout_ns;               /**< per-request timeout; 0 = 50 ms */
