@@ -64,7 +64,9 @@ SLUICE_FLEET_HIDDEN size_t sluice__fleet_key_write(char *out, const char *enc_pr
  *  needed), by its class, the first word: WRONGPASS and NOAUTH are
  *  SLUICE_EAUTH, NOPERM SLUICE_ENOPERM, OOM SLUICE_EOOM, READONLY and
  *  MASTERDOWN SLUICE_EREADONLY, WRONGTYPE SLUICE_EBADVALUE, any other
- *  SLUICE_EREDIS. (NOSCRIPT, MOVED, ASK, TRYAGAIN and CLUSTERDOWN are acted
+ *  SLUICE_EREDIS; except "ERR Protocol error: unauthenticated ...", Redis 7's
+ *  refusal of a long command from a client that has not authenticated,
+ *  which is SLUICE_EAUTH. (NOSCRIPT, MOVED, ASK, TRYAGAIN and CLUSTERDOWN are acted
  *  on where they arrive, before an error is reported.) */
 SLUICE_FLEET_HIDDEN int sluice__redis_error_code(const char *msg, size_t len);
 

@@ -65,9 +65,13 @@ extern "C" {
 struct event_base;
 
 /* Errors: the functions below return 0 or a negative SLUICE_E* code of
- * sluice_errors.h, described by sluice_strerror(); those of Redis are
- * SLUICE_EPROTO (not a valid answer), SLUICE_ENOTCONN (no connection) and
- * SLUICE_ETIMEDOUT (no answer within the timeout). */
+ * sluice_errors.h, described by sluice_strerror(). The causes of a failure
+ * answer (sluice_fleet_result_t.cause) are those of Redis: SLUICE_ENOTCONN (no
+ * connection), SLUICE_ETIMEDOUT (no answer within the timeout), SLUICE_EPROTO
+ * (not a valid answer), SLUICE_EBADVALUE (the key's value in Redis is not
+ * Sluice state: that request alone), and the classes of Redis's error
+ * replies: SLUICE_EAUTH, SLUICE_ENOPERM, SLUICE_EOOM, SLUICE_EREADONLY and
+ * SLUICE_EREDIS (any other). docs/fleet.md lists what each means and what to do. */
 
 /** What to do when Redis cannot decide in time. */
 typedef enum sluice_fleet_failure {
@@ -98,7 +102,9 @@ typedef struct sluice_fleet_result {
      *  (its local effects — cache, fallback limiter — still happened). */
     int status;
     sluice_fleet_source_t source;
-    /** SLUICE_FLEET_SOURCE_FAILURE: why (SLUICE_ETIMEDOUT, _ENOTCONN, _EPROTO). 0 otherwise. */
+    /** SLUICE_FLEET_SOURCE_FAILURE: why (see "Errors" above: SLUICE_ETIMEDOUT,
+     *  _ENOTCONN, _EPROTO, _EBADVALUE, _EAUTH, _ENOPERM, _EOOM, _EREADONLY,
+     *  _EREDIS). 0 otherwise. */
     int cause;
     /** The time of the decision in ns: the Redis server's clock (Unix time),
      *  the caller's time in manual-time mode, or the local CLOCK_REALTIME for
@@ -243,6 +249,18 @@ typedef struct sluice_fleet_stats {
     uint64_t closed;                              /**< requests answered with SLUICE_ECLOSED */
     uint64_t batches;                             /**< script runs sent (EVALSHA, or EVAL after NOSCRIPT),
                                               each deciding up to max_batch calls and quota reads */
+    /* Redis's answers that refused something. The error replies are counted
+     * by class (one per refused command: a script run, SCRIPT LOAD or DEL);
+     * each request of a refused command is answered by the failure policy
+     * with the class's cause. See docs/fleet.md, "Error replies". */
+    uint64_t bad_values;      /**< requests whose key held a value that is not Sluice state (another
+                                 writer, or another type): each answered alone, cause SLUICE_EBADVALUE */
+    uint64_t auth_errors;     /**< NOAUTH / WRONGPASS replies (cause SLUICE_EAUTH) */
+    uint64_t noperm_errors;   /**< NOPERM replies: an ACL forbids a command (cause SLUICE_ENOPERM) */
+    uint64_t oom_errors;      /**< OOM replies: Redis at maxmemory refuses writes (cause SLUICE_EOOM) */
+    uint64_t readonly_errors; /**< READONLY / MASTERDOWN replies: the node takes no writes (cause
+                                 SLUICE_EREADONLY); the connection is dropped and re-established */
+    uint64_t redis_errors;    /**< other error replies (cause SLUICE_EREDIS; a second NOSCRIPT too) */
 } sluice_fleet_stats_t;
 
 /**
@@ -263,7 +281,12 @@ SLUICE_EXTERN bool sluice_fleet_connected(sluice_fleet_t *fleet);
  * The Lua script the limiter runs in Redis (for inspection and tools). It
  * has two forms, described in its opening comment: one decision (KEYS[1],
  * ARGV op, now, limit, cost*per, burst*per, extra ms, end of the clock), and a
- * batch (ARGV[1] = "B") that decides several keys in order in one run.
+ * batch (ARGV[1] = "B") that decides several keys in order in one run. Each
+ * decision is answered {status, t, TAT}: status 1 admitted, 0 dropped (or a
+ * quota read), -1 the key holds a value that is not Sluice state (that key
+ * alone fails and is left unchanged). The script checks every argument and
+ * reads every key before it writes anything, so an error reply means that
+ * nothing was written.
  *
  * @return a static NUL-terminated string.
  */
