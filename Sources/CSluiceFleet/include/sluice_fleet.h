@@ -47,7 +47,12 @@
  * answered by the failure policy: fail closed (drop, with a retry time), fail
  * open (admit) or a local limiter (the core's sluice_limiter_* with its own
  * policy, typically the fleet's rate divided by the number of processes).
- * The connection is re-established with exponential backoff.
+ * The connection is re-established with exponential backoff. When Redis
+ * answers with an error (OOM, NOPERM, NOAUTH, READONLY...), the requests of
+ * that command are answered by the failure policy with the error's class as
+ * the cause, and a key whose Redis value is not Sluice state fails alone
+ * (SLUICE_EBADVALUE) while the others of its batch are decided; the script
+ * writes nothing for a refused batch.
  */
 #ifndef SLUICE_FLEET_H
 #define SLUICE_FLEET_H
