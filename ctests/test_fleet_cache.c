@@ -172,7 +172,7 @@ int main(void) {
         /* the key expires in Redis when its burst is whole again: T here
          * (rounded up to ms, plus 2 ms), less the time since the call */
         char out[64];
-        CHECK(test_redis_command(port, "PTTL {cache6:bA}", out, sizeof out) == 0, "PTTL");
+        CHECK(test_redis_command(port, "PTTL {6:cache6:bA}", out, sizeof out) == 0, "PTTL");
         long long ttl = strtoll(out + 1, NULL, 10);
         long long expiry = (long long)(T6 / MS) + 2, since = (long long)((tf_mono() - before) / MS) + 1;
         CHECK(out[0] == ':' && ttl <= expiry && ttl >= expiry - since,

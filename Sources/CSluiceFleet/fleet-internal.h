@@ -45,11 +45,28 @@ SLUICE_FLEET_HIDDEN int sluice__fleet_call_decision(const struct sluice__fleet_r
 SLUICE_FLEET_HIDDEN int sluice__fleet_quota_from(const struct sluice__fleet_rate *r, uint64_t cost, uint64_t t,
                                                  fl_u128 tat, sluice_quota_t *q);
 
+/* Redis key names (fleet_key.c: the layout and why it is unambiguous). */
+
+/** Bytes of E(s): `s` with '%' and '}' escaped (three bytes each). */
+SLUICE_FLEET_HIDDEN size_t sluice__fleet_escaped_len(const char *s, size_t n);
+
+/** Writes the prefix part of a name, "<N>:<E(prefix)>:", into `out` (room for
+ *  22 + 3 * n bytes). @return its length. */
+SLUICE_FLEET_HIDDEN size_t sluice__fleet_prefix_encode(const char *prefix, size_t n, char *out);
+
+/** Writes the name "{" enc_prefix tag E(key) "}" into `out` (room for
+ *  enc_prefix_len + 3 + sluice__fleet_escaped_len(key, key_len) bytes).
+ *  @return its length. */
+SLUICE_FLEET_HIDDEN size_t sluice__fleet_key_write(char *out, const char *enc_prefix, size_t enc_prefix_len, char tag,
+                                                   const char *key, size_t key_len);
+
 /** The SLUICE_E* code of a Redis error reply `msg` (`len` bytes, no NUL
  *  needed), by its class, the first word: WRONGPASS and NOAUTH are
  *  SLUICE_EAUTH, NOPERM SLUICE_ENOPERM, OOM SLUICE_EOOM, READONLY and
  *  MASTERDOWN SLUICE_EREADONLY, WRONGTYPE SLUICE_EBADVALUE, any other
- *  SLUICE_EREDIS. (NOSCRIPT, MOVED, ASK, TRYAGAIN and CLUSTERDOWN are acted
+ *  SLUICE_EREDIS; except "ERR Protocol error: unauthenticated ...", Redis 7's
+ *  refusal of a long command from a client that has not authenticated,
+ *  which is SLUICE_EAUTH. (NOSCRIPT, MOVED, ASK, TRYAGAIN and CLUSTERDOWN are acted
  *  on where they arrive, before an error is reported.) */
 SLUICE_FLEET_HIDDEN int sluice__redis_error_code(const char *msg, size_t len);
 

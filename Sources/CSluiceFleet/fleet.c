@@ -75,7 +75,7 @@ struct slot {
 struct stats {
     uint64_t calls, quotas, cancels, redis_admitted, redis_dropped, cache_dropped, failure_admitted, failure_dropped,
         fallback_admitted, fallback_dropped, timeouts, unavailable, bad_replies, noscript, connects, disconnects,
-        in_flight, closed, batches;
+        in_flight, closed, batches, bad_values, auth_errors, noperm_errors, oom_errors, readonly_errors, redis_errors;
 };
 
 struct sluice_fleet {
@@ -83,7 +83,7 @@ struct sluice_fleet {
     sluice_fleet_config_t cfg;
     struct sluice__fleet_rate rate;
     char *host;
-    char *prefix;
+    char *prefix; /* encoded: "<N>:<E(prefix)>:" (fleet_key.c) */
     size_t prefix_len;
     char sha[41];
     char limit_s[40], bper_s[40], extra_s[24], cend_s[48];
@@ -335,6 +335,8 @@ static bool cache_answer(struct sluice_fleet *f, struct req *r) {
 /* ------------------------------------------------------------------ connection */
 
 static void connect_now(struct sluice_fleet *f);
+static int error_reply_code(struct sluice_fleet *f, const redisReply *rep);
+static void after_error_reply(struct sluice_fleet *f, int code);
 static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
 static void flush_batch(struct sluice_fleet *f, bool force);
 
@@ -392,6 +394,12 @@ static void script_loaded(redisAsyncContext *ac, void *reply, void *privdata) {
     struct sluice_fleet *f = privdata;
     redisReply *r = reply;
     if (!r || ac != f->ac || f->closing) return;
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* refused (NOAUTH, NOPERM...): counted by class; the script runs get
+         * the same refusal, and each is answered with its cause */
+        after_error_reply(f, error_reply_code(f, r));
+        return;
+    }
     if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, f->sha, 40) != 0) {
         /* not Redis, or a Redis that names scripts otherwise: EVALSHA cannot work */
         STAT_INC(f, bad_replies);
@@ -689,14 +697,16 @@ static bool bulk_u64(const redisReply *e, uint64_t *out) {
 }
 
 /* Interprets a call's or quota read's three values in a batch reply
- * ({admitted 1|0, t, TAT}; 0 for a quota read). @return 0, or -1 when they
- * are not valid (the stream cannot be trusted). */
+ * ({status, t, TAT}: 1 admitted, 0 dropped or a quota read, -1 a key whose
+ * value is not Sluice state). @return 0, 1 for a bad value (this request
+ * alone fails), or -1 when they are not valid (the stream cannot be trusted). */
 static int interpret_item(struct sluice_fleet *f, const struct req *r, redisReply *const *e, sluice_fleet_result_t *res,
                           uint64_t *t_out, fl_u128 *tat_out) {
     memset(res, 0, sizeof *res);
     res->source = SLUICE_FLEET_SOURCE_REDIS;
     uint64_t t;
     fl_u128 tat;
+    if (e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer == -1) return 1;
     if (e[0]->type != REDIS_REPLY_INTEGER || (e[0]->integer != 0 && e[0]->integer != 1) || !bulk_u64(e[1], &t) ||
         !bulk_u128(e[2], &tat))
         return -1;
@@ -719,6 +729,28 @@ static void alive(struct sluice_fleet *f) {
     f->backoff = f->cfg.backoff_min_ns;
 }
 
+/* The code of an error reply (sluice__redis_error_code()), counted by class. */
+static int error_reply_code(struct sluice_fleet *f, const redisReply *rep) {
+    int code = sluice__redis_error_code(rep->str, rep->len);
+    switch (code) {
+    case SLUICE_EAUTH: STAT_INC(f, auth_errors); break;
+    case SLUICE_ENOPERM: STAT_INC(f, noperm_errors); break;
+    case SLUICE_EOOM: STAT_INC(f, oom_errors); break;
+    case SLUICE_EREADONLY: STAT_INC(f, readonly_errors); break;
+    default: STAT_INC(f, redis_errors); break;
+    }
+    return code;
+}
+
+/* An error reply is about the command, not the connection: Redis answered,
+ * so the connection stays (OOM, NOPERM, NOAUTH... get the same answer on a
+ * new one). Except READONLY/MASTERDOWN: this node cannot take writes (a
+ * replica, or one whose primary is down), so it is left: dropped and
+ * reconnected (later: rediscovery of the primary). */
+static void after_error_reply(struct sluice_fleet *f, int code) {
+    if (code == SLUICE_EREADONLY) drop_connection(f);
+}
+
 /* The reply to a cancel (DEL). */
 static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
     struct req *r = privdata;
@@ -737,13 +769,23 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         return;
     }
     alive(f);
+    if (rep->type == REDIS_REPLY_ERROR) {
+        int code = error_reply_code(f, rep);
+        if (!r->answered)
+            answer_failure(f, r, code); /* frees r */
+        else
+            req_release(r);
+        after_error_reply(f, code);
+        flush_batch(f, false);
+        return;
+    }
     if (rep->type != REDIS_REPLY_INTEGER) {
         STAT_INC(f, bad_replies);
         if (!r->answered)
             answer_failure(f, r, SLUICE_EPROTO); /* frees r */
         else
             req_release(r);
-        if (rep->type != REDIS_REPLY_ERROR) drop_connection(f);
+        drop_connection(f);
         return;
     }
     sluice_fleet_result_t res;
@@ -804,7 +846,22 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         flush_batch(f, false);
         return;
     }
-    /* an error reply leaves the stream fine; a reply of the wrong shape does not */
+    if (rep->type == REDIS_REPLY_ERROR) {
+        /* the script wrote nothing (it checks everything first): each request
+         * is answered with the error's class */
+        int code = error_reply_code(f, rep);
+        for (size_t i = 0; i < n; i++) {
+            if (b->r[i]->answered)
+                req_release(b->r[i]);
+            else
+                answer_failure(f, b->r[i], code);
+        }
+        free(b);
+        after_error_reply(f, code);
+        flush_batch(f, false);
+        return;
+    }
+    /* a reply of the wrong shape: the stream cannot be trusted */
     bool shape = rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 * n;
     bool bad = !shape;
     for (size_t i = 0; i < n; i++) {
@@ -812,7 +869,18 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         sluice_fleet_result_t res;
         uint64_t t = 0;
         fl_u128 tat = 0;
-        if (!shape || interpret_item(f, r, rep->element + 3 * i, &res, &t, &tat) != 0) {
+        int rc = shape ? interpret_item(f, r, rep->element + 3 * i, &res, &t, &tat) : -1;
+        if (rc == 1) {
+            /* this key's value is not Sluice state: it fails alone */
+            if (r->answered) {
+                req_release(r);
+            } else {
+                STAT_INC(f, bad_values);
+                answer_failure(f, r, SLUICE_EBADVALUE);
+            }
+            continue;
+        }
+        if (rc != 0) {
             if (shape) bad = true;
             if (!r->answered)
                 answer_failure(f, r, SLUICE_EPROTO); /* frees r */
@@ -839,9 +907,9 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         answer(f, r, &res);
     }
     free(b);
-    if (!shape || bad) {
+    if (bad) {
         STAT_INC(f, bad_replies);
-        if (rep->type != REDIS_REPLY_ERROR) drop_connection(f);
+        drop_connection(f);
     }
     flush_batch(f, false);
 }
@@ -895,10 +963,11 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
 
     const char *host = c->host ? c->host : "127.0.0.1";
     f->host = strdup(host);
+    /* the prefix as it opens every Redis name: "<N>:<E(prefix)>:" (fleet_key.c) */
     const char *pre = c->prefix_len ? c->prefix : "sluice";
-    f->prefix_len = c->prefix_len ? c->prefix_len : 6;
-    f->prefix = malloc(f->prefix_len);
-    if (f->prefix) memcpy(f->prefix, pre, f->prefix_len);
+    size_t pre_len = c->prefix_len ? c->prefix_len : 6;
+    f->prefix = malloc(22 + 3 * pre_len);
+    if (f->prefix) f->prefix_len = sluice__fleet_prefix_encode(pre, pre_len, f->prefix);
     c->host = NULL;
     c->prefix = NULL;
 
@@ -974,8 +1043,8 @@ static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key
         return SLUICE_EINVAL;
     }
     size_t raw = key.kind == SLUICE_KEY_BYTES ? key.len : 0;
-    /* Redis key: {prefix:<tag><key>} — one hash tag, so the whole key names one slot */
-    size_t rlen = 1 + f->prefix_len + 1 + 1 + kl + 1;
+    /* Redis key: {<N>:<E(prefix)>:<tag><E(key)>}, unambiguous, one hash slot (fleet_key.c) */
+    size_t rlen = f->prefix_len + 3 + sluice__fleet_escaped_len(kb, kl);
     struct req *r = malloc(sizeof *r + raw + rlen);
     if (!r) return SLUICE_ENOMEM;
     memset(r, 0, sizeof *r);
@@ -990,17 +1059,8 @@ static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key
     r->raw_len = raw;
     if (raw) memcpy(r->data, key.bytes, raw);
     char *k = r->data + raw;
-    size_t i = 0;
-    k[i++] = '{';
-    memcpy(k + i, f->prefix, f->prefix_len);
-    i += f->prefix_len;
-    k[i++] = ':';
-    k[i++] = tag;
-    if (kl) memcpy(k + i, kb, kl);
-    i += kl;
-    k[i++] = '}';
-    r->rkey_len = i;
-    r->hash = hash_bytes(f->hash_seed, k, i);
+    r->rkey_len = sluice__fleet_key_write(k, f->prefix, f->prefix_len, tag, kb, kl);
+    r->hash = hash_bytes(f->hash_seed, k, r->rkey_len);
     r->deadline = mono_now() + f->cfg.timeout_ns;
 
     pthread_mutex_lock(&f->mu);
@@ -1157,6 +1217,12 @@ int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {
     LD(in_flight);
     LD(closed);
     LD(batches);
+    LD(bad_values);
+    LD(auth_errors);
+    LD(noperm_errors);
+    LD(oom_errors);
+    LD(readonly_errors);
+    LD(redis_errors);
 #undef LD
     return 0;
 }

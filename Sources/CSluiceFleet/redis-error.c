@@ -23,6 +23,11 @@ int sluice__redis_error_code(const char *msg, size_t len) {
         { "WRONGTYPE", SLUICE_EBADVALUE },
     };
     if (msg == NULL) return SLUICE_EREDIS;
+    /* Redis 7 refuses a command of more than 10 arguments (or a bulk string
+     * over 16 KB) from a client that has not authenticated, with this ERR
+     * (and closes the connection): an authentication failure, not a bug. */
+    static const char unauth[] = "ERR Protocol error: unauthenticated ";
+    if (len >= sizeof unauth - 1 && memcmp(msg, unauth, sizeof unauth - 1) == 0) return SLUICE_EAUTH;
     for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
         if (starts_with(msg, len, classes[i].word)) return classes[i].code;
     }

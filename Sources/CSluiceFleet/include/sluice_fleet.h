@@ -47,7 +47,12 @@
  * answered by the failure policy: fail closed (drop, with a retry time), fail
  * open (admit) or a local limiter (the core's sluice_limiter_* with its own
  * policy, typically the fleet's rate divided by the number of processes).
- * The connection is re-established with exponential backoff.
+ * The connection is re-established with exponential backoff. When Redis
+ * answers with an error (OOM, NOPERM, NOAUTH, READONLY...), the requests of
+ * that command are answered by the failure policy with the error's class as
+ * the cause, and a key whose Redis value is not Sluice state fails alone
+ * (SLUICE_EBADVALUE) while the others of its batch are decided; the script
+ * writes nothing for a refused batch.
  */
 #ifndef SLUICE_FLEET_H
 #define SLUICE_FLEET_H
@@ -65,9 +70,13 @@ extern "C" {
 struct event_base;
 
 /* Errors: the functions below return 0 or a negative SLUICE_E* code of
- * sluice_errors.h, described by sluice_strerror(); those of Redis are
- * SLUICE_EPROTO (not a valid answer), SLUICE_ENOTCONN (no connection) and
- * SLUICE_ETIMEDOUT (no answer within the timeout). */
+ * sluice_errors.h, described by sluice_strerror(). The causes of a failure
+ * answer (sluice_fleet_result_t.cause) are those of Redis: SLUICE_ENOTCONN (no
+ * connection), SLUICE_ETIMEDOUT (no answer within the timeout), SLUICE_EPROTO
+ * (not a valid answer), SLUICE_EBADVALUE (the key's value in Redis is not
+ * Sluice state: that request alone), and the classes of Redis's error
+ * replies: SLUICE_EAUTH, SLUICE_ENOPERM, SLUICE_EOOM, SLUICE_EREADONLY and
+ * SLUICE_EREDIS (any other). docs/fleet.md lists what each means and what to do. */
 
 /** What to do when Redis cannot decide in time. */
 typedef enum sluice_fleet_failure {
@@ -98,7 +107,9 @@ typedef struct sluice_fleet_result {
      *  (its local effects — cache, fallback limiter — still happened). */
     int status;
     sluice_fleet_source_t source;
-    /** SLUICE_FLEET_SOURCE_FAILURE: why (SLUICE_ETIMEDOUT, _ENOTCONN, _EPROTO). 0 otherwise. */
+    /** SLUICE_FLEET_SOURCE_FAILURE: why (see "Errors" above: SLUICE_ETIMEDOUT,
+     *  _ENOTCONN, _EPROTO, _EBADVALUE, _EAUTH, _ENOPERM, _EOOM, _EREADONLY,
+     *  _EREDIS). 0 otherwise. */
     int cause;
     /** The time of the decision in ns: the Redis server's clock (Unix time),
      *  the caller's time in manual-time mode, or the local CLOCK_REALTIME for
@@ -121,7 +132,8 @@ typedef struct sluice_fleet_config {
     sluice_policy_t policy;            /**< required: a rate policy (sluice_rate()) */
     const char *host;                  /**< Redis address (numeric IP recommended); NULL = "127.0.0.1" */
     int port;                          /**< Redis port; 0 = 6379 */
-    const void *prefix;                /**< key prefix: Redis keys are `{prefix:...}`; must identify the policy */
+    const void *prefix;                /**< key prefix (any bytes): Redis keys are `{<N>:prefix:...}`
+                                       (docs/fleet.md, "Keys"); must identify the policy */
     size_t prefix_len;                 /**< bytes of prefix (0 with prefix NULL = "sluice") */
     bool manual_time;                  /**< use the `now` passed with each request instead of Redis's TIME */
     uint64_t timeout_ns;               /**< per-request timeout; 0 = 50 ms */
@@ -242,6 +254,18 @@ typedef struct sluice_fleet_stats {
     uint64_t closed;                              /**< requests answered with SLUICE_ECLOSED */
     uint64_t batches;                             /**< script runs sent (EVALSHA, or EVAL after NOSCRIPT),
                                               each deciding up to max_batch calls and quota reads */
+    /* Redis's answers that refused something. The error replies are counted
+     * by class (one per refused command: a script run, SCRIPT LOAD or DEL);
+     * each request of a refused command is answered by the failure policy
+     * with the class's cause. See docs/fleet.md, "Error replies". */
+    uint64_t bad_values;      /**< requests whose key held a value that is not Sluice state (another
+                                 writer, or another type): each answered alone, cause SLUICE_EBADVALUE */
+    uint64_t auth_errors;     /**< NOAUTH / WRONGPASS replies (cause SLUICE_EAUTH) */
+    uint64_t noperm_errors;   /**< NOPERM replies: an ACL forbids a command (cause SLUICE_ENOPERM) */
+    uint64_t oom_errors;      /**< OOM replies: Redis at maxmemory refuses writes (cause SLUICE_EOOM) */
+    uint64_t readonly_errors; /**< READONLY / MASTERDOWN replies: the node takes no writes (cause
+                                 SLUICE_EREADONLY); the connection is dropped and re-established */
+    uint64_t redis_errors;    /**< other error replies (cause SLUICE_EREDIS; a second NOSCRIPT too) */
 } sluice_fleet_stats_t;
 
 /**
@@ -262,7 +286,12 @@ SLUICE_EXTERN bool sluice_fleet_connected(sluice_fleet_t *fleet);
  * The Lua script the limiter runs in Redis (for inspection and tools). It
  * has two forms, described in its opening comment: one decision (KEYS[1],
  * ARGV op, now, limit, cost*per, burst*per, extra ms, end of the clock), and a
- * batch (ARGV[1] = "B") that decides several keys in order in one run.
+ * batch (ARGV[1] = "B") that decides several keys in order in one run. Each
+ * decision is answered {status, t, TAT}: status 1 admitted, 0 dropped (or a
+ * quota read), -1 the key holds a value that is not Sluice state (that key
+ * alone fails and is left unchanged). The script checks every argument and
+ * reads every key before it writes anything, so an error reply means that
+ * nothing was written.
  *
  * @return a static NUL-terminated string.
  */
