@@ -21,6 +21,16 @@ public struct FleetStatistics: Hashable, Sendable {
     public var batches: UInt64
     /// Requests waiting for Redis now.
     public var inFlight: UInt64
+    /// Requests whose key held a value that is not the limiter's state
+    /// (``Sluice/LimiterError/badStoredValue``).
+    public var badValues: UInt64
+    /// Error replies by class: refused credentials
+    /// (``Sluice/LimiterError/authenticationFailed``), a missing ACL
+    /// permission (``Sluice/LimiterError/permissionDenied``), Redis out of
+    /// memory (``Sluice/LimiterError/redisOutOfMemory``), a node that takes
+    /// no writes (``Sluice/LimiterError/readOnly``), any other error
+    /// (``Sluice/LimiterError/redisError``).
+    public var authErrors, permissionErrors, outOfMemoryErrors, readOnlyErrors, otherErrors: UInt64
 
     init(_ s: sluice_fleet_stats_t) {
         calls = s.calls
@@ -41,5 +51,11 @@ public struct FleetStatistics: Hashable, Sendable {
         disconnects = s.disconnects
         batches = s.batches
         inFlight = s.in_flight
+        badValues = s.bad_values
+        authErrors = s.auth_errors
+        permissionErrors = s.noperm_errors
+        outOfMemoryErrors = s.oom_errors
+        readOnlyErrors = s.readonly_errors
+        otherErrors = s.redis_errors
     }
 }

@@ -29,7 +29,9 @@ private final class SilentServer {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = 0
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let named = withUnsafeMutablePointer(to: &address) {
@@ -147,7 +149,8 @@ struct FleetSurfaceTests {
 
     @Test("behind the gate, the local fallback's decisions are real quota answers, each reported")
     func gateFallback() async throws {
-        let fleet = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(60)), configuration: unreachable(.local(nil)))
+        let fleet = try FleetLimiter<String>(
+            .rate(limit: 1, per: .seconds(60)), configuration: unreachable(.local(nil)))
         defer { try? fleet.close() }
         let observed = Observed()
         let gate = RateLimitGate(fleet, policyName: "api", failureObserver: observed.add)
