@@ -26,7 +26,7 @@
  * Threads. A fleet limiter lives on one libevent event_base, run by one
  * thread (the loop thread). sluice_fleet_call(), _quota() and _cancel() may be
  * called from any thread: the request is queued to the loop thread, which
- * pipelines it on one hiredis connection. Every answer is delivered by the
+ * pipelines it on one connection (TCP, Unix socket or TLS: see config.url). Every answer is delivered by the
  * request's callback on the loop thread, never inside the submitting call,
  * exactly once, and no later than the configured timeout after the call
  * (as long as the loop thread runs). When other threads call in, the
@@ -98,7 +98,9 @@ typedef struct sluice_fleet_result {
      *  (its local effects — cache, fallback limiter — still happened). */
     int status;
     sluice_fleet_source_t source;
-    /** SLUICE_FLEET_SOURCE_FAILURE: why (SLUICE_ETIMEDOUT, _ENOTCONN, _EPROTO). 0 otherwise. */
+    /** SLUICE_FLEET_SOURCE_FAILURE: why (SLUICE_ETIMEDOUT, _ENOTCONN, _EPROTO,
+     *  or the connection's failure: SLUICE_EAUTH, _ETLS, _ENOPERM, ... as
+     *  sluice_fleet_last_error() reports it). 0 otherwise. */
     int cause;
     /** The time of the decision in ns: the Redis server's clock (Unix time),
      *  the caller's time in manual-time mode, or the local CLOCK_REALTIME for
@@ -141,6 +143,10 @@ typedef struct sluice_fleet_config {
                                        (sent together, decided in order; see "Batches");
                                        0 = 32; 1 = one key per command (Redis Cluster:
                                        a batch spans keys of different hash slots) */
+    const char *url;                   /**< Redis address as a URL (see docs/fleet.md, "Connections");
+                                       replaces host and port when set: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB],
+                                       rediss://...?cacert=PATH&cert=PATH&key=PATH&sni=NAME&insecure=1,
+                                       unix:///PATH?db=N&user=U&password=P. Read during sluice_fleet_new() only */
 } sluice_fleet_config_t;
 
 /** An opaque fleet limiter. */
@@ -155,8 +161,12 @@ typedef struct sluice_fleet sluice_fleet_t;
  * @param base the event_base that will run it (run it on one thread).
  * @param config the configuration; read only during the call (the prefix is copied).
  * @return 0, SLUICE_EINVAL (NULL pointer, not a rate policy, bad fallback
- *         policy, prefix too long), SLUICE_ERANGE (see sluice_policy_validate())
- *         or SLUICE_ENOMEM.
+ *         policy, prefix too long, an address this version cannot use),
+ *         SLUICE_ERANGE (see sluice_policy_validate()), SLUICE_ESYNTAX (a
+ *         malformed `url`), SLUICE_ETLS (a TLS CA, certificate or key file that
+ *         cannot be loaded) or SLUICE_ENOMEM. Connection failures (refused,
+ *         wrong password, TLS verification) are not reported here: the limiter
+ *         keeps trying, and sluice_fleet_last_error() says why it is not up.
  */
 SLUICE_EXTERN int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice_fleet_config_t *config);
 
@@ -257,6 +267,20 @@ SLUICE_EXTERN int sluice_fleet_stats(sluice_fleet_t *fleet, sluice_fleet_stats_t
  * request timed out since the last reply). For health checks and tests.
  */
 SLUICE_EXTERN bool sluice_fleet_connected(sluice_fleet_t *fleet);
+
+/**
+ * Why the limiter has no working connection: the last connection failure's
+ * code (SLUICE_ENOTCONN refused/unreachable/closed, SLUICE_ETIMEDOUT connect
+ * timeout, SLUICE_EAUTH credentials refused, SLUICE_ENOPERM, SLUICE_ETLS TLS
+ * handshake or certificate verification, SLUICE_EPROTO not a Redis, ...) or 0
+ * when the last (re)connection succeeded. Any thread.
+ *
+ * @param msg receives a NUL-terminated sentence (empty with 0), e.g.
+ *        "cannot connect to 127.0.0.1:6390: Connection refused"; it never
+ *        contains the password. May be NULL. @param msg_len its size.
+ * @return the code, or SLUICE_EINVAL when `fleet` is NULL.
+ */
+SLUICE_EXTERN int sluice_fleet_last_error(sluice_fleet_t *fleet, char *msg, size_t msg_len);
 
 /**
  * The Lua script the limiter runs in Redis (for inspection and tools). It
