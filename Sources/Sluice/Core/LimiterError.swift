@@ -162,7 +162,8 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
             "TLS to Redis failed: the handshake was refused, the server does not speak TLS, or a certificate did not verify."
         case .redisOutOfMemory: "Redis is out of memory and refuses writes."
         case .readOnly: "The Redis node cannot take writes: it is a replica, or its primary is down."
-        case .badStoredValue: "A key's value in Redis is not the fleet limiter's state: another writer, or another type."
+        case .badStoredValue:
+            "A key's value in Redis is not the fleet limiter's state: another writer, or another type."
         case .redisError: "Redis answered with an error."
         default: "Unknown Sluice error (code \(rawValue))."
         }
