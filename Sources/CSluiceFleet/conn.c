@@ -22,6 +22,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -468,6 +470,10 @@ static void connect_ready_cb(evutil_socket_t fd, short what, void *arg) {
 static int start_connect(struct sluice__conn *c, int family, const struct sockaddr *sa, socklen_t salen) {
     int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return errno;
+    if (family != AF_UNIX) { /* small pipelined commands: never wait for Nagle's delayed ACK */
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
     c->fd = fd;
     if (connect(fd, sa, salen) == 0) {
         on_socket_connected(c);
