@@ -521,7 +521,7 @@ static void connect_tcp(struct sluice__conn *c) {
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_ADDRCONFIG;
+    /* no AI_ADDRCONFIG: with only a loopback interface it hides 127.0.0.1 itself */
     int rc = getaddrinfo(c->url.nodes[0].host, port, &hints, &c->addrs);
     if (rc != 0) {
         c->addrs = NULL;
