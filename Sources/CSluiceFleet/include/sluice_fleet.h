@@ -121,8 +121,9 @@ typedef void (*sluice_fleet_fn)(void *user, const sluice_fleet_result_t *result)
 /** Configuration of a fleet limiter. Zero-initialise, then set what you need. */
 typedef struct sluice_fleet_config {
     sluice_policy_t policy;            /**< required: a rate policy (sluice_rate()) */
-    const char *host;                  /**< Redis address (numeric IP recommended); NULL = "127.0.0.1" */
-    int port;                          /**< Redis port; 0 = 6379 */
+    const char *host;                  /**< Redis address, plain TCP (numeric IP recommended);
+                                       NULL = "127.0.0.1"; ignored when `url` is set */
+    int port;                          /**< Redis port; 0 = 6379; ignored when `url` is set */
     const void *prefix;                /**< key prefix: Redis keys are `{prefix:...}`; must identify the policy */
     size_t prefix_len;                 /**< bytes of prefix (0 with prefix NULL = "sluice") */
     bool manual_time;                  /**< use the `now` passed with each request instead of Redis's TIME */
