@@ -259,6 +259,11 @@ static void test_plain(void) {
     test_redis_signal(&r, SIGCONT);
     printf("  FIFO, drop and close with commands pending: ok\n");
 
+    /* a server that accepts but does not answer (stopped): the setup times out */
+    test_redis_signal(&r, SIGSTOP);
+    expect_failure(url, SLUICE_ETIMEDOUT, NULL, "stopped server");
+    test_redis_signal(&r, SIGCONT);
+
     /* restart: the connection comes back by itself, within the backoff */
     c = conn_open(url, &o);
     expect_up("before restart", c, &o);
