@@ -346,6 +346,15 @@ static void test_auth_unix_select(void) {
     sluice__conn_free(c);
     snprintf(url, sizeof url, "redis://:%s@127.0.0.1:%d/99", pw, r.port);
     expect_failure(url, SLUICE_EREDIS, pw, "SELECT out of range");
+    /* an ACL user that may not SELECT: ENOPERM */
+    snprintf(url, sizeof url, "unix://%s?password=%s", sock, pw);
+    c = conn_open(url, &o);
+    expect_up("ACL SETUSER", c, &o);
+    a = command(c, "ACL SETUSER nosel on >nosel-Pw-77 ~* +@all -select");
+    CHECK(a.err == 0 && strcmp(a.str, "OK") == 0, "ACL SETUSER: %s", a.str);
+    sluice__conn_free(c);
+    snprintf(url, sizeof url, "redis://nosel:nosel-Pw-77@127.0.0.1:%d/3", r.port);
+    expect_failure(url, SLUICE_ENOPERM, "nosel-Pw-77", "ACL user without SELECT");
     printf("  SELECT: ok\n");
 
     /* the fleet over the Unix socket with a password: Redis decides, in db 2 */
