@@ -57,9 +57,13 @@ deps:
 	if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists hiredis; then \
 	  missing="$$missing libhiredis-dev"; \
 	fi; \
+	if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists openssl; then \
+	  missing="$$missing libssl-dev"; \
+	fi; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	if [ -z "$$missing" ]; then \
-	  echo "deps: libevent-dev, libhiredis-dev, redis-server, cmake, pkg-config, curl are present"; \
+	  echo "deps: libevent-dev, libhiredis-dev, libssl-dev, redis-server, cmake, pkg-config, curl are present"; \
 	  exit 0; \
 	fi; \
 	echo "deps: installing$$missing"; \

@@ -12,7 +12,8 @@
 //                  (Sources/CSluiceTrace, include/sluice_trace.h).
 //  - Sluice:       the Swift layer over the core and the loop layer (Limiter, Throttler, Debouncer).
 //  - CHiredis, CSluiceFleet, SluiceFleet: the fleet (Redis) rate limiter (docs/fleet.md);
-//                  only a package using the SluiceFleet product needs hiredis.
+//                  only a package using the SluiceFleet product needs hiredis, and
+//                  OpenSSL with libevent_openssl (its TLS connections).
 //  - SluiceCLI:    the `sluice` command (simulate, timelines) over CSluiceTrace, with a
 //                  hand-written argument parser: no dependency for consumers to fetch.
 //
@@ -135,6 +136,11 @@ let package = Package(
                 .linkedLibrary("hiredis"),
                 .linkedLibrary("event_core"),
                 .linkedLibrary("event_pthreads"),
+                // TLS (rediss://, conn.c): libevent's bufferevent_openssl and
+                // OpenSSL 3 (Debian: libevent-dev, libssl-dev).
+                .linkedLibrary("event_openssl"),
+                .linkedLibrary("ssl"),
+                .linkedLibrary("crypto"),
             ]
         ),
         // ---- Swift targets ----

@@ -5,9 +5,15 @@
 # Needs hiredis (pkg-config "hiredis", Debian libhiredis-dev); without it the
 # fleet limiter and its tests are left out and the rest of the build is unchanged.
 pkg_check_modules(HIREDIS IMPORTED_TARGET hiredis)
+# TLS (rediss://): OpenSSL and libevent's bufferevent_openssl. Not through
+# pkg-config "libevent_openssl": its .pc adds -levent (all of libevent) beside
+# libevent_core (two copies of the event loop in one process).
+pkg_check_modules(OPENSSL IMPORTED_TARGET openssl)
+find_library(SLUICE_EVENT_OPENSSL_LIB NAMES event_openssl HINTS ${LIBEVENT_CORE_LIBRARY_DIRS})
 file(GLOB SLUICE_FLEET_TESTS CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/ctests/test_fleet_*.c")
-if(NOT HIREDIS_FOUND)
-  message(STATUS "sluice: hiredis not found: no fleet limiter (apt-get install libhiredis-dev)")
+if(NOT HIREDIS_FOUND OR NOT OPENSSL_FOUND OR NOT SLUICE_EVENT_OPENSSL_LIB)
+  message(STATUS "sluice: hiredis, OpenSSL or libevent_openssl not found: no fleet limiter "
+                 "(apt-get install libhiredis-dev libssl-dev libevent-dev)")
   foreach(_src IN LISTS SLUICE_FLEET_TESTS)
     get_filename_component(_name "${_src}" NAME_WE)
     if(TARGET ${_name})
@@ -26,7 +32,11 @@ set_target_properties(sluice_fleet PROPERTIES OUTPUT_NAME sluice-fleet POSITION_
 target_include_directories(sluice_fleet
   PUBLIC $<BUILD_INTERFACE:${SLUICE_FLEET_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
   PRIVATE "${SLUICE_FLEET_DIR}")
-target_link_libraries(sluice_fleet PUBLIC sluice_static PkgConfig::HIREDIS ${SLUICE_DEP_LIBS})
+# The same name is recreated by sluiceConfig.cmake for installed consumers.
+add_library(sluice_dep::event_openssl UNKNOWN IMPORTED)
+set_target_properties(sluice_dep::event_openssl PROPERTIES IMPORTED_LOCATION "${SLUICE_EVENT_OPENSSL_LIB}")
+target_link_libraries(sluice_fleet PUBLIC sluice_static PkgConfig::HIREDIS sluice_dep::event_openssl
+                      PkgConfig::OPENSSL ${SLUICE_DEP_LIBS})
 
 # Installed: libsluice-fleet.a with sluice_fleet.h, sluice-fleet.pc, and
 # sluice::sluice_fleet in sluiceFleetTargets.cmake, which sluiceConfig.cmake

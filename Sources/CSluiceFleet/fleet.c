@@ -1,7 +1,7 @@
 /*
- * fleet.c — the fleet (Redis) rate limiter: request queue, hiredis
- * connection on the caller's event_base, timeouts, reconnects, the TAT
- * cache and the failure policies. See include/sluice_fleet.h.
+ * fleet.c — the fleet (Redis) rate limiter: request queue, the connection
+ * (conn.c: TCP, Unix or TLS, reconnects) on the caller's event_base,
+ * timeouts, the TAT cache and the failure policies. See include/sluice_fleet.h.
  *
  * Life of a request: sluice_fleet_call() (any thread) copies it into a
  * `struct req` and queues it under the mutex; the wake event runs on the loop
@@ -10,9 +10,9 @@
  * request goes into the waiting list (ordered by deadline) and is sent with
  * EVALSHA. It is answered exactly once: by its reply, by its timeout, by the
  * failure policy when the connection is gone, or with SLUICE_ECLOSED at free.
- * A request stays allocated until it is answered AND hiredis has returned it
- * (every callback hiredis holds is called, with a NULL reply at the latest
- * when the connection is freed).
+ * A request stays allocated until it is answered AND the connection has
+ * returned it (every callback the connection holds is called, with a NULL
+ * reply at the latest when the connection is freed).
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -29,20 +29,18 @@
  * compiler stops at the first missing one (SwiftPM prints no hint for
  * CHiredis: see Package.swift; the same check is in CHiredis.h). */
 #if defined(__has_include)
-#if !__has_include(<hiredis/adapters/libevent.h>)
+#if !__has_include(<hiredis/hiredis.h>)
 #error                                                                                                                 \
     "hiredis not found: the fleet limiter (SluiceFleet) needs hiredis's headers; install libhiredis-dev (apt-get install libhiredis-dev, or make deps)"
 #endif
 #endif
-#include <hiredis/adapters/libevent.h>
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
+#include "conn.h"
 #include "fleet-internal.h"
+#include "redis-url.h"
 
 #define MS 1000000ull
-
-enum { ST_DOWN = 0, ST_CONNECTING = 1, ST_UP = 2 };
 
 struct req {
     struct req *prev, *next; /* the waiting list (answered requests are out of it) */
@@ -56,7 +54,7 @@ struct req {
     sluice_fleet_fn fn;
     void *user;
     bool answered, listed;
-    int in_redis; /* hiredis callbacks outstanding */
+    int in_redis; /* connection callbacks outstanding */
     sluice_key_kind_t kind;
     uint64_t u64;
     size_t raw_len, rkey_len;
@@ -82,17 +80,16 @@ struct sluice_fleet {
     struct event_base *base;
     sluice_fleet_config_t cfg;
     struct sluice__fleet_rate rate;
-    char *host;
     char *prefix; /* encoded: "<N>:<E(prefix)>:" (fleet_key.c) */
     size_t prefix_len;
     char sha[41];
     char limit_s[40], bper_s[40], extra_s[24], cend_s[48];
 
-    redisAsyncContext *ac;
-    int state;
+    sluice__conn_t *conn; /* keeps itself connected (conn.h) */
     bool degraded, closing;
-    uint64_t backoff;
-    struct event *wake, *tmo, *reconn, *conn_tmo, *stall;
+    struct event *wake, *tmo, *stall;
+    int conn_err;       /* the connection's last error (under mu), 0 when up */
+    char conn_msg[320]; /* its message (under mu) */
 
     pthread_mutex_t mu;
     struct req *qhead, *qtail;
@@ -334,66 +331,25 @@ static bool cache_answer(struct sluice_fleet *f, struct req *r) {
 
 /* ------------------------------------------------------------------ connection */
 
-static void connect_now(struct sluice_fleet *f);
+static void count_error_class(struct sluice_fleet *f, int code);
 static int error_reply_code(struct sluice_fleet *f, const redisReply *rep);
 static void after_error_reply(struct sluice_fleet *f, int code);
-static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
 static void flush_batch(struct sluice_fleet *f, bool force);
 
-static void schedule_reconnect(struct sluice_fleet *f) {
-    if (f->closing || evtimer_pending(f->reconn, NULL)) return;
-    arm_in(f->reconn, f->backoff);
-    f->backoff = f->backoff * 2 > f->cfg.backoff_max_ns ? f->cfg.backoff_max_ns : f->backoff * 2;
+/* Why a request cannot go to Redis now: the connection's last error, else ENOTCONN. */
+static int down_cause(struct sluice_fleet *f) {
+    int err = sluice__conn_error(f->conn, NULL);
+    return err ? err : SLUICE_ENOTCONN;
 }
 
 /* Drops the connection: every request it holds is answered by the failure
- * policy (from hiredis's NULL callbacks), then a reconnect is scheduled. */
-static void drop_connection(struct sluice_fleet *f) {
-    redisAsyncContext *ac = f->ac;
-    f->ac = NULL;
-    f->state = ST_DOWN;
-    f->degraded = false;
-    evtimer_del(f->conn_tmo);
-    evtimer_del(f->stall);
-    if (ac) {
-        STAT_INC(f, disconnects);
-        redisAsyncFree(ac); /* deferred by hiredis when inside one of its callbacks */
-    }
-    schedule_reconnect(f);
-}
+ * policy (the connection answers each callback), then it reconnects. */
+static void drop_connection(struct sluice_fleet *f, int err) { sluice__conn_drop(f->conn, err); }
 
-static void on_connect(const redisAsyncContext *ac, int status) {
-    struct sluice_fleet *f = ac->data;
-    if (ac != f->ac) return;
-    evtimer_del(f->conn_tmo);
-    if (status != REDIS_OK) {
-        f->ac = NULL; /* hiredis frees it */
-        f->state = ST_DOWN;
-        schedule_reconnect(f);
-        return;
-    }
-    f->state = ST_UP;
-    f->degraded = false;
-    STAT_INC(f, connects);
-}
-
-static void on_disconnect(const redisAsyncContext *ac, int status) {
-    (void)status;
-    struct sluice_fleet *f = ac->data;
-    if (ac != f->ac) return;
-    f->ac = NULL;
-    f->state = ST_DOWN;
-    f->degraded = false;
-    evtimer_del(f->stall);
-    STAT_INC(f, disconnects);
-    schedule_reconnect(f);
-    flush_batch(f, false); /* requests held for a batch: answered now */
-}
-
-static void script_loaded(redisAsyncContext *ac, void *reply, void *privdata) {
-    struct sluice_fleet *f = privdata;
-    redisReply *r = reply;
-    if (!r || ac != f->ac || f->closing) return;
+static void script_loaded(void *arg, redisReply *r, int err) {
+    (void)err;
+    struct sluice_fleet *f = arg;
+    if (!r || f->closing) return;
     if (r->type == REDIS_REPLY_ERROR) {
         /* refused (NOAUTH, NOPERM...): counted by class; the script runs get
          * the same refusal, and each is answered with its cause */
@@ -403,68 +359,59 @@ static void script_loaded(redisAsyncContext *ac, void *reply, void *privdata) {
     if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, f->sha, 40) != 0) {
         /* not Redis, or a Redis that names scripts otherwise: EVALSHA cannot work */
         STAT_INC(f, bad_replies);
-        drop_connection(f);
+        drop_connection(f, SLUICE_EPROTO);
     }
 }
 
-static void connect_now(struct sluice_fleet *f) {
-    if (f->closing || f->ac) return;
-    redisAsyncContext *ac = redisAsyncConnect(f->host, f->cfg.port);
-    if (!ac) {
-        schedule_reconnect(f);
-        return;
-    }
-    if (ac->err) {
-        redisAsyncFree(ac);
-        schedule_reconnect(f);
-        return;
-    }
-    ac->data = f;
-    if (redisLibeventAttach(ac, f->base) != REDIS_OK) {
-        redisAsyncFree(ac);
-        schedule_reconnect(f);
-        return;
-    }
-    f->ac = ac;
-    f->state = ST_CONNECTING;
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
-    const char *argv[3] = { "SCRIPT", "LOAD", sluice_fleet_script() };
-    size_t lens[3] = { 6, 4, sluice__fleet_script_len() };
-    redisAsyncCommandArgv(ac, script_loaded, f, 3, argv, lens);
-    uint64_t ct = f->cfg.timeout_ns * 10 > 1000 * MS ? f->cfg.timeout_ns * 10 : 1000 * MS;
-    arm_in(f->conn_tmo, ct);
+/* Keeps a copy of the connection's state for sluice_fleet_last_error() (any thread). */
+static void note_conn_error(struct sluice_fleet *f) {
+    const char *msg = NULL;
+    int err = sluice__conn_error(f->conn, &msg);
+    pthread_mutex_lock(&f->mu);
+    f->conn_err = err;
+    snprintf(f->conn_msg, sizeof f->conn_msg, "%s", err && msg ? msg : "");
+    pthread_mutex_unlock(&f->mu);
 }
 
-static void reconn_cb(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
-    connect_now(arg);
-}
-
-static void conn_tmo_cb(evutil_socket_t fd, short what, void *arg) {
-    (void)fd;
-    (void)what;
-    struct sluice_fleet *f = arg;
-    if (f->state == ST_CONNECTING) drop_connection(f);
-    flush_batch(f, false);
+/* The connection's state changes (conn.h): on UP, the script is loaded first
+ * (it goes out before the requests held while connecting). */
+static void conn_event(void *owner, sluice__conn_event_t ev, int err) {
+    struct sluice_fleet *f = owner;
+    note_conn_error(f);
+    /* a setup Redis refused (AUTH, SELECT): counted by class like a reply */
+    if (ev == SLUICE__CONN_FAILED && (err == SLUICE_EAUTH || err == SLUICE_ENOPERM || err == SLUICE_EOOM ||
+                                      err == SLUICE_EREADONLY || err == SLUICE_EREDIS))
+        count_error_class(f, err);
+    f->degraded = false;
+    evtimer_del(f->stall);
+    if (ev == SLUICE__CONN_UP) {
+        STAT_INC(f, connects);
+        const char *argv[3] = { "SCRIPT", "LOAD", sluice_fleet_script() };
+        size_t lens[3] = { 6, 4, sluice__fleet_script_len() };
+        if (sluice__conn_send(f->conn, 3, argv, lens, script_loaded, f) != 0) drop_connection(f, SLUICE_ENOMEM);
+        return;
+    }
+    if (ev == SLUICE__CONN_DOWN) STAT_INC(f, disconnects);
+    flush_batch(f, false); /* requests held for a batch: answered now */
 }
 
 static void stall_cb(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
     struct sluice_fleet *f = arg;
-    if (f->degraded && f->ac) drop_connection(f);
+    if (f->degraded) drop_connection(f, SLUICE_ETIMEDOUT);
     flush_batch(f, false);
 }
 
 /* ------------------------------------------------------------------ sending */
 
+static void reply_cb(void *arg, redisReply *rep, int err);
+
 /* A cancel: DEL, alone (calls and quota reads go in batches). */
 static int send_req(struct sluice_fleet *f, struct req *r) {
     const char *argv[2] = { "DEL", r->data + r->raw_len };
     size_t lens[2] = { 3, r->rkey_len };
-    if (!f->ac || redisAsyncCommandArgv(f->ac, reply_cb, r, 2, argv, lens) != REDIS_OK) return -1;
+    if (sluice__conn_send(f->conn, 2, argv, lens, reply_cb, r) != 0) return -1;
     r->in_redis++;
     r->seq = f->cancel_seq;
     r->sent_real = real_now();
@@ -480,13 +427,13 @@ struct batch {
     struct req *r[];
 };
 
-static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
+static void batch_reply_cb(void *arg, redisReply *rep, int err);
 
 /* Sends reqs[0..n) as one EVALSHA (EVAL when `eval`). Each request must hold
  * one in_redis count, which becomes the batch's. @return 0, or -1 when
  * nothing was sent (the caller answers them). */
 static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n, bool eval) {
-    if (!f->ac || n == 0) return -1;
+    if (n == 0) return -1;
     size_t argc = 3 + n + 5 + 3 * n;
     struct batch *b = malloc(sizeof *b + n * sizeof b->r[0]);
     const char **argv = malloc(argc * sizeof *argv);
@@ -520,7 +467,7 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
         argv[k] = now_s, lens[k++] = f->cfg.manual_time ? sluice__fleet_u128_str(r->now, now_s) : 0;
         argv[k] = nper_s, lens[k++] = sluice__fleet_u128_str((fl_u128)r->cost * f->rate.per, nper_s);
     }
-    if (redisAsyncCommandArgv(f->ac, batch_reply_cb, b, (int)argc, argv, lens) != REDIS_OK) goto out;
+    if (sluice__conn_send(f->conn, (int)argc, argv, lens, batch_reply_cb, b) != 0) goto out;
     uint64_t sent = real_now();
     for (size_t i = 0; i < n; i++) {
         struct req *r = reqs[i];
@@ -531,7 +478,7 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
     STAT_ADD(f, in_flight, n);
     STAT_INC(f, batches);
     f->batches_out++;
-    b = NULL; /* hiredis holds it until batch_reply_cb */
+    b = NULL; /* the connection holds it until batch_reply_cb */
     rc = 0;
 out:
     free(b);
@@ -550,7 +497,8 @@ out:
 #define BATCHES_OUT 2
 static void flush_batch(struct sluice_fleet *f, bool force) {
     if (f->batch_n == 0) return;
-    if (!force && f->ac && f->batch_n < f->cfg.max_batch && f->batches_out >= BATCHES_OUT) return;
+    if (!force && sluice__conn_sendable(f->conn) && f->batch_n < f->cfg.max_batch && f->batches_out >= BATCHES_OUT)
+        return;
     size_t n = 0;
     for (size_t i = 0; i < f->batch_n; i++) {
         struct req *r = f->batch[i];
@@ -567,7 +515,7 @@ static void flush_batch(struct sluice_fleet *f, bool force) {
         struct req *r = f->batch[i];
         r->in_redis--;
         STAT_INC(f, unavailable);
-        answer_failure(f, r, SLUICE_ENOTCONN);
+        answer_failure(f, r, down_cause(f));
     }
 }
 
@@ -607,9 +555,9 @@ static void process(struct sluice_fleet *f, struct req *r) {
     } else if (r->op == SLUICE_FLEET_CALL && cache_answer(f, r)) {
         return;
     }
-    if (f->state == ST_DOWN || !f->ac) {
+    if (!sluice__conn_sendable(f->conn)) {
         STAT_INC(f, unavailable);
-        answer_failure(f, r, SLUICE_ENOTCONN);
+        answer_failure(f, r, down_cause(f));
         return;
     }
     if (f->degraded) {
@@ -671,7 +619,7 @@ static void tmo_cb(evutil_socket_t fd, short what, void *arg) {
     while (f->whead && f->whead->deadline <= now) {
         struct req *r = f->whead;
         STAT_INC(f, timeouts);
-        if (r->in_redis && !f->degraded && f->ac) {
+        if (r->in_redis && !f->degraded && sluice__conn_sendable(f->conn)) {
             /* Redis is late: answer new requests by the failure policy until a
              * reply comes; reconnect if none comes for stall_ns */
             f->degraded = true;
@@ -726,12 +674,12 @@ static int interpret_item(struct sluice_fleet *f, const struct req *r, redisRepl
 static void alive(struct sluice_fleet *f) {
     f->degraded = false;
     evtimer_del(f->stall);
-    f->backoff = f->cfg.backoff_min_ns;
 }
 
 /* The code of an error reply (sluice__redis_error_code()), counted by class. */
-static int error_reply_code(struct sluice_fleet *f, const redisReply *rep) {
-    int code = sluice__redis_error_code(rep->str, rep->len);
+/* Counts an error of Redis's by its class (a reply, or the refusal of a
+ * connection's setup). */
+static void count_error_class(struct sluice_fleet *f, int code) {
     switch (code) {
     case SLUICE_EAUTH: STAT_INC(f, auth_errors); break;
     case SLUICE_ENOPERM: STAT_INC(f, noperm_errors); break;
@@ -739,6 +687,11 @@ static int error_reply_code(struct sluice_fleet *f, const redisReply *rep) {
     case SLUICE_EREADONLY: STAT_INC(f, readonly_errors); break;
     default: STAT_INC(f, redis_errors); break;
     }
+}
+
+static int error_reply_code(struct sluice_fleet *f, const redisReply *rep) {
+    int code = sluice__redis_error_code(rep->str, rep->len);
+    count_error_class(f, code);
     return code;
 }
 
@@ -748,24 +701,23 @@ static int error_reply_code(struct sluice_fleet *f, const redisReply *rep) {
  * replica, or one whose primary is down), so it is left: dropped and
  * reconnected (later: rediscovery of the primary). */
 static void after_error_reply(struct sluice_fleet *f, int code) {
-    if (code == SLUICE_EREADONLY) drop_connection(f);
+    if (code == SLUICE_EREADONLY) drop_connection(f, code);
 }
 
 /* The reply to a cancel (DEL). */
-static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
-    struct req *r = privdata;
+static void reply_cb(void *arg, redisReply *rep, int err) {
+    struct req *r = arg;
     struct sluice_fleet *f = r->f;
-    redisReply *rep = reply;
     r->in_redis--;
     __atomic_fetch_sub(&f->st.in_flight, 1, __ATOMIC_RELAXED);
-    if (!rep || ac != f->ac) {
+    if (!rep) {
         /* the connection is gone (or being freed) */
         if (r->answered)
             req_release(r);
         else if (f->closing)
             answer_closed(f, r);
         else
-            answer_failure(f, r, ac->err == REDIS_ERR_PROTOCOL ? SLUICE_EPROTO : SLUICE_ENOTCONN);
+            answer_failure(f, r, err ? err : SLUICE_ENOTCONN);
         return;
     }
     alive(f);
@@ -785,7 +737,7 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
             answer_failure(f, r, SLUICE_EPROTO); /* frees r */
         else
             req_release(r);
-        drop_connection(f);
+        drop_connection(f, SLUICE_EPROTO);
         return;
     }
     sluice_fleet_result_t res;
@@ -799,17 +751,16 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
 }
 
 /* The reply to a batch: each request answered in order. */
-static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
-    struct batch *b = privdata;
+static void batch_reply_cb(void *arg, redisReply *rep, int err) {
+    struct batch *b = arg;
     struct sluice_fleet *f = b->f;
-    redisReply *rep = reply;
     size_t n = b->n;
     for (size_t i = 0; i < n; i++) b->r[i]->in_redis--;
     __atomic_fetch_sub(&f->st.in_flight, (uint64_t)n, __ATOMIC_RELAXED);
     f->batches_out--;
-    if (!rep || ac != f->ac) {
+    if (!rep) {
         /* the connection is gone (or being freed) */
-        int cause = ac->err == REDIS_ERR_PROTOCOL ? SLUICE_EPROTO : SLUICE_ENOTCONN;
+        int cause = err ? err : SLUICE_ENOTCONN;
         for (size_t i = 0; i < n; i++) {
             struct req *r = b->r[i];
             if (r->answered)
@@ -839,7 +790,7 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
         if (m && send_batch(f, b->r, m, true) != 0) {
             for (size_t i = 0; i < m; i++) {
                 b->r[i]->in_redis--;
-                answer_failure(f, b->r[i], SLUICE_ENOTCONN);
+                answer_failure(f, b->r[i], down_cause(f));
             }
         }
         free(b);
@@ -909,12 +860,45 @@ static void batch_reply_cb(redisAsyncContext *ac, void *reply, void *privdata) {
     free(b);
     if (bad) {
         STAT_INC(f, bad_replies);
-        drop_connection(f);
+        drop_connection(f, SLUICE_EPROTO);
     }
     flush_batch(f, false);
 }
 
 /* ------------------------------------------------------------------ public API */
+
+/* Connects to config->url (parsed), or to host:port over TCP. */
+static int open_conn(struct sluice_fleet *f, const sluice_fleet_config_t *config) {
+    sluice__redis_url_t url;
+    sluice__redis_node_t node;
+    char why[320];
+    int rc;
+    if (config->url) {
+        rc = sluice__redis_url_parse(config->url, &url, why, sizeof why);
+        if (rc != 0) {
+            snprintf(f->conn_msg, sizeof f->conn_msg, "%s", why);
+            return rc;
+        }
+    } else {
+        memset(&url, 0, sizeof url);
+        node.host = (char *)(config->host ? config->host : "127.0.0.1");
+        node.port = config->port ? config->port : 6379;
+        url.topology = SLUICE__REDIS_SINGLE;
+        url.nodes = &node;
+        url.n_nodes = 1;
+    }
+    sluice__conn_opts_t o;
+    memset(&o, 0, sizeof o);
+    uint64_t timeout = f->cfg.timeout_ns;
+    o.connect_timeout_ns = timeout * 10 > 1000 * MS ? timeout * 10 : 1000 * MS;
+    o.backoff_min_ns = f->cfg.backoff_min_ns;
+    o.backoff_max_ns = f->cfg.backoff_max_ns;
+    o.on_event = conn_event;
+    o.owner = f;
+    rc = sluice__conn_new(&f->conn, f->base, &url, &o, why, sizeof why);
+    if (config->url) sluice__redis_url_free(&url);
+    return rc;
+}
 
 int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice_fleet_config_t *config) {
     if (!out || !base || !config) return SLUICE_EINVAL;
@@ -949,7 +933,6 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     if (!c->manual_ttl_extra_ms) c->manual_ttl_extra_ms = 600000;
     if (!c->max_batch) c->max_batch = 32;
     if (c->max_batch > 1024) c->max_batch = 1024;
-    f->backoff = c->backoff_min_ns;
 
     f->rate.limit = p->limit;
     f->rate.per = (uint64_t)p->per_ns;
@@ -961,14 +944,13 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     sluice__fleet_u128_str(c->manual_time ? c->manual_ttl_extra_ms : 0, f->extra_s);
     sluice__fleet_sha1_hex(sluice_fleet_script(), sluice__fleet_script_len(), f->sha);
 
-    const char *host = c->host ? c->host : "127.0.0.1";
-    f->host = strdup(host);
     /* the prefix as it opens every Redis name: "<N>:<E(prefix)>:" (fleet_key.c) */
     const char *pre = c->prefix_len ? c->prefix : "sluice";
     size_t pre_len = c->prefix_len ? c->prefix_len : 6;
     f->prefix = malloc(22 + 3 * pre_len);
     if (f->prefix) f->prefix_len = sluice__fleet_prefix_encode(pre, pre_len, f->prefix);
     c->host = NULL;
+    c->url = NULL;
     c->prefix = NULL;
 
     f->batch = malloc(c->max_batch * sizeof *f->batch);
@@ -995,30 +977,31 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     if (pthread_mutex_init(&f->mu, NULL) != 0) goto nomem;
     f->wake = event_new(base, -1, 0, wake_cb, f);
     f->tmo = evtimer_new(base, tmo_cb, f);
-    f->reconn = evtimer_new(base, reconn_cb, f);
-    f->conn_tmo = evtimer_new(base, conn_tmo_cb, f);
     f->stall = evtimer_new(base, stall_cb, f);
-    if (!f->host || !f->prefix || !f->wake || !f->tmo || !f->reconn || !f->conn_tmo || !f->stall) {
+    if (!f->prefix || !f->wake || !f->tmo || !f->stall) {
         pthread_mutex_destroy(&f->mu);
         goto nomem;
     }
-    connect_now(f);
+    rc = open_conn(f, config);
+    if (rc != 0) {
+        pthread_mutex_destroy(&f->mu);
+        goto fail;
+    }
     *out = f;
     return 0;
 
 nomem:
+    rc = SLUICE_ENOMEM;
+fail:
     if (f->wake) event_free(f->wake);
     if (f->tmo) event_free(f->tmo);
-    if (f->reconn) event_free(f->reconn);
-    if (f->conn_tmo) event_free(f->conn_tmo);
     if (f->stall) event_free(f->stall);
     if (f->fallback) sluice_limiter_free(f->fallback);
     free(f->batch);
     free(f->cache);
     free(f->prefix);
-    free(f->host);
     free(f);
-    return SLUICE_ENOMEM;
+    return rc;
 }
 
 static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key, uint64_t cost, uint64_t now,
@@ -1172,15 +1155,10 @@ void sluice_fleet_free(sluice_fleet_t *f) {
     }
     f->batch_n = 0;
     while (f->whead) answer_closed(f, f->whead);
-    if (f->ac) {
-        redisAsyncContext *ac = f->ac;
-        f->ac = NULL;
-        redisAsyncFree(ac); /* returns every request it holds (NULL replies) */
-    }
+    sluice__conn_free(f->conn); /* returns every request it holds (NULL replies) */
+    f->conn = NULL;
     event_free(f->wake);
     event_free(f->tmo);
-    event_free(f->reconn);
-    event_free(f->conn_tmo);
     event_free(f->stall);
     if (f->fallback) sluice_limiter_free(f->fallback);
     if (f->cache) {
@@ -1190,7 +1168,6 @@ void sluice_fleet_free(sluice_fleet_t *f) {
     pthread_mutex_destroy(&f->mu);
     free(f->batch);
     free(f->prefix);
-    free(f->host);
     free(f);
     if (owned_base) event_base_free(owned_base);
 }
@@ -1227,4 +1204,13 @@ int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {
     return 0;
 }
 
-bool sluice_fleet_connected(sluice_fleet_t *f) { return f && f->state == ST_UP && !f->degraded; }
+bool sluice_fleet_connected(sluice_fleet_t *f) { return f && sluice__conn_ready(f->conn) && !f->degraded; }
+
+int sluice_fleet_last_error(sluice_fleet_t *f, char *msg, size_t msg_len) {
+    if (!f) return SLUICE_EINVAL;
+    pthread_mutex_lock(&f->mu);
+    int err = f->conn_err;
+    if (msg && msg_len) snprintf(msg, msg_len, "%s", f->conn_msg);
+    pthread_mutex_unlock(&f->mu);
+    return err;
+}

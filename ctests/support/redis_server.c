@@ -287,7 +287,129 @@ void test_redis_stop(test_redis_t *r) {
         char path[128];
         snprintf(path, sizeof path, "%s/dump.rdb", r->dir);
         unlink(path);
+        snprintf(path, sizeof path, "%s/redis.log", r->dir); /* test_redis_start_opts() */
+        unlink(path);
         rmdir(r->dir);
         r->dir[0] = '\0';
     }
+}
+
+/* ---------------------------------------------------------------------------
+ * Servers with extra options (test_redis_start_opts): Unix socket, password,
+ * ACL user, TLS. */
+
+#define OPT_ARGS 64
+
+static void add_arg(const char **argv, int *argc, const char *a) {
+    if (*argc < OPT_ARGS - 1) argv[(*argc)++] = a;
+}
+
+/* Whether the server's log says it is ready. */
+static bool log_says_ready(const char *dir) {
+    char path[128], buf[8192];
+    snprintf(path, sizeof path, "%s/redis.log", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, "Ready to accept connections") != NULL;
+}
+
+/* One start with options: 0 ready, 1 exited at start, -1 other failure. */
+static int start_opts_once(test_redis_t *r, int port, const test_redis_opts_t *o) {
+    char port_s[16], log_path[128], acl[256];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    snprintf(log_path, sizeof log_path, "%s/redis.log", r->dir);
+    unlink(log_path);
+    const char *argv[OPT_ARGS];
+    int argc = 0;
+    add_arg(argv, &argc, server_path());
+    add_arg(argv, &argc, "--port");
+    add_arg(argv, &argc, o->tls ? "0" : port_s);
+    const char *fixed[] = { "--bind", "127.0.0.1", "--save", "",           "--appendonly", "no",        "--daemonize",
+                            "no",     "--dir",     r->dir,   "--loglevel", "notice",       "--logfile", log_path };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) add_arg(argv, &argc, fixed[i]);
+    if (o->unixsocket) {
+        add_arg(argv, &argc, "--unixsocket");
+        add_arg(argv, &argc, o->unixsocket);
+        add_arg(argv, &argc, "--unixsocketperm");
+        add_arg(argv, &argc, "700");
+    }
+    if (o->requirepass) {
+        add_arg(argv, &argc, "--requirepass");
+        add_arg(argv, &argc, o->requirepass);
+    }
+    if (o->acl_user) { /* one argument per word: the server joins them into the config line */
+        snprintf(acl, sizeof acl, "%s", o->acl_user);
+        add_arg(argv, &argc, "--user");
+        for (char *save = NULL, *w = strtok_r(acl, " ", &save); w; w = strtok_r(NULL, " ", &save))
+            add_arg(argv, &argc, w);
+    }
+    if (o->tls) {
+        const char *t[] = { "--tls-port",         port_s,
+                            "--tls-cert-file",    o->tls_cert,
+                            "--tls-key-file",     o->tls_key,
+                            "--tls-ca-cert-file", o->tls_ca,
+                            "--tls-auth-clients", o->tls_auth_clients ? "yes" : "no" };
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_arg(argv, &argc, t[i]);
+    }
+    argv[argc] = NULL;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+#ifdef __linux__
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+#endif
+        (void)parent;
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        if (chdir(r->dir) != 0) _exit(127);
+        execvp(server_path(), (char *const *)argv);
+        _exit(127);
+    }
+    r->pid = pid;
+    r->port = port;
+    for (int i = 0; i < 3000; i++) { /* up to 30 s, as test_redis_start() */
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "redis-server (with options) exited at start (port %d)\n", port);
+            r->pid = 0;
+            return 1;
+        }
+        if (log_says_ready(r->dir)) return 0;
+        sleep_ms(10);
+    }
+    fprintf(stderr, "redis-server (with options) not ready on port %d\n", port);
+    test_redis_stop(r);
+    return -1;
+}
+
+int test_redis_start_opts(test_redis_t *r, int port, const test_redis_opts_t *o) {
+    if (!test_redis_available()) {
+        fprintf(stderr, "redis-server not found (set SLUICE_REDIS_SERVER or install redis-server)\n");
+        return -1;
+    }
+    if (r->dir[0] == '\0') {
+        snprintf(r->dir, sizeof r->dir, "/tmp/sluice-redis-XXXXXX");
+        if (!mkdtemp(r->dir)) {
+            fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+            r->dir[0] = '\0';
+            return -1;
+        }
+    }
+    if (port != 0) return start_opts_once(r, port, o) == 0 ? 0 : -1;
+    for (int attempt = 0; attempt < 10; attempt++) {
+        int p = test_free_port();
+        if (p <= 0) break;
+        int rc = start_opts_once(r, p, o);
+        if (rc <= 0) return rc;
+    }
+    fprintf(stderr, "no free port for redis-server\n");
+    return -1;
 }

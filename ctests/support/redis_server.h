@@ -37,4 +37,22 @@ int test_free_port(void);
  *  into `out` (may be NULL). @return 0 or -1. */
 int test_redis_command(int port, const char *cmd, char *out, size_t out_len);
 
+/* ---- servers with extra options (test_fleet_conn.c): Unix socket,
+ * password, ACL users, TLS. */
+
+typedef struct test_redis_opts {
+    const char *unixsocket;  /* a Unix socket path (unixsocketperm 700); NULL: none */
+    const char *requirepass; /* the default user's password; NULL: none */
+    const char *acl_user;    /* an ACL rule list for `user`, e.g. "app on >secret ~* +@all"; NULL: none */
+    bool tls;                /* TLS only: tls-port on the port, plain port 0 */
+    bool tls_auth_clients;   /* TLS: clients must present a certificate */
+    const char *tls_cert, *tls_key, *tls_ca; /* TLS: the server's files */
+} test_redis_opts_t;
+
+/** Starts a server as test_redis_start() does, with `o`'s options, on a free
+ *  port (port 0) or `port`. Ready when its log says so (a TLS or
+ *  password-protected port cannot be pinged as the plain start does).
+ *  @return 0, or -1 with a message on stderr. */
+int test_redis_start_opts(test_redis_t *r, int port, const test_redis_opts_t *o);
+
 #endif

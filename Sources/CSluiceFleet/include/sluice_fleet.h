@@ -26,7 +26,7 @@
  * Threads. A fleet limiter lives on one libevent event_base, run by one
  * thread (the loop thread). sluice_fleet_call(), _quota() and _cancel() may be
  * called from any thread: the request is queued to the loop thread, which
- * pipelines it on one hiredis connection. Every answer is delivered by the
+ * pipelines it on one connection (TCP, Unix socket or TLS: see config.url). Every answer is delivered by the
  * request's callback on the loop thread, never inside the submitting call,
  * exactly once, and no later than the configured timeout after the call
  * (as long as the loop thread runs). When other threads call in, the
@@ -109,7 +109,8 @@ typedef struct sluice_fleet_result {
     sluice_fleet_source_t source;
     /** SLUICE_FLEET_SOURCE_FAILURE: why (see "Errors" above: SLUICE_ETIMEDOUT,
      *  _ENOTCONN, _EPROTO, _EBADVALUE, _EAUTH, _ENOPERM, _EOOM, _EREADONLY,
-     *  _EREDIS). 0 otherwise. */
+     *  _EREDIS, or the connection's failure, _ETLS, ..., as
+     *  sluice_fleet_last_error() reports it). 0 otherwise. */
     int cause;
     /** The time of the decision in ns: the Redis server's clock (Unix time),
      *  the caller's time in manual-time mode, or the local CLOCK_REALTIME for
@@ -130,8 +131,9 @@ typedef void (*sluice_fleet_fn)(void *user, const sluice_fleet_result_t *result)
 /** Configuration of a fleet limiter. Zero-initialise, then set what you need. */
 typedef struct sluice_fleet_config {
     sluice_policy_t policy;            /**< required: a rate policy (sluice_rate()) */
-    const char *host;                  /**< Redis address (numeric IP recommended); NULL = "127.0.0.1" */
-    int port;                          /**< Redis port; 0 = 6379 */
+    const char *host;                  /**< Redis address, plain TCP (numeric IP recommended);
+                                       NULL = "127.0.0.1"; ignored when `url` is set */
+    int port;                          /**< Redis port; 0 = 6379; ignored when `url` is set */
     const void *prefix;                /**< key prefix (any bytes): Redis keys are `{<N>:prefix:...}`
                                        (docs/fleet.md, "Keys"); must identify the policy */
     size_t prefix_len;                 /**< bytes of prefix (0 with prefix NULL = "sluice") */
@@ -153,6 +155,10 @@ typedef struct sluice_fleet_config {
                                        (sent together, decided in order; see "Batches");
                                        0 = 32; 1 = one key per command (Redis Cluster:
                                        a batch spans keys of different hash slots) */
+    const char *url;                   /**< Redis address as a URL (see docs/fleet.md, "Connections");
+                                       replaces host and port when set: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB],
+                                       rediss://...?cacert=PATH&cert=PATH&key=PATH&sni=NAME&insecure=1,
+                                       unix:///PATH?db=N&user=U&password=P. Read during sluice_fleet_new() only */
 } sluice_fleet_config_t;
 
 /** An opaque fleet limiter. */
@@ -167,8 +173,12 @@ typedef struct sluice_fleet sluice_fleet_t;
  * @param base the event_base that will run it (run it on one thread).
  * @param config the configuration; read only during the call (the prefix is copied).
  * @return 0, SLUICE_EINVAL (NULL pointer, not a rate policy, bad fallback
- *         policy, prefix too long), SLUICE_ERANGE (see sluice_policy_validate())
- *         or SLUICE_ENOMEM.
+ *         policy, prefix too long, an address this version cannot use),
+ *         SLUICE_ERANGE (see sluice_policy_validate()), SLUICE_ESYNTAX (a
+ *         malformed `url`), SLUICE_ETLS (a TLS CA, certificate or key file that
+ *         cannot be loaded) or SLUICE_ENOMEM. Connection failures (refused,
+ *         wrong password, TLS verification) are not reported here: the limiter
+ *         keeps trying, and sluice_fleet_last_error() says why it is not up.
  */
 SLUICE_EXTERN int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice_fleet_config_t *config);
 
@@ -281,6 +291,20 @@ SLUICE_EXTERN int sluice_fleet_stats(sluice_fleet_t *fleet, sluice_fleet_stats_t
  * request timed out since the last reply). For health checks and tests.
  */
 SLUICE_EXTERN bool sluice_fleet_connected(sluice_fleet_t *fleet);
+
+/**
+ * Why the limiter has no working connection: the last connection failure's
+ * code (SLUICE_ENOTCONN refused/unreachable/closed, SLUICE_ETIMEDOUT connect
+ * timeout, SLUICE_EAUTH credentials refused, SLUICE_ENOPERM, SLUICE_ETLS TLS
+ * handshake or certificate verification, SLUICE_EPROTO not a Redis, ...) or 0
+ * when the last (re)connection succeeded. Any thread.
+ *
+ * @param msg receives a NUL-terminated sentence (empty with 0), e.g.
+ *        "cannot connect to 127.0.0.1:6390: Connection refused"; it never
+ *        contains the password. May be NULL. @param msg_len its size.
+ * @return the code, or SLUICE_EINVAL when `fleet` is NULL.
+ */
+SLUICE_EXTERN int sluice_fleet_last_error(sluice_fleet_t *fleet, char *msg, size_t msg_len);
 
 /**
  * The Lua script the limiter runs in Redis (for inspection and tools). It
