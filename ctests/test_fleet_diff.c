@@ -95,6 +95,7 @@ static void check_decision(const char *what, int i, const op_t *o, const sluice_
     CHECK(res->status == 0, "%s op %d: status %d", what, i, res->status);
     CHECK(res->now == o->t, "%s op %d: now %llu, want %llu", what, i, (unsigned long long)res->now,
           (unsigned long long)o->t);
+    CHECK(d->now == res->now, "%s op %d: the decision's now is the result's", what, i);
     if (res->source == SLUICE_FLEET_SOURCE_CACHE) {
         CHECK(d->kind == SLUICE_DROPPED && want->kind == SLUICE_DROPPED,
               "%s op %d: the cache dropped a call the semantics admit (t=%llu cost=%llu)", what, i,

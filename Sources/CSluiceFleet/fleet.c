@@ -178,6 +178,9 @@ static void answer(struct sluice_fleet *f, struct req *r, sluice_fleet_result_t 
     r->answered = true;
     unlist(f, r);
     res->op = r->op;
+    /* the decision's (or quota's) own time is the result's */
+    if (res->op == SLUICE_FLEET_CALL) res->decision.now = res->now;
+    if (res->op == SLUICE_FLEET_QUOTA) res->quota.now = res->now;
     if (r->fn) r->fn(r->user, res);
     req_release(r);
 }

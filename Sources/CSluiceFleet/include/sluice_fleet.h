@@ -117,11 +117,12 @@ typedef struct sluice_fleet_result {
      *  a failure-policy answer (an estimate of the server's clock for a cache
      *  answer). Retry-After = decision.at - now. */
     uint64_t now;
-    /** SLUICE_FLEET_CALL: as sluice_limiter_submit_cost() fills it. For a
+    /** SLUICE_FLEET_CALL: as sluice_limiter_submit_cost() fills it (its
+     *  `now` is the result's `now`). For a
      *  cache answer (always a drop) `at` and `full` are computed from a lower
      *  bound of the key's TAT, so they may be earlier than Redis would say. */
     sluice_decision_t decision;
-    /** SLUICE_FLEET_QUOTA: as sluice_limiter_quota() fills it. */
+    /** SLUICE_FLEET_QUOTA: as sluice_limiter_quota() fills it (`now` as above). */
     sluice_quota_t quota;
 } sluice_fleet_result_t;
 
