@@ -211,9 +211,8 @@ static int hex_value(int c) {
     return -1;
 }
 
-/* Copies `sp` into a new string, decoding %XX escapes. `what` names the part
- * for errors; a secret's text is never quoted (nor is any, in fact: an escape
- * error names the part only). */
+/* Copies `sp` into a new string, decoding %XX escapes. An error names the
+ * part (`what`) and quotes none of its text: it may be a password. */
 static int decode(struct parser *p, span_t sp, const char *what, char **out) {
     size_t n = 0;
     for (size_t i = 0; i < sp.n; i++, n++) {
@@ -331,9 +330,9 @@ static int split_bracketed(struct parser *p, span_t sp, span_t *host, span_t *po
     *host = span(sp.s + 1, (size_t)(close - sp.s) - 1);
     span_t rest = span(close + 1, sp.n - (size_t)(close - sp.s) - 1);
     if (host->n == 0) return fail(p, "the IPv6 address between \"[\" and \"]\" is empty");
-    for (size_t i = 0; i < host->n; i++)
-        if (!ipv6_char((unsigned char)host->s[i]) || host->n > 45)
-            return fail(p, "\"%s\" is not an IPv6 address (hex digits, \":\" and \".\")", show(p, *host));
+    bool ok = host->n <= 45; /* INET6_ADDRSTRLEN less the NUL */
+    for (size_t i = 0; i < host->n; i++) ok = ok && ipv6_char((unsigned char)host->s[i]);
+    if (!ok) return fail(p, "\"%s\" is not an IPv6 address (hex digits, \":\" and \".\")", show(p, *host));
     if (!find(*host, ':')) return fail(p, "\"%s\" in brackets is not an IPv6 address", show(p, *host));
     if (rest.n > 0 && rest.s[0] != ':')
         return fail(p, "unexpected text after the IPv6 address \"[%s]\"", show(p, *host));
@@ -508,9 +507,9 @@ static int qp_check_value(struct parser *p, enum qp q, const char *v) {
                     k_qp_names[q]);
     if (q == QP_SNI) {
         span_t sp = span(v, strlen(v));
-        for (size_t i = 0; i < sp.n; i++)
-            if (!host_char((unsigned char)v[i]) || sp.n > HOST_MAX)
-                return fail(p, "sni \"%s\" is not a host name", show(p, sp));
+        bool ok = sp.n <= HOST_MAX;
+        for (size_t i = 0; i < sp.n; i++) ok = ok && host_char((unsigned char)v[i]);
+        if (!ok) return fail(p, "sni \"%s\" is not a host name", show(p, sp));
     }
     return 0;
 }
@@ -643,14 +642,14 @@ static int read_network(struct parser *p, span_t rest) {
 
 /* Length, control characters, spaces. */
 static int check_text(struct parser *p, const char *url, size_t *len) {
-    if (!url) return fail(p, "none given (NULL)");
+    if (!url) return fail(p, "no URL given (NULL)");
     size_t n = strnlen(url, SLUICE__REDIS_URL_MAX + 1);
-    if (n > SLUICE__REDIS_URL_MAX) return fail(p, "longer than %d bytes", SLUICE__REDIS_URL_MAX);
-    if (n == 0) return fail(p, "empty");
+    if (n > SLUICE__REDIS_URL_MAX) return fail(p, "the URL is longer than %d bytes", SLUICE__REDIS_URL_MAX);
+    if (n == 0) return fail(p, "the URL is empty");
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)url[i];
-        if (c < 0x20 || c == 0x7f) return fail(p, "a control character at byte %zu", i + 1);
-        if (c == ' ') return fail(p, "a space at byte %zu (escape it as %%20 where one is meant)", i + 1);
+        if (c < 0x20 || c == 0x7f) return fail(p, "the URL has a control character at byte %zu", i + 1);
+        if (c == ' ') return fail(p, "the URL has a space at byte %zu (escape it as %%20 where one is meant)", i + 1);
     }
     *len = n;
     return 0;
