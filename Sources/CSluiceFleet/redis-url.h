@@ -7,7 +7,15 @@
  *   unix:///PATH[?db=N&user=U&password=P]
  *   redis+sentinel://[[USER]:PASSWORD@]H1:P1[,H2:P2...]/MASTERNAME[/DB][?query]
  *   redis+cluster://[[USER]:PASSWORD@]H1:P1[,H2:P2...][?query]
+ *   HOST[:PORT]  (no scheme: taken as redis://HOST[:PORT])
  * The `rediss+sentinel://` and `rediss+cluster://` forms are the same over TLS.
+ * Query parameters on every form: db=N, password_env=NAME; TLS forms:
+ * cacert, cert, key, sni, insecure; unix: user, password; sentinel forms:
+ * sentinel_user, sentinel_password, sentinel_password_env. Default ports:
+ * 6379 (servers, cluster seeds), 26379 (sentinels).
+ *
+ * The parser uses libc alone (no hiredis, no libevent) so that
+ * fuzz/fuzz_redis_url.c can build it by itself.
  */
 #ifndef SLUICE_REDIS_URL_H
 #define SLUICE_REDIS_URL_H
@@ -52,7 +60,15 @@ typedef struct sluice__redis_url {
     char *password; /**< NULL = no AUTH. Secret: never printed, logged or put in an error */
     int db;         /**< SELECT on every connection when > 0 (not in CLUSTER) */
     sluice__redis_tls_t tls;
+    /* Where the passwords came from, and the sentinels' own credentials: */
+    char *password_env;          /**< the variable `password` was read from (password_env=), or NULL */
+    char *sentinel_user;         /**< SENTINEL: ACL user for AUTH to the sentinels; NULL = none */
+    char *sentinel_password;     /**< SENTINEL: password for the sentinels; NULL = no AUTH. Secret */
+    char *sentinel_password_env; /**< the variable `sentinel_password` was read from, or NULL */
 } sluice__redis_url_t;
+
+/** Longest URL accepted, in bytes (without the NUL). */
+#define SLUICE__REDIS_URL_MAX 4096
 
 /**
  * Parses `url` into `out` (zeroed first). Percent-escapes are decoded in the
@@ -67,5 +83,24 @@ SLUICE_FLEET_HIDDEN int sluice__redis_url_parse(const char *url, sluice__redis_u
 
 /** Frees what sluice__redis_url_parse() allocated (the password is wiped first) and zeroes `u`. */
 SLUICE_FLEET_HIDDEN void sluice__redis_url_free(sluice__redis_url_t *u);
+
+/**
+ * Writes `u` as a URL that parses back to the same fields, except that a
+ * password given in the URL is written as `***` (one read through
+ * password_env is written as password_env=NAME). The form is canonical:
+ * scheme in lower case, every port written, escapes where needed.
+ * Like snprintf: writes at most `out_len` bytes, NUL included (nothing when
+ * `out_len` is 0, `out` may then be NULL).
+ *
+ * @return the length of the whole form (without the NUL): the output was
+ *         truncated when it is >= out_len.
+ */
+SLUICE_FLEET_HIDDEN size_t sluice__redis_url_write_redacted(const sluice__redis_url_t *u, char *out, size_t out_len);
+
+/**
+ * Tests only: the allocator of the parser (NULL: malloc/free, the default).
+ * Process-wide and not synchronised: set it while no other thread parses.
+ */
+SLUICE_FLEET_HIDDEN void sluice__redis_url_set_allocator(const sluice_allocator_t *a);
 
 #endif

@@ -322,6 +322,52 @@ SLUICE_EXTERN int sluice_fleet_last_error(sluice_fleet_t *fleet, char *msg, size
  */
 SLUICE_EXTERN const char *sluice_fleet_script(void);
 
+/* ------------------------------------------------------------------ */
+/* Addresses as URLs (forms and parameters: docs/fleet.md, "Addresses") */
+/* ------------------------------------------------------------------ */
+
+/**
+ * Checks a Redis address URL without connecting: redis://, rediss://,
+ * unix://, redis+sentinel://, rediss+sentinel://, redis+cluster://,
+ * rediss+cluster:// or a bare HOST:PORT, with their query parameters.
+ * password_env=NAME (and sentinel_password_env=NAME) are resolved: an unset
+ * variable makes the URL invalid. Nothing else of the process is read.
+ *
+ * @param url NUL-terminated, at most 4096 bytes.
+ * @param why on error, receives "redis URL: " and a sentence naming the
+ *        offending part (the scheme, a host, a port, a parameter...), cut
+ *        to `why_len` bytes with the NUL; never a password nor the value of
+ *        an environment variable. Set to "" on success. May be NULL.
+ * @return 0 (valid), SLUICE_ESYNTAX (malformed, or an unset variable) or
+ *         SLUICE_ENOMEM. Thread-safe (as far as getenv() is).
+ */
+SLUICE_EXTERN int sluice_fleet_check_url(const char *url, char *why, size_t why_len);
+
+/**
+ * Writes a URL in a form fit for logs and descriptions: every password (in
+ * the credentials, or password= and sentinel_password= in the query) is
+ * replaced by `***`; password_env=NAME is kept (it names a variable, it holds
+ * no secret). The form is canonical: lower-case scheme, every port written,
+ * parameters in a fixed order, percent-escapes where a byte needs one; a bare
+ * HOST:PORT is written redis://HOST:PORT. Passing it to sluice_fleet_check_url()
+ * gives the same address with the password "***".
+ *
+ * Like snprintf: at most `out_len` bytes are written, the NUL included, so
+ * the output is always terminated when `out_len` > 0; a cut output ends
+ * anywhere (a cut never reveals a password: the whole holds none).
+ *
+ * @param url the URL (as for sluice_fleet_check_url()).
+ * @param out receives the text; may be NULL when `out_len` is 0 (to learn
+ *        the length). On error it receives "" (when `out_len` > 0): a
+ *        malformed URL is never echoed, since it may hold a password in an
+ *        unexpected place; sluice_fleet_check_url() tells what is wrong.
+ * @return the length of the whole redacted form without the NUL (>= 0; the
+ *         output was cut when it is >= `out_len`), or a negative code:
+ *         SLUICE_ESYNTAX (malformed URL), SLUICE_ENOMEM, SLUICE_EINVAL (`out`
+ *         NULL with `out_len` > 0).
+ */
+SLUICE_EXTERN int sluice_fleet_redact_url(const char *url, char *out, size_t out_len);
+
 #ifdef __cplusplus
 }
 #endif
