@@ -66,7 +66,7 @@ if(SLUICE_BUILD_TESTS)
   endforeach()
 endif()
 
-# sluice-trace --redis HOST:PORT (tools/sluice-trace/redis_run.c): the hook is
+# sluice-trace --redis URL (tools/sluice-trace/redis_run.c): the hook is
 # compiled in only here, where the fleet limiter exists.
 if(TARGET sluice-trace)
   target_sources(sluice-trace PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/tools/sluice-trace/redis_run.c")

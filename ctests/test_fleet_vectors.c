@@ -1,6 +1,9 @@
 /* test_fleet_vectors.c — every rate vector of Tests/Vectors gives the same
- * output through `sluice-trace --redis HOST:PORT` (the fleet limiter, manual
- * time, a private redis-server) as through the local run, byte for byte; and
+ * output through `sluice-trace --redis URL` (the fleet limiter, manual time,
+ * private redis-servers) as through the local run, byte for byte, with the
+ * address in each form: HOST:PORT, redis:// with a password and a database,
+ * and unix:// with a password and a database; a malformed URL is refused
+ * (status 64) naming its part, never echoing the password; and
  * with nothing listening, --redis fails within a few seconds with exit status
  * 4, a message on stderr and nothing on stdout. */
 #define TEST_NAME "test_fleet_vectors"
@@ -8,6 +11,7 @@
 
 #include <dirent.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static char *run(const char *cmd, int *status) {
     FILE *p = popen(cmd, "r");
@@ -47,8 +51,17 @@ int main(void) {
         fprintf(stderr, TEST_NAME ": SKIPPED: SLUICE_TRACE or SLUICE_SOURCE_DIR not set\n");
         return 77;
     }
-    test_redis_t redis;
+    test_redis_t redis, locked;
     tf_start_redis(&redis);
+    /* a second server behind a password, on TCP and a Unix socket */
+    char sock[128];
+    snprintf(sock, sizeof sock, "/tmp/sluice-vectors-%ld.sock", (long)getpid());
+    test_redis_opts_t lo = { .unixsocket = sock, .requirepass = "vector-Pw-1" };
+    CHECK(test_redis_start_opts(&locked, 0, &lo) == 0, "cannot start the password-protected redis-server");
+    char urls[3][512];
+    snprintf(urls[0], sizeof urls[0], "127.0.0.1:%d", redis.port);
+    snprintf(urls[1], sizeof urls[1], "redis://:vector-Pw-1@127.0.0.1:%d/2", locked.port);
+    snprintf(urls[2], sizeof urls[2], "unix://%s?password=vector-Pw-1&db=3", sock);
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/Tests/Vectors", src);
     DIR *d = opendir(dir);
@@ -64,18 +77,23 @@ int main(void) {
         int st1, st2;
         snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
         char *local = run(cmd, &st1);
-        snprintf(cmd, sizeof cmd, "'%s' --redis 127.0.0.1:%d '%s'", exe, redis.port, path);
-        char *fleet = run(cmd, &st2);
-        CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (--redis)", e->d_name, st1, st2);
-        CHECK(strcmp(local, fleet) == 0, "%s: outputs differ\n--- local\n%s--- redis\n%s", e->d_name, local, fleet);
+        for (int u = 0; u < 3; u++) {
+            snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, urls[u], path);
+            char *fleet = run(cmd, &st2);
+            CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (--redis %s)", e->d_name, st1, st2, urls[u]);
+            CHECK(strcmp(local, fleet) == 0, "%s through %s: outputs differ\n--- local\n%s--- redis\n%s", e->d_name,
+                  urls[u], local, fleet);
+            free(fleet);
+        }
         free(local);
-        free(fleet);
         compared++;
     }
     closedir(d);
     CHECK(compared >= 5, "only %d rate vectors found in %s", compared, dir);
-    fprintf(stderr, TEST_NAME ": %d rate vectors identical through Redis\n", compared);
+    fprintf(stderr, TEST_NAME ": %d rate vectors identical through Redis, 3 address forms each\n", compared);
     test_redis_stop(&redis);
+    test_redis_stop(&locked);
+    unlink(sock);
 
     /* nothing listening */
     int port = test_free_port();
@@ -94,6 +112,13 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s' --redis 127.0.0.1:%d '%s' 2>&1 >/dev/null", exe, port, path);
     out = run(cmd, &st);
     CHECK(strstr(out, "cannot reach Redis") != NULL, "nothing listening: message '%s'", out);
+    free(out);
+
+    /* a malformed URL: refused at once, the part named, the password not echoed */
+    snprintf(cmd, sizeof cmd, "'%s' --redis 'redis://:Top-Secret-9@127.0.0.1:70000' '%s' 2>&1 >/dev/null", exe, path);
+    out = run(cmd, &st);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 64, "malformed URL: status %d", st);
+    CHECK(strstr(out, "70000") != NULL && strstr(out, "Top-Secret-9") == NULL, "malformed URL: message '%s'", out);
     free(out);
     printf(TEST_NAME ": ok\n");
     return 0;

@@ -361,8 +361,8 @@ static int split_plain(struct parser *p, span_t sp, span_t *host, span_t *port, 
 /* One node of a host list (`index` from 1, for messages). */
 static int read_node(struct parser *p, span_t sp, size_t index, int default_port, sluice__redis_node_t *node) {
     if (sp.n == 0) return index == 0 ? fail(p, "the host is empty") : fail(p, "host %zu of the list is empty", index);
-    span_t host, port;
-    bool has_port;
+    span_t host = { NULL, 0 }, port = { NULL, 0 };
+    bool has_port = false;
     int rc =
         sp.s[0] == '[' ? split_bracketed(p, sp, &host, &port, &has_port) : split_plain(p, sp, &host, &port, &has_port);
     if (rc) return rc;
@@ -656,7 +656,7 @@ static int check_text(struct parser *p, const char *url, size_t *len) {
 }
 
 static int parse(struct parser *p, const char *url) {
-    size_t n;
+    size_t n = 0;
     int rc = check_text(p, url, &n);
     if (rc) return rc;
     span_t all = span(url, n);

@@ -3,7 +3,9 @@ import CSluiceFleet
 import Sluice
 
 /// How a ``FleetLimiter`` connects and what it does when Redis cannot decide.
-public struct FleetConfiguration: Sendable {
+///
+/// Its `description` never shows a password: a URL is printed redacted.
+public struct FleetConfiguration: Sendable, CustomStringConvertible {
     /// What to do when Redis cannot decide in time.
     public enum FailurePolicy: Sendable {
         /// Drop the call, telling it to retry after `retryAfter`.
@@ -15,7 +17,18 @@ public struct FleetConfiguration: Sendable {
         case local(LimiterPolicy?)
     }
 
-    /// Redis host, not empty (a numeric address is best: name resolution blocks).
+    /// Where Redis is and how to reach it, as a URL (docs/fleet.md,
+    /// "Addresses"): `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`,
+    /// `rediss://…` (TLS, with `cacert=`, `cert=`, `key=`, `sni=`,
+    /// `insecure=1`), `unix:///PATH[?db=N&user=U&password=P]`, and
+    /// `password_env=NAME` on any of them to read the password from the
+    /// environment instead of the URL. When set, ``host`` and ``port`` are
+    /// not used. A malformed URL is refused at creation with
+    /// ``Sluice/LimiterError/malformedInput``, its reason naming the
+    /// offending part (never the password).
+    public var url: String? = nil
+    /// Redis host, not empty (a numeric address is best: name resolution
+    /// blocks), over plain TCP; see ``url`` for the other forms.
     public var host: String = "127.0.0.1"
     /// Redis port, 1 to 65535.
     public var port: Int = 6379
@@ -39,6 +52,30 @@ public struct FleetConfiguration: Sendable {
 
     /// A configuration with the defaults (127.0.0.1:6379, 50 ms timeout, fail closed).
     public init() {}
+
+    /// A configuration for the Redis at `url` (see ``url``), with the other
+    /// defaults.
+    ///
+    /// - Parameter url: the Redis URL.
+    public init(url: String) {
+        self.url = url
+    }
+
+    /// The configuration, with the URL's passwords replaced by `***`.
+    public var description: String {
+        let address: String
+        if let url {
+            var buffer = [CChar](repeating: 0, count: url.utf8.count + 64)
+            let n = sluice_fleet_redact_url(url, &buffer, buffer.count)
+            address = n >= 0 && Int(n) < buffer.count ? "url: \"\(String(cString: buffer))\"" : "url: (malformed)"
+        } else {
+            address = "host: \"\(host)\", port: \(port)"
+        }
+        return
+            "FleetConfiguration(\(address), prefix: \"\(prefix)\", timeout: \(timeout), onFailure: \(onFailure), "
+            + "cacheSlots: \(cacheSlots.map(String.init) ?? "nil"), cacheTTL: \(cacheTTL), manualTime: \(manualTime), "
+            + "maxBatch: \(maxBatch))"
+    }
 }
 
 private func durationNs(_ d: Duration) -> UInt64 {
@@ -93,11 +130,18 @@ func cConfig(
 {
     var c = sluice_fleet_config_t()
     c.policy = try ratePolicy(policy, option: "policy")
-    guard !configuration.host.isEmpty else {
-        throw invalid("host", "\"\"", "it must name the Redis server (a numeric address is best)")
-    }
-    guard (1...65535).contains(configuration.port) else {
-        throw invalid("port", configuration.port, "it must be 1 to 65535")
+    if let url = configuration.url {
+        var why = [CChar](repeating: 0, count: 256)
+        if sluice_fleet_check_url(url, &why, why.count) != 0 {
+            throw LimiterError(.malformedInput, reason: "Invalid FleetConfiguration.url: \(String(cString: why)).")
+        }
+    } else {
+        guard !configuration.host.isEmpty else {
+            throw invalid("host", "\"\"", "it must name the Redis server (a numeric address is best)")
+        }
+        guard (1...65535).contains(configuration.port) else {
+            throw invalid("port", configuration.port, "it must be 1 to 65535")
+        }
     }
     let prefixBytes = configuration.prefix.utf8.count
     guard (1...256).contains(prefixBytes) else {

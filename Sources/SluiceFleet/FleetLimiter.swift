@@ -65,11 +65,14 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
         var out: OpaquePointer?
         let prefix = Array(configuration.prefix.utf8)  // its bytes (a NUL inside is kept): the C side copies them
         let rc = configuration.host.withCString { host in
-            prefix.withUnsafeBytes { prefix in
-                c.host = host
-                c.prefix = prefix.baseAddress
-                c.prefix_len = prefix.count
-                return sluice_fleet_start(&out, &c)
+            withOptionalCString(configuration.url) { url in
+                prefix.withUnsafeBytes { prefix in
+                    c.host = host
+                    c.url = url
+                    c.prefix = prefix.baseAddress
+                    c.prefix_len = prefix.count
+                    return sluice_fleet_start(&out, &c)
+                }
             }
         }
         guard rc == 0, let out else { throw LimiterError(rawValue: rc) }
@@ -392,4 +395,10 @@ private struct Onto {
         }
         return LimiterInstant(nanoseconds: local >= now - t ? local - (now - t) : 0)
     }
+}
+
+/// `body` with `string` as a C string, or with NULL for `nil`.
+private func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let string else { return body(nil) }
+    return string.withCString { body($0) }
 }

@@ -89,6 +89,38 @@ struct FleetSurfaceTests {
         #expect(!fleet.isClosed)
     }
 
+    @Test("a URL reaches Redis; a malformed one is refused naming the part; the password is never shown", .needsRedis)
+    func url() async throws {
+        let redis = try await RedisServer.start()
+        defer { withExtendedLifetime(redis) {} }  // the server outlives the test's limiters
+        var c = FleetConfiguration(url: "redis://127.0.0.1:\(redis.port)/1")
+        c.host = ""  // not used with a URL
+        c.prefix = "swift-url"
+        c.timeout = .seconds(30)
+        let fleet = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(3600)), configuration: c)
+        defer { try? fleet.close() }
+        let first = try await fleet.check("u")
+        let second = try await fleet.check("u")
+        #expect(first.isAdmitted && first.source == .limiter)
+        #expect(!second.isAdmitted && second.failure == nil)
+
+        let secret = "s3cret-Pw"
+        for bad in ["redis://user:\(secret)@127.0.0.1:99999", "rediss://:\(secret)@host?cacrt=/tmp/ca.pem"] {
+            do {
+                _ = try FleetLimiter<String>(
+                    .rate(limit: 1, per: .seconds(1)), configuration: FleetConfiguration(url: bad))
+                Issue.record("accepted: a malformed URL")
+            } catch {
+                let reason = error.reason ?? ""
+                #expect(error == .malformedInput && reason.hasPrefix("Invalid FleetConfiguration.url: "), "\(error)")
+                #expect(reason.contains("99999") || reason.contains("cacrt"), "\(reason)")
+                #expect(!reason.contains(secret) && !"\(error)".contains(secret))
+            }
+        }
+        let described = "\(FleetConfiguration(url: "redis://app:\(secret)@10.0.0.5:6380/2"))"
+        #expect(!described.contains(secret) && described.contains("10.0.0.5:6380"), "\(described)")
+    }
+
     @Test("manual time needs each call's time; server time refuses one, naming the option")
     func timeModes() async throws {
         var c = unreachable(.open)

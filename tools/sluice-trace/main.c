@@ -14,7 +14,7 @@
 #include "sluice.h"
 #include "sluice_trace.h"
 #ifdef SLUICE_TRACE_WITH_REDIS
-#include "redis_run.h" /* --redis HOST:PORT (fleet limiter) */
+#include "redis_run.h" /* --redis URL (fleet limiter) */
 #endif
 
 #define EXIT_USAGE 64
@@ -34,8 +34,9 @@ static void usage(FILE *f) {
           "  --realtime  replay the trace on a real libevent loop and the real monotonic\n"
           "              clock, each line at its time after start; prints the actual\n"
           "              times in ms since start (never early; --check is ignored)\n"
-          "  --redis HOST:PORT  run a rate trace through the fleet limiter in Redis (manual\n"
-          "              time) and print what the local run prints (builds with hiredis)\n"
+          "  --redis URL  run a rate trace through the fleet limiter in Redis (manual time)\n"
+          "              and print what the local run prints (builds with hiredis); URL:\n"
+          "              HOST:PORT, redis://, rediss://, unix:// (docs/fleet.md, Addresses)\n"
           "  --batch N   submit consecutive calls at the same time in batches of up to N\n"
           "              (sluice_limiter_submit_many); prints exactly what the run\n"
           "              without --batch prints (N from 1 to 1000000; not with --realtime)\n"

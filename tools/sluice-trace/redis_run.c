@@ -47,16 +47,12 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
         fprintf(stderr, "error: --redis runs rate policies only\n");
         return 64;
     }
-    const char *colon = strrchr(addr, ':');
-    char host[256];
-    char *end = NULL;
-    long port = colon ? strtol(colon + 1, &end, 10) : 0;
-    if (!colon || colon == addr || (size_t)(colon - addr) >= sizeof host || !end || *end || port < 1 || port > 65535) {
-        fprintf(stderr, "error: --redis wants HOST:PORT (got '%s')\n", addr);
+    /* a URL, or HOST:PORT (which the URL parser takes as redis://HOST:PORT) */
+    char why[256];
+    if (sluice_fleet_check_url(addr, why, sizeof why) != 0) {
+        fprintf(stderr, "error: --redis: %s\n", why); /* never echoes a password */
         return 64;
     }
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = '\0';
 
     size_t n = sluice_trace_step_count(trace);
     struct slot *slots = calloc(n ? n : 1, sizeof *slots);
@@ -74,8 +70,7 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = policy;
-    c.host = host;
-    c.port = (int)port;
+    c.url = addr;
     c.prefix = prefix;
     c.prefix_len = strlen(prefix);
     c.manual_time = true;
@@ -87,7 +82,7 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     if (rc != 0) {
         free(slots);
         event_base_free(base);
-        fprintf(stderr, "error: fleet limiter: %s\n", sluice_strerror(rc));
+        fprintf(stderr, "error: fleet limiter: %s\n", sluice_strerror(rc)); /* ETLS: a CA, cert or key file */
         return rc == SLUICE_ENOMEM ? 1 : 64;
     }
 
@@ -136,11 +131,16 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     }
     if (failed) {
         int why = failed->status ? failed->status : failed->cause;
+        char shown[512]; /* the address without its password */
+        if (sluice_fleet_redact_url(addr, shown, sizeof shown) < 0) snprintf(shown, sizeof shown, "(the address)");
+        char detail[256] = "";
+        sluice_fleet_last_error(f, detail, sizeof detail); /* the connection's own words, when it has them */
         if (why == SLUICE_ENOTCONN)
-            fprintf(stderr, "error: cannot reach Redis at %s: %s\n", addr, sluice_strerror(why));
+            fprintf(stderr, "error: cannot reach Redis at %s: %s%s%s\n", shown, sluice_strerror(why),
+                    detail[0] ? ": " : "", detail);
         else
-            fprintf(stderr, "error: Redis at %s did not decide line %zu: %s\n", addr, failed_line,
-                    sluice_strerror(why));
+            fprintf(stderr, "error: Redis at %s did not decide line %zu: %s%s%s\n", shown, failed_line,
+                    sluice_strerror(why), detail[0] ? ": " : "", detail);
         status = SLUICE_TRACE_EXIT_REDIS;
         goto out;
     }

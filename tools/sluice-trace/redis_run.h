@@ -1,5 +1,5 @@
 /*
- * redis_run.h — `sluice-trace --redis HOST:PORT`: runs a rate trace through the
+ * redis_run.h — `sluice-trace --redis URL`: runs a rate trace through the
  * fleet limiter (Redis, manual-time mode) and prints what the local run
  * prints. Built only when the fleet limiter is (hiredis present).
  */
@@ -13,7 +13,7 @@
 
 /**
  * Runs `trace` (a rate policy) through a fleet limiter connected to `addr`
- * ("HOST:PORT"), each step at its trace time (manual time), under a key
+ * (a Redis URL of docs/fleet.md, or "HOST:PORT"), each step at its trace time (manual time), under a key
  * prefix of its own. Every line goes to `on_output` only once every step has
  * been answered by Redis, in the order the local run prints them; nothing is
  * printed when something fails.

@@ -95,9 +95,10 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     /// Redis answered a fleet limiter with something that is not a valid
     /// answer.
     public static let badReply = LimiterError(rawValue: SLUICE_EPROTO.rawValue)
-    /// A conformance trace is malformed (the trace tools report the line and
-    /// the reason).
-    public static let malformedTrace = LimiterError(rawValue: SLUICE_ESYNTAX.rawValue)
+    /// Malformed input: a conformance trace (the trace tools report the line
+    /// and the reason) or a fleet limiter's Redis URL (``reason`` names the
+    /// offending part).
+    public static let malformedInput = LimiterError(rawValue: SLUICE_ESYNTAX.rawValue)
     /// A trace run reached its limit of timer advances.
     public static let limitReached = LimiterError(rawValue: SLUICE_ELIMIT.rawValue)
     /// Redis refused a fleet limiter's credentials (`WRONGPASS`, `NOAUTH`).
@@ -124,7 +125,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     /// (`sluice_errors.h`), which every module shares.
     public static let allCases: [LimiterError] = [
         .outOfMemory, .busy, .invalidArgument, .full, .outOfRange, .keyTooLong, .closed, .corrupted,
-        .notConnected, .timedOut, .badReply, .malformedTrace, .limitReached, .authenticationFailed,
+        .notConnected, .timedOut, .badReply, .malformedInput, .limitReached, .authenticationFailed,
         .permissionDenied, .tlsFailed, .redisOutOfMemory, .readOnly, .badStoredValue, .redisError,
         .cancelled,
     ]
@@ -156,7 +157,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         case .notConnected: "No connection to Redis (down, refused, or reconnecting)."
         case .timedOut: "Redis did not answer within the timeout."
         case .badReply: "Redis answered something that is not a valid answer."
-        case .malformedTrace: "The trace is malformed."
+        case .malformedInput: "The input is malformed (a trace or a Redis URL)."
         case .limitReached: "The trace run reached its limit of timer advances."
         case .authenticationFailed: "Redis refused the credentials: check the user and the password."
         case .permissionDenied:
