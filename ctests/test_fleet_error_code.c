@@ -34,6 +34,11 @@ int main(void) {
         { "WRONGTYPES x", SLUICE_EREDIS },
         /* the class is the first word only, and case matters (Redis writes it upper case) */
         { "ERR OOM later in the message", SLUICE_EREDIS },
+        /* Redis 7.0's words for a command a script calls that the ACL forbids */
+        { "ERR The user executing the script can't run this command or subcommand script: 104ae65d, on "
+          "@user_script:1.",
+          SLUICE_ENOPERM },
+        { "ERR The user executing the script", SLUICE_EREDIS },
         { "oom command not allowed", SLUICE_EREDIS },
         { " OOM leading space", SLUICE_EREDIS },
         { "ERR Protocol error: invalid multibulk length", SLUICE_EREDIS },

@@ -57,6 +57,7 @@ int main(void) {
     char sock[128];
     snprintf(sock, sizeof sock, "/tmp/sluice-vectors-%ld.sock", (long)getpid());
     test_redis_opts_t lo = { .unixsocket = sock, .requirepass = "vector-Pw-1" };
+    memset(&locked, 0, sizeof locked);
     CHECK(test_redis_start_opts(&locked, 0, &lo) == 0, "cannot start the password-protected redis-server");
     char urls[3][512];
     snprintf(urls[0], sizeof urls[0], "127.0.0.1:%d", redis.port);

@@ -910,6 +910,7 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     int rc = sluice_policy_validate(p);
     if (rc) return rc;
     if (config->prefix_len > 256 || (config->prefix_len && !config->prefix)) return SLUICE_EINVAL;
+    if (config->local_clock && config->manual_time) return SLUICE_EINVAL;
     if (config->on_failure != SLUICE_FLEET_FAIL_CLOSED && config->on_failure != SLUICE_FLEET_FAIL_OPEN &&
         config->on_failure != SLUICE_FLEET_FAIL_LOCAL)
         return SLUICE_EINVAL;
@@ -934,6 +935,10 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     if (!c->stall_ns) c->stall_ns = c->timeout_ns * 10 > 1000 * MS ? c->timeout_ns * 10 : 1000 * MS;
     if (!c->cache_ttl_ns) c->cache_ttl_ns = 1000 * MS;
     if (!c->manual_ttl_extra_ms) c->manual_ttl_extra_ms = 600000;
+    /* The local clock is manual time whose every `now` is this process's
+     * real time (submit()); keys' expiries keep the extra margin, which
+     * covers the servers' clock skew. */
+    if (c->local_clock) c->manual_time = true;
     if (!c->max_batch) c->max_batch = 32;
     if (c->max_batch > 1024) c->max_batch = 1024;
 
@@ -1010,6 +1015,7 @@ fail:
 static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key, uint64_t cost, uint64_t now,
                   sluice_fleet_fn fn, void *user) {
     if (!f || (op != SLUICE_FLEET_CANCEL && !fn)) return SLUICE_EINVAL;
+    if (f->cfg.local_clock) now = real_now();
     if (op != SLUICE_FLEET_CANCEL && (cost < 1 || cost > SLUICE_RATE_MAX)) return SLUICE_ERANGE;
     char ibuf[24];
     const char *kb;

@@ -28,6 +28,11 @@ int sluice__redis_error_code(const char *msg, size_t len) {
      * (and closes the connection): an authentication failure, not a bug. */
     static const char unauth[] = "ERR Protocol error: unauthenticated ";
     if (len >= sizeof unauth - 1 && memcmp(msg, unauth, sizeof unauth - 1) == 0) return SLUICE_EAUTH;
+    /* A command a script calls that the user's ACL forbids (TIME, for a user
+     * without +time) is refused to the script with this ERR, not NOPERM. */
+    static const char script_noperm[] = "ERR The user executing the script can't run this command";
+    if (len >= sizeof script_noperm - 1 && memcmp(msg, script_noperm, sizeof script_noperm - 1) == 0)
+        return SLUICE_ENOPERM;
     for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
         if (starts_with(msg, len, classes[i].word)) return classes[i].code;
     }

@@ -17,6 +17,18 @@ public struct FleetConfiguration: Sendable, CustomStringConvertible {
         case local(LimiterPolicy?)
     }
 
+    /// Whose clock times the decisions.
+    public enum Clock: Sendable, Hashable {
+        /// Redis's (`TIME` in the script): one clock for the whole fleet.
+        case redis
+        /// Each process's own real-time clock, for services whose scripts
+        /// may not call `TIME` (ElastiCache Serverless): the servers'
+        /// clocks must agree; a process `d` ahead can take up to
+        /// `d × limit / per` units more than its share of a key
+        /// (docs/fleet.md, "Managed services").
+        case local
+    }
+
     /// Where Redis is and how to reach it, as a URL (docs/fleet.md,
     /// "Addresses"): `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`,
     /// `rediss://…` (TLS, with `cacert=`, `cert=`, `key=`, `sni=`,
@@ -43,7 +55,10 @@ public struct FleetConfiguration: Sendable, CustomStringConvertible {
     public var cacheSlots: Int? = 4096
     /// How long a cache entry is trusted, more than zero.
     public var cacheTTL: Duration = .seconds(1)
-    /// Use the time passed with each request instead of Redis's clock (tests, traces).
+    /// Whose clock times the decisions (Redis's by default).
+    public var clock: Clock = .redis
+    /// Use the time passed with each request instead of any clock (tests,
+    /// traces); not with ``clock`` `.local`.
     public var manualTime: Bool = false
     /// Most calls and quota reads decided by one script run, 1 to 1024
     /// (requests queued together are sent as one batch, decided in order).
@@ -73,7 +88,7 @@ public struct FleetConfiguration: Sendable, CustomStringConvertible {
         }
         return
             "FleetConfiguration(\(address), prefix: \"\(prefix)\", timeout: \(timeout), onFailure: \(onFailure), "
-            + "cacheSlots: \(cacheSlots.map(String.init) ?? "nil"), cacheTTL: \(cacheTTL), manualTime: \(manualTime), "
+            + "cacheSlots: \(cacheSlots.map(String.init) ?? "nil"), cacheTTL: \(cacheTTL), clock: \(clock), manualTime: \(manualTime), "
             + "maxBatch: \(maxBatch))"
     }
 }
@@ -150,6 +165,11 @@ func cConfig(
     c.port = Int32(configuration.port)
     c.timeout_ns = try positiveNs("timeout", configuration.timeout)
     c.manual_time = configuration.manualTime
+    c.local_clock = configuration.clock == .local
+    if configuration.manualTime && configuration.clock == .local {
+        throw invalid(
+            "clock", ".local", "it cannot be combined with manualTime (each call's time comes from the caller)")
+    }
     if let slots = configuration.cacheSlots {
         guard slots >= 1 else { throw invalid("cacheSlots", slots, "it must be at least 1, or nil for no cache") }
         c.cache_slots = slots

@@ -303,6 +303,13 @@ struct FleetLimiterTests {
             ["cacheTTL", "more than zero"]
         ),
         ("maxBatch 0", .rate(limit: 1, per: .seconds(1)), { $0.maxBatch = 0 }, ["maxBatch (0)", "1 to 1024"]),
+        (
+            "local clock with manual time", .rate(limit: 1, per: .seconds(1)),
+            {
+                $0.clock = .local
+                $0.manualTime = true
+            }, ["FleetConfiguration.clock (.local)", "manualTime"]
+        ),
         ("maxBatch 2000", .rate(limit: 1, per: .seconds(1)), { $0.maxBatch = 2000 }, ["maxBatch (2000)", "1 to 1024"]),
         (
             "closed retry 0", .rate(limit: 1, per: .seconds(1)), { $0.onFailure = .closed(retryAfter: .zero) },
@@ -346,7 +353,8 @@ struct FleetLimiterTests {
             { (_: inout FleetConfiguration) in },
             { $0.cacheSlots = nil }, { $0.cacheSlots = 1 }, { $0.maxBatch = 1 }, { $0.maxBatch = 1024 },
             { $0.prefix = String(repeating: "é", count: 128) }, { $0.port = 65_535 },
-            { $0.onFailure = .local(nil) }, { $0.onFailure = .local(.rate(limit: 1, per: .seconds(2))) },
+            { $0.onFailure = .local(nil) }, { $0.clock = .local },
+            { $0.onFailure = .local(.rate(limit: 1, per: .seconds(2))) },
         ] as [(inout FleetConfiguration) -> Void] {
             var c = FleetConfiguration()
             c.port = 1

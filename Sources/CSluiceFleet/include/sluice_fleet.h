@@ -12,8 +12,13 @@
  *
  * Clock. By default the time of a decision is the Redis server's clock
  * (TIME inside the script, Unix time in ns), so the whole fleet shares one
- * clock. In manual-time mode (config.manual_time) the caller passes its own
- * time with each call: for traces and tests.
+ * clock. With config.local_clock each process stamps its calls with its own
+ * CLOCK_REALTIME instead, for services whose scripts may not call TIME
+ * (docs/fleet.md, "Managed services"): the servers' clocks must agree, since
+ * a process whose clock is d ahead of the others can take up to d * limit /
+ * per units more than its share of a key, and one d behind is refused that
+ * much sooner. In manual-time mode (config.manual_time) the caller passes its
+ * own time with each call: for traces and tests.
  *
  * Batches. Calls and quota reads are sent in batches: one EVALSHA decides up
  * to config.max_batch of them, in order, exactly as the same requests one by
@@ -139,6 +144,8 @@ typedef struct sluice_fleet_config {
                                        (docs/fleet.md, "Keys"); must identify the policy */
     size_t prefix_len;                 /**< bytes of prefix (0 with prefix NULL = "sluice") */
     bool manual_time;                  /**< use the `now` passed with each request instead of Redis's TIME */
+    bool local_clock;                  /**< stamp each request with this process's CLOCK_REALTIME instead of
+                                       Redis's TIME (see "Clock"); not with manual_time */
     uint64_t timeout_ns;               /**< per-request timeout; 0 = 50 ms */
     sluice_fleet_failure_t on_failure; /**< the failure policy; default fail closed */
     uint64_t closed_retry_ns;          /**< fail closed: the retry delay reported; 0 = 1 s */
