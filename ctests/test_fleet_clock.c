@@ -22,7 +22,7 @@ static sluice_fleet_t *fleet(struct event_base *base, const char *url, bool loca
     c.prefix = "clock";
     c.prefix_len = 5;
     c.local_clock = local_clock;
-    c.cache_slots = SIZE_MAX; /* every drop decided by Redis, with its exact retry time */
+    c.cache_slots = SIZE_MAX;      /* every drop decided by Redis, with its exact retry time */
     c.timeout_ns = 10000000000ull; /* generous: a loaded machine is not a fault here */
     sluice_fleet_t *f = NULL;
     int rc = sluice_fleet_new(&f, base, &c);

@@ -39,6 +39,9 @@ int main(void) {
           "@user_script:1.",
           SLUICE_ENOPERM },
         { "ERR The user executing the script", SLUICE_EREDIS },
+        { "ERR AUTH <password> called without any password configured for the default user. Are you sure your "
+          "configuration is correct?",
+          SLUICE_EAUTH },
         { "oom command not allowed", SLUICE_EREDIS },
         { " OOM leading space", SLUICE_EREDIS },
         { "ERR Protocol error: invalid multibulk length", SLUICE_EREDIS },

@@ -28,6 +28,12 @@ int sluice__redis_error_code(const char *msg, size_t len) {
      * (and closes the connection): an authentication failure, not a bug. */
     static const char unauth[] = "ERR Protocol error: unauthenticated ";
     if (len >= sizeof unauth - 1 && memcmp(msg, unauth, sizeof unauth - 1) == 0) return SLUICE_EAUTH;
+    /* A password given to a server that has none (Redis 7: "ERR AUTH
+     * <password> called without any password configured ..."): the
+     * credentials are wrong for this server. */
+    static const char auth_unneeded[] = "ERR AUTH <password> called without any password configured";
+    if (len >= sizeof auth_unneeded - 1 && memcmp(msg, auth_unneeded, sizeof auth_unneeded - 1) == 0)
+        return SLUICE_EAUTH;
     /* A command a script calls that the user's ACL forbids (TIME, for a user
      * without +time) is refused to the script with this ERR, not NOPERM. */
     static const char script_noperm[] = "ERR The user executing the script can't run this command";

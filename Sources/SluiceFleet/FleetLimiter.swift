@@ -213,6 +213,23 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
         state.withLock { $0.closed ? false : sluice_fleet_connected(fleet) }
     }
 
+    /// Why the limiter has no working connection to Redis, when it has none
+    /// (refused, unreachable, credentials or TLS refused, …): the error,
+    /// whose ``Sluice/LimiterError/reason`` is the connection's own sentence
+    /// (never a password); `nil` when the last (re)connection succeeded.
+    /// For health checks and logs.
+    public var connectionProblem: LimiterError? {
+        state.withLock { state -> LimiterError? in
+            if state.closed { return .closed }
+            var message = [CChar](repeating: 0, count: 512)
+            let code = sluice_fleet_last_error(fleet, &message, message.count)
+            guard code != 0 else { return nil }
+            let sentence = String(cString: message)
+            return sentence.isEmpty
+                ? LimiterError(rawValue: code) : LimiterError(LimiterError(rawValue: code), reason: sentence)
+        }
+    }
+
     /// The decisions made, in the terms of a local limiter: admitted and
     /// dropped (by Redis, the cache, the fallback or the failure policy),
     /// and ``Sluice/LimiterStatistics/failures``, those Redis could not make.

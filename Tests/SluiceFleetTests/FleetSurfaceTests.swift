@@ -167,6 +167,22 @@ struct FleetSurfaceTests {
         #expect(observed.all.count == 2)
     }
 
+    @Test("a wrong password: the connection's problem is named, without the password", .needsRedis)
+    func connectionProblem() async throws {
+        let redis = try await RedisServer.start()
+        defer { withExtendedLifetime(redis) {} }
+        var c = FleetConfiguration(url: "redis://:Not-The-Pw-7@127.0.0.1:\(redis.port)")
+        c.timeout = .seconds(30)
+        let fleet = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: c)
+        defer { try? fleet.close() }
+        // The test's server has no password: AUTH with one is refused.
+        let decision = try await fleet.check("x")
+        #expect(decision.source == .failurePolicy(.authenticationFailed), "\(decision)")
+        let problem = try #require(fleet.connectionProblem)
+        #expect(problem == .authenticationFailed && !"\(problem)".contains("Not-The-Pw-7"), "\(problem)")
+        #expect(!fleet.isConnected)
+    }
+
     @Test("behind the gate, fail open lets the request through without RateLimit fields; the observer is told")
     func gateFailOpen() async throws {
         let fleet = try FleetLimiter<String>(.rate(limit: 10, per: .seconds(1)), configuration: unreachable(.open))

@@ -44,6 +44,33 @@ extension BenchResults {
                 goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
             }
         }
+        // F5. Redis CPU per decision on the mixed keys <= 3 µs (exact arithmetic kept).
+        do {
+            let name = "fleet mixed: Redis CPU per decision ≤ 3 µs (sluice-redis)"
+            if let cpu = fleetRow(ours, "mixed")?.redis_cpu_ns_per_op {
+                goals.append(
+                    Goal(
+                        name: name, measured: "\(Format.ns(cpu)) ns", holds: cpu <= 3000,
+                        detail: "the server's user+system CPU over the run, divided by the decisions"))
+            } else {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            }
+        }
+        // F6. With TLS, decisions/s >= 2/3 of plaintext (mixed keys, closed loop).
+        do {
+            let name = "fleet mixed: with TLS, sluice-redis keeps ≥ 2/3 of its plaintext decisions/s"
+            if let t = fleetRow("sluice-redis-tls", "mixed")?.ns_per_op, let s = fleetRow(ours, "mixed")?.ns_per_op,
+                t > 0
+            {
+                var detail = "TLS \(Format.ns(t)) ns/decision; plaintext \(Format.ns(s))"
+                if let tp = fleetRow("sluice-redis-tls", "mixed-paced")?.lateness_us?.p99 {
+                    detail += "; TLS p99 at the paced load \(Format.us(tp)) µs"
+                }
+                goals.append(Goal(name: name, measured: Format.ratio(s / t), holds: s / t >= 2.0 / 3.0, detail: detail))
+            } else {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            }
+        }
         // F4. over_admitted = 0 in every fleet row.
         do {
             let name = "fleet: no call admitted beyond the quota (over_admitted = 0)"

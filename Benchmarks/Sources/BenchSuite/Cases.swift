@@ -75,6 +75,8 @@ public enum Plan {
                 guard redisServerInstalled() else { continue }
                 for keys in [10_000, 4] {
                     for impl in Names.fleetImpls where impls?.contains(impl) ?? true {
+                        // TLS is measured on the mixed keys only (its goal compares them)
+                        if impl == "sluice-redis-tls" && keys <= 16 { continue }
                         out.append(PlannedCase(scenario: scenario, impl: impl, keys: keys, threads: 1))
                     }
                 }
@@ -197,7 +199,7 @@ public enum CaseRunner {
     static func runFleet(_ c: PlannedCase, quick: Bool) throws -> [Row] {
         guard c.scenario == Names.fleetScenario else { throw CaseError.unknown("scenario \(c.scenario) for \(c.impl)") }
         let workload = Plan.fleetWorkload(keys: c.keys)
-        let sluice = c.impl == "sluice-redis"
+        let sluice = c.impl.hasPrefix("sluice-redis")
         let inFlight = sluice ? 256 : 4
         var rows = [try fleetMedian(c, workload: workload, calls: quick ? 10_000 : 50_000, inFlight: inFlight, rate: 0)]
         if workload == "mixed" {
@@ -233,8 +235,9 @@ public enum CaseRunner {
 
     static func fleetRow(_ c: PlannedCase, workload: String, calls: UInt64, inFlight: Int, rate: Double) throws -> Row {
         var p = cb_fleet_params_t()
-        let sluice = c.impl == "sluice-redis"
+        let sluice = c.impl.hasPrefix("sluice-redis")
         p.impl = sluice ? 0 : 1
+        p.tls = c.impl == "sluice-redis-tls" ? 1 : 0
         p.workload = workload == "abuse" ? 1 : 0
         p.calls = calls
         p.pool = Int32(inFlight)

@@ -45,9 +45,35 @@ static int free_port(void) {
     return ntohs(a.sin_port);
 }
 
-static pid_t start_redis(int port) {
-    char port_s[16];
+/* A CA and a server certificate for 127.0.0.1 in `dir` (ca.pem, server.pem,
+ * server.key), made by the openssl command. @return 0 or -1. */
+static int make_certs(const char *dir) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && "
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
+             "-subj /CN=bench-ca -keyout ca.key -out ca.pem && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-subj /CN=127.0.0.1 -keyout server.key -out server.csr && "
+             "printf 'subjectAltName=IP:127.0.0.1\\n' > ext.cnf && "
+             "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
+             "-extfile ext.cnf -out server.pem",
+             dir);
+    char quiet[2200];
+    snprintf(quiet, sizeof quiet, "(%s) >/dev/null 2>&1", cmd);
+    return system(quiet) == 0 ? 0 : -1;
+}
+
+/* Starts redis-server on `port` (plain: readiness, INFO and redis-per-call),
+ * and, when `tls_port` > 0, on that TLS port too, with the certificates of
+ * `cert_dir`. */
+static pid_t start_redis(int port, int tls_port, const char *cert_dir) {
+    char port_s[16], tls_s[16], cert[512], key[512], ca[512];
     snprintf(port_s, sizeof port_s, "%d", port);
+    snprintf(tls_s, sizeof tls_s, "%d", tls_port);
+    snprintf(cert, sizeof cert, "%s/server.pem", cert_dir ? cert_dir : "");
+    snprintf(key, sizeof key, "%s/server.key", cert_dir ? cert_dir : "");
+    snprintf(ca, sizeof ca, "%s/ca.pem", cert_dir ? cert_dir : "");
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -55,8 +81,14 @@ static pid_t start_redis(int port) {
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         freopen("/dev/null", "w", stdout);
-        execlp("redis-server", "redis-server", "--port", port_s, "--bind", "127.0.0.1", "--save", "", "--appendonly",
-               "no", "--dir", "/tmp", "--loglevel", "warning", (char *)NULL);
+        if (tls_port > 0)
+            execlp("redis-server", "redis-server", "--port", port_s, "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no", "--dir", "/tmp", "--loglevel", "warning", "--tls-port", tls_s,
+                   "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no",
+                   (char *)NULL);
+        else
+            execlp("redis-server", "redis-server", "--port", port_s, "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no", "--dir", "/tmp", "--loglevel", "warning", (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 500 && pid > 0; i++) {
@@ -206,12 +238,17 @@ static void *pacer_main(void *arg) {
     return NULL;
 }
 
+/* The address of the sluice-redis cases: the plain port, or a rediss:// URL
+ * (set by cb_fleet) to the TLS port. */
+static char g_tls_url[600];
+
 /* The limiter both sluice-redis cases use. */
 static sluice_fleet_config_t bench_config(int port) {
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = sluice_rate(LIMIT, (int64_t)SEC, BURST);
     c.port = port;
+    if (g_tls_url[0]) c.url = g_tls_url;
     c.prefix = "bench";
     c.prefix_len = 5;
     c.timeout_ns = 2 * SEC;
@@ -413,12 +450,23 @@ static int run_per_call(struct run *R, int port, cb_fleet_result_t *r) {
 
 int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r) {
     memset(r, 0, sizeof *r);
+    char cert_dir[] = "/tmp/sluice-bench-tls-XXXXXX";
+    int tls_port = 0;
+    g_tls_url[0] = '\0';
+    if (p->tls) {
+        if (p->impl != 0 || !mkdtemp(cert_dir) || make_certs(cert_dir) != 0) {
+            snprintf(r->note, sizeof r->note, "cannot make TLS certificates (is openssl installed?)");
+            return -1;
+        }
+        tls_port = free_port();
+    }
     int port = free_port();
-    pid_t redis = port > 0 ? start_redis(port) : -1;
+    pid_t redis = port > 0 ? start_redis(port, tls_port, p->tls ? cert_dir : NULL) : -1;
     if (redis < 0) {
-        snprintf(r->note, sizeof r->note, "cannot start redis-server (is it installed?)");
+        snprintf(r->note, sizeof r->note, "cannot start redis-server (is it installed, with TLS?)");
         return -1;
     }
+    if (p->tls) snprintf(g_tls_url, sizeof g_tls_url, "rediss://127.0.0.1:%d?cacert=%s/ca.pem", tls_port, cert_dir);
     struct run R;
     memset(&R, 0, sizeof R);
     R.p = p;
@@ -433,6 +481,12 @@ int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r) {
     uint64_t elapsed = now_ns() - t0;
     uint64_t cpu1 = redis_cpu_ns(port);
     stop_redis(redis);
+    if (p->tls) {
+        char rm[128];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", cert_dir);
+        if (system(rm) != 0) snprintf(r->note, sizeof r->note, "could not remove %s", cert_dir);
+        g_tls_url[0] = '\0';
+    }
     if (rc == 0 && R.done && cpu0 && cpu1 > cpu0) r->redis_cpu_ns_per_op = (double)(cpu1 - cpu0) / (double)R.done;
     if (rc == 0) {
         r->ops = R.done;

@@ -6,7 +6,10 @@
  *                      connection, pipelined, certain drops answered locally;
  *  - "redis-per-call": the same Lua script run with a blocking EVALSHA per
  *                      request over a small pool of connections (one thread
- *                      each): what a service calling Redis per request does.
+ *                      each): what a service calling Redis per request does;
+ *  - "sluice-redis-tls": sluice-redis over TLS (rediss://, the server's
+ *                      certificate verified), to the same server's TLS port,
+ *                      with a CA and certificate made at run time by openssl.
  *
  * Closed loop (rate 0) measures throughput at saturation; open loop (rate > 0)
  * measures the latency of calls at a fixed offered load.
@@ -26,6 +29,7 @@ extern "C" {
 
 typedef struct cb_fleet_params {
     int impl;       /**< 0 sluice-redis, 1 redis-per-call */
+    int tls;        /**< sluice-redis: connect over TLS (needs the openssl command) */
     int workload;   /**< 0 mixed, 1 abuse */
     uint64_t calls; /**< calls to make */
     int pool;       /**< redis-per-call: connections (threads); sluice-redis: requests in flight
