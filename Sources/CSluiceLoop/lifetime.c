@@ -82,7 +82,9 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     unsigned nshards = options ? options->nshards : 0;
     unsigned report = options ? options->flags : 0;
     if (nshards > SLUICE_MT_SHARDS_MAX) return SLUICE_EINVAL;
-    if (report & ~(unsigned)SLUICE_MT_REPORT_ALL) return SLUICE_EINVAL;
+    if (report & ~(unsigned)(SLUICE_MT_REPORT_ALL | SLUICE_MT_COARSE_CLOCK)) return SLUICE_EINVAL;
+    bool coarse = (report & SLUICE_MT_COARSE_CLOCK) != 0;
+    report &= (unsigned)SLUICE_MT_REPORT_ALL;
     sluice_mt_events_fn on_events = options ? options->on_events : NULL;
     if (report && !config->on_event && !on_events) return SLUICE_EINVAL;
     if (config->allocator && (!config->allocator->alloc || !config->allocator->release)) return SLUICE_EINVAL;
@@ -110,6 +112,7 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     m->budget = loop->budget;
     /* emit_only: no DROP reaches the callback, an immediate one included */
     m->report = config->emit_only ? report & ~(unsigned)SLUICE_MT_REPORT_DROPPED : report;
+    m->coarse = coarse;
     m->max_keys = config->max_keys;
     atomic_init(&m->state, MT_OPEN);
     atomic_init(&m->live_keys, 0);

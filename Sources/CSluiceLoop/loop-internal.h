@@ -70,6 +70,14 @@ static inline uint64_t sluice__clock_now(void) {
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
 
+/* The same clock at the kernel tick's resolution (SLUICE_MT_COARSE_CLOCK):
+ * never ahead of sluice__clock_now(), read without the hardware counter. */
+static inline uint64_t sluice__clock_coarse(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
 /* ------------------------------------------------------------------ shard lock (lock.c) */
 
 /* The lock of a shard. A shard's critical section is short (a core call,
@@ -231,6 +239,7 @@ struct sluice_mt {
     struct event *ev;
     size_t budget;
     unsigned report; /* SLUICE_MT_REPORT_* flags */
+    bool coarse;     /* SLUICE_MT_COARSE_CLOCK */
     _Atomic int state;
 
     /* the live-key budget (padding keeps it off the read-mostly line): keys

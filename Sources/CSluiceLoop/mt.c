@@ -257,9 +257,12 @@ MT_HOT int key_call_prepared(struct sluice_mt *m, const sluice__pkey_t *k, const
      * a time older than one the shard has seen counts as that later one. A
      * time given by the caller may not run ahead of the clock: the shard's
      * clock would move for every key of the shard. */
-    uint64_t now = sluice__clock_now();
-    if (c->have_now) {
-        if (c->now > now && c->now - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
+    uint64_t now;
+    if (!c->have_now) {
+        now = m->coarse ? sluice__clock_coarse() : sluice__clock_now();
+    } else { /* checked against the precise clock, whichever the limiter reads */
+        uint64_t clock = sluice__clock_now();
+        if (c->now > clock && c->now - clock > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
         now = c->now;
     }
     sluice__lock(s->lk);
@@ -318,7 +321,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
     unsigned shard_of[MT_BATCH_GROUP];
     bool done[MT_BATCH_GROUP];
     bool produced = false;
-    uint64_t now = sluice_clock_now();
+    uint64_t now = m->coarse ? sluice__clock_coarse() : sluice_clock_now();
     for (size_t base = 0; base < n; base += MT_BATCH_GROUP) {
         size_t g = n - base < MT_BATCH_GROUP ? n - base : MT_BATCH_GROUP;
         for (size_t j = 0; j < g; j++) {
@@ -439,9 +442,12 @@ int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_opt
     int rc = sluice__key_prepare(m->seed, key, &k);
     if (rc) return rc;
     struct shard *s = sluice__shard_at(m, (unsigned)k.hash & m->mask);
-    uint64_t now = sluice_clock_now();
-    if (o->now) { /* as key_call_prepared(): not ahead of the clock */
-        if (o->now > now && o->now - now > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
+    uint64_t now;
+    if (!o->now) {
+        now = m->coarse ? sluice__clock_coarse() : sluice_clock_now();
+    } else { /* as key_call_prepared(): not ahead of the precise clock */
+        uint64_t clock = sluice_clock_now();
+        if (o->now > clock && o->now - clock > SLUICE_MT_SUBMIT_AT_SLACK_NS) return SLUICE_ERANGE;
         now = o->now;
     }
     sluice__lock(s->lk);

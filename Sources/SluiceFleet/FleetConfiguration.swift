@@ -82,7 +82,7 @@ public struct FleetConfiguration: Sendable, CustomStringConvertible {
         if let url {
             var buffer = [CChar](repeating: 0, count: url.utf8.count + 64)
             let n = sluice_fleet_redact_url(url, &buffer, buffer.count)
-            address = n >= 0 && Int(n) < buffer.count ? "url: \"\(String(cString: buffer))\"" : "url: (malformed)"
+            address = n >= 0 && Int(n) < buffer.count ? "url: \"\(text(of: buffer))\"" : "url: (malformed)"
         } else {
             address = "host: \"\(host)\", port: \(port)"
         }
@@ -148,7 +148,7 @@ func cConfig(
     if let url = configuration.url {
         var why = [CChar](repeating: 0, count: 256)
         if sluice_fleet_check_url(url, &why, why.count) != 0 {
-            throw LimiterError(.malformedInput, reason: "Invalid FleetConfiguration.url: \(String(cString: why)).")
+            throw LimiterError(.malformedInput, reason: "Invalid FleetConfiguration.url: \(text(of: why)).")
         }
     } else {
         guard !configuration.host.isEmpty else {
@@ -197,3 +197,8 @@ func cConfig(
 }
 
 /// One pending request: resumes its continuation with the C result.
+
+/// The text of a NUL-terminated buffer the C layer wrote.
+func text(of buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

@@ -224,7 +224,7 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
             var message = [CChar](repeating: 0, count: 512)
             let code = sluice_fleet_last_error(fleet, &message, message.count)
             guard code != 0 else { return nil }
-            let sentence = String(cString: message)
+            let sentence = text(of: message)
             return sentence.isEmpty
                 ? LimiterError(rawValue: code) : LimiterError(LimiterError(rawValue: code), reason: sentence)
         }

@@ -139,6 +139,7 @@ extension BenchResults {
                     name: "throttle-hot at 1k keys: sluice-swift ≤ 1.5× sluice-c", measured: "not measured",
                     holds: nil, detail: ""))
         }
+        goals += coarseClockGoals()
         goals += batchGoals()
         goals += fleetGoals()
         return goals
@@ -207,5 +208,36 @@ extension BenchResults {
             let mark = g.holds.map { $0 ? "HOLDS " : "MISSED" } ?? "  –   "
             return "\(mark)  \(g.name)\n        \(g.measured)\(g.detail.isEmpty ? "" : " (\(g.detail))")"
         }.joined(separator: "\n")
+    }
+}
+
+extension BenchResults {
+    /// threads with the coarse clock (SLUICE_MT_COARSE_CLOCK): sluice-c-coarse
+    /// <= 0.5x dispatch-tuned (which reads DispatchTime.now() per call), at
+    /// each size and thread count both have.
+    func coarseClockGoals() -> [Goal] {
+        let name = "threads with the coarse clock: sluice-c-coarse ≤ 0.5× dispatch-tuned"
+        var parts: [String] = [], holds = true, any = false
+        for threads in [1, 2] {
+            let sizes = Set(rows.filter { $0.scenario == "threads" && $0.threads == threads }.map(\.keys)).sorted()
+            for n in sizes {
+                guard let c = row("threads", "sluice-c-coarse", keys: n, threads: threads).flatMap(Metric.value),
+                    let d = row("threads", "dispatch-tuned", keys: n, threads: threads).flatMap(Metric.value), d > 0
+                else { continue }
+                any = true
+                holds = holds && c / d <= 0.5
+                var part = "\(Format.keys(n)) keys, \(threads) thread\(threads == 1 ? "" : "s"): \(Format.ratio(c / d))"
+                if let p = row("threads", "sluice-c", keys: n, threads: threads).flatMap(Metric.value) {
+                    part += " (precise clock \(Format.ratio(p / d)))"
+                }
+                parts.append(part)
+            }
+        }
+        guard any else { return [Goal(name: name, measured: "not measured", holds: nil, detail: "")] }
+        return [
+            Goal(
+                name: name, measured: parts.joined(separator: "; "), holds: holds,
+                detail: "ns per call over dispatch-tuned's, same keys and threads")
+        ]
     }
 }

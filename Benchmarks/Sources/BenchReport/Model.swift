@@ -209,7 +209,7 @@ public enum Names {
     ]
     public static let impls = [
         "sluice-c", "sluice-swift", "dispatch-naive", "dispatch-tuned", "libevent-timers", "floor",
-        "sluice-c-batch", "sluice-swift-batch",
+        "sluice-c-batch", "sluice-swift-batch", "sluice-c-coarse",
     ]
     /// Implementations that submit in batches (`submit_many`, `submit(contentsOf:)`):
     /// throttle-hot and debounce-rearm only.

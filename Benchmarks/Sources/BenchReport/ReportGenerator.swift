@@ -13,7 +13,7 @@ public struct ReportGenerator {
 
     static let colors: [String: String] = [
         "sluice-c": "#1f77b4", "sluice-swift": "#ff7f0e", "dispatch-naive": "#d62728",
-        "dispatch-tuned": "#9467bd", "libevent-timers": "#2ca02c", "floor": "#7f7f7f",
+        "dispatch-tuned": "#9467bd", "libevent-timers": "#2ca02c", "floor": "#7f7f7f", "sluice-c-coarse": "#17becf",
     ]
 
     public func write(markdown: URL, charts: URL) throws {

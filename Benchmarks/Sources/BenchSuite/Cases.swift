@@ -48,6 +48,7 @@ public enum Plan {
     static func applies(_ scenario: String, _ impl: String, keys: Int) -> Bool {
         if impl == "floor" { return ["throttle-hot", "debounce-rearm", "fire", "threads"].contains(scenario) }
         if Names.batchImpls.contains(impl) { return ["throttle-hot", "debounce-rearm"].contains(scenario) }
+        if impl == "sluice-c-coarse" { return scenario == "threads" }
         if dispatchImpls.contains(impl) {
             // Dispatch baselines stop at 1M keys (a timer source per key); lateness at 100k.
             if keys > 1_000_000 { return false }
@@ -163,7 +164,7 @@ public enum CaseRunner {
     /// The implementation's measurements of the case's scenario.
     static func measure(_ c: PlannedCase, _ p: CaseParams, _ w: Workload) throws -> [String: Measured] {
         switch c.impl {
-        case "sluice-c", "sluice-c-batch", "libevent-timers", "floor":
+        case "sluice-c", "sluice-c-batch", "sluice-c-coarse", "libevent-timers", "floor":
             return try runC(c, p, w)
         case "sluice-swift":
             return try SluiceSwiftScenarios.run(p, w)
@@ -289,6 +290,11 @@ public enum CaseRunner {
         let rc: Int32 =
             switch c.impl {
             case "sluice-c": cb_sluice_c(code, &params, &r)
+            case "sluice-c-coarse":
+                { () -> Int32 in
+                    params.coarse_clock = 1
+                    return cb_sluice_c(code, &params, &r)
+                }()
             case "sluice-c-batch": cb_sluice_c_batch(code, &params, &r)
             case "libevent-timers": cb_libevent(code, &params, &r)
             default: cb_floor(code, &params, &r)

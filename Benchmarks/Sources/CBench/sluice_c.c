@@ -244,7 +244,8 @@ static int threads(const cb_params_t *p, cb_result_t *out) {
     memset(&c, 0, sizeof c);
     c.policy = sluice_rate(100, (int64_t)CB_S, 0);
     sluice_mt_t *m;
-    if (sluice_mt_new(&m, loop, &c, 0) != 0) cb_die("sluice_mt_new");
+    sluice_mt_options_t o = { .flags = p->coarse_clock ? SLUICE_MT_COARSE_CLOCK : 0 };
+    if (sluice_mt_new_with_options(&m, loop, &c, &o) != 0) cb_die("sluice_mt_new");
     sluice_decision_t d;
     for (size_t k = 0; k < p->keys; k++) sluice_mt_submit(m, sluice_key_u64(p->key[k]), k, &d);
     cb_gate_t gate;

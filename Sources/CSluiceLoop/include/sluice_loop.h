@@ -233,8 +233,9 @@ typedef struct sluice_mt sluice_mt_t;
 /** Largest number of shards. */
 #define SLUICE_MT_SHARDS_MAX 1024
 
-/** Reporting flags of a loop limiter (sluice_mt_options_t.flags), OR-ed.
- *  See "Reporting modes" at the top of this header. */
+/** Flags of a loop limiter (sluice_mt_options_t.flags), OR-ed: the
+ *  reporting flags (see "Reporting modes" at the top of this header) and the
+ *  clock. */
 typedef enum sluice_mt_flag {
     /** A token emitted at once is also reported by an SLUICE_EVENT_EMIT (at
      *  the call's time), queued in order with the key's other events. */
@@ -245,7 +246,18 @@ typedef enum sluice_mt_flag {
     SLUICE_MT_REPORT_DROPPED = 2,
     /** Both: the callback reports every token exactly once, in per-key
      *  order; decisions are informational. */
-    SLUICE_MT_REPORT_ALL = 3
+    SLUICE_MT_REPORT_ALL = 3,
+    /** Calls that do not give their time read CLOCK_MONOTONIC_COARSE (a few
+     *  ns, no hardware counter read) instead of CLOCK_MONOTONIC (about 20-30
+     *  ns on virtual machines). Its resolution is the kernel's tick (1 to
+     *  10 ms, clock_getres(CLOCK_MONOTONIC_COARSE)) and it is never ahead of
+     *  CLOCK_MONOTONIC, so a call is decided at a time up to one tick
+     *  before the precise clock's: decisions stay exact at the time they
+     *  report (`decision->now`), and a window opened by a call ends up to one
+     *  tick earlier than the precise clock would have put it. For servers
+     *  whose limits are far coarser than a tick (docs/semantics.md, "The
+     *  clock"). Timers still fire on the precise clock. */
+    SLUICE_MT_COARSE_CLOCK = 4
 } sluice_mt_flag_t;
 
 /** Most events handed to one call of a batch callback (sluice_mt_events_fn). */
@@ -272,8 +284,8 @@ typedef void (*sluice_mt_events_fn)(void *user, const sluice_event_t *events, si
 typedef struct sluice_mt_options {
     /** Number of shards, as sluice_mt_new()'s `nshards` (0 = default). */
     unsigned nshards;
-    /** SLUICE_MT_REPORT_* flags, OR-ed; 0 = decisions report immediate
-     *  tokens (the default mode). */
+    /** SLUICE_MT_* flags, OR-ed; 0 = decisions report immediate tokens (the
+     *  default mode), and calls read the precise clock. */
     unsigned flags;
     /** NULL (the default): every event goes to `config->on_event`, one per
      *  call. Otherwise every event goes here instead, in batches of up to

@@ -5,7 +5,9 @@
  * is measured:
  *  - "sluice-c":        the core (sluice.h) on a manual clock, or the loop
  *                       layer (sluice_loop.h) where the scenario needs a real
- *                       clock (lateness, threads);
+ *                       clock (lateness, threads); "sluice-c-coarse" is its
+ *                       threads case with the coarse clock
+ *                       (SLUICE_MT_COARSE_CLOCK);
  *  - "libevent-timers": one struct event per key on libevent's min-heap, keys
  *                       in an open-addressing hash table (what a C engineer
  *                       writes on libevent);
@@ -47,6 +49,7 @@ typedef struct cb_params {
     size_t ops;            /**< upper bound on measured operations */
     double budget_s;       /**< upper bound on the measured phase's wall time (0: none) */
     int threads;           /**< threads scenario: 1 or 2 */
+    int coarse_clock;      /**< threads scenario, sluice-c: the loop limiter reads the coarse clock */
     uint64_t interval_ns;  /**< the policy's interval (scenario-specific) */
     uint64_t spread_ns;    /**< lateness: submissions spread over this time */
     size_t cap;            /**< spray: the key cap */
