@@ -38,6 +38,10 @@ int main(void) {
     uint64_t after = sluice_clock_now();
     LT_CHECK(a.kind == SLUICE_EMITTED, "the first call is admitted");
     LT_CHECK(a.now >= before && a.now <= after, "stamped between the coarse reading before and the precise after");
+    /* never past a coarse reading taken after the call (the precise clock
+     * would be, but for a tick falling between the two readings; a fresh
+     * limiter's clock starts on the coarse clock too) */
+    LT_CHECK(a.now <= coarse_ns(), "stamped by the coarse clock");
     /* exact at the reported time: the retry is the first call's time plus one interval */
     LT_OK(sluice_mt_submit_u64(m, 1, 2, &b));
     LT_CHECK(b.kind == SLUICE_DROPPED && b.at == a.now + 3600 * UINT64_C(1000000000),

@@ -138,7 +138,8 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     m->line_alloc.ctx = m;
     cc.allocator = &m->line_alloc;
     cc.on_event = sluice__shard_on_event;
-    cc.start_ns = sluice_clock_now();
+    /* the clock the calls read: a coarse limiter must not start ahead of it */
+    cc.start_ns = coarse ? sluice__clock_coarse() : sluice_clock_now();
     if (cc.tick_ns == 0) cc.tick_ns = SLUICE_LOOP_TICK_DEFAULT_NS;
     for (unsigned i = 0; i < n; i++) {
         struct shard *s = sluice__shard_at(m, i);

@@ -202,3 +202,34 @@ struct RateLoopCheckTests {
         #expect(throws: LimiterError.closed) { try strings.check("cafe") }
     }
 }
+
+@Suite("The coarse clock on a loop")
+struct CoarseClockTests {
+    /// Reads CLOCK_MONOTONIC_COARSE, the clock the limiter reads.
+    static func coarseNow() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    @Test("decisions are stamped by the coarse clock and exact at the time they report")
+    func stamped() throws {
+        // One call an hour: nothing refills while the test runs.
+        let limiter = try RateLimiter<UInt64>(
+            limit: 1, per: .seconds(3600), scheduler: .loop(.shared, clock: .coarse))
+        let before = Self.coarseNow()
+        let first = try limiter.check(7)
+        let after = LimiterLoop.now.nanoseconds
+        #expect(first.isAdmitted)
+        #expect(first.at.nanoseconds >= before && first.at.nanoseconds <= after, "\(first)")
+        // Never past a coarse reading taken after the call: the precise
+        // clock would be, but for a tick falling between the two readings.
+        #expect(first.at.nanoseconds <= Self.coarseNow(), "\(first)")
+        let second = try limiter.check(7)
+        #expect(!second.isAdmitted)
+        // The retry counts from the first call's reported time.
+        #expect(second.retryAt == first.at.advanced(by: .seconds(3600)), "\(first) \(second)")
+        let quota = try limiter.quota(for: 8)
+        #expect(quota.at.nanoseconds <= LimiterLoop.now.nanoseconds && quota.remaining == 1)
+    }
+}

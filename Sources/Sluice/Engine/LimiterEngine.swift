@@ -203,6 +203,8 @@ struct EngineSetup {
     /// `emit_only`, which reports no DROP or DISCARD event (a compact
     /// limiter whose drops nobody observes: see `LimiterStorage.emitOnly`).
     var emitOnly = false
+    /// Loop engines only: calls read the coarse clock (`SLUICE_MT_COARSE_CLOCK`).
+    var coarseClock = false
 }
 
 /// An identifier of the calling thread, never 0.

@@ -42,6 +42,7 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
         var flags: UInt32 = 0
         if setup.reportImmediate { flags |= SLUICE_MT_REPORT_EMITTED.rawValue }
         if setup.reportDrops { flags |= SLUICE_MT_REPORT_DROPPED.rawValue }
+        if setup.coarseClock { flags |= SLUICE_MT_COARSE_CLOCK.rawValue }
         do {
             limiter = try CLoopLimiter.make(
                 &config, loop: loop.cLoop, shards: setup.shards, flags: sluice_mt_flag_t(rawValue: flags),
