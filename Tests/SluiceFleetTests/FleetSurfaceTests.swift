@@ -183,6 +183,18 @@ struct FleetSurfaceTests {
         #expect(!fleet.isConnected)
     }
 
+    @Test("a key over 1024 bytes is keyTooLong, which the gate answers 431 (not 503)")
+    func longKey() async throws {
+        let fleet = try FleetLimiter<String>(.rate(limit: 10, per: .seconds(1)), configuration: unreachable(.open))
+        defer { try? fleet.close() }
+        let long = String(repeating: "k", count: 1025)
+        await #expect(throws: LimiterError.keyTooLong) { try await fleet.check(long) }
+        let observed = Observed()
+        let verdict = await RateLimitGate(fleet, failureObserver: observed.add).evaluate(key: long)
+        #expect(verdict.rejection?.status == 431, "\(String(describing: verdict.rejection))")
+        #expect(observed.all.count == 1)
+    }
+
     @Test("behind the gate, fail open lets the request through without RateLimit fields; the observer is told")
     func gateFailOpen() async throws {
         let fleet = try FleetLimiter<String>(.rate(limit: 10, per: .seconds(1)), configuration: unreachable(.open))
