@@ -13,7 +13,7 @@
 #                   core alone (pkg-config sluice-core) and the loop layer (pkg-config sluice),
 #                   shared and static, and find_package(sluice)
 #   make test-topology  the fleet limiter behind Redis Sentinel, through real failovers
-#                   (ctest label "topology", left out of the other runs; about a minute)
+#                   (ctest label "topology", left out of the other runs; about 20 s)
 #   make core-only  the core builds and links against libc alone (ctest label "split")
 #   make deps       install libevent-dev, libhiredis-dev, redis-server, cmake, pkg-config, curl
 #                   with apt-get when missing

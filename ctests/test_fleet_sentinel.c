@@ -201,8 +201,7 @@ static void test_errors(void) {
     tf_wait(base, &b);
     CHECK(b.res.source == SLUICE_FLEET_SOURCE_FAILURE && b.res.decision.kind == SLUICE_DROPPED,
           "unknown master: the failure policy answers (source %d)", b.res.source);
-    CHECK(b.res.cause == SLUICE_ENOMASTER || b.res.cause == SLUICE_ETIMEDOUT, "unknown master: cause %d",
-          b.res.cause);
+    CHECK(b.res.cause == SLUICE_ENOMASTER || b.res.cause == SLUICE_ETIMEDOUT, "unknown master: cause %d", b.res.cause);
     sluice_fleet_free(f);
 
     /* a wrong sentinel password: EAUTH, the password in no message */
@@ -322,8 +321,7 @@ static void failover(sluice_fleet_t *f, test_redis_t *old, test_redis_t *next, b
             if (i >= i_fail - 50 && st.box[i].answered_at < t_back) admitted_window++;
         }
     }
-    CHECK(worst <= CALL_TIMEOUT + ANSWER_SLACK, "%s: an answer took %llu ms", label,
-          (unsigned long long)(worst / MS));
+    CHECK(worst <= CALL_TIMEOUT + ANSWER_SLACK, "%s: an answer took %llu ms", label, (unsigned long long)(worst / MS));
     /* GCRA allows burst + rate * span over the span of the admissions */
     uint64_t allowed = burst + (span_last - span_first) * lim_per_s / SEC + 1;
     int over = admitted > (int)allowed ? admitted - (int)allowed : 0;

@@ -26,9 +26,9 @@
 struct probe {
     struct sluice__sentinel *s;
     sluice__conn_t *c;
-    size_t idx;        /* which sentinel */
-    bool sub;          /* the subscriber (else a round's question) */
-    bool retired;      /* waiting for `reap`: its events are ignored */
+    size_t idx;         /* which sentinel */
+    bool sub;           /* the subscriber (else a round's question) */
+    bool retired;       /* waiting for `reap`: its events are ignored */
     struct probe *dead; /* the reap list */
 };
 
@@ -81,7 +81,9 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg) {
 
 /* Keeps the round's most telling failure: an unknown master name, then a
  * refusal by a sentinel (credentials...), then anything else. */
-static int rank(int err) { return err == SLUICE_ENOMASTER ? 3 : err == SLUICE_ENOTCONN || err == SLUICE_ETIMEDOUT ? 1 : 2; }
+static int rank(int err) {
+    return err == SLUICE_ENOMASTER ? 3 : err == SLUICE_ENOTCONN || err == SLUICE_ETIMEDOUT ? 1 : 2;
+}
 
 static void note_failure(struct sluice__sentinel *s, int err, const char *msg) {
     if (s->err && rank(err) < rank(s->err)) return;
