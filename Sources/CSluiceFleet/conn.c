@@ -746,6 +746,11 @@ void sluice__conn_target(sluice__conn_t *c, uint64_t ticket, const char *host, i
     connect_tcp(c);
 }
 
+bool sluice__conn_is_at(const sluice__conn_t *c, const char *host, int port) {
+    if (!c || c->state == ST_IDLE || c->state == ST_FREED || c->resolving || !c->url.nodes) return false;
+    return c->url.nodes[0].port == port && strcmp(c->url.nodes[0].host, host) == 0;
+}
+
 void sluice__conn_retry_now(sluice__conn_t *c) {
     if (!c || c->state != ST_IDLE) return;
     c->attempt = 0;

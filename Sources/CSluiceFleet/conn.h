@@ -130,6 +130,10 @@ SLUICE_FLEET_HIDDEN void sluice__conn_target(sluice__conn_t *c, uint64_t ticket,
  *  and `msg` (no password in it). Ignored when that attempt has ended. */
 SLUICE_FLEET_HIDDEN void sluice__conn_target_failed(sluice__conn_t *c, uint64_t ticket, int err, const char *msg);
 
+/** Whether the connection is at host:port: connected, or connecting there
+ *  (not while its resolver is asked where to go). */
+SLUICE_FLEET_HIDDEN bool sluice__conn_is_at(const sluice__conn_t *c, const char *host, int port);
+
 /** Between attempts (a reconnect is scheduled after a backoff): starts the
  *  next attempt now, with the backoff reset (the owner learnt that the server
  *  is back or has moved). Nothing otherwise. Safe inside a callback. */

@@ -130,6 +130,12 @@ static void probe_push(void *owner, redisReply *r) {
         return;
     size_t n = strlen(s->url.master);
     if (body->len <= n || memcmp(body->str, s->url.master, n) != 0 || body->str[n] != ' ') return;
+    /* the new address: the last two words */
+    char text[512], host[256];
+    int port = 0;
+    snprintf(text, sizeof text, "%.*s", (int)(body->len - n - 1 < 500 ? body->len - n - 1 : 500), body->str + n + 1);
+    if (sscanf(text, "%*255s %*d %255s %d", host, &port) == 2 && sluice__conn_is_at(s->data, host, port))
+        return; /* a reconnect found the new primary first: nothing to leave */
     /* our primary moved: leave the old one now, and reconnect at once (not
      * after the backoff of a connection that lost a dead primary): the
      * attempt rediscovers */
