@@ -1,6 +1,7 @@
 /*
  * fleet.c — the fleet (Redis) rate limiter: request queue, the connection
- * (conn.c: TCP, Unix or TLS, reconnects) on the caller's event_base,
+ * (conn.c: TCP, Unix or TLS, reconnects; behind Sentinel, sentinel.c tells
+ * it where the primary is) on the caller's event_base,
  * timeouts, the TAT cache and the failure policies. See include/sluice_fleet.h.
  *
  * Life of a request: sluice_fleet_call() (any thread) copies it into a
