@@ -7,7 +7,9 @@
  * stream of calls through a forced failover (SENTINEL FAILOVER) and through
  * the SIGKILL of the primary: every call answered within its timeout, the
  * fleet back on the new primary within a bound after Sentinel names it, and
- * the over-admission on the one key measured and bounded.
+ * the over-admission on the one key measured and bounded. Last, a READONLY
+ * reply with no +switch-master message: the reconnect asks the sentinel
+ * again and goes where it now points.
  *
  * Label "topology" (seconds of real time): `make test-topology`. */
 #define TEST_NAME "test_fleet_sentinel"
@@ -50,14 +52,16 @@ static redisReply *cmd(int port, const char *fmt, ...) {
     return r;
 }
 
-/* The port of the primary the sentinel names, or -1. */
-static int sentinel_primary(int sport) {
-    redisReply *r = cmd(sport, "SENTINEL get-master-addr-by-name %s", MASTER);
+/* The port of the primary the sentinel names for `name`, or -1. */
+static int sentinel_primary_of(int sport, const char *name) {
+    redisReply *r = cmd(sport, "SENTINEL get-master-addr-by-name %s", name);
     int port = -1;
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) port = atoi(r->element[1]->str);
     if (r) freeReplyObject(r);
     return port;
 }
+
+static int sentinel_primary(int sport) { return sentinel_primary_of(sport, MASTER); }
 
 /* Whether `text` appears in the reply (a string, or any element of an array,
  * one level of nesting). */
@@ -417,6 +421,54 @@ static void test_failover(void) {
     sluice_fleet_free(f);
 }
 
+/* A READONLY reply, without any +switch-master: the fleet leaves the node and
+ * its reconnect asks the sentinel again. The sentinel is re-pointed by hand
+ * (SENTINEL REMOVE / MONITOR publish no +switch-master), then the old node
+ * is made a replica, so its next script run is refused with READONLY. */
+static void test_readonly_rediscovery(void) {
+    test_redis_t x, y, s;
+    start_data(&x);
+    start_data(&y);
+    start_sentinel(&s, "moved", x.port, "");
+    char url[256];
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/moved", s.port);
+    sluice_fleet_t *f = fleet(url);
+    wait_redis(f, 11);
+    redisReply *r = cmd(s.port, "SENTINEL REMOVE moved");
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "SENTINEL REMOVE");
+    freeReplyObject(r);
+    r = cmd(s.port, "SENTINEL MONITOR moved 127.0.0.1 %d 1", y.port);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR");
+    freeReplyObject(r);
+    CHECK(sentinel_primary_of(s.port, "moved") == y.port, "the sentinel names the other node");
+    r = cmd(x.port, "REPLICAOF 127.0.0.1 %d", y.port);
+    CHECK(r && r->type == REDIS_REPLY_STATUS, "REPLICAOF");
+    freeReplyObject(r);
+    /* calls until one is decided by Redis on y: its key appears there */
+    uint64_t end = tf_mono() + 10 * SEC;
+    for (;;) {
+        tf_box_t b;
+        memset(&b, 0, sizeof b);
+        CHECK(sluice_fleet_call(f, sluice_key_u64(12), 1, 0, tf_on_result, &b) == 0, "call");
+        tf_wait(base, &b);
+        redisReply *n = cmd(y.port, "DBSIZE");
+        bool on_y = b.res.source == SLUICE_FLEET_SOURCE_REDIS && n && n->type == REDIS_REPLY_INTEGER && n->integer > 0;
+        if (n) freeReplyObject(n);
+        if (on_y) break;
+        CHECK(tf_mono() < end, "not on the node the sentinel names within 10 s (cause %d)", b.res.cause);
+        tf_run_for(base, 20);
+    }
+    sluice_fleet_stats_t st_;
+    sluice_fleet_stats(f, &st_);
+    CHECK(st_.readonly_errors >= 1 && st_.connects >= 2, "left on READONLY (%llu), reconnected (%llu)",
+          (unsigned long long)st_.readonly_errors, (unsigned long long)st_.connects);
+    sluice_fleet_free(f);
+    test_redis_stop(&s);
+    test_redis_stop(&x);
+    test_redis_stop(&y);
+    printf("  READONLY without +switch-master: rediscovered: ok\n");
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     if (!test_redis_available()) {
@@ -437,6 +489,7 @@ int main(void) {
     test_role_check();
     test_errors();
     test_failover();
+    test_readonly_rediscovery();
 
     test_redis_stop(&locked);
     test_redis_stop(&sentinel);
