@@ -12,6 +12,8 @@
 #   make install-test   install into a temporary prefix and build consumers against it: the
 #                   core alone (pkg-config sluice-core) and the loop layer (pkg-config sluice),
 #                   shared and static, and find_package(sluice)
+#   make test-topology  the fleet limiter behind Redis Sentinel, through real failovers
+#                   (ctest label "topology", left out of the other runs; about 20 s)
 #   make core-only  the core builds and links against libc alone (ctest label "split")
 #   make deps       install libevent-dev, libhiredis-dev, redis-server, cmake, pkg-config, curl
 #                   with apt-get when missing
@@ -29,6 +31,8 @@ SWIFT ?= swift
 JOBS ?= 2
 BUILD_TYPE ?= RelWithDebInfo
 CTEST_FLAGS ?= --output-on-failure
+# Topology tests (a Sentinel failover: seconds of real time) run in make test-topology only.
+CTEST_EXCLUDE ?= -LE topology
 SECONDS ?= 60
 QUICK ?=
 
@@ -82,11 +86,11 @@ build: deps
 	$(CMAKE) --build build -j$(JOBS)
 
 ctest: build
-	$(CTEST) --test-dir build $(CTEST_FLAGS)
+	$(CTEST) --test-dir build $(CTEST_EXCLUDE) $(CTEST_FLAGS)
 
 # --- everything: C core, then Swift ----------------------------------------------
 test: deps build
-	$(CTEST) --test-dir build $(CTEST_FLAGS)
+	$(CTEST) --test-dir build $(CTEST_EXCLUDE) $(CTEST_FLAGS)
 	$(SWIFT) build
 	$(SWIFT) test
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
@@ -130,14 +134,14 @@ build-asan: deps
 	$(CMAKE) --build build-asan -j$(JOBS)
 
 sanitize-address: build-asan
-	$(ASAN_ENV) $(CTEST) --test-dir build-asan $(CTEST_FLAGS)
+	$(ASAN_ENV) $(CTEST) --test-dir build-asan $(CTEST_EXCLUDE) $(CTEST_FLAGS)
 
 sanitize-thread: deps
 	$(CMAKE) -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=$(CLANG) \
 	  -DSLUICE_SANITIZE=thread -DSLUICE_TEST_TIMEOUT=1800
 	$(CMAKE) --build build-tsan -j$(JOBS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  $(CTEST) --test-dir build-tsan $(CTEST_FLAGS)
+	  $(CTEST) --test-dir build-tsan $(CTEST_EXCLUDE) $(CTEST_FLAGS)
 
 sanitize-swift:
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
@@ -160,7 +164,7 @@ format-check:
 STARVED_RUNS ?= 2
 .PHONY: test-starved
 test-starved: build-asan
-	$(ASAN_ENV) tools/starved.sh -n $(STARVED_RUNS) $(CTEST) --test-dir build-asan $(CTEST_FLAGS)
+	$(ASAN_ENV) tools/starved.sh -n $(STARVED_RUNS) $(CTEST) --test-dir build-asan $(CTEST_EXCLUDE) $(CTEST_FLAGS)
 	$(SWIFT) build --build-tests
 	tools/starved.sh -n $(STARVED_RUNS) $(SWIFT) test --skip-build
 
@@ -195,6 +199,14 @@ install-test: build
 
 core-only: build
 	$(CTEST) --test-dir build -L split $(CTEST_FLAGS)
+
+# test-topology: the ctest label "topology" (test_fleet_sentinel: a primary, a replica and
+# sentinels on loopback, forced and SIGKILL failovers); needs redis-server.
+.PHONY: test-topology
+test-topology: deps
+	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	$(CMAKE) --build build -j$(JOBS) --target test_fleet_sentinel
+	$(CTEST) --test-dir build -L topology $(CTEST_FLAGS)
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz .build .build-tsan .build-snippets Benchmarks/.build

@@ -77,6 +77,7 @@ struct sluice__conn {
     struct bufferevent *bev;
     bool handshaking; /* TLS handshake not finished */
     bool got_data;    /* bytes received on this connection */
+    bool resolving;   /* CONNECTING: waiting for the resolver's answer */
     redisReader *reader;
     int setup_left; /* setup replies still awaited */
 
@@ -207,6 +208,7 @@ static void teardown(struct sluice__conn *c) {
     if (c->timer) evtimer_del(c->timer);
     c->handshaking = false;
     c->got_data = false;
+    c->resolving = false;
     c->setup_left = 0;
 }
 
@@ -275,17 +277,39 @@ static void setup_reply(void *arg, redisReply *reply, int err) {
     if (--c->setup_left == 0) become_ready(c);
 }
 
-static int queue_setup(struct sluice__conn *c, int argc, const char *const *argv, const size_t *lens) {
+/* The reply to ROLE (check_primary): its first element must be "master". A
+ * replica or a demoted primary fails the attempt; with a resolver, the next
+ * attempt asks again (a sentinel that lags may name a node just demoted). */
+static void role_reply(void *arg, redisReply *reply, int err) {
+    struct sluice__conn *c = arg;
+    if (reply && reply->type != REDIS_REPLY_ERROR) {
+        const redisReply *e = reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 ? reply->element[0] : NULL;
+        bool is_str = e && (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS);
+        if (!is_str || e->len != 6 || memcmp(e->str, "master", 6) != 0) {
+            fail_with(c, SLUICE_EREADONLY, "%s is not a primary (ROLE answered %.*s)", c->peer,
+                      is_str ? (int)(e->len > 40 ? 40 : e->len) : 9, is_str ? e->str : "no string");
+            return;
+        }
+    }
+    setup_reply(arg, reply, err);
+}
+
+static int queue_setup_fn(struct sluice__conn *c, int argc, const char *const *argv, const size_t *lens,
+                          sluice__conn_reply_fn fn) {
     struct pending *p = malloc(sizeof *p);
     if (!p || format_command(bufferevent_get_output(c->bev), argc, argv, lens) != 0) {
         free(p);
         return -1;
     }
-    p->fn = setup_reply;
+    p->fn = fn;
     p->arg = c;
     push(&c->pending, p);
     c->setup_left++;
     return 0;
+}
+
+static int queue_setup(struct sluice__conn *c, int argc, const char *const *argv, const size_t *lens) {
+    return queue_setup_fn(c, argc, argv, lens, setup_reply);
 }
 
 /* Writes AUTH / SELECT / PING. They are buffered until a TLS handshake ends. */
@@ -301,6 +325,11 @@ static int send_setup(struct sluice__conn *c) {
         const char *argv[2] = { "SELECT", db };
         size_t lens[2] = { 6, (size_t)snprintf(db, sizeof db, "%d", u->db) };
         if (queue_setup(c, 2, argv, lens) != 0) return -1;
+    }
+    if (c->o.check_primary) {
+        const char *argv[1] = { "ROLE" };
+        size_t lens[1] = { 4 };
+        if (queue_setup_fn(c, 1, argv, lens, role_reply) != 0) return -1;
     }
     if (c->setup_left == 0) {
         const char *argv[1] = { "PING" };
@@ -340,6 +369,12 @@ static void read_cb(struct bufferevent *bev, void *arg) {
         }
         if (!rep) return;
         struct pending *p = pop(&c->pending);
+        if (!p && c->o.on_push && c->state == ST_READY) { /* a pub/sub message */
+            c->o.on_push(c->o.owner, rep);
+            freeReplyObject(rep);
+            if (c->gen != gen) return;
+            continue;
+        }
         if (!p) {
             freeReplyObject(rep);
             fail_with(c, SLUICE_EPROTO, "%s sent a reply to no command", c->peer);
@@ -533,7 +568,10 @@ static void connect_tcp(struct sluice__conn *c) {
 }
 
 static void begin_connect(struct sluice__conn *c) {
-    if (c->url.topology == SLUICE__REDIS_UNIX)
+    if (c->o.resolve) { /* where to? (answered by sluice__conn_target*) */
+        c->resolving = true;
+        c->o.resolve(c->o.resolver, c, c->gen);
+    } else if (c->url.topology == SLUICE__REDIS_UNIX)
         connect_unix(c);
     else
         connect_tcp(c);
@@ -554,7 +592,7 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg) {
     struct sluice__conn *c = arg;
     if (c->state == ST_IDLE)
         start_attempt(c);
-    else if (c->state == ST_CONNECTING && c->fd < 0 && !c->connect_ev && !c->addrs)
+    else if (c->state == ST_CONNECTING && c->fd < 0 && !c->connect_ev && !c->addrs && !c->resolving)
         begin_connect(c);
 }
 
@@ -563,7 +601,9 @@ static void timeout_cb(evutil_socket_t fd, short what, void *arg) {
     (void)what;
     struct sluice__conn *c = arg;
     unsigned long long ms = (unsigned long long)(c->o.connect_timeout_ns / MS);
-    if (c->state == ST_CONNECTING)
+    if (c->state == ST_CONNECTING && c->resolving)
+        fail_with(c, SLUICE_ETIMEDOUT, "discovery of %s timed out (%llu ms)", c->peer, ms);
+    else if (c->state == ST_CONNECTING)
         fail_with(c, SLUICE_ETIMEDOUT, "connect to %s timed out (%llu ms)", c->peer, ms);
     else if (c->state == ST_SETUP && c->handshaking)
         fail_with(c, SLUICE_ETLS, "TLS handshake with %s did not finish in %llu ms: is it a TLS port?", c->peer, ms);
@@ -657,7 +697,7 @@ static int copy_url(sluice__redis_url_t *d, const sluice__redis_url_t *s) {
     return ok ? 0 : SLUICE_ENOMEM;
 }
 
-static int check_url(const sluice__redis_url_t *u, char *why, size_t why_len) {
+static int check_url(const sluice__redis_url_t *u, bool resolved, char *why, size_t why_len) {
     const char *bad = NULL;
     if (u->topology == SLUICE__REDIS_UNIX) {
         if (!u->path || !*u->path || strlen(u->path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
@@ -669,8 +709,10 @@ static int check_url(const sluice__redis_url_t *u, char *why, size_t why_len) {
             bad = "a single-server address needs one host";
         else if (u->nodes[0].port <= 0 || u->nodes[0].port > 65535)
             bad = "the port is out of range (1-65535)";
+    } else if (u->topology == SLUICE__REDIS_SENTINEL && resolved) {
+        if (u->n_nodes < 1 || !u->nodes) bad = "a Sentinel address needs at least one sentinel";
     } else {
-        bad = "Sentinel and Cluster addresses are not supported yet";
+        bad = "Cluster addresses are not supported yet";
     }
     if (!bad && u->db < 0) bad = "the database number is negative";
     if (bad && why) snprintf(why, why_len, "%s", bad);
@@ -679,11 +721,52 @@ static int check_url(const sluice__redis_url_t *u, char *why, size_t why_len) {
 
 /* ------------------------------------------------------------------ public */
 
+/* "host:port" ("[v6]:port") or "unix:path", for messages. */
+static void set_peer(struct sluice__conn *c) {
+    if (c->url.topology == SLUICE__REDIS_UNIX)
+        snprintf(c->peer, sizeof c->peer, "unix:%s", c->url.path);
+    else if (strchr(c->url.nodes[0].host, ':'))
+        snprintf(c->peer, sizeof c->peer, "[%.200s]:%d", c->url.nodes[0].host, c->url.nodes[0].port);
+    else
+        snprintf(c->peer, sizeof c->peer, "%.200s:%d", c->url.nodes[0].host, c->url.nodes[0].port);
+}
+
+void sluice__conn_target(sluice__conn_t *c, uint64_t ticket, const char *host, int port) {
+    if (!c || ticket != c->gen || c->state != ST_CONNECTING || !c->resolving) return;
+    c->resolving = false;
+    char *h = strdup(host);
+    if (!h) {
+        fail_with(c, SLUICE_ENOMEM, "out of memory connecting to %s", c->peer);
+        return;
+    }
+    free(c->url.nodes[0].host);
+    c->url.nodes[0].host = h;
+    c->url.nodes[0].port = port;
+    set_peer(c);
+    connect_tcp(c);
+}
+
+bool sluice__conn_is_at(const sluice__conn_t *c, const char *host, int port) {
+    if (!c || c->state == ST_IDLE || c->state == ST_FREED || c->resolving || !c->url.nodes) return false;
+    return c->url.nodes[0].port == port && strcmp(c->url.nodes[0].host, host) == 0;
+}
+
+void sluice__conn_retry_now(sluice__conn_t *c) {
+    if (!c || c->state != ST_IDLE) return;
+    c->attempt = 0;
+    arm(c->retry, 0);
+}
+
+void sluice__conn_target_failed(sluice__conn_t *c, uint64_t ticket, int err, const char *msg) {
+    if (!c || ticket != c->gen || c->state != ST_CONNECTING || !c->resolving) return;
+    fail_with(c, err, "%s", msg);
+}
+
 int sluice__conn_new(sluice__conn_t **out, struct event_base *base, const sluice__redis_url_t *url,
                      const sluice__conn_opts_t *opts, char *why, size_t why_len) {
     if (why && why_len) why[0] = '\0';
     if (!out || !base || !url || !opts) return SLUICE_EINVAL;
-    int rc = check_url(url, why, why_len);
+    int rc = check_url(url, opts->resolve != NULL, why, why_len);
     if (rc) return rc;
     struct sluice__conn *c = calloc(1, sizeof *c);
     if (!c) return SLUICE_ENOMEM;
@@ -702,12 +785,13 @@ int sluice__conn_new(sluice__conn_t **out, struct event_base *base, const sluice
         free(c);
         return rc;
     }
-    if (c->url.topology == SLUICE__REDIS_UNIX)
-        snprintf(c->peer, sizeof c->peer, "unix:%s", c->url.path);
-    else if (strchr(c->url.nodes[0].host, ':'))
-        snprintf(c->peer, sizeof c->peer, "[%.200s]:%d", c->url.nodes[0].host, c->url.nodes[0].port);
-    else
-        snprintf(c->peer, sizeof c->peer, "%.200s:%d", c->url.nodes[0].host, c->url.nodes[0].port);
+    if (c->o.resolve) {
+        /* the copy holds the first sentinel: replaced by the resolver's answer */
+        c->url.topology = SLUICE__REDIS_SINGLE;
+        snprintf(c->peer, sizeof c->peer, "the primary of \"%.200s\"", url->master ? url->master : "");
+    } else {
+        set_peer(c);
+    }
     if (c->url.tls.tls) rc = make_ctx(&c->url.tls, &c->ctx, why, why_len);
     c->timer = evtimer_new(base, timeout_cb, c);
     c->retry = evtimer_new(base, retry_cb, c);

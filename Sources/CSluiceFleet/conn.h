@@ -14,8 +14,12 @@
  *   2. TLS handshake and certificate verification (rediss);
  *   3. AUTH [user] password, when a password is set;
  *   4. SELECT db, when db > 0;
- *   5. PING, when neither 3 nor 4 ran (so "ready" always means that a Redis
+ *   5. ROLE, when the owner asked for a primary (check_primary);
+ *   6. PING, when none of 3-5 ran (so "ready" always means that a Redis
  *      answered in RESP).
+ * With a resolver (opts.resolve), each attempt first asks it where to go
+ * (step 0: Sentinel discovery), so a reconnect after a drop or a failure
+ * rediscovers the server instead of returning to the old address.
  * The whole sequence is bounded by the connect timeout. Then the owner is told
  * SLUICE__CONN_UP; commands it sends from inside that event go out before the
  * commands it sent while the connection was being set up (room for the
@@ -58,18 +62,41 @@ typedef void (*sluice__conn_reply_fn)(void *arg, redisReply *reply, int err);
  *  Same rules as sluice__conn_reply_fn. */
 typedef void (*sluice__conn_event_fn)(void *owner, sluice__conn_event_t ev, int err);
 
+/**
+ * Asks where to connect (discovery: Redis Sentinel, sentinel.h), at the start
+ * of every attempt, the first one included. Called from the event loop, never
+ * inside a conn function. The resolver answers later (or inside this call)
+ * with sluice__conn_target() or sluice__conn_target_failed() and `ticket`; an
+ * answer whose attempt has ended (connect timeout, drop, free) is ignored.
+ */
+typedef void (*sluice__conn_resolve_fn)(void *resolver, sluice__conn_t *c, uint64_t ticket);
+
+/** A reply that answers no command: a pub/sub message after SUBSCRIBE.
+ *  `reply` is valid during the call only. Same rules as sluice__conn_reply_fn. */
+typedef void (*sluice__conn_push_fn)(void *owner, redisReply *reply);
+
 /** Options of a connection. Zero means the default. */
 typedef struct sluice__conn_opts {
-    uint64_t connect_timeout_ns; /**< connect + TLS + AUTH/SELECT; 0 = 1 s */
+    uint64_t connect_timeout_ns; /**< discovery + connect + TLS + AUTH/SELECT; 0 = 1 s */
     uint64_t backoff_min_ns;     /**< first reconnect delay; 0 = 20 ms */
     uint64_t backoff_max_ns;     /**< longest reconnect delay; 0 = 1 s */
     sluice__conn_event_fn on_event;
     void *owner;
+    /** NULL: connect to the address's host. Else every attempt asks it first
+     *  (the address may then be SENTINEL: its TLS settings, user, password
+     *  and db apply to the server the resolver names). */
+    sluice__conn_resolve_fn resolve;
+    void *resolver;
+    /** Setup also sends ROLE, and the attempt fails (SLUICE_EREADONLY) unless
+     *  the server says it is a primary ("master"). */
+    bool check_primary;
+    /** NULL: a reply to no command is a protocol error (SLUICE_EPROTO). */
+    sluice__conn_push_fn on_push;
 } sluice__conn_opts_t;
 
 /**
- * Creates a connection to `url` (SINGLE or UNIX topology; copied) and starts
- * connecting at once.
+ * Creates a connection to `url` (SINGLE or UNIX topology, or SENTINEL with a
+ * resolver in `opts`; copied) and starts connecting at once.
  *
  * @param why on error, a sentence naming the problem (never the password).
  * @return 0; SLUICE_EINVAL (unsupported topology, TLS over a Unix socket);
@@ -94,6 +121,23 @@ SLUICE_FLEET_HIDDEN int sluice__conn_send(sluice__conn_t *c, int argc, const cha
  *  command is answered with `err`, the owner gets DOWN (or FAILED), and a
  *  reconnect is scheduled. Safe inside a callback. Nothing when down already. */
 SLUICE_FLEET_HIDDEN void sluice__conn_drop(sluice__conn_t *c, int err);
+
+/** The resolver's answer for attempt `ticket`: connect to host:port (copied).
+ *  Ignored when that attempt has ended. */
+SLUICE_FLEET_HIDDEN void sluice__conn_target(sluice__conn_t *c, uint64_t ticket, const char *host, int port);
+
+/** The resolver's failure for attempt `ticket`: the attempt fails with `err`
+ *  and `msg` (no password in it). Ignored when that attempt has ended. */
+SLUICE_FLEET_HIDDEN void sluice__conn_target_failed(sluice__conn_t *c, uint64_t ticket, int err, const char *msg);
+
+/** Whether the connection is at host:port: connected, or connecting there
+ *  (not while its resolver is asked where to go). */
+SLUICE_FLEET_HIDDEN bool sluice__conn_is_at(const sluice__conn_t *c, const char *host, int port);
+
+/** Between attempts (a reconnect is scheduled after a backoff): starts the
+ *  next attempt now, with the backoff reset (the owner learnt that the server
+ *  is back or has moved). Nothing otherwise. Safe inside a callback. */
+SLUICE_FLEET_HIDDEN void sluice__conn_retry_now(sluice__conn_t *c);
 
 /** Frees the connection: every pending command is answered (NULL reply,
  *  SLUICE_ECLOSED) first; no event is sent. Not inside one of its callbacks. */

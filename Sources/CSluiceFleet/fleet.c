@@ -1,6 +1,7 @@
 /*
  * fleet.c — the fleet (Redis) rate limiter: request queue, the connection
- * (conn.c: TCP, Unix or TLS, reconnects) on the caller's event_base,
+ * (conn.c: TCP, Unix or TLS, reconnects; behind Sentinel, sentinel.c tells
+ * it where the primary is) on the caller's event_base,
  * timeouts, the TAT cache and the failure policies. See include/sluice_fleet.h.
  *
  * Life of a request: sluice_fleet_call() (any thread) copies it into a
@@ -39,6 +40,7 @@
 #include "conn.h"
 #include "fleet-internal.h"
 #include "redis-url.h"
+#include "sentinel.h"
 
 #define MS 1000000ull
 
@@ -85,7 +87,8 @@ struct sluice_fleet {
     char sha[41];
     char limit_s[40], bper_s[40], extra_s[24], cend_s[48];
 
-    sluice__conn_t *conn; /* keeps itself connected (conn.h) */
+    sluice__conn_t *conn;         /* keeps itself connected (conn.h) */
+    sluice__sentinel_t *sentinel; /* a Sentinel address: the conn's resolver (sentinel.h), else NULL */
     bool degraded, closing;
     struct event *wake, *tmo, *stall;
     int conn_err;       /* the connection's last error (under mu), 0 when up */
@@ -702,7 +705,8 @@ static int error_reply_code(struct sluice_fleet *f, const redisReply *rep) {
  * so the connection stays (OOM, NOPERM, NOAUTH... get the same answer on a
  * new one). Except READONLY/MASTERDOWN: this node cannot take writes (a
  * replica, or one whose primary is down), so it is left: dropped and
- * reconnected (later: rediscovery of the primary). */
+ * reconnected (with a Sentinel address, the reconnect asks the sentinels for
+ * the primary again: sentinel.h). */
 static void after_error_reply(struct sluice_fleet *f, int code) {
     if (code == SLUICE_EREADONLY) drop_connection(f, code);
 }
@@ -898,7 +902,20 @@ static int open_conn(struct sluice_fleet *f, const sluice_fleet_config_t *config
     o.backoff_max_ns = f->cfg.backoff_max_ns;
     o.on_event = conn_event;
     o.owner = f;
-    rc = sluice__conn_new(&f->conn, f->base, &url, &o, why, sizeof why);
+    rc = 0;
+    if (url.topology == SLUICE__REDIS_SENTINEL) {
+        /* every attempt asks the sentinels, and only a primary will do */
+        rc = sluice__sentinel_new(&f->sentinel, f->base, &url, o.connect_timeout_ns, why, sizeof why);
+        o.resolve = sluice__sentinel_resolve;
+        o.resolver = f->sentinel;
+        o.check_primary = true;
+    }
+    if (rc == 0) rc = sluice__conn_new(&f->conn, f->base, &url, &o, why, sizeof why);
+    if (rc != 0) {
+        sluice__sentinel_free(f->sentinel);
+        f->sentinel = NULL;
+        snprintf(f->conn_msg, sizeof f->conn_msg, "%s", why);
+    }
     if (config->url) sluice__redis_url_free(&url);
     return rc;
 }
@@ -1164,7 +1181,8 @@ void sluice_fleet_free(sluice_fleet_t *f) {
     }
     f->batch_n = 0;
     while (f->whead) answer_closed(f, f->whead);
-    sluice__conn_free(f->conn); /* returns every request it holds (NULL replies) */
+    sluice__sentinel_free(f->sentinel); /* first: it may hold an answer for the conn */
+    sluice__conn_free(f->conn);         /* returns every request it holds (NULL replies) */
     f->conn = NULL;
     event_free(f->wake);
     event_free(f->tmo);

@@ -289,6 +289,8 @@ void test_redis_stop(test_redis_t *r) {
         unlink(path);
         snprintf(path, sizeof path, "%s/redis.log", r->dir); /* test_redis_start_opts() */
         unlink(path);
+        snprintf(path, sizeof path, "%s/sentinel.conf", r->dir); /* a Sentinel's */
+        unlink(path);
         rmdir(r->dir);
         r->dir[0] = '\0';
     }
@@ -304,8 +306,8 @@ static void add_arg(const char **argv, int *argc, const char *a) {
     if (*argc < OPT_ARGS - 1) argv[(*argc)++] = a;
 }
 
-/* Whether the server's log says it is ready. */
-static bool log_says_ready(const char *dir) {
+/* Whether the server's log says it is ready (a Sentinel: its ID is chosen). */
+static bool log_says_ready(const char *dir, bool sentinel) {
     char path[128], buf[8192];
     snprintf(path, sizeof path, "%s/redis.log", dir);
     FILE *f = fopen(path, "r");
@@ -313,7 +315,7 @@ static bool log_says_ready(const char *dir) {
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
-    return strstr(buf, "Ready to accept connections") != NULL;
+    return strstr(buf, sentinel ? "Sentinel ID is" : "Ready to accept connections") != NULL;
 }
 
 /* One start with options: 0 ready, 1 exited at start, -1 other failure. */
@@ -325,6 +327,18 @@ static int start_opts_once(test_redis_t *r, int port, const test_redis_opts_t *o
     const char *argv[OPT_ARGS];
     int argc = 0;
     add_arg(argv, &argc, server_path());
+    char conf_path[128];
+    if (o->sentinel_conf) {
+        snprintf(conf_path, sizeof conf_path, "%s/sentinel.conf", r->dir);
+        FILE *cf = fopen(conf_path, "w");
+        if (!cf) return -1;
+        fprintf(cf, "port %s\nbind 127.0.0.1\ndir %s\nlogfile %s\nloglevel notice\n%s", port_s, r->dir, log_path,
+                o->sentinel_conf);
+        fclose(cf);
+        add_arg(argv, &argc, conf_path);
+        add_arg(argv, &argc, "--sentinel");
+        goto spawn;
+    }
     add_arg(argv, &argc, "--port");
     add_arg(argv, &argc, o->tls ? "0" : port_s);
     const char *fixed[] = { "--bind", "127.0.0.1", "--save", "",           "--appendonly", "no",        "--daemonize",
@@ -354,6 +368,7 @@ static int start_opts_once(test_redis_t *r, int port, const test_redis_opts_t *o
                             "--tls-auth-clients", o->tls_auth_clients ? "yes" : "no" };
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) add_arg(argv, &argc, t[i]);
     }
+spawn:
     argv[argc] = NULL;
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -382,7 +397,7 @@ static int start_opts_once(test_redis_t *r, int port, const test_redis_opts_t *o
             r->pid = 0;
             return 1;
         }
-        if (log_says_ready(r->dir)) return 0;
+        if (log_says_ready(r->dir, o->sentinel_conf != NULL)) return 0;
         sleep_ms(10);
     }
     fprintf(stderr, "redis-server (with options) not ready on port %d\n", port);

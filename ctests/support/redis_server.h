@@ -47,6 +47,12 @@ typedef struct test_redis_opts {
     bool tls;                /* TLS only: tls-port on the port, plain port 0 */
     bool tls_auth_clients;   /* TLS: clients must present a certificate */
     const char *tls_cert, *tls_key, *tls_ca; /* TLS: the server's files */
+    /* Sentinel mode: these config lines (e.g. "sentinel monitor m 127.0.0.1
+     * 6379 1\n") go into <dir>/sentinel.conf with port, bind, dir and
+     * logfile, and the server runs as `redis-server FILE --sentinel` (it
+     * rewrites the file). Ready when its log shows its Sentinel ID. The
+     * other options are ignored. NULL: a plain server. */
+    const char *sentinel_conf;
 } test_redis_opts_t;
 
 /** Starts a server as test_redis_start() does, with `o`'s options, on a free

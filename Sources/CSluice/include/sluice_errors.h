@@ -22,6 +22,7 @@
     X(OK, 0, "success")                                                                                                \
     X(ENOPERM, -1, "the Redis user lacks a permission the fleet needs (NOPERM): see the ACL line in docs/fleet.md")    \
     X(EREDIS, -5, "Redis answered with an error this list does not name (the message is reported with it)")            \
+    X(ENOMASTER, -6, "Redis Sentinel knows no primary by the configured master name (see the message)")                \
     X(ELIMIT, -7, "a configured limit was reached (a trace run's max_advances)")                                       \
     X(ENOMEM, -12, "out of memory: nothing was changed")                                                               \
     X(EAUTH, -13, "Redis refused the credentials (WRONGPASS or NOAUTH): check the user and password")                  \

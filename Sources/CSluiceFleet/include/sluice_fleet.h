@@ -81,7 +81,10 @@ struct event_base;
  * (not a valid answer), SLUICE_EBADVALUE (the key's value in Redis is not
  * Sluice state: that request alone), and the classes of Redis's error
  * replies: SLUICE_EAUTH, SLUICE_ENOPERM, SLUICE_EOOM, SLUICE_EREADONLY and
- * SLUICE_EREDIS (any other). docs/fleet.md lists what each means and what to do. */
+ * SLUICE_EREDIS (any other). Behind Redis Sentinel also SLUICE_ENOMASTER (no
+ * sentinel knows the master name), and SLUICE_EREADONLY for the requests in
+ * flight when a failover moved the primary. docs/fleet.md lists what each
+ * means and what to do. */
 
 /** What to do when Redis cannot decide in time. */
 typedef enum sluice_fleet_failure {
@@ -166,7 +169,10 @@ typedef struct sluice_fleet_config {
     const char *url;                   /**< Redis address as a URL (see docs/fleet.md, "Connections");
                                        replaces host and port when set: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB],
                                        rediss://...?cacert=PATH&cert=PATH&key=PATH&sni=NAME&insecure=1,
-                                       unix:///PATH?db=N&user=U&password=P. Read during sluice_fleet_new() only */
+                                       unix:///PATH?db=N&user=U&password=P,
+                                       redis+sentinel://[[USER]:PASSWORD@]H1:P1[,H2:P2...]/MASTER[/DB] (and
+                                       rediss+sentinel://; docs/fleet.md, "Sentinel"). Read during
+                                       sluice_fleet_new() only */
 } sluice_fleet_config_t;
 
 /** An opaque fleet limiter. */
@@ -181,12 +187,15 @@ typedef struct sluice_fleet sluice_fleet_t;
  * @param base the event_base that will run it (run it on one thread).
  * @param config the configuration; read only during the call (the prefix is copied).
  * @return 0, SLUICE_EINVAL (NULL pointer, not a rate policy, bad fallback
- *         policy, prefix too long, an address this version cannot use),
+ *         policy, prefix too long, an address this version cannot use: a
+ *         Cluster address),
  *         SLUICE_ERANGE (see sluice_policy_validate()), SLUICE_ESYNTAX (a
  *         malformed `url`), SLUICE_ETLS (a TLS CA, certificate or key file that
  *         cannot be loaded) or SLUICE_ENOMEM. Connection failures (refused,
- *         wrong password, TLS verification) are not reported here: the limiter
- *         keeps trying, and sluice_fleet_last_error() says why it is not up.
+ *         wrong password, TLS verification; behind Sentinel: an unknown master
+ *         name, SLUICE_ENOMASTER, or no sentinel reachable) are not reported
+ *         here: the limiter keeps trying, and sluice_fleet_last_error() says
+ *         why it is not up.
  */
 SLUICE_EXTERN int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice_fleet_config_t *config);
 

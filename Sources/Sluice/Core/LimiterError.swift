@@ -118,6 +118,9 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     public static let badStoredValue = LimiterError(rawValue: SLUICE_EBADVALUE.rawValue)
     /// Redis answered with an error that has no code of its own.
     public static let redisError = LimiterError(rawValue: SLUICE_EREDIS.rawValue)
+    /// Redis Sentinel knows no primary by the fleet limiter's master name
+    /// (the ``reason`` names it).
+    public static let unknownMaster = LimiterError(rawValue: SLUICE_ENOMASTER.rawValue)
     /// The task awaiting a fleet limiter's answer was cancelled first.
     public static let cancelled = LimiterError(rawValue: SLUICE_ECANCELED.rawValue)
 
@@ -127,7 +130,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         .outOfMemory, .busy, .invalidArgument, .full, .outOfRange, .keyTooLong, .closed, .corrupted,
         .notConnected, .timedOut, .badReply, .malformedInput, .limitReached, .authenticationFailed,
         .permissionDenied, .tlsFailed, .redisOutOfMemory, .readOnly, .badStoredValue, .redisError,
-        .cancelled,
+        .cancelled, .unknownMaster,
     ]
 
     /// What went wrong, as one sentence: the ``reason`` when there is one,
@@ -170,6 +173,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
             "A key's value in Redis is not the fleet limiter's state: another writer, or another type."
         case .redisError: "Redis answered with an error."
         case .cancelled: "The call was cancelled before its answer came."
+        case .unknownMaster: "Redis Sentinel knows no primary by the configured master name."
         default: "Unknown Sluice error (code \(rawValue))."
         }
     }
