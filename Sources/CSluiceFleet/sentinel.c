@@ -88,7 +88,7 @@ static int rank(int err) {
 static void note_failure(struct sluice__sentinel *s, int err, const char *msg) {
     if (s->err && rank(err) < rank(s->err)) return;
     s->err = err;
-    snprintf(s->msg, sizeof s->msg, "%s", msg);
+    snprintf(s->msg, sizeof s->msg, "%.*s", (int)(sizeof s->msg - 1), msg); /* cut if longer */
 }
 
 /* This sentinel gave no address: the next one is asked (from the loop). */
