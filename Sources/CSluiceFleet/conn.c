@@ -18,6 +18,7 @@
 #endif
 
 #include "conn.h"
+#include "fleet-time.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -97,18 +98,6 @@ struct sluice__conn {
 static void start_attempt(struct sluice__conn *c);
 
 /* ------------------------------------------------------------------ helpers */
-
-static struct timeval tv_of(uint64_t ns) {
-    struct timeval tv;
-    tv.tv_sec = (time_t)(ns / 1000000000ull);
-    tv.tv_usec = (suseconds_t)(ns % 1000000000ull / 1000);
-    return tv;
-}
-
-static void arm(struct event *ev, uint64_t ns) {
-    struct timeval tv = tv_of(ns);
-    evtimer_add(ev, &tv);
-}
 
 static uint64_t next_rand(struct sluice__conn *c) {
     c->rng ^= c->rng << 13;
@@ -219,7 +208,8 @@ static void conn_fail(struct sluice__conn *c) {
     bool was_ready = c->state == ST_READY;
     teardown(c);
     c->state = ST_IDLE;
-    arm(c->retry, sluice__conn_backoff(c->o.backoff_min_ns, c->o.backoff_max_ns, c->attempt, next_rand(c)));
+    sluice__fleet_arm(c->retry,
+                      sluice__conn_backoff(c->o.backoff_min_ns, c->o.backoff_max_ns, c->attempt, next_rand(c)));
     if (c->attempt < 64) c->attempt++;
     int err = c->err;
     uint64_t gen = c->gen;
@@ -580,7 +570,7 @@ static void begin_connect(struct sluice__conn *c) {
 /* An attempt: CONNECTING, bounded by the connect timeout. */
 static void start_attempt(struct sluice__conn *c) {
     c->state = ST_CONNECTING;
-    arm(c->timer, c->o.connect_timeout_ns);
+    sluice__fleet_arm(c->timer, c->o.connect_timeout_ns);
     begin_connect(c);
 }
 
@@ -754,7 +744,7 @@ bool sluice__conn_is_at(const sluice__conn_t *c, const char *host, int port) {
 void sluice__conn_retry_now(sluice__conn_t *c) {
     if (!c || c->state != ST_IDLE) return;
     c->attempt = 0;
-    arm(c->retry, 0);
+    sluice__fleet_arm(c->retry, 0);
 }
 
 void sluice__conn_target_failed(sluice__conn_t *c, uint64_t ticket, int err, const char *msg) {
@@ -777,9 +767,7 @@ int sluice__conn_new(sluice__conn_t **out, struct event_base *base, const sluice
     if (!c->o.backoff_min_ns) c->o.backoff_min_ns = 20 * MS;
     if (!c->o.backoff_max_ns) c->o.backoff_max_ns = 1000 * MS;
     if (c->o.backoff_max_ns < c->o.backoff_min_ns) c->o.backoff_max_ns = c->o.backoff_min_ns;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    c->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)c ^ 0x9E3779B97F4A7C15ull;
+    c->rng = (sluice__fleet_clock_ns(CLOCK_MONOTONIC) << 20) ^ (uint64_t)(uintptr_t)c ^ 0x9E3779B97F4A7C15ull;
     rc = copy_url(&c->url, url);
     if (rc) {
         free(c);
@@ -804,8 +792,8 @@ int sluice__conn_new(sluice__conn_t **out, struct event_base *base, const sluice
     }
     *out = c;
     c->state = ST_CONNECTING; /* commands sent now wait for the connection */
-    arm(c->timer, c->o.connect_timeout_ns);
-    arm(c->retry, 0);
+    sluice__fleet_arm(c->timer, c->o.connect_timeout_ns);
+    sluice__fleet_arm(c->retry, 0);
     return 0;
 }
 

@@ -38,6 +38,7 @@
 #include <hiredis/hiredis.h>
 
 #include "conn.h"
+#include "fleet-time.h"
 #include "fleet-internal.h"
 #include "redis-url.h"
 #include "sentinel.h"
@@ -122,25 +123,8 @@ struct sluice_fleet {
 #define STAT_ADD(f, field, n) __atomic_fetch_add(&(f)->st.field, (uint64_t)(n), __ATOMIC_RELAXED)
 #define STAT_INC(f, field) STAT_ADD(f, field, 1)
 
-static uint64_t clock_ns(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-static uint64_t mono_now(void) { return clock_ns(CLOCK_MONOTONIC); }
-static uint64_t real_now(void) { return clock_ns(CLOCK_REALTIME); }
-
-static struct timeval tv_of(uint64_t ns) {
-    struct timeval tv;
-    tv.tv_sec = (time_t)(ns / 1000000000ull);
-    tv.tv_usec = (suseconds_t)(ns % 1000000000ull / 1000);
-    return tv;
-}
-
-static void arm_in(struct event *ev, uint64_t ns) {
-    struct timeval tv = tv_of(ns);
-    evtimer_add(ev, &tv);
-}
+static uint64_t mono_now(void) { return sluice__fleet_clock_ns(CLOCK_MONOTONIC); }
+static uint64_t real_now(void) { return sluice__fleet_clock_ns(CLOCK_REALTIME); }
 
 static uint64_t hash_bytes(uint64_t seed, const char *p, size_t n) {
     uint64_t h = 1469598103934665603ull ^ seed;
@@ -531,7 +515,7 @@ static void arm_timeout(struct sluice_fleet *f) {
         return;
     }
     uint64_t now = mono_now();
-    arm_in(f->tmo, f->whead->deadline > now ? f->whead->deadline - now : 0);
+    sluice__fleet_arm(f->tmo, f->whead->deadline > now ? f->whead->deadline - now : 0);
 }
 
 static void insert_waiting(struct sluice_fleet *f, struct req *r) {
@@ -629,7 +613,7 @@ static void tmo_cb(evutil_socket_t fd, short what, void *arg) {
             /* Redis is late: answer new requests by the failure policy until a
              * reply comes; reconnect if none comes for stall_ns */
             f->degraded = true;
-            arm_in(f->stall, f->cfg.stall_ns);
+            sluice__fleet_arm(f->stall, f->cfg.stall_ns);
         }
         answer_failure(f, r, SLUICE_ETIMEDOUT);
     }

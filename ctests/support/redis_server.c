@@ -195,30 +195,38 @@ static long answering_pid(int port) {
     return pid;
 }
 
+/* Starts redis-server with `argv` (NULL-terminated, argv[0] the program) in
+ * r->dir, its standard input and output on /dev/null, killed if the test
+ * dies. @return the child's pid, or -1 when fork() failed. */
+static pid_t spawn(const test_redis_t *r, const char *const *argv) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+#ifdef __linux__
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+#endif
+    (void)parent;
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+    }
+    if (chdir(r->dir) != 0) _exit(127);
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
 /* One start on `port`: 0 when our server answers, 1 when it exited at start
  * (the port was taken: worth another port), -1 on any other failure. */
 static int start_once(test_redis_t *r, int port) {
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", port);
-    pid_t parent = getpid();
-    pid_t pid = fork();
+    const char *argv[] = { server_path(),  "--port", port_s,        "--bind", "127.0.0.1", "--save", "",
+                           "--appendonly", "no",     "--daemonize", "no",     "--dir",     r->dir,   "--loglevel",
+                           "warning",      NULL };
+    pid_t pid = spawn(r, argv);
     if (pid < 0) return -1;
-    if (pid == 0) {
-#ifdef __linux__
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(127);
-#endif
-        (void)parent;
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-        }
-        if (chdir(r->dir) != 0) _exit(127);
-        execlp(server_path(), server_path(), "--port", port_s, "--bind", "127.0.0.1", "--save", "", "--appendonly",
-               "no", "--daemonize", "no", "--dir", r->dir, "--loglevel", "warning", (char *)NULL);
-        _exit(127);
-    }
     r->pid = pid;
     r->port = port;
     for (int i = 0; i < 3000; i++) { /* up to 30 s: a loaded machine can be slow to start it */
@@ -236,7 +244,9 @@ static int start_once(test_redis_t *r, int port) {
     return -1;
 }
 
-int test_redis_start(test_redis_t *r, int port) {
+/* Before a start: redis-server is there, and the server's directory made
+ * (once per test_redis_t). @return 0 or -1 with a message on stderr. */
+static int prepare(test_redis_t *r) {
     if (!test_redis_available()) {
         fprintf(stderr, "redis-server not found (set SLUICE_REDIS_SERVER or install redis-server)\n");
         return -1;
@@ -249,6 +259,11 @@ int test_redis_start(test_redis_t *r, int port) {
             return -1;
         }
     }
+    return 0;
+}
+
+int test_redis_start(test_redis_t *r, int port) {
+    if (prepare(r) != 0) return -1;
     if (port != 0) return start_once(r, port) == 0 ? 0 : -1;
     /* a free port can still be taken before the server binds it: another one */
     for (int attempt = 0; attempt < 10; attempt++) {
@@ -370,24 +385,8 @@ static int start_opts_once(test_redis_t *r, int port, const test_redis_opts_t *o
     }
 spawn:
     argv[argc] = NULL;
-    pid_t parent = getpid();
-    pid_t pid = fork();
+    pid_t pid = spawn(r, argv);
     if (pid < 0) return -1;
-    if (pid == 0) {
-#ifdef __linux__
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(127);
-#endif
-        (void)parent;
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-        }
-        if (chdir(r->dir) != 0) _exit(127);
-        execvp(server_path(), (char *const *)argv);
-        _exit(127);
-    }
     r->pid = pid;
     r->port = port;
     for (int i = 0; i < 3000; i++) { /* up to 30 s, as test_redis_start() */
@@ -406,18 +405,7 @@ spawn:
 }
 
 int test_redis_start_opts(test_redis_t *r, int port, const test_redis_opts_t *o) {
-    if (!test_redis_available()) {
-        fprintf(stderr, "redis-server not found (set SLUICE_REDIS_SERVER or install redis-server)\n");
-        return -1;
-    }
-    if (r->dir[0] == '\0') {
-        snprintf(r->dir, sizeof r->dir, "/tmp/sluice-redis-XXXXXX");
-        if (!mkdtemp(r->dir)) {
-            fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
-            r->dir[0] = '\0';
-            return -1;
-        }
-    }
+    if (prepare(r) != 0) return -1;
     if (port != 0) return start_opts_once(r, port, o) == 0 ? 0 : -1;
     for (int attempt = 0; attempt < 10; attempt++) {
         int p = test_free_port();
