@@ -657,6 +657,7 @@ static void free_url_copy(sluice__redis_url_t *u) {
     free(u->path);
     free(u->master);
     free(u->user);
+    if (u->password) sluice__fleet_wipe(u->password, strlen(u->password)); /* a secret */
     free(u->password);
     free(u->tls.cacert);
     free(u->tls.cert);

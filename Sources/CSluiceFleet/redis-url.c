@@ -50,7 +50,7 @@ static void url_release(void *p, size_t n) {
 }
 
 /* Zeroes `n` bytes through a volatile pointer: the compiler cannot drop it. */
-static void wipe(void *p, size_t n) {
+void sluice__fleet_wipe(void *p, size_t n) {
     volatile unsigned char *v = p;
     while (n--) *v++ = 0;
 }
@@ -60,7 +60,7 @@ static void wipe(void *p, size_t n) {
 static void free_str(char **s, bool secret) {
     if (!*s) return;
     size_t n = strlen(*s) + 1;
-    if (secret) wipe(*s, n);
+    if (secret) sluice__fleet_wipe(*s, n);
     url_release(*s, n);
     *s = NULL;
 }

@@ -81,6 +81,10 @@ typedef struct sluice__redis_url {
  */
 SLUICE_FLEET_HIDDEN int sluice__redis_url_parse(const char *url, sluice__redis_url_t *out, char *why, size_t why_len);
 
+/** Zeroes `n` bytes at `p` in a way the compiler cannot drop (a secret about
+ *  to be freed). */
+SLUICE_FLEET_HIDDEN void sluice__fleet_wipe(void *p, size_t n);
+
 /** Frees what sluice__redis_url_parse() allocated (the password is wiped first) and zeroes `u`. */
 SLUICE_FLEET_HIDDEN void sluice__redis_url_free(sluice__redis_url_t *u);
 

@@ -295,7 +295,7 @@ static void free_copy(sluice__redis_url_t *u) {
     for (size_t i = 0; i < u->n_nodes; i++) free(u->nodes[i].host);
     free(u->nodes);
     free(u->master);
-    if (u->sentinel_password) memset(u->sentinel_password, 0, strlen(u->sentinel_password));
+    if (u->sentinel_password) sluice__fleet_wipe(u->sentinel_password, strlen(u->sentinel_password));
     free(u->sentinel_user);
     free(u->sentinel_password);
     free(u->tls.cacert);
