@@ -126,7 +126,7 @@ let package = Package(
         ),
         .target(
             name: "CSluiceFleet",
-            dependencies: ["CSluice", "CLibevent", "CHiredis"],
+            dependencies: ["CSluice", "CSluiceLoop", "CLibevent", "CHiredis"],
             path: "Sources/CSluiceFleet",
             publicHeadersPath: "include",
             cSettings: [

@@ -4,8 +4,8 @@
  * answering well-formed nonsense, the script cache flushed (NOSCRIPT), and the
  * limiter freed with requests in flight. Each failure policy answers as
  * documented: fail closed (drop, retry after closed_retry), fail open (admit),
- * fail local (the core limiter, counted). Also sluice_fleet_start() (a
- * limiter with its own loop thread). */
+ * fail local (the core limiter, counted). Also sluice_fleet_new_on_loop()
+ * (a limiter on a loop of the loop layer, freed from another thread). */
 #define TEST_NAME "test_fleet_faults"
 #include "test_fleet_util.h"
 
@@ -126,10 +126,13 @@ static pid_t fake_server(int mode, int *port_out) {
     return pid;
 }
 
-static int owned_admitted;
+static int owned_admitted, owned_closed, owned_off_loop;
+static sluice_loop_t *owned_loop;
 static void owned_cb(void *user, const sluice_fleet_result_t *r) {
-    if (r->decision.kind == SLUICE_EMITTED && r->source == SLUICE_FLEET_SOURCE_REDIS)
+    if (r->decision.kind == SLUICE_EMITTED && r->source == SLUICE_FLEET_SOURCE_REDIS && r->status == 0)
         __atomic_fetch_add(&owned_admitted, 1, __ATOMIC_RELEASE);
+    if (r->status == SLUICE_ECLOSED) __atomic_fetch_add(&owned_closed, 1, __ATOMIC_RELEASE);
+    if (!sluice_loop_in_thread(owned_loop)) __atomic_fetch_add(&owned_off_loop, 1, __ATOMIC_RELEASE);
     __atomic_fetch_add((int *)user, 1, __ATOMIC_RELEASE);
 }
 
@@ -304,8 +307,10 @@ int main(void) {
     }
     test_redis_signal(&redis, SIGCONT);
 
-    /* 8. sluice_fleet_start(): its own loop thread; calls from this thread,
-     * answers on that one; free stops and joins it */
+    /* 8. sluice_fleet_new_on_loop(): on a loop of the loop layer, no thread
+     * of its own; calls from this thread, answers on the loop's; a free from
+     * this thread, with requests in flight, is done on the loop thread: each
+     * request answered once (decided, or ECLOSED), before free returns */
     {
         sluice_fleet_config_t c;
         memset(&c, 0, sizeof c);
@@ -314,20 +319,31 @@ int main(void) {
         c.prefix = "owned";
         c.prefix_len = 5;
         c.timeout_ns = 5 * SEC;
+        CHECK(sluice_loop_start(&owned_loop, NULL) == 0, "sluice_loop_start");
         sluice_fleet_t *o = NULL;
-        CHECK(sluice_fleet_start(&o, &c) == 0, "sluice_fleet_start");
+        CHECK(sluice_fleet_new_on_loop(&o, NULL, &c) == SLUICE_EINVAL && o == NULL, "NULL loop");
+        CHECK(sluice_fleet_new_on_loop(&o, owned_loop, &c) == 0, "sluice_fleet_new_on_loop");
         static int answered;
         for (int i = 0; i < 5; i++)
-            CHECK(sluice_fleet_call(o, sluice_key_u64(5), 1, 0, owned_cb, &answered) == 0, "owned call");
+            CHECK(sluice_fleet_call(o, sluice_key_u64(5), 1, 0, owned_cb, &answered) == 0, "on-loop call");
         uint64_t end = tf_mono() + 30 * SEC;
         while (__atomic_load_n(&answered, __ATOMIC_ACQUIRE) < 5 && tf_mono() < end) {
             struct timespec ts = { 0, 1000000 };
             nanosleep(&ts, NULL);
         }
-        CHECK(__atomic_load_n(&answered, __ATOMIC_ACQUIRE) == 5, "owned: %d answers", answered);
-        CHECK(__atomic_load_n(&owned_admitted, __ATOMIC_ACQUIRE) == 2, "owned: burst 2 admitted, got %d",
+        CHECK(__atomic_load_n(&answered, __ATOMIC_ACQUIRE) == 5, "on loop: %d answers", answered);
+        CHECK(__atomic_load_n(&owned_admitted, __ATOMIC_ACQUIRE) == 2, "on loop: burst 2 admitted, got %d",
               owned_admitted);
+        /* requests in flight, then a free from this thread */
+        static int late;
+        for (int i = 0; i < 50; i++)
+            CHECK(sluice_fleet_call(o, sluice_key_u64(6 + (uint64_t)i), 1, 0, owned_cb, &late) == 0, "late call");
         sluice_fleet_free(o);
+        CHECK(__atomic_load_n(&late, __ATOMIC_ACQUIRE) == 50, "free answered every request: %d", late);
+        CHECK(__atomic_load_n(&owned_off_loop, __ATOMIC_ACQUIRE) == 0, "every answer on the loop thread");
+        printf("  on a loop: freed from another thread, %d of 50 in flight answered ECLOSED\n",
+               __atomic_load_n(&owned_closed, __ATOMIC_ACQUIRE));
+        CHECK(sluice_loop_free(owned_loop) == 0, "the loop is freed after the limiter");
     }
 
     event_base_free(base);

@@ -98,7 +98,7 @@ struct sluice_fleet {
     pthread_mutex_t mu;
     struct req *qhead, *qtail;
     bool wake_armed, closed;
-    bool stop_loop; /* sluice_fleet_free() of an owned loop: the wake event breaks the loop */
+    struct free_wait *free_wait; /* sluice_fleet_free() from another thread: the wake event frees */
 
     struct req *whead, *wtail;
     sluice_limiter_t *fallback;
@@ -116,9 +116,18 @@ struct sluice_fleet {
 
     struct stats st;
 
-    bool owned; /* sluice_fleet_start(): our own base and thread */
-    pthread_t thread;
+    sluice_loop_t *loop; /* sluice_fleet_new_on_loop(): freed on its thread */
 };
+
+/* A sluice_fleet_free() from a thread other than the loop's waits here
+ * (on its own stack) until the loop thread has freed the limiter. */
+struct free_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+static void free_on_loop(struct sluice_fleet *f);
 
 #define STAT_ADD(f, field, n) __atomic_fetch_add(&(f)->st.field, (uint64_t)(n), __ATOMIC_RELAXED)
 #define STAT_INC(f, field) STAT_ADD(f, field, 1)
@@ -583,11 +592,17 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
     (void)what;
     struct sluice_fleet *f = arg;
     pthread_mutex_lock(&f->mu);
-    if (f->stop_loop) { /* sluice_fleet_free() answers the queue once the loop is stopped */
-        pthread_mutex_unlock(&f->mu);
-        event_base_loopbreak(f->base);
+    struct free_wait *w = f->free_wait;
+    pthread_mutex_unlock(&f->mu);
+    if (w) { /* sluice_fleet_free() from another thread: freed here, then told */
+        free_on_loop(f);
+        pthread_mutex_lock(&w->mu);
+        w->done = true;
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
         return;
     }
+    pthread_mutex_lock(&f->mu);
     struct req *q = f->qhead;
     f->qhead = f->qtail = NULL;
     f->wake_armed = false;
@@ -1094,56 +1109,40 @@ int sluice_fleet_cancel(sluice_fleet_t *f, sluice_key_t key, uint64_t now, sluic
     return submit(f, SLUICE_FLEET_CANCEL, key, 1, now, fn, user);
 }
 
-static void *owned_loop(void *arg) {
-    struct sluice_fleet *f = arg;
-    event_base_loop(f->base, EVLOOP_NO_EXIT_ON_EMPTY);
-    return NULL;
-}
-
-static pthread_once_t threads_once = PTHREAD_ONCE_INIT;
-static int threads_rc;
-static void threads_init(void) { threads_rc = evthread_use_pthreads(); }
-
-int sluice_fleet_start(sluice_fleet_t **out, const sluice_fleet_config_t *config) {
-    if (!out || !config) return SLUICE_EINVAL;
-    pthread_once(&threads_once, threads_init);
-    if (threads_rc != 0) return SLUICE_ENOMEM;
-    struct event_base *base = event_base_new();
-    if (!base) return SLUICE_ENOMEM;
+int sluice_fleet_new_on_loop(sluice_fleet_t **out, sluice_loop_t *loop, const sluice_fleet_config_t *config) {
+    if (!out || !loop) return SLUICE_EINVAL;
+    /* other threads call in: libevent's locks must be on (sluice_loop.h) */
+    if (sluice_threads_init() != 0) return SLUICE_ENOMEM;
     sluice_fleet_t *f = NULL;
-    int rc = sluice_fleet_new(&f, base, config);
-    if (rc != 0) {
-        event_base_free(base);
-        return rc;
-    }
-    f->owned = true;
-    if (pthread_create(&f->thread, NULL, owned_loop, f) != 0) {
-        f->owned = false;
-        sluice_fleet_free(f);
-        event_base_free(base);
-        return SLUICE_ENOMEM;
-    }
+    int rc = sluice_fleet_new(&f, sluice_loop_base(loop), config);
+    if (rc != 0) return rc;
+    f->loop = loop;
     *out = f;
     return 0;
 }
 
 void sluice_fleet_free(sluice_fleet_t *f) {
     if (!f) return;
-    struct event_base *owned_base = NULL;
-    if (f->owned) {
-        /* Not event_base_loopbreak() from here alone: event_base_loop() clears
-         * the break flag when it starts, so a free right after
-         * sluice_fleet_start(), before the thread entered the loop, was lost
-         * and the join waited forever. An active event is not lost: the wake
-         * event breaks the loop from inside, whenever the loop runs it. */
+    if (f->loop && !sluice_loop_in_thread(f->loop)) {
+        /* The wake event frees it on the loop thread; this thread waits. */
+        struct free_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
         pthread_mutex_lock(&f->mu);
-        f->stop_loop = true;
+        f->free_wait = &w;
         f->wake_armed = true;
         event_active(f->wake, 0, 0);
         pthread_mutex_unlock(&f->mu);
-        pthread_join(f->thread, NULL);
-        owned_base = f->base;
+        pthread_mutex_lock(&w.mu);
+        while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        pthread_cond_destroy(&w.cv);
+        pthread_mutex_destroy(&w.mu);
+        return;
     }
+    free_on_loop(f);
+}
+
+/* sluice_fleet_free() on the loop thread (or with the loop stopped). */
+static void free_on_loop(struct sluice_fleet *f) {
     f->closing = true;
     pthread_mutex_lock(&f->mu);
     f->closed = true;
@@ -1180,7 +1179,6 @@ void sluice_fleet_free(sluice_fleet_t *f) {
     free(f->batch);
     free(f->prefix);
     free(f);
-    if (owned_base) event_base_free(owned_base);
 }
 
 int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {

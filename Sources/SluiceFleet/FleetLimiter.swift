@@ -39,6 +39,8 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
 
     /// The rate policy.
     public let policy: LimiterPolicy
+    /// The loop it runs on (kept alive as long as the limiter).
+    public let loop: LimiterLoop
     private let fleet: OpaquePointer
     private let manualTime: Bool
     private let fallsBackLocally: Bool
@@ -55,12 +57,16 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     /// - Parameters:
     ///   - policy: a rate policy, ``Sluice/LimiterPolicy/rate(limit:per:burst:)``.
     ///   - configuration: where Redis is and what to do when it cannot decide.
+    ///   - loop: the event loop it runs on, beside local limiters (the
+    ///     library's shared loop by default): no thread of its own.
     /// - Throws: ``Sluice/LimiterError/invalidArgument`` or
     ///   ``Sluice/LimiterError/outOfRange`` for a policy that is not rate or
     ///   an option that breaks a rule (the ``Sluice/LimiterError/reason``
     ///   names it), ``Sluice/LimiterError/outOfMemory``.
-    public init(_ policy: LimiterPolicy, configuration: FleetConfiguration = FleetConfiguration()) throws(LimiterError)
-    {
+    public init(
+        _ policy: LimiterPolicy, configuration: FleetConfiguration = FleetConfiguration(),
+        loop: LimiterLoop = .shared
+    ) throws(LimiterError) {
         var c = try cConfig(policy: policy, configuration)
         var out: OpaquePointer?
         let prefix = Array(configuration.prefix.utf8)  // its bytes (a NUL inside is kept): the C side copies them
@@ -71,12 +77,13 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
                     c.url = url
                     c.prefix = prefix.baseAddress
                     c.prefix_len = prefix.count
-                    return sluice_fleet_start(&out, &c)
+                    return sluice_fleet_new_on_loop(&out, loop.cHandle, &c)
                 }
             }
         }
         guard rc == 0, let out else { throw LimiterError(rawValue: rc) }
         fleet = out
+        self.loop = loop
         self.policy = policy
         manualTime = configuration.manualTime
         if case .local = configuration.onFailure { fallsBackLocally = true } else { fallsBackLocally = false }
@@ -88,12 +95,14 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     ///   - limit: calls per period, at least 1.
     ///   - per: the period.
     ///   - burst: the most calls at once (`nil`: `limit`).
-    ///   - configuration: as for ``init(_:configuration:)``.
-    /// - Throws: as ``init(_:configuration:)``.
+    ///   - configuration: as for ``init(_:configuration:loop:)``.
+    ///   - loop: as for ``init(_:configuration:loop:)``.
+    /// - Throws: as ``init(_:configuration:loop:)``.
     public convenience init(
-        limit: Int, per: Duration, burst: Int? = nil, configuration: FleetConfiguration = FleetConfiguration()
+        limit: Int, per: Duration, burst: Int? = nil, configuration: FleetConfiguration = FleetConfiguration(),
+        loop: LimiterLoop = .shared
     ) throws(LimiterError) {
-        try self.init(.rate(limit: limit, per: per, burst: burst ?? limit), configuration: configuration)
+        try self.init(.rate(limit: limit, per: per, burst: burst ?? limit), configuration: configuration, loop: loop)
     }
 
     deinit {
@@ -124,8 +133,9 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
             state.finalStats = stats
             return true
         }
-        // Stops and joins the loop thread, answers what is left (outside the
-        // lock: the answers' continuations may run code that reads state).
+        // Freed on the loop thread, this thread waiting; what is left is
+        // answered there (outside the lock: the answers' continuations may
+        // run code that reads state).
         if first { sluice_fleet_free(fleet) }
         return first
     }
@@ -153,10 +163,10 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     {
         let cost = try Self.validCost(cost)
         let now = try callTime(time)
-        let result = try await request(key) { fleet, k, user in
+        let answer = try await request(key) { fleet, k, user in
             sluice_fleet_call(fleet, k, cost, now, fleetCallback, user)
         }
-        return decision(result)
+        return decision(answer)
     }
 
     /// Reads a key's quota without changing it (always a round trip).
@@ -177,12 +187,13 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     {
         let cost = try Self.validCost(cost)
         let now = try callTime(time)
-        let result = try await request(key) { fleet, k, user in
+        let answer = try await request(key) { fleet, k, user in
             sluice_fleet_quota(fleet, k, cost, now, fleetCallback, user)
         }
+        let result = answer.result
         if result.source == SLUICE_FLEET_SOURCE_FAILURE { throw LimiterError(rawValue: result.cause) }
         let q = result.quota
-        let onto = clock(of: result)
+        let onto = clock(of: answer)
         return RateQuota(
             at: onto(result.now), burst: Int(clamping: q.burst), remaining: Int(clamping: q.remaining),
             fullAt: onto(max(q.full, result.now)),
@@ -198,10 +209,10 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     ///   reset, its cause (the local cache and fallback forgot the key anyway).
     public func reset(_ key: Key, at time: LimiterInstant? = nil) async throws(LimiterError) {
         let now = try callTime(time)
-        let result = try await request(key) { fleet, k, user in
+        let answer = try await request(key) { fleet, k, user in
             sluice_fleet_cancel(fleet, k, now, fleetCallback, user)
         }
-        if result.status != 0 { throw LimiterError(rawValue: result.status) }
+        if answer.result.status != 0 { throw LimiterError(rawValue: answer.result.status) }
     }
 
     /// The limiter's clock: the local loops' (``Sluice/LimiterLoop/now``).
@@ -282,10 +293,10 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     /// cancellation (then ``Sluice/LimiterError/cancelled`` at once).
     private func request(
         _ key: Key, _ send: (OpaquePointer, sluice_key_t, UnsafeMutableRawPointer) -> Int32
-    ) async throws(LimiterError) -> sluice_fleet_result_t {
+    ) async throws(LimiterError) -> Answer {
         let pending = Pending()
         let fleet = self.fleet
-        let result: Result<sluice_fleet_result_t, LimiterError> = await withTaskCancellationHandler {
+        let result: Result<Answer, LimiterError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 guard pending.wait(continuation) else { return }  // cancelled already
                 let user = Unmanaged.passRetained(pending).toOpaque()
@@ -308,16 +319,18 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
             pending.finish(.failure(.cancelled))
         }
         let answer = try result.get()
-        if answer.status != 0 && answer.op != SLUICE_FLEET_CANCEL { throw LimiterError(rawValue: answer.status) }
+        let r = answer.result
+        if r.status != 0 && r.op != SLUICE_FLEET_CANCEL { throw LimiterError(rawValue: r.status) }
         return answer
     }
 
     /// The Swift decision of a call's answer, on the local clock.
-    private func decision(_ r: sluice_fleet_result_t) -> RateDecision {
+    private func decision(_ answer: Answer) -> RateDecision {
+        let r = answer.result
         let d = r.decision
         let admitted = d.kind == SLUICE_EMITTED
         let at = max(r.now, admitted ? d.at : r.now)
-        let onto = clock(of: r)
+        let onto = clock(of: answer)
         let source: RateDecision.Source
         switch r.source {
         case SLUICE_FLEET_SOURCE_CACHE: source = .cache
@@ -337,8 +350,8 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     /// answer's `now` (Redis's clock, or the failure policy's local real
     /// time), which is the local clock's reading when the answer came. In
     /// manual-time mode times are the caller's, unchanged.
-    private func clock(of r: sluice_fleet_result_t) -> Onto {
-        Onto(now: r.now, local: manualTime ? nil : LimiterLoop.now.nanoseconds)
+    private func clock(of answer: Answer) -> Onto {
+        Onto(now: answer.result.now, local: manualTime ? nil : answer.local)
     }
 }
 
@@ -356,6 +369,12 @@ extension FleetLimiter: RateDecider where Key == String {
     }
 }
 
+/// The answer to one request, and the local clock's reading when it came.
+private struct Answer {
+    var result: sluice_fleet_result_t
+    var local: UInt64
+}
+
 /// A request waiting for its answer: resumed exactly once, by the C
 /// callback (on the fleet's loop thread) or by the task's cancellation,
 /// whichever comes first.
@@ -364,14 +383,14 @@ private final class Pending: @unchecked Sendable {
     private let lock = Locked(Slot())
 
     private struct Slot {
-        var continuation: CheckedContinuation<Result<sluice_fleet_result_t, LimiterError>, Never>?
-        var done: Result<sluice_fleet_result_t, LimiterError>?
+        var continuation: CheckedContinuation<Result<Answer, LimiterError>, Never>?
+        var done: Result<Answer, LimiterError>?
     }
 
     /// Keeps the continuation; false (having resumed it) when the request
     /// was already finished (cancelled before it was sent).
-    func wait(_ continuation: CheckedContinuation<Result<sluice_fleet_result_t, LimiterError>, Never>) -> Bool {
-        let done = lock.withLock { slot -> Result<sluice_fleet_result_t, LimiterError>? in
+    func wait(_ continuation: CheckedContinuation<Result<Answer, LimiterError>, Never>) -> Bool {
+        let done = lock.withLock { slot -> Result<Answer, LimiterError>? in
             if let done = slot.done { return done }
             slot.continuation = continuation
             return nil
@@ -381,9 +400,9 @@ private final class Pending: @unchecked Sendable {
     }
 
     /// Resumes the waiting task with `result`, unless it was resumed already.
-    func finish(_ result: Result<sluice_fleet_result_t, LimiterError>) {
+    func finish(_ result: Result<Answer, LimiterError>) {
         let continuation = lock.withLock {
-            slot -> CheckedContinuation<Result<sluice_fleet_result_t, LimiterError>, Never>? in
+            slot -> CheckedContinuation<Result<Answer, LimiterError>, Never>? in
             if slot.done != nil { return nil }
             slot.done = result
             defer { slot.continuation = nil }
@@ -396,7 +415,10 @@ private final class Pending: @unchecked Sendable {
 /// The C callback of every request: the answer, to its `Pending`.
 private let fleetCallback: sluice_fleet_fn = { user, result in
     guard let user, let result else { return }
-    Unmanaged<Pending>.fromOpaque(user).takeRetainedValue().finish(.success(result.pointee))
+    // The local clock is read here, as the answer comes (on the loop
+    // thread), not when the waiting task runs again, which may be later.
+    let answer = Answer(result: result.pointee, local: LimiterLoop.now.nanoseconds)
+    Unmanaged<Pending>.fromOpaque(user).takeRetainedValue().finish(.success(answer))
 }
 
 /// Times of an answer, counted from its `now`, onto the local clock.

@@ -121,6 +121,43 @@ struct FleetSurfaceTests {
         #expect(!described.contains(secret) && described.contains("10.0.0.5:6380"), "\(described)")
     }
 
+    @Test("on a loop of one's own: answers come, and a close with calls in flight answers each once", .needsRedis)
+    func ownLoop() async throws {
+        let redis = try await RedisServer.start()
+        defer { withExtendedLifetime(redis) {} }
+        let loop = try LimiterLoop()
+        var c = FleetConfiguration(url: "redis://127.0.0.1:\(redis.port)")
+        c.prefix = "swift-loop"
+        c.timeout = .seconds(30)
+        let fleet = try FleetLimiter<UInt64>(.rate(limit: 2, per: .seconds(3600)), configuration: c, loop: loop)
+        #expect(fleet.loop === loop)
+        let first = try await fleet.check(1)
+        #expect(first.isAdmitted && first.source == .limiter)
+        let answers = await withTaskGroup(of: Result<RateDecision, LimiterError>.self) { group in
+            for key in 0..<40 as Range<UInt64> {
+                group.addTask { () async -> Result<RateDecision, LimiterError> in
+                    do throws(LimiterError) {
+                        return .success(try await fleet.check(100 + key))
+                    } catch {
+                        return .failure(error)
+                    }
+                }
+            }
+            try? fleet.close()  // from this thread, calls in flight or not yet made
+            var all: [Result<RateDecision, LimiterError>] = []
+            for await answer in group { all.append(answer) }
+            return all
+        }
+        #expect(answers.count == 40)
+        for answer in answers {
+            switch answer {
+            case .success(let d): #expect(d.isAdmitted)
+            case .failure(let e): #expect(e == .closed, "\(e)")
+            }
+        }
+        #expect(fleet.isClosed)
+    }
+
     @Test("manual time needs each call's time; server time refuses one, naming the option")
     func timeModes() async throws {
         var c = unreachable(.open)

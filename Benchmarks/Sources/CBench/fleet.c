@@ -197,7 +197,7 @@ static void pace_cb(evutil_socket_t fd, short what, void *arg) {
     (void)arg; /* only wakes the loop */
 }
 
-/* Open loop: the limiter on a loop thread of its own (sluice_fleet_start), and
+/* Open loop: the limiter on a loop of the loop layer (sluice_fleet_new_on_loop), and
  * calls made by 4 threads, each waiting for its calls' due times, as
  * redis-per-call's 4 threads do: both see the same submitting side. */
 struct pacer {
@@ -257,15 +257,18 @@ static sluice_fleet_config_t bench_config(int port) {
 
 static int run_sluice_paced(struct run *R, int port, cb_fleet_result_t *r) {
     sluice_fleet_config_t c = bench_config(port);
+    sluice_loop_t *loop = NULL;
     sluice_fleet_t *f = NULL;
-    if (sluice_fleet_start(&f, &c) != 0) {
-        snprintf(r->note, sizeof r->note, "sluice_fleet_start failed");
+    if (sluice_loop_start(&loop, NULL) != 0 || sluice_fleet_new_on_loop(&f, loop, &c) != 0) {
+        snprintf(r->note, sizeof r->note, "sluice_fleet_new_on_loop failed");
+        if (loop) sluice_loop_free(loop);
         return -1;
     }
     struct call_ctx *ctx = calloc(R->p->calls, sizeof *ctx);
     if (!ctx) {
         snprintf(r->note, sizeof r->note, "out of memory");
         sluice_fleet_free(f);
+        sluice_loop_free(loop);
         return -1;
     }
     enum { P = 4 };
@@ -288,6 +291,7 @@ static int run_sluice_paced(struct run *R, int port, cb_fleet_result_t *r) {
     sluice_fleet_stats(f, &st);
     r->script_runs = st.batches;
     sluice_fleet_free(f);
+    sluice_loop_free(loop);
     free(ctx);
     return 0;
 }

@@ -67,6 +67,7 @@
 #include <stdint.h>
 
 #include "sluice.h"
+#include "sluice_loop.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -200,27 +201,30 @@ typedef struct sluice_fleet sluice_fleet_t;
 SLUICE_EXTERN int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice_fleet_config_t *config);
 
 /**
- * Creates a fleet limiter on an event_base of its own, run by a thread of its
- * own (for programs without a libevent loop, and for the Swift layer). It
- * enables libevent's pthreads support first (evthread_use_pthreads()), so
- * requests may come from any thread. Callbacks run on that thread. Free it
- * with sluice_fleet_free() from any other thread: the thread is stopped and
- * joined first.
+ * Creates a fleet limiter on a loop of the loop layer (sluice_loop.h: one of
+ * sluice_loop_start(), or sluice_loop_attach() to a caller's event_base),
+ * run by that loop's thread beside its loop limiters: no thread of its own.
+ * Requests may come from any thread (libevent's thread support is turned
+ * on); callbacks run on the loop thread. sluice_fleet_free() may then be
+ * called from any thread while the loop runs (see there).
  *
  * @param out receives the limiter; untouched on error.
+ * @param loop the loop; it must outlive the limiter.
  * @param config as for sluice_fleet_new().
- * @return as sluice_fleet_new(); SLUICE_ENOMEM also when the thread or the
- *         event_base cannot be created.
+ * @return as sluice_fleet_new(); SLUICE_EINVAL also for a NULL loop,
+ *         SLUICE_ENOMEM when libevent's thread support cannot be turned on.
  */
-SLUICE_EXTERN int sluice_fleet_start(sluice_fleet_t **out, const sluice_fleet_config_t *config);
+SLUICE_EXTERN int sluice_fleet_new_on_loop(sluice_fleet_t **out, sluice_loop_t *loop,
+                                           const sluice_fleet_config_t *config);
 
 /**
- * Frees the limiter. For a limiter of sluice_fleet_new(): must run on the
- * loop thread (or with the loop stopped), not inside one of its callbacks.
- * For one of sluice_fleet_start(): must run on another thread, which it
- * joins with the limiter's own. In both cases every other thread must have
- * stopped calling in. Every request not yet answered
- * is answered now, with status SLUICE_ECLOSED. Closes the connection.
+ * Frees the limiter. Never inside one of its own callbacks; every other
+ * thread must have stopped calling in. For a limiter of sluice_fleet_new():
+ * on the loop thread, or with the loop stopped. For one of
+ * sluice_fleet_new_on_loop(): also from any other thread while the loop
+ * runs; the limiter is then freed on the loop thread and this call returns
+ * once it is. Every request not yet answered is answered now (on the loop
+ * thread), with status SLUICE_ECLOSED. Closes the connection.
  *
  * @param fleet the limiter; NULL is ignored.
  */

@@ -19,6 +19,10 @@ public final class LimiterLoop: @unchecked Sendable {
     // the C binding is thread-safe.
     let cLoop: CLoop
 
+    /// The C binding (`sluice_loop_t *`), for the package's other C users
+    /// (the fleet limiter lives on a loop).
+    package var cHandle: OpaquePointer { cLoop.handle }
+
     /// The library's default loop: a libevent loop with precise timers on a
     /// thread the library owns, started on first use and never stopped.
     ///
