@@ -651,13 +651,12 @@ static bool dup_str(char **dst, const char *src) {
 }
 
 static void free_url_copy(sluice__redis_url_t *u) {
-    if (u->password) OPENSSL_cleanse(u->password, strlen(u->password));
+    if (u->password) OPENSSL_cleanse(u->password, strlen(u->password)); /* a secret: wiped before it is freed */
     for (size_t i = 0; i < u->n_nodes; i++) free(u->nodes[i].host);
     free(u->nodes);
     free(u->path);
     free(u->master);
     free(u->user);
-    if (u->password) sluice__fleet_wipe(u->password, strlen(u->password)); /* a secret */
     free(u->password);
     free(u->tls.cacert);
     free(u->tls.cert);
