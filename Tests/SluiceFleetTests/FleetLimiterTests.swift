@@ -210,6 +210,9 @@ struct FleetLimiterTests {
     func failure() async throws {
         var c = FleetConfiguration()
         c.port = 1  // nothing listens on port 1
+        // A refused connection answers at once (notConnected); a short request
+        // timeout could end first on a loaded machine (timedOut).
+        c.timeout = .seconds(30)
         c.onFailure = .open
         let open = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: c)
         let a = try await open.check("x")
@@ -241,6 +244,9 @@ struct FleetLimiterTests {
     func failureOnLocalClock() async throws {
         var c = FleetConfiguration()
         c.port = 1  // nothing listens on port 1
+        // A refused connection answers at once (notConnected); a short request
+        // timeout could end first on a loaded machine (timedOut).
+        c.timeout = .seconds(30)
         c.onFailure = .closed(retryAfter: .milliseconds(1500))
         let fleet = try FleetLimiter<String>(.rate(limit: 1, per: .seconds(1)), configuration: c)
         defer { try? fleet.close() }

@@ -58,6 +58,9 @@ private final class Observed: Sendable {
 private func unreachable(_ onFailure: FleetConfiguration.FailurePolicy) -> FleetConfiguration {
     var c = FleetConfiguration()
     c.port = 1  // nothing listens on port 1: every call is answered by the failure policy
+    // A refused connection answers at once (notConnected); a short request
+    // timeout could end first on a loaded machine (timedOut).
+    c.timeout = .seconds(30)
     c.onFailure = onFailure
     return c
 }
