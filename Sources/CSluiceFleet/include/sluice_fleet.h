@@ -80,7 +80,8 @@ struct event_base;
  * connection), SLUICE_ETIMEDOUT (no answer within the timeout), SLUICE_EPROTO
  * (not a valid answer), SLUICE_EBADVALUE (the key's value in Redis is not
  * Sluice state: that request alone), and the classes of Redis's error
- * replies: SLUICE_EAUTH, SLUICE_ENOPERM, SLUICE_EOOM, SLUICE_EREADONLY and
+ * replies: SLUICE_EAUTH, SLUICE_ENOPERM, SLUICE_EOOM, SLUICE_EREADONLY,
+ * SLUICE_ECLUSTERDOWN (CLUSTERDOWN or TRYAGAIN from a Redis Cluster node) and
  * SLUICE_EREDIS (any other). Behind Redis Sentinel also SLUICE_ENOMASTER (no
  * sentinel knows the master name), and SLUICE_EREADONLY for the requests in
  * flight when a failover moved the primary. docs/fleet.md lists what each
