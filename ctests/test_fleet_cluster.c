@@ -5,7 +5,12 @@
  * So far: the hash slot of a key (cluster-slot.c): CRC16 against its known
  * check values, the hash-tag rule on hand-picked cases, and the slot of many
  * random keys and of the fleet's own key names (user keys with '{', '}' and
- * '%' inside, escaped by fleet_key.c) against CLUSTER KEYSLOT of a node.
+ * '%' inside, escaped by fleet_key.c) against CLUSTER KEYSLOT of a node;
+ * the slot map (cluster-map.c) read from CLUSTER SLOTS of each node: every
+ * slot covered by one of the three, and a key sent to its slot's node is
+ * served there while the two others answer MOVED to that node; hand-made
+ * replies for an empty host (the node asked), an unknown endpoint (NULL) and
+ * malformed ranges.
  *
  * Label "topology" (seconds of real time): `make test-topology`. */
 #define TEST_NAME "test_fleet_cluster"
@@ -15,6 +20,7 @@
 #include <stdarg.h>
 #include <unistd.h>
 
+#include "cluster-map.h"
 #include "cluster-slot.h"
 #include "fleet-internal.h"
 
@@ -135,10 +141,81 @@ static void test_slot_against_server(void) {
     CHECK(braces > 50, "keys with braces tried: %d", braces);
 }
 
+/* ---- slot map */
+
+static void test_map_from_nodes(void) {
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = cmd(node[i].port, "CLUSTER SLOTS");
+        sluice__cluster_map_t m;
+        CHECK(sluice__cluster_map_parse(r, "127.0.0.1", &m) == 0, "parse CLUSTER SLOTS of node %d", i);
+        freeReplyObject(r);
+        CHECK(m.n_nodes == NODES, "node %d names %zu primaries", i, m.n_nodes);
+        for (int j = 0; j < NODES; j++)
+            CHECK(sluice__cluster_map_find(&m, "127.0.0.1", node[j].port) >= 0, "node %d is in the map", j);
+        for (size_t s = 0; s < SLUICE__CLUSTER_SLOTS; s++) CHECK(m.owner[s] < m.n_nodes, "slot %zu covered", s);
+        for (int k = 0; k < 60; k++) {
+            char key[32];
+            int len = snprintf(key, sizeof key, "k%d:%llu", k, (unsigned long long)tf_next());
+            int owner = m.nodes[m.owner[sluice__cluster_keyslot(key, (size_t)len)]].port;
+            for (int j = 0; j < NODES; j++) {
+                redisReply *e = cmd(node[j].port, "EXISTS %b", key, (size_t)len);
+                CHECK(e, "EXISTS on node %d", j);
+                if (node[j].port == owner) {
+                    CHECK(e->type == REDIS_REPLY_INTEGER, "the map's node serves %s", key);
+                } else {
+                    char want[64];
+                    snprintf(want, sizeof want, ":%d", owner);
+                    CHECK(e->type == REDIS_REPLY_ERROR && strncmp(e->str, "MOVED ", 6) == 0 && strstr(e->str, want),
+                          "node %d sends %s to the map's node: %s", j, key, e->str ? e->str : "?");
+                }
+                freeReplyObject(e);
+            }
+        }
+        sluice__cluster_map_free(&m);
+    }
+}
+
+/* Hand-made replies: an empty host is the node asked, NULL serves nothing. */
+static void test_map_edge_replies(void) {
+    redisReply s0 = { .type = REDIS_REPLY_INTEGER, .integer = 0 }, s9 = { .type = REDIS_REPLY_INTEGER, .integer = 9 };
+    redisReply s10 = { .type = REDIS_REPLY_INTEGER, .integer = 10 };
+    redisReply s20 = { .type = REDIS_REPLY_INTEGER, .integer = 20 };
+    redisReply port = { .type = REDIS_REPLY_INTEGER, .integer = 7001 };
+    redisReply empty = { .type = REDIS_REPLY_STRING, .str = (char *)"", .len = 0 };
+    redisReply nil = { .type = REDIS_REPLY_NIL };
+    redisReply *pe[] = { &empty, &port }, *pn[] = { &nil, &port };
+    redisReply p_empty = { .type = REDIS_REPLY_ARRAY, .elements = 2, .element = pe };
+    redisReply p_nil = { .type = REDIS_REPLY_ARRAY, .elements = 2, .element = pn };
+    redisReply *r1[] = { &s0, &s9, &p_empty }, *r2[] = { &s10, &s20, &p_nil };
+    redisReply range1 = { .type = REDIS_REPLY_ARRAY, .elements = 3, .element = r1 };
+    redisReply range2 = { .type = REDIS_REPLY_ARRAY, .elements = 3, .element = r2 };
+    redisReply *all[] = { &range1, &range2 };
+    redisReply top = { .type = REDIS_REPLY_ARRAY, .elements = 2, .element = all };
+    sluice__cluster_map_t m;
+    CHECK(sluice__cluster_map_parse(&top, "10.0.0.7", &m) == 0, "parse the hand-made reply");
+    CHECK(m.n_nodes == 1 && strcmp(m.nodes[0].host, "10.0.0.7") == 0 && m.nodes[0].port == 7001,
+          "an empty host is the node asked");
+    CHECK(m.owner[0] == 0 && m.owner[9] == 0, "slots 0..9 on it");
+    CHECK(m.owner[10] == SLUICE__CLUSTER_NONE && m.owner[20] == SLUICE__CLUSTER_NONE &&
+              m.owner[21] == SLUICE__CLUSTER_NONE,
+          "an unknown endpoint and a gap serve nothing");
+    sluice__cluster_map_free(&m);
+    /* malformed: end before start, a slot out of range, not an array */
+    r2[0] = &s20, r2[1] = &s10, r2[2] = &p_empty;
+    CHECK(sluice__cluster_map_parse(&top, "h", &m) == SLUICE_EPROTO && m.n_nodes == 0, "end before start");
+    redisReply big = { .type = REDIS_REPLY_INTEGER, .integer = 16384 };
+    r2[0] = &s10, r2[1] = &big;
+    CHECK(sluice__cluster_map_parse(&top, "h", &m) == SLUICE_EPROTO, "slot 16384");
+    CHECK(sluice__cluster_map_parse(&s0, "h", &m) == SLUICE_EPROTO, "an integer");
+    CHECK(sluice__cluster_map_parse(NULL, "h", &m) == SLUICE_EPROTO, "no reply");
+}
+
 int main(void) {
     test_slot_known();
+    test_map_edge_replies();
     start_cluster();
     test_slot_against_server();
+    test_map_from_nodes();
     stop_cluster();
     printf(TEST_NAME ": ok\n");
     return 0;

@@ -11,8 +11,7 @@ uint16_t sluice__cluster_crc16(const void *p, size_t len) {
     uint16_t crc = 0;
     for (size_t i = 0; i < len; i++) {
         crc ^= (uint16_t)(b[i] << 8);
-        for (int bit = 0; bit < 8; bit++)
-            crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
+        for (int bit = 0; bit < 8; bit++) crc = (crc & 0x8000) ? (uint16_t)((crc << 1) ^ 0x1021) : (uint16_t)(crc << 1);
     }
     return crc;
 }
