@@ -10,14 +10,24 @@
  * slot covered by one of the three, and a key sent to its slot's node is
  * served there while the two others answer MOVED to that node; hand-made
  * replies for an empty host (the node asked), an unknown endpoint (NULL) and
- * malformed ranges.
+ * malformed ranges. Then the fleet limiter through redis+cluster://: every
+ * rate vector of Tests/Vectors prints through `sluice-trace --redis` what
+ * the local run prints; bursts on 60 keys spread over the three nodes admit
+ * exactly the burst per key, each answer Redis's; a slot moved to another
+ * node (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) while calls go
+ * on: MOVED followed, the key's state moved with it, nothing over-admitted;
+ * during a migration (key already on the target) ASK is followed with
+ * ASKING; and a node killed (SIGKILL): its keys get the failure policy
+ * within their timeout, the other nodes' keys are still decided by Redis.
  *
  * Label "topology" (seconds of real time): `make test-topology`. */
 #define TEST_NAME "test_fleet_cluster"
 #include "test_fleet_util.h"
 
 #include <hiredis/hiredis.h>
+#include <dirent.h>
 #include <stdarg.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cluster-map.h"
@@ -210,12 +220,323 @@ static void test_map_edge_replies(void) {
     CHECK(sluice__cluster_map_parse(NULL, "h", &m) == SLUICE_EPROTO, "no reply");
 }
 
+/* ---- the fleet through the cluster */
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+
+static struct event_base *base;
+
+static sluice_fleet_t *fleet_on(uint64_t timeout_ns) {
+    char url[256];
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d", node[0].port, node[1].port);
+    sluice_fleet_config_t fc;
+    memset(&fc, 0, sizeof fc);
+    fc.policy = sluice_rate(3, (int64_t)SEC, 3);
+    fc.url = url;
+    fc.manual_time = true;
+    fc.timeout_ns = timeout_ns;
+    fc.on_failure = SLUICE_FLEET_FAIL_CLOSED;
+    fc.cache_slots = SIZE_MAX; /* every call goes to Redis */
+    sluice_fleet_t *f = NULL;
+    int rc = sluice_fleet_new(&f, base, &fc);
+    CHECK(rc == 0, "fleet_new %s: %d", url, rc);
+    return f;
+}
+
+/* One call (cost 1) at `now`, waited for. */
+static sluice_fleet_result_t call1(sluice_fleet_t *f, sluice_key_t k, uint64_t now) {
+    tf_box_t b = { 0 };
+    CHECK(sluice_fleet_call(f, k, 1, now, tf_on_result, &b) == 0, "call");
+    tf_wait(base, &b);
+    return b.res;
+}
+
+/* The Redis name of a bytes key with the default prefix, and its slot. */
+static unsigned name_slot(const char *key, char *name, size_t *name_len) {
+    char prefix[32];
+    size_t plen = sluice__fleet_prefix_encode("sluice", 6, prefix);
+    *name_len = sluice__fleet_key_write(name, prefix, plen, 'b', key, strlen(key));
+    return sluice__cluster_keyslot(name, *name_len);
+}
+
+/* The index (in node[]) of the primary of `slot`, by CLUSTER SLOTS of node 0. */
+static int owner_of(unsigned slot) {
+    redisReply *r = cmd(node[0].port, "CLUSTER SLOTS");
+    sluice__cluster_map_t m;
+    CHECK(sluice__cluster_map_parse(r, "127.0.0.1", &m) == 0, "CLUSTER SLOTS");
+    freeReplyObject(r);
+    int port = m.owner[slot] == SLUICE__CLUSTER_NONE ? -1 : m.nodes[m.owner[slot]].port;
+    sluice__cluster_map_free(&m);
+    for (int i = 0; i < NODES; i++)
+        if (node[i].port == port) return i;
+    CHECK(false, "no node serves slot %u", slot);
+    return -1;
+}
+
+static void node_id(int i, char *out, size_t len) {
+    redisReply *r = cmd(node[i].port, "CLUSTER MYID");
+    CHECK(r && r->type == REDIS_REPLY_STRING, "CLUSTER MYID");
+    snprintf(out, len, "%s", r->str);
+    freeReplyObject(r);
+}
+
+static void ok_reply(redisReply *r, const char *what) {
+    CHECK(r && r->type != REDIS_REPLY_ERROR, "%s: %s", what, r && r->str ? r->str : "no reply");
+    freeReplyObject(r);
+}
+
+static char *run(const char *command, int *status) {
+    FILE *p = popen(command, "r");
+    CHECK(p, "popen %s", command);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    *status = pclose(p);
+    return buf;
+}
+
+static bool is_rate(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char line[512];
+    bool rate = false;
+    while (fgets(line, sizeof line, f)) {
+        char *t = line;
+        while (*t == ' ' || *t == '\t') t++;
+        if (*t == '#' || *t == '\n' || *t == '\0') continue;
+        rate = strncmp(t, "policy", 6) == 0 && strstr(t, " rate") != NULL;
+        break;
+    }
+    fclose(f);
+    return rate;
+}
+
+/* Every rate vector prints through the cluster what the local run prints. */
+static void test_vectors(void) {
+    const char *exe = getenv("SLUICE_TRACE"), *src = getenv("SLUICE_SOURCE_DIR");
+    if (!exe || !src) {
+        fprintf(stderr, TEST_NAME ": vectors SKIPPED: SLUICE_TRACE or SLUICE_SOURCE_DIR not set\n");
+        return;
+    }
+    char dir[1024], url[256];
+    snprintf(dir, sizeof dir, "%s/Tests/Vectors", src);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d", node[0].port, node[1].port);
+    DIR *d = opendir(dir);
+    CHECK(d, "cannot open %s", dir);
+    struct dirent *e;
+    int compared = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
+        char path[2048], line[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!is_rate(path)) continue;
+        int st1, st2;
+        snprintf(line, sizeof line, "'%s' '%s'", exe, path);
+        char *local = run(line, &st1);
+        snprintf(line, sizeof line, "'%s' --redis '%s' '%s'", exe, url, path);
+        char *remote = run(line, &st2);
+        CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (cluster)", e->d_name, st1, st2);
+        CHECK(strcmp(local, remote) == 0, "%s: outputs differ\n--- local\n%s--- cluster\n%s", e->d_name, local, remote);
+        free(local);
+        free(remote);
+        compared++;
+    }
+    closedir(d);
+    CHECK(compared >= 5, "only %d rate vectors found", compared);
+    fprintf(stderr, TEST_NAME ": %d rate vectors identical through the cluster\n", compared);
+}
+
+/* Bursts on many keys, spread over the three nodes: exactly the burst
+ * admitted per key, every answer Redis's. */
+static void test_spread(void) {
+    sluice_fleet_t *f = fleet_on(2 * SEC);
+    enum { KEYS = 60, CALLS = 5 };
+    static tf_box_t box[KEYS][CALLS];
+    memset(box, 0, sizeof box);
+    int done = 0;
+    for (int k = 0; k < KEYS; k++)
+        for (int c = 0; c < CALLS; c++)
+            CHECK(sluice_fleet_call(f, sluice_key_u64(1000 + (uint64_t)k), 1, 5 * SEC, tf_on_result, &box[k][c]) == 0,
+                  "call");
+    uint64_t end = tf_mono() + 30 * SEC;
+    while (done < KEYS * CALLS) {
+        CHECK(tf_mono() < end, "spread: %d of %d answered", done, KEYS * CALLS);
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        done = 0;
+        for (int k = 0; k < KEYS; k++)
+            for (int c = 0; c < CALLS; c++) done += box[k][c].done;
+    }
+    for (int k = 0; k < KEYS; k++) {
+        int admitted = 0;
+        for (int c = 0; c < CALLS; c++) {
+            CHECK(box[k][c].done == 1 && box[k][c].res.source == SLUICE_FLEET_SOURCE_REDIS,
+                  "key %d call %d: source %d cause %d", k, c, box[k][c].res.source, box[k][c].res.cause);
+            admitted += box[k][c].res.decision.kind == SLUICE_EMITTED;
+        }
+        CHECK(admitted == 3, "key %d: %d admitted, the burst is 3", k, admitted);
+    }
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = cmd(node[i].port, "DBSIZE");
+        CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer > 0, "node %d holds keys", i);
+        freeReplyObject(r);
+    }
+    CHECK(sluice_fleet_connected(f), "connected to every primary");
+    sluice_fleet_free(f);
+}
+
+/* Starts moving `slot` from node `from` to node `to` with `name` in it:
+ * IMPORTING, MIGRATING, then MIGRATE of the key. */
+static void migrate_key(unsigned slot, int from, int to, const char *name, size_t name_len) {
+    char from_id[64], to_id[64];
+    node_id(from, from_id, sizeof from_id);
+    node_id(to, to_id, sizeof to_id);
+    ok_reply(cmd(node[to].port, "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id), "IMPORTING");
+    ok_reply(cmd(node[from].port, "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id), "MIGRATING");
+    ok_reply(cmd(node[from].port, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %b", node[to].port, "", name, name_len),
+             "MIGRATE");
+}
+
+/* Ends the move: every node says the slot is `to`'s. */
+static void finish_move(unsigned slot, int to) {
+    char to_id[64];
+    node_id(to, to_id, sizeof to_id);
+    for (int i = 0; i < NODES; i++)
+        ok_reply(cmd(node[i].port, "CLUSTER SETSLOT %u NODE %s", slot, to_id), "SETSLOT NODE");
+}
+
+static long long cmdstat_calls(int i, const char *name) {
+    redisReply *r = cmd(node[i].port, "INFO commandstats");
+    CHECK(r && r->type == REDIS_REPLY_STRING, "INFO");
+    char want[64];
+    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
+    const char *at = strstr(r->str, want);
+    long long n = at ? atoll(at + strlen(want)) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* A slot moved while calls go on: MOVED is followed, the key's state moved
+ * with it (nothing over-admitted), every answer Redis's. */
+static void test_moved(void) {
+    sluice_fleet_t *f = fleet_on(2 * SEC);
+    char name[256];
+    size_t len;
+    unsigned slot = name_slot("moved-key", name, &len);
+    int from = owner_of(slot), to = (from + 1) % NODES;
+    sluice_key_t k = sluice_key_bytes("moved-key", 9);
+    int admitted = 0;
+    for (int i = 0; i < 2; i++) {
+        sluice_fleet_result_t r = call1(f, k, 7 * SEC);
+        CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS, "before the move: source %d", r.source);
+        admitted += r.decision.kind == SLUICE_EMITTED;
+    }
+    migrate_key(slot, from, to, name, len);
+    finish_move(slot, to);
+    long long before = cmdstat_calls(to, "evalsha") + cmdstat_calls(to, "eval");
+    for (int i = 0; i < 4; i++) {
+        sluice_fleet_result_t r = call1(f, k, 7 * SEC);
+        CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS, "after the move: source %d cause %d", r.source, r.cause);
+        admitted += r.decision.kind == SLUICE_EMITTED;
+    }
+    CHECK(admitted == 3, "moved key: %d admitted, the burst is 3", admitted);
+    CHECK(cmdstat_calls(to, "evalsha") + cmdstat_calls(to, "eval") >= before + 4, "decided on the new node");
+    CHECK(owner_of(slot) == to, "the slot is the new node's");
+    sluice_fleet_free(f);
+}
+
+/* During a migration (the key already on the target): ASK is followed with
+ * ASKING, the state is the migrated one. */
+static void test_ask(void) {
+    sluice_fleet_t *f = fleet_on(2 * SEC);
+    char name[256];
+    size_t len;
+    unsigned slot = name_slot("ask-key", name, &len);
+    int from = owner_of(slot), to = (from + 1) % NODES;
+    sluice_key_t k = sluice_key_bytes("ask-key", 7);
+    sluice_fleet_result_t r = call1(f, k, 9 * SEC);
+    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED, "before the migration");
+    migrate_key(slot, from, to, name, len);
+    long long asking = cmdstat_calls(to, "asking");
+    int admitted = 1;
+    for (int i = 0; i < 3; i++) {
+        r = call1(f, k, 9 * SEC);
+        CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS, "during the migration: source %d cause %d", r.source, r.cause);
+        admitted += r.decision.kind == SLUICE_EMITTED;
+    }
+    CHECK(admitted == 3, "migrating key: %d admitted, the burst is 3", admitted);
+    CHECK(cmdstat_calls(to, "asking") >= asking + 3, "each call asked the target (ASKING)");
+    CHECK(owner_of(slot) == from, "the slot is still the source's");
+    finish_move(slot, to);
+    sluice_fleet_free(f);
+}
+
+/* A node killed: calls on its slots get the failure policy within their
+ * timeout, calls on the other nodes' slots are still Redis's. */
+static void test_node_killed(void) {
+    const uint64_t timeout = 200 * MS, slack = 500 * MS;
+    sluice_fleet_t *f = fleet_on(timeout);
+    /* one key per node (found by slot), each used once while all are up */
+    uint64_t key[NODES] = { 0 };
+    int found = 0;
+    for (uint64_t u = 1; found < NODES && u < 100000; u++) {
+        char digits[24], name[64], prefix[32];
+        size_t plen = sluice__fleet_prefix_encode("sluice", 6, prefix);
+        size_t dl = (size_t)snprintf(digits, sizeof digits, "%llu", (unsigned long long)u);
+        size_t nl = sluice__fleet_key_write(name, prefix, plen, 'u', digits, dl);
+        int o = owner_of(sluice__cluster_keyslot(name, nl));
+        if (!key[o]) key[o] = u, found++;
+    }
+    CHECK(found == NODES, "a key for every node");
+    for (int i = 0; i < NODES; i++)
+        CHECK(call1(f, sluice_key_u64(key[i]), 11 * SEC).source == SLUICE_FLEET_SOURCE_REDIS, "node %d up", i);
+    int dead = 2;
+    uint64_t worst_dead = 0, worst_live = 0;
+    test_redis_signal(&node[dead], SIGKILL);
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < NODES; i++) {
+            uint64_t t0 = tf_mono();
+            sluice_fleet_result_t r = call1(f, sluice_key_u64(key[i]), 11 * SEC);
+            uint64_t took = tf_mono() - t0;
+            if (i == dead) {
+                CHECK(r.source == SLUICE_FLEET_SOURCE_FAILURE && r.decision.kind == SLUICE_DROPPED && r.cause != 0,
+                      "round %d: the dead node's key: source %d", round, r.source);
+                CHECK(took <= timeout + slack, "round %d: answered in %llu ms", round, (unsigned long long)(took / MS));
+                if (took > worst_dead) worst_dead = took;
+            } else {
+                CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS, "round %d: node %d's key: source %d cause %d", round, i,
+                      r.source, r.cause);
+                if (took > worst_live) worst_live = took;
+            }
+        }
+    }
+    fprintf(stderr,
+            TEST_NAME ": node killed: its keys answered by the policy in %.1f ms at most, others by Redis in "
+                      "%.1f ms at most\n",
+            (double)worst_dead / MS, (double)worst_live / MS);
+    sluice_fleet_free(f);
+}
+
 int main(void) {
     test_slot_known();
     test_map_edge_replies();
     start_cluster();
     test_slot_against_server();
     test_map_from_nodes();
+    base = event_base_new();
+    CHECK(base, "event_base_new");
+    test_vectors();
+    test_spread();
+    test_moved();
+    test_ask();
+    test_node_killed();
+    event_base_free(base);
     stop_cluster();
     printf(TEST_NAME ": ok\n");
     return 0;
