@@ -32,6 +32,7 @@
 
 #include "cluster-map.h"
 #include "cluster-slot.h"
+#include "cluster.h"
 #include "fleet-internal.h"
 
 #define NODES 3
@@ -220,6 +221,35 @@ static void test_map_edge_replies(void) {
     CHECK(sluice__cluster_map_parse(NULL, "h", &m) == SLUICE_EPROTO, "no reply");
 }
 
+/* ---- redirections */
+
+static int parse_redirect(const char *msg, bool *ask, unsigned *slot, char *host, size_t host_len, int *port) {
+    return sluice__cluster_redirect_parse(msg, strlen(msg), ask, slot, host, host_len, port);
+}
+
+static void test_redirect_parse(void) {
+    bool ask;
+    unsigned slot;
+    char host[64];
+    int port;
+    CHECK(parse_redirect("MOVED 3999 127.0.0.1:6381", &ask, &slot, host, sizeof host, &port) == 0 && !ask &&
+              slot == 3999 && strcmp(host, "127.0.0.1") == 0 && port == 6381,
+          "MOVED");
+    CHECK(parse_redirect("ASK 16383 ::1:7000", &ask, &slot, host, sizeof host, &port) == 0 && ask && slot == 16383 &&
+              strcmp(host, "::1") == 0 && port == 7000,
+          "ASK to IPv6: the port is after the last colon");
+    CHECK(parse_redirect("MOVED 0 :7002", &ask, &slot, host, sizeof host, &port) == 0 && host[0] == '\0' &&
+              port == 7002,
+          "an empty host (the node that answered)");
+    const char *bad[] = { "MOVED",           "MOVED 16384 h:1", "MOVED x h:1",      "MOVED 1 h",    "MOVED 1 h:",
+                          "MOVED 1 h:70000", "MOVED 1 h:0",     "ASK 1 h:1x",       "MOVEDX 1 h:1", "NOSCRIPT x",
+                          "MOVED 1  h:1x",   "ask 1 h:1",       "MOVED 1234567 h:1" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(parse_redirect(bad[i], &ask, &slot, host, sizeof host, &port) != 0, "not a redirection: %s", bad[i]);
+    char small[4];
+    CHECK(parse_redirect("MOVED 1 longhost:1", &ask, &slot, small, sizeof small, &port) != 0, "a host too long");
+}
+
 /* ---- the fleet through the cluster */
 
 #define MS 1000000ull
@@ -315,6 +345,30 @@ static bool is_rate(const char *path) {
     }
     fclose(f);
     return rate;
+}
+
+/* Setup errors: a TLS file that cannot be loaded fails at once; seeds that
+ * do not answer fail each call by the policy within its timeout. */
+static void test_setup_errors(void) {
+    sluice_fleet_config_t fc;
+    memset(&fc, 0, sizeof fc);
+    fc.policy = sluice_rate(3, (int64_t)SEC, 3);
+    fc.url = "rediss+cluster://127.0.0.1:7000?cacert=/nonexistent/ca.pem";
+    sluice_fleet_t *f = NULL;
+    int rc = sluice_fleet_new(&f, base, &fc);
+    CHECK(rc == SLUICE_ETLS && !f, "a missing CA file: %d", rc);
+    char url[128];
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d", test_free_port(), test_free_port());
+    fc.url = url;
+    fc.timeout_ns = 100 * MS;
+    CHECK(sluice_fleet_new(&f, base, &fc) == 0, "fleet_new with dead seeds");
+    uint64_t t0 = tf_mono();
+    sluice_fleet_result_t r = call1(f, sluice_key_u64(1), 0);
+    CHECK(r.source == SLUICE_FLEET_SOURCE_FAILURE && r.cause != 0 && r.decision.kind == SLUICE_DROPPED,
+          "no seed answers: source %d cause %d", r.source, r.cause);
+    CHECK(tf_mono() - t0 < 100 * MS + 500 * MS, "answered within the timeout");
+    CHECK(!sluice_fleet_connected(f), "not connected");
+    sluice_fleet_free(f);
 }
 
 /* Every rate vector prints through the cluster what the local run prints. */
@@ -526,11 +580,13 @@ static void test_node_killed(void) {
 int main(void) {
     test_slot_known();
     test_map_edge_replies();
+    test_redirect_parse();
     start_cluster();
     test_slot_against_server();
     test_map_from_nodes();
     base = event_base_new();
     CHECK(base, "event_base_new");
+    test_setup_errors();
     test_vectors();
     test_spread();
     test_moved();

@@ -27,7 +27,7 @@ struct sluice__cluster {
     bool loaded;     /* a map was read */
     bool refreshing; /* a CLUSTER SLOTS is in flight */
     bool freeing;
-    size_t next_try; /* where the next read looks for a node first */
+    size_t next_try;                          /* where the next read looks for a node first */
     uint16_t owner_of[SLUICE__CLUSTER_SLOTS]; /* index in nodes, or SLUICE__CLUSTER_NONE */
 };
 
@@ -40,8 +40,10 @@ static void node_event(void *arg, sluice__conn_event_t ev, int err) {
     if (cl->on_event) cl->on_event(cl->owner, n->conn, ev, err);
 }
 
-/* The index of host:port among the nodes, created when new; -1: no memory. */
-static int node_index(struct sluice__cluster *cl, const char *host, int port) {
+/* The index of host:port among the nodes, created when new; -1 when it
+ * cannot be created (*rc and `why` say why: out of memory, a TLS file). */
+static int node_index_why(struct sluice__cluster *cl, const char *host, int port, int *rc, char *why, size_t why_len) {
+    *rc = SLUICE_ENOMEM;
     for (size_t i = 0; i < cl->n_nodes; i++)
         if (cl->nodes[i]->port == port && strcmp(cl->nodes[i]->host, host) == 0) return (int)i;
     if (cl->n_nodes >= SLUICE__CLUSTER_NONE) return -1;
@@ -61,14 +63,19 @@ static int node_index(struct sluice__cluster *cl, const char *host, int port) {
     sluice__conn_opts_t o = cl->opts;
     o.on_event = node_event;
     o.owner = n;
-    char why[256];
-    if (!n->host || sluice__conn_new(&n->conn, cl->base, &u, &o, why, sizeof why) != 0) {
+    if (!n->host || (*rc = sluice__conn_new(&n->conn, cl->base, &u, &o, why, why_len)) != 0) {
         free(n->host);
         free(n);
         return -1;
     }
     cl->nodes[cl->n_nodes] = n;
     return (int)cl->n_nodes++;
+}
+
+static int node_index(struct sluice__cluster *cl, const char *host, int port) {
+    char why[256];
+    int rc;
+    return node_index_why(cl, host, port, &rc, why, sizeof why);
 }
 
 sluice__conn_t *sluice__cluster_node(sluice__cluster_t *cl, const char *host, int port) {
@@ -162,8 +169,8 @@ bool sluice__cluster_addr(const sluice__cluster_t *cl, const sluice__conn_t *c, 
     return false;
 }
 
-int sluice__cluster_redirect_parse(const char *msg, size_t len, bool *ask, unsigned *slot, char *host,
-                                   size_t host_len, int *port) {
+int sluice__cluster_redirect_parse(const char *msg, size_t len, bool *ask, unsigned *slot, char *host, size_t host_len,
+                                   int *port) {
     size_t skip;
     if (len > 6 && memcmp(msg, "MOVED ", 6) == 0)
         *ask = false, skip = 6;
@@ -205,9 +212,8 @@ static bool copy_settings(sluice__redis_url_t *d, const sluice__redis_url_t *s) 
     d->topology = SLUICE__REDIS_SINGLE;
     d->tls.tls = s->tls.tls;
     d->tls.insecure = s->tls.insecure;
-    return dup_opt(&d->user, s->user) && dup_opt(&d->password, s->password) &&
-           dup_opt(&d->tls.cacert, s->tls.cacert) && dup_opt(&d->tls.cert, s->tls.cert) &&
-           dup_opt(&d->tls.key, s->tls.key) && dup_opt(&d->tls.sni, s->tls.sni);
+    return dup_opt(&d->user, s->user) && dup_opt(&d->password, s->password) && dup_opt(&d->tls.cacert, s->tls.cacert) &&
+           dup_opt(&d->tls.cert, s->tls.cert) && dup_opt(&d->tls.key, s->tls.key) && dup_opt(&d->tls.sni, s->tls.sni);
 }
 
 static void free_settings(sluice__redis_url_t *u) {
@@ -241,10 +247,11 @@ int sluice__cluster_new(sluice__cluster_t **out, struct event_base *base, const 
         return SLUICE_ENOMEM;
     }
     for (size_t i = 0; i < url->n_nodes; i++) {
-        if (node_index(cl, url->nodes[i].host, url->nodes[i].port) < 0) {
-            snprintf(why, why_len, "cannot set up the connection to seed %zu (out of memory or a TLS file)", i + 1);
+        int rc;
+        if (node_index_why(cl, url->nodes[i].host, url->nodes[i].port, &rc, why, why_len) < 0) {
+            if (rc == SLUICE_ENOMEM) snprintf(why, why_len, "out of memory");
             sluice__cluster_free(cl);
-            return url->tls.tls ? SLUICE_ETLS : SLUICE_ENOMEM;
+            return rc;
         }
     }
     *out = cl;
