@@ -27,13 +27,26 @@ struct sluice__cluster {
     bool loaded;     /* a map was read */
     bool refreshing; /* a CLUSTER SLOTS is in flight */
     bool freeing;
-    size_t next_try;                          /* where the next read looks for a node first */
+    bool ready;      /* sluice__cluster_ready(), kept by the loop thread, read from any (atomic) */
+    size_t next_try; /* where the next read looks for a node first */
     uint16_t owner_of[SLUICE__CLUSTER_SLOTS]; /* index in nodes, or SLUICE__CLUSTER_NONE */
 };
+
+/* Whether the map is read and every slot's primary is connected: kept in
+ * cl->ready after every change, so that any thread may read it. */
+static void update_ready(struct sluice__cluster *cl) {
+    bool ready = cl->loaded;
+    for (size_t s = 0; ready && s < SLUICE__CLUSTER_SLOTS; s++) {
+        uint16_t o = cl->owner_of[s];
+        ready = o != SLUICE__CLUSTER_NONE && sluice__conn_ready(cl->nodes[o]->conn);
+    }
+    __atomic_store_n(&cl->ready, ready, __ATOMIC_RELAXED);
+}
 
 static void node_event(void *arg, sluice__conn_event_t ev, int err) {
     struct node *n = arg;
     struct sluice__cluster *cl = n->cl;
+    update_ready(cl);
     /* a node lost or unreachable: the map may have changed (and a read sent
      * to it failed: try another node) */
     if (ev != SLUICE__CONN_UP) sluice__cluster_refresh(cl);
@@ -97,6 +110,7 @@ sluice__conn_t *sluice__cluster_moved(sluice__cluster_t *cl, unsigned slot, cons
     int i = node_index(cl, host, port);
     if (i < 0) return NULL;
     cl->owner_of[slot & (SLUICE__CLUSTER_SLOTS - 1)] = (uint16_t)i;
+    update_ready(cl);
     sluice__cluster_refresh(cl);
     return cl->nodes[i]->conn;
 }
@@ -112,6 +126,7 @@ static void take_map(struct sluice__cluster *cl, const sluice__cluster_map_t *m)
     }
     free(to);
     cl->loaded = true;
+    update_ready(cl);
 }
 
 static void slots_reply(void *arg, redisReply *r, int err) {
@@ -149,14 +164,7 @@ void sluice__cluster_refresh(sluice__cluster_t *cl) {
     if (sluice__conn_send(pick->conn, 2, argv, lens, slots_reply, pick) == 0) cl->refreshing = true;
 }
 
-bool sluice__cluster_ready(const sluice__cluster_t *cl) {
-    if (!cl->loaded) return false;
-    for (size_t s = 0; s < SLUICE__CLUSTER_SLOTS; s++) {
-        uint16_t o = cl->owner_of[s];
-        if (o == SLUICE__CLUSTER_NONE || !sluice__conn_ready(cl->nodes[o]->conn)) return false;
-    }
-    return true;
-}
+bool sluice__cluster_ready(const sluice__cluster_t *cl) { return __atomic_load_n(&cl->ready, __ATOMIC_RELAXED); }
 
 bool sluice__cluster_addr(const sluice__cluster_t *cl, const sluice__conn_t *c, const char **host, int *port) {
     for (size_t i = 0; i < cl->n_nodes; i++) {

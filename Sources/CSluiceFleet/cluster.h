@@ -13,7 +13,7 @@
  * read is in flight. A slot the map does not name (not loaded yet, or not
  * covered) is sent to any node: it answers MOVED or CLUSTERDOWN.
  *
- * Used from the loop thread only.
+ * Used from the loop thread only, but for sluice__cluster_ready().
  */
 #ifndef SLUICE_CLUSTER_H
 #define SLUICE_CLUSTER_H
@@ -58,7 +58,8 @@ SLUICE_FLEET_HIDDEN sluice__conn_t *sluice__cluster_moved(sluice__cluster_t *cl,
 /** Reads the map again (nothing when a read is in flight). */
 SLUICE_FLEET_HIDDEN void sluice__cluster_refresh(sluice__cluster_t *cl);
 
-/** Whether the map is loaded and every primary it names is connected. */
+/** Whether the map is loaded and every slot's primary is connected, as of
+ *  the last change the loop thread saw (any thread may ask). */
 SLUICE_FLEET_HIDDEN bool sluice__cluster_ready(const sluice__cluster_t *cl);
 
 /**
