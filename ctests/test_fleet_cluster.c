@@ -15,7 +15,8 @@
  * the local run prints; bursts on 60 keys spread over the three nodes admit
  * exactly the burst per key, each answer Redis's; a slot moved to another
  * node (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE) while calls go
- * on: MOVED followed, the key's state moved with it, nothing over-admitted;
+ * on: MOVED followed, the key's state moved with it, nothing over-admitted
+ * (also with calls streaming from another thread through the whole move);
  * during a migration (key already on the target) ASK is followed with
  * ASKING; and a node killed (SIGKILL): its keys get the failure policy
  * within their timeout, the other nodes' keys are still decided by Redis.
@@ -505,6 +506,73 @@ static void test_moved(void) {
     sluice_fleet_free(f);
 }
 
+/* ---- a slot moved while calls stream (the fleet on its own loop thread) */
+
+static int live_answered, live_admitted, live_not_redis;
+
+static void live_result(void *user, const sluice_fleet_result_t *res) {
+    (void)user;
+    if (res->source != SLUICE_FLEET_SOURCE_REDIS) __atomic_fetch_add(&live_not_redis, 1, __ATOMIC_RELAXED);
+    if (res->decision.kind == SLUICE_EMITTED) __atomic_fetch_add(&live_admitted, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&live_answered, 1, __ATOMIC_RELAXED);
+}
+
+static void live_calls(sluice_fleet_t *f, sluice_key_t k, int n, int *sent) {
+    for (int i = 0; i < n; i++) {
+        CHECK(sluice_fleet_call(f, k, 1, 13 * SEC, live_result, NULL) == 0, "call");
+        (*sent)++;
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Calls at one instant stream on one key while its slot moves to another
+ * node: every call is answered by Redis, and exactly the burst (3) is
+ * admitted over all of them (the state moved with the key; a fresh key on
+ * the target would have admitted more). */
+static void test_moved_live(void) {
+    char url[256];
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", node[2].port);
+    sluice_fleet_config_t fc;
+    memset(&fc, 0, sizeof fc);
+    fc.policy = sluice_rate(3, (int64_t)SEC, 3);
+    fc.url = url;
+    fc.manual_time = true;
+    fc.timeout_ns = 2 * SEC;
+    fc.cache_slots = SIZE_MAX;
+    sluice_fleet_t *f = NULL;
+    CHECK(sluice_fleet_start(&f, &fc) == 0, "fleet_start");
+    char name[256];
+    size_t len;
+    unsigned slot = name_slot("live-key", name, &len);
+    int from = owner_of(slot), to = (from + 2) % NODES;
+    sluice_key_t k = sluice_key_bytes("live-key", 8);
+    char from_id[64], to_id[64];
+    node_id(from, from_id, sizeof from_id);
+    node_id(to, to_id, sizeof to_id);
+    int sent = 0;
+    live_calls(f, k, 20, &sent);
+    ok_reply(cmd(node[to].port, "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id), "IMPORTING");
+    live_calls(f, k, 20, &sent);
+    ok_reply(cmd(node[from].port, "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id), "MIGRATING");
+    live_calls(f, k, 20, &sent);
+    ok_reply(cmd(node[from].port, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %b", node[to].port, "", name, len), "MIGRATE");
+    live_calls(f, k, 20, &sent); /* ASK from the source */
+    for (int i = 0; i < NODES; i++) {
+        ok_reply(cmd(node[i].port, "CLUSTER SETSLOT %u NODE %s", slot, to_id), "SETSLOT NODE");
+        live_calls(f, k, 10, &sent);
+    }
+    uint64_t end = tf_mono() + 30 * SEC;
+    while (__atomic_load_n(&live_answered, __ATOMIC_RELAXED) < sent) {
+        CHECK(tf_mono() < end, "live move: %d of %d answered", live_answered, sent);
+        sleep_ms(5);
+    }
+    CHECK(live_not_redis == 0, "live move: %d answers not Redis's", live_not_redis);
+    CHECK(live_admitted == 3, "live move: %d admitted over %d calls, the burst is 3", live_admitted, sent);
+    fprintf(stderr, TEST_NAME ": %d calls during a live slot move: all Redis's, %d admitted\n", sent, live_admitted);
+    sluice_fleet_free(f);
+}
+
 /* During a migration (the key already on the target): ASK is followed with
  * ASKING, the state is the migrated one. */
 static void test_ask(void) {
@@ -590,6 +658,7 @@ int main(void) {
     test_vectors();
     test_spread();
     test_moved();
+    test_moved_live();
     test_ask();
     test_node_killed();
     event_base_free(base);
