@@ -18,7 +18,8 @@
  * on: MOVED followed, the key's state moved with it, nothing over-admitted
  * (also with calls streaming from another thread through the whole move);
  * during a migration (key already on the target) ASK is followed with
- * ASKING; and a node killed (SIGKILL): its keys get the failure policy
+ * ASKING; a slot no node serves gives SLUICE_ECLUSTERDOWN to calls and
+ * cancels until it is served again; and a node killed (SIGKILL): its keys get the failure policy
  * within their timeout, the other nodes' keys are still decided by Redis.
  *
  * Label "topology" (seconds of real time): `make test-topology`. */
@@ -599,6 +600,38 @@ static void test_ask(void) {
     sluice_fleet_free(f);
 }
 
+/* A slot no node serves (CLUSTER DELSLOTS on its owner): a call and a
+ * cancel get the failure policy with SLUICE_ECLUSTERDOWN; once the slot is
+ * served again, Redis decides. */
+static void test_clusterdown(void) {
+    sluice_fleet_t *f = fleet_on(2 * SEC);
+    char name[256];
+    size_t len;
+    unsigned slot = name_slot("down-key", name, &len);
+    int o = owner_of(slot);
+    sluice_key_t k = sluice_key_bytes("down-key", 8);
+    CHECK(call1(f, k, 15 * SEC).source == SLUICE_FLEET_SOURCE_REDIS, "before");
+    ok_reply(cmd(node[o].port, "CLUSTER DELSLOTS %u", slot), "DELSLOTS");
+    sluice_fleet_result_t r = call1(f, k, 15 * SEC);
+    CHECK(r.source == SLUICE_FLEET_SOURCE_FAILURE && r.cause == SLUICE_ECLUSTERDOWN, "uncovered: source %d cause %d",
+          r.source, r.cause);
+    tf_box_t b = { 0 };
+    CHECK(sluice_fleet_cancel(f, k, 15 * SEC, tf_on_result, &b) == 0, "cancel");
+    tf_wait(base, &b);
+    CHECK(b.res.status == SLUICE_ECLUSTERDOWN, "uncovered cancel: status %d", b.res.status);
+    ok_reply(cmd(node[o].port, "CLUSTER ADDSLOTS %u", slot), "ADDSLOTS");
+    uint64_t end = tf_mono() + 30 * SEC;
+    for (int i = 0; i < NODES; i++) {
+        while (!cluster_ok(node[i].port)) {
+            CHECK(tf_mono() < end, "cluster_state not ok again on node %d", i);
+            sleep_ms(20);
+        }
+    }
+    r = call1(f, k, 15 * SEC);
+    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS, "served again: source %d cause %d", r.source, r.cause);
+    sluice_fleet_free(f);
+}
+
 /* A node killed: calls on its slots get the failure policy within their
  * timeout, calls on the other nodes' slots are still Redis's. */
 static void test_node_killed(void) {
@@ -660,6 +693,7 @@ int main(void) {
     test_moved();
     test_moved_live();
     test_ask();
+    test_clusterdown();
     test_node_killed();
     event_base_free(base);
     stop_cluster();

@@ -814,11 +814,12 @@ static void reply_cb(void *arg, redisReply *rep, int err) {
     if (rep->type == REDIS_REPLY_ERROR && follow_del_redirect(f, r, rep)) return;
     if (rep->type == REDIS_REPLY_ERROR) {
         int code = error_reply_code(f, rep);
+        sluice__conn_t *c = req_conn(f, r); /* before r is freed */
         if (!r->answered)
             answer_failure(f, r, code); /* frees r */
         else
             req_release(r);
-        after_error_reply(f, req_conn(f, r), code);
+        after_error_reply(f, c, code);
         flush_batch(f, false);
         return;
     }
