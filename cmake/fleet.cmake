@@ -64,7 +64,7 @@ if(SLUICE_BUILD_TESTS)
     # Topology tests (Sentinel failovers) take seconds of real time: label
     # "topology", left out of the default runs (make test-topology runs them).
     set(_labels "fleet")
-    if(_name STREQUAL "test_fleet_sentinel")
+    if(_name STREQUAL "test_fleet_sentinel" OR _name STREQUAL "test_fleet_cluster")
       set(_labels "fleet;topology")
     endif()
     set_tests_properties(${_name} PROPERTIES LABELS "${_labels}" TIMEOUT 180 SKIP_RETURN_CODE 77

@@ -23,6 +23,9 @@ int main(void) {
         { "READONLY You can't write against a read only replica.", SLUICE_EREADONLY },
         { "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", SLUICE_EREADONLY },
         { "WRONGTYPE Operation against a key holding the wrong kind of value", SLUICE_EBADVALUE },
+        { "CLUSTERDOWN The cluster is down", SLUICE_ECLUSTERDOWN },
+        { "CLUSTERDOWN Hash slot not served", SLUICE_ECLUSTERDOWN },
+        { "TRYAGAIN Multiple keys request during rehashing of slot", SLUICE_ECLUSTERDOWN },
         /* the class word alone (a reply without a message) */
         { "OOM", SLUICE_EOOM },
         { "NOAUTH", SLUICE_EAUTH },

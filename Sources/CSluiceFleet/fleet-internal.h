@@ -63,11 +63,12 @@ SLUICE_FLEET_HIDDEN size_t sluice__fleet_key_write(char *out, const char *enc_pr
 /** The SLUICE_E* code of a Redis error reply `msg` (`len` bytes, no NUL
  *  needed), by its class, the first word: WRONGPASS and NOAUTH are
  *  SLUICE_EAUTH, NOPERM SLUICE_ENOPERM, OOM SLUICE_EOOM, READONLY and
- *  MASTERDOWN SLUICE_EREADONLY, WRONGTYPE SLUICE_EBADVALUE, any other
- *  SLUICE_EREDIS; except "ERR Protocol error: unauthenticated ...", Redis 7's
+ *  MASTERDOWN SLUICE_EREADONLY, WRONGTYPE SLUICE_EBADVALUE, CLUSTERDOWN
+ *  and TRYAGAIN SLUICE_ECLUSTERDOWN, any other SLUICE_EREDIS; except
+ *  "ERR Protocol error: unauthenticated ...", Redis 7's
  *  refusal of a long command from a client that has not authenticated,
- *  which is SLUICE_EAUTH. (NOSCRIPT, MOVED, ASK, TRYAGAIN and CLUSTERDOWN are acted
- *  on where they arrive, before an error is reported.) */
+ *  which is SLUICE_EAUTH. (NOSCRIPT, MOVED and ASK are acted on where they
+ *  arrive, before an error is reported.) */
 SLUICE_FLEET_HIDDEN int sluice__redis_error_code(const char *msg, size_t len);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * fleet.c — the fleet (Redis) rate limiter: request queue, the connection
  * (conn.c: TCP, Unix or TLS, reconnects; behind Sentinel, sentinel.c tells
- * it where the primary is) on the caller's event_base,
+ * it where the primary is; with Redis Cluster, cluster.c keeps one per
+ * primary and each request goes to its key's slot) on the caller's event_base,
  * timeouts, the TAT cache and the failure policies. See include/sluice_fleet.h.
  *
  * Life of a request: sluice_fleet_call() (any thread) copies it into a
@@ -37,6 +38,8 @@
 #endif
 #include <hiredis/hiredis.h>
 
+#include "cluster-slot.h"
+#include "cluster.h"
 #include "conn.h"
 #include "fleet-time.h"
 #include "fleet-internal.h"
@@ -57,7 +60,8 @@ struct req {
     sluice_fleet_fn fn;
     void *user;
     bool answered, listed;
-    int in_redis; /* connection callbacks outstanding */
+    int in_redis;       /* connection callbacks outstanding */
+    unsigned redirects; /* a cancel's MOVED and ASK followed (Redis Cluster) */
     sluice_key_kind_t kind;
     uint64_t u64;
     size_t raw_len, rkey_len;
@@ -90,6 +94,7 @@ struct sluice_fleet {
 
     sluice__conn_t *conn;         /* keeps itself connected (conn.h) */
     sluice__sentinel_t *sentinel; /* a Sentinel address: the conn's resolver (sentinel.h), else NULL */
+    sluice__cluster_t *cluster;   /* a Cluster address: one conn per primary (cluster.h), and conn is NULL */
     bool degraded, closing;
     struct event *wake, *tmo, *stall;
     int conn_err;       /* the connection's last error (under mu), 0 when up */
@@ -332,18 +337,27 @@ static bool cache_answer(struct sluice_fleet *f, struct req *r) {
 
 static void count_error_class(struct sluice_fleet *f, int code);
 static int error_reply_code(struct sluice_fleet *f, const redisReply *rep);
-static void after_error_reply(struct sluice_fleet *f, int code);
+static void after_error_reply(struct sluice_fleet *f, sluice__conn_t *c, int code);
 static void flush_batch(struct sluice_fleet *f, bool force);
 
-/* Why a request cannot go to Redis now: the connection's last error, else ENOTCONN. */
-static int down_cause(struct sluice_fleet *f) {
-    int err = sluice__conn_error(f->conn, NULL);
+/* Why a request cannot go to Redis through `c` now: its last error, else ENOTCONN. */
+static int down_cause_of(const sluice__conn_t *c) {
+    int err = c ? sluice__conn_error(c, NULL) : 0;
     return err ? err : SLUICE_ENOTCONN;
 }
 
-/* Drops the connection: every request it holds is answered by the failure
+/* The connection a request goes to: the one connection, or in a cluster the
+ * primary of the key's slot (cluster.h). */
+static sluice__conn_t *req_conn(struct sluice_fleet *f, const struct req *r) {
+    if (!f->cluster) return f->conn;
+    return sluice__cluster_route(f->cluster, sluice__cluster_keyslot(r->data + r->raw_len, r->rkey_len));
+}
+
+/* Drops a connection: every request it holds is answered by the failure
  * policy (the connection answers each callback), then it reconnects. */
-static void drop_connection(struct sluice_fleet *f, int err) { sluice__conn_drop(f->conn, err); }
+static void drop_conn(sluice__conn_t *c, int err) { sluice__conn_drop(c, err); }
+
+static void drop_connection(struct sluice_fleet *f, int err) { drop_conn(f->conn, err); }
 
 static void script_loaded(void *arg, redisReply *r, int err) {
     (void)err;
@@ -352,7 +366,7 @@ static void script_loaded(void *arg, redisReply *r, int err) {
     if (r->type == REDIS_REPLY_ERROR) {
         /* refused (NOAUTH, NOPERM...): counted by class; the script runs get
          * the same refusal, and each is answered with its cause */
-        after_error_reply(f, error_reply_code(f, r));
+        after_error_reply(f, f->conn, error_reply_code(f, r));
         return;
     }
     if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, f->sha, 40) != 0) {
@@ -363,14 +377,16 @@ static void script_loaded(void *arg, redisReply *r, int err) {
 }
 
 /* Keeps a copy of the connection's state for sluice_fleet_last_error() (any thread). */
-static void note_conn_error(struct sluice_fleet *f) {
+static void note_error_of(struct sluice_fleet *f, const sluice__conn_t *c) {
     const char *msg = NULL;
-    int err = sluice__conn_error(f->conn, &msg);
+    int err = sluice__conn_error(c, &msg);
     pthread_mutex_lock(&f->mu);
     f->conn_err = err;
     snprintf(f->conn_msg, sizeof f->conn_msg, "%s", err && msg ? msg : "");
     pthread_mutex_unlock(&f->mu);
 }
+
+static void note_conn_error(struct sluice_fleet *f) { note_error_of(f, f->conn); }
 
 /* The connection's state changes (conn.h): on UP, the script is loaded first
  * (it goes out before the requests held while connecting). */
@@ -394,6 +410,32 @@ static void conn_event(void *owner, sluice__conn_event_t ev, int err) {
     flush_batch(f, false); /* requests held for a batch: answered now */
 }
 
+/* The reply to a cluster node's SCRIPT LOAD: nothing to do (if it failed,
+ * the node's EVALSHAs get NOSCRIPT or the same error, and are handled so). */
+static void node_script_loaded(void *arg, redisReply *r, int err) {
+    (void)arg;
+    (void)r;
+    (void)err;
+}
+
+/* A cluster node's connection changes state (cluster.h). On UP the script is
+ * loaded there first, as on the one connection: without it, a node's first
+ * EVALSHAs would get NOSCRIPT and be sent again after the requests behind
+ * them (a cancel would overtake the calls before it). */
+static void cluster_event(void *owner, sluice__conn_t *c, sluice__conn_event_t ev, int err) {
+    struct sluice_fleet *f = owner;
+    note_error_of(f, c);
+    if (ev == SLUICE__CONN_FAILED && (err == SLUICE_EAUTH || err == SLUICE_ENOPERM || err == SLUICE_EOOM ||
+                                      err == SLUICE_EREADONLY || err == SLUICE_EREDIS))
+        count_error_class(f, err);
+    if (ev == SLUICE__CONN_DOWN) STAT_INC(f, disconnects);
+    if (ev != SLUICE__CONN_UP) return;
+    STAT_INC(f, connects);
+    const char *argv[3] = { "SCRIPT", "LOAD", sluice_fleet_script() };
+    size_t lens[3] = { 6, 4, sluice__fleet_script_len() };
+    if (sluice__conn_send(c, 3, argv, lens, node_script_loaded, f) != 0) drop_conn(c, SLUICE_ENOMEM);
+}
+
 static void stall_cb(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
@@ -406,11 +448,23 @@ static void stall_cb(evutil_socket_t fd, short what, void *arg) {
 
 static void reply_cb(void *arg, redisReply *rep, int err);
 
-/* A cancel: DEL, alone (calls and quota reads go in batches). */
-static int send_req(struct sluice_fleet *f, struct req *r) {
+/* The reply to ASKING (before a command an ASK redirected). */
+static void ignore_reply(void *arg, redisReply *rep, int err) {
+    (void)arg;
+    (void)rep;
+    (void)err;
+}
+
+/* A cancel: DEL, alone (calls and quota reads go in batches), to `c` (after
+ * ASKING when `asking`). */
+static int send_del(struct sluice_fleet *f, struct req *r, sluice__conn_t *c, bool asking) {
     const char *argv[2] = { "DEL", r->data + r->raw_len };
     size_t lens[2] = { 3, r->rkey_len };
-    if (sluice__conn_send(f->conn, 2, argv, lens, reply_cb, r) != 0) return -1;
+    if (!c) return -1;
+    const char *ask_argv[1] = { "ASKING" };
+    size_t ask_len[1] = { 6 };
+    if (asking && sluice__conn_send(c, 1, ask_argv, ask_len, ignore_reply, NULL) != 0) return -1;
+    if (sluice__conn_send(c, 2, argv, lens, reply_cb, r) != 0) return -1;
     r->in_redis++;
     r->seq = f->cancel_seq;
     r->sent_real = real_now();
@@ -418,21 +472,54 @@ static int send_req(struct sluice_fleet *f, struct req *r) {
     return 0;
 }
 
+static int send_req(struct sluice_fleet *f, struct req *r) { return send_del(f, r, req_conn(f, r), false); }
+
+/* A Redis Cluster node's MOVED or ASK to a cancel: the DEL goes to the node
+ * it names (as follow_redirect() does for a batch). @return whether it was
+ * followed (then the request is resent or answered). */
+static bool follow_del_redirect(struct sluice_fleet *f, struct req *r, const redisReply *rep) {
+    bool ask;
+    unsigned slot;
+    char host[256];
+    int port;
+    if (!f->cluster || r->answered || r->redirects >= 5 ||
+        sluice__cluster_redirect_parse(rep->str, rep->len, &ask, &slot, host, sizeof host, &port) != 0 || !host[0])
+        return false;
+    sluice__conn_t *c =
+        ask ? sluice__cluster_node(f->cluster, host, port) : sluice__cluster_moved(f->cluster, slot, host, port);
+    r->redirects++;
+    if (send_del(f, r, c, ask) != 0) answer_failure(f, r, down_cause_of(c));
+    return true;
+}
+
 /* Requests decided by one run of the script, in order (see the script's "B" form). */
 struct batch {
     struct sluice_fleet *f;
+    sluice__conn_t *conn; /* where it was sent */
     size_t n;
-    bool evalled; /* sent with EVAL after NOSCRIPT: not resent again */
+    bool evalled;       /* sent with EVAL after NOSCRIPT: not resent again */
+    bool asking;        /* sent after ASKING (an ASK redirection) */
+    unsigned redirects; /* MOVED and ASK followed so far */
     struct req *r[];
 };
 
 static void batch_reply_cb(void *arg, redisReply *rep, int err);
 
-/* Sends reqs[0..n) as one EVALSHA (EVAL when `eval`). Each request must hold
- * one in_redis count, which becomes the batch's. @return 0, or -1 when
- * nothing was sent (the caller answers them). */
-static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n, bool eval) {
-    if (n == 0) return -1;
+/* Where and how a batch is sent (a resend keeps its node, or follows a
+ * redirection). */
+struct route {
+    sluice__conn_t *conn;
+    bool eval, asking;
+    unsigned redirects;
+};
+
+/* Sends reqs[0..n) as one EVALSHA (EVAL when rt->eval; after ASKING when
+ * rt->asking) to rt->conn. Each request must hold one in_redis count, which
+ * becomes the batch's. @return 0, or -1 when nothing was sent (the caller
+ * answers them). */
+static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n, const struct route *rt) {
+    if (n == 0 || !rt->conn) return -1;
+    bool eval = rt->eval;
     size_t argc = 3 + n + 5 + 3 * n;
     struct batch *b = malloc(sizeof *b + n * sizeof b->r[0]);
     const char **argv = malloc(argc * sizeof *argv);
@@ -441,8 +528,11 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
     int rc = -1;
     if (!b || !argv || !lens || !nums) goto out;
     b->f = f;
+    b->conn = rt->conn;
     b->n = n;
     b->evalled = eval;
+    b->asking = rt->asking;
+    b->redirects = rt->redirects;
     size_t k = 0;
     char nkeys[24];
     if (eval) {
@@ -466,7 +556,10 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
         argv[k] = now_s, lens[k++] = f->cfg.manual_time ? sluice__fleet_u128_str(r->now, now_s) : 0;
         argv[k] = nper_s, lens[k++] = sluice__fleet_u128_str((fl_u128)r->cost * f->rate.per, nper_s);
     }
-    if (sluice__conn_send(f->conn, (int)argc, argv, lens, batch_reply_cb, b) != 0) goto out;
+    static const char *const asking[1] = { "ASKING" };
+    static const size_t asking_len[1] = { 6 };
+    if (rt->asking && sluice__conn_send(rt->conn, 1, asking, asking_len, ignore_reply, NULL) != 0) goto out;
+    if (sluice__conn_send(rt->conn, (int)argc, argv, lens, batch_reply_cb, b) != 0) goto out;
     uint64_t sent = real_now();
     for (size_t i = 0; i < n; i++) {
         struct req *r = reqs[i];
@@ -509,12 +602,14 @@ static void flush_batch(struct sluice_fleet *f, bool force) {
         }
     }
     f->batch_n = 0;
-    if (n == 0 || send_batch(f, f->batch, n, false) == 0) return;
+    if (n == 0) return;
+    struct route rt = { .conn = req_conn(f, f->batch[0]) }; /* a cluster's batches hold one request */
+    if (send_batch(f, f->batch, n, &rt) == 0) return;
     for (size_t i = 0; i < n; i++) {
         struct req *r = f->batch[i];
         r->in_redis--;
         STAT_INC(f, unavailable);
-        answer_failure(f, r, down_cause(f));
+        answer_failure(f, r, down_cause_of(rt.conn));
     }
 }
 
@@ -554,9 +649,10 @@ static void process(struct sluice_fleet *f, struct req *r) {
     } else if (r->op == SLUICE_FLEET_CALL && cache_answer(f, r)) {
         return;
     }
-    if (!sluice__conn_sendable(f->conn)) {
+    sluice__conn_t *c = req_conn(f, r);
+    if (!sluice__conn_sendable(c)) {
         STAT_INC(f, unavailable);
-        answer_failure(f, r, down_cause(f));
+        answer_failure(f, r, down_cause_of(c));
         return;
     }
     if (f->degraded) {
@@ -705,9 +801,12 @@ static int error_reply_code(struct sluice_fleet *f, const redisReply *rep) {
  * new one). Except READONLY/MASTERDOWN: this node cannot take writes (a
  * replica, or one whose primary is down), so it is left: dropped and
  * reconnected (with a Sentinel address, the reconnect asks the sentinels for
- * the primary again: sentinel.h). */
-static void after_error_reply(struct sluice_fleet *f, int code) {
-    if (code == SLUICE_EREADONLY) drop_connection(f, code);
+ * the primary again: sentinel.h). CLUSTERDOWN or TRYAGAIN from a Redis
+ * Cluster: the slot map is read again. */
+static void after_error_reply(struct sluice_fleet *f, sluice__conn_t *c, int code) {
+    if (code == SLUICE_EREADONLY) drop_conn(c, code);
+    /* a Redis Cluster that cannot serve the slot now: its map may have changed */
+    if (code == SLUICE_ECLUSTERDOWN && f->cluster) sluice__cluster_refresh(f->cluster);
 }
 
 /* The reply to a cancel (DEL). */
@@ -727,13 +826,15 @@ static void reply_cb(void *arg, redisReply *rep, int err) {
         return;
     }
     alive(f);
+    if (rep->type == REDIS_REPLY_ERROR && follow_del_redirect(f, r, rep)) return;
     if (rep->type == REDIS_REPLY_ERROR) {
         int code = error_reply_code(f, rep);
+        sluice__conn_t *c = req_conn(f, r); /* before r is freed */
         if (!r->answered)
             answer_failure(f, r, code); /* frees r */
         else
             req_release(r);
-        after_error_reply(f, code);
+        after_error_reply(f, c, code);
         flush_batch(f, false);
         return;
     }
@@ -754,6 +855,49 @@ static void reply_cb(void *arg, redisReply *rep, int err) {
     else
         req_release(r);
     flush_batch(f, false);
+}
+
+/* A Redis Cluster node's MOVED or ASK: the batch goes to the node it names
+ * (MOVED also updates the slot map; ASK sends ASKING first and leaves the
+ * map alone), at most MAX_REDIRECTS times. @return whether it was followed
+ * (then `b` is freed and its requests resent or answered). */
+#define MAX_REDIRECTS 5
+static bool follow_redirect(struct sluice_fleet *f, struct batch *b, const redisReply *rep) {
+    bool ask;
+    unsigned slot;
+    char host[256];
+    int port;
+    if (!f->cluster || b->redirects >= MAX_REDIRECTS ||
+        sluice__cluster_redirect_parse(rep->str, rep->len, &ask, &slot, host, sizeof host, &port) != 0)
+        return false;
+    const char *self;
+    int self_port;
+    if (!host[0]) { /* an empty host: the node that answered */
+        if (!sluice__cluster_addr(f->cluster, b->conn, &self, &self_port)) return false;
+        snprintf(host, sizeof host, "%s", self);
+    }
+    sluice__conn_t *c =
+        ask ? sluice__cluster_node(f->cluster, host, port) : sluice__cluster_moved(f->cluster, slot, host, port);
+    size_t m = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        struct req *r = b->r[i];
+        if (r->answered)
+            req_release(r);
+        else
+            b->r[m++] = r;
+    }
+    for (size_t i = 0; i < m; i++) b->r[i]->in_redis++; /* held for the resend */
+    struct route rt = { .conn = c, .asking = ask, .redirects = b->redirects + 1 };
+    if (m && send_batch(f, b->r, m, &rt) != 0) {
+        for (size_t i = 0; i < m; i++) {
+            b->r[i]->in_redis--;
+            STAT_INC(f, unavailable);
+            answer_failure(f, b->r[i], down_cause_of(c));
+        }
+    }
+    free(b);
+    flush_batch(f, false);
+    return true;
 }
 
 /* The reply to a batch: each request answered in order. */
@@ -781,6 +925,7 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         return;
     }
     alive(f);
+    if (rep->type == REDIS_REPLY_ERROR && follow_redirect(f, b, rep)) return;
     if (rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !b->evalled) {
         /* the script cache was flushed: the same batch once more with EVAL */
         STAT_INC(f, noscript);
@@ -793,10 +938,11 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
                 b->r[m++] = r;
         }
         for (size_t i = 0; i < m; i++) b->r[i]->in_redis++; /* held for the resend */
-        if (m && send_batch(f, b->r, m, true) != 0) {
+        struct route rt = { .conn = b->conn, .eval = true, .asking = b->asking, .redirects = b->redirects };
+        if (m && send_batch(f, b->r, m, &rt) != 0) {
             for (size_t i = 0; i < m; i++) {
                 b->r[i]->in_redis--;
-                answer_failure(f, b->r[i], down_cause(f));
+                answer_failure(f, b->r[i], down_cause_of(b->conn));
             }
         }
         free(b);
@@ -813,8 +959,9 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
             else
                 answer_failure(f, b->r[i], code);
         }
+        sluice__conn_t *conn = b->conn;
         free(b);
-        after_error_reply(f, code);
+        after_error_reply(f, conn, code);
         flush_batch(f, false);
         return;
     }
@@ -863,10 +1010,11 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         }
         answer(f, r, &res);
     }
+    sluice__conn_t *conn = b->conn;
     free(b);
     if (bad) {
         STAT_INC(f, bad_replies);
-        drop_connection(f, SLUICE_EPROTO);
+        drop_conn(conn, SLUICE_EPROTO);
     }
     flush_batch(f, false);
 }
@@ -909,7 +1057,14 @@ static int open_conn(struct sluice_fleet *f, const sluice_fleet_config_t *config
         o.resolver = f->sentinel;
         o.check_primary = true;
     }
-    if (rc == 0) rc = sluice__conn_new(&f->conn, f->base, &url, &o, why, sizeof why);
+    if (url.topology == SLUICE__REDIS_CLUSTER) {
+        /* one conn per primary; all keys of a script run must share a slot,
+         * so each request is a run of its own (docs/fleet.md) */
+        f->cfg.max_batch = 1;
+        rc = sluice__cluster_new(&f->cluster, f->base, &url, &o, cluster_event, f, why, sizeof why);
+    } else if (rc == 0) {
+        rc = sluice__conn_new(&f->conn, f->base, &url, &o, why, sizeof why);
+    }
     if (rc != 0) {
         sluice__sentinel_free(f->sentinel);
         f->sentinel = NULL;
@@ -1167,6 +1322,8 @@ static void free_on_loop(struct sluice_fleet *f) {
     sluice__sentinel_free(f->sentinel); /* first: it may hold an answer for the conn */
     sluice__conn_free(f->conn);         /* returns every request it holds (NULL replies) */
     f->conn = NULL;
+    sluice__cluster_free(f->cluster); /* the same, for each node's conn */
+    f->cluster = NULL;
     event_free(f->wake);
     event_free(f->tmo);
     event_free(f->stall);
@@ -1213,7 +1370,10 @@ int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {
     return 0;
 }
 
-bool sluice_fleet_connected(sluice_fleet_t *f) { return f && sluice__conn_ready(f->conn) && !f->degraded; }
+bool sluice_fleet_connected(sluice_fleet_t *f) {
+    if (f && f->cluster) return sluice__cluster_ready(f->cluster);
+    return f && sluice__conn_ready(f->conn) && !f->degraded;
+}
 
 int sluice_fleet_last_error(sluice_fleet_t *f, char *msg, size_t msg_len) {
     if (!f) return SLUICE_EINVAL;

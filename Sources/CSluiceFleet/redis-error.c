@@ -17,10 +17,11 @@ int sluice__redis_error_code(const char *msg, size_t len) {
         const char *word;
         int code;
     } classes[] = {
-        { "WRONGPASS", SLUICE_EAUTH },     { "NOAUTH", SLUICE_EAUTH },
-        { "NOPERM", SLUICE_ENOPERM },      { "OOM", SLUICE_EOOM },
-        { "READONLY", SLUICE_EREADONLY },  { "MASTERDOWN", SLUICE_EREADONLY },
-        { "WRONGTYPE", SLUICE_EBADVALUE },
+        { "WRONGPASS", SLUICE_EAUTH },       { "NOAUTH", SLUICE_EAUTH },
+        { "NOPERM", SLUICE_ENOPERM },        { "OOM", SLUICE_EOOM },
+        { "READONLY", SLUICE_EREADONLY },    { "MASTERDOWN", SLUICE_EREADONLY },
+        { "WRONGTYPE", SLUICE_EBADVALUE },   { "CLUSTERDOWN", SLUICE_ECLUSTERDOWN },
+        { "TRYAGAIN", SLUICE_ECLUSTERDOWN },
     };
     if (msg == NULL) return SLUICE_EREDIS;
     /* Redis 7 refuses a command of more than 10 arguments (or a bulk string

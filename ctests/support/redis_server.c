@@ -375,6 +375,10 @@ static int start_opts_once(test_redis_t *r, int port, const test_redis_opts_t *o
         for (char *save = NULL, *w = strtok_r(acl, " ", &save); w; w = strtok_r(NULL, " ", &save))
             add_arg(argv, &argc, w);
     }
+    if (o->cluster) {
+        const char *c[] = { "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf" };
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) add_arg(argv, &argc, c[i]);
+    }
     if (o->tls) {
         const char *t[] = { "--tls-port",         port_s,
                             "--tls-cert-file",    o->tls_cert,

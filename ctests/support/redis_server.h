@@ -53,6 +53,10 @@ typedef struct test_redis_opts {
      * rewrites the file). Ready when its log shows its Sentinel ID. The
      * other options are ignored. NULL: a plain server. */
     const char *sentinel_conf;
+    /* Cluster mode: --cluster-enabled yes, its state in <dir>/nodes.conf (the
+     * bus port is the port + 10000: a port above 55535 fails at start and
+     * another one is tried). */
+    bool cluster;
 } test_redis_opts_t;
 
 /** Starts a server as test_redis_start() does, with `o`'s options, on a free

@@ -5,8 +5,8 @@
  * value, and the sentence sluice_strerror() returns for it. Every module
  * returns these codes: the core, the loop layer, the trace library and the
  * fleet limiter (ESYNTAX and ELIMIT come from traces; EPROTO, ENOTCONN,
- * ETIMEDOUT, EAUTH, ENOPERM, ETLS, EOOM, EREADONLY, EBADVALUE and EREDIS from
- * Redis; ECANCELED from a fleet call its caller gave up). sluice.h builds
+ * ETIMEDOUT, EAUTH, ENOPERM, ETLS, EOOM, EREADONLY, EBADVALUE, ECLUSTERDOWN and EREDIS
+ * from Redis; ECANCELED from a fleet call its caller gave up). sluice.h builds
  * `enum sluice_error` from this list and error.c builds sluice_strerror(),
  * sluice_error_count() and sluice_error_code() from it, so a code added here
  * is added everywhere (the Swift layer checks its own list against
@@ -35,6 +35,7 @@
     X(EPROTO, -71, "Redis answered something that is not a valid answer")                                              \
     X(ESYNTAX, -74, "malformed input: see the line and the reason reported with it")                                   \
     X(EBADVALUE, -84, "the key's value in Redis is not Sluice state (another writer, or the wrong type)")              \
+    X(ECLUSTERDOWN, -100, "Redis Cluster cannot serve the key's slot now (CLUSTERDOWN, TRYAGAIN, or no node for it)")  \
     X(EOOM, -105, "Redis is out of memory and refuses writes (OOM): raise maxmemory or free memory")                   \
     X(ENOTCONN, -107, "no connection to Redis (down, refused or reconnecting)")                                        \
     X(ECLOSED, -108, "limiter closed")                                                                                 \

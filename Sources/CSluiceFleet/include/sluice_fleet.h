@@ -81,7 +81,8 @@ struct event_base;
  * connection), SLUICE_ETIMEDOUT (no answer within the timeout), SLUICE_EPROTO
  * (not a valid answer), SLUICE_EBADVALUE (the key's value in Redis is not
  * Sluice state: that request alone), and the classes of Redis's error
- * replies: SLUICE_EAUTH, SLUICE_ENOPERM, SLUICE_EOOM, SLUICE_EREADONLY and
+ * replies: SLUICE_EAUTH, SLUICE_ENOPERM, SLUICE_EOOM, SLUICE_EREADONLY,
+ * SLUICE_ECLUSTERDOWN (CLUSTERDOWN or TRYAGAIN from a Redis Cluster node) and
  * SLUICE_EREDIS (any other). Behind Redis Sentinel also SLUICE_ENOMASTER (no
  * sentinel knows the master name), and SLUICE_EREADONLY for the requests in
  * flight when a failover moved the primary. docs/fleet.md lists what each
@@ -165,14 +166,16 @@ typedef struct sluice_fleet_config {
                                        time is not Redis time); 0 = 10 minutes */
     size_t max_batch;                  /**< most calls and quota reads decided by one EVALSHA
                                        (sent together, decided in order; see "Batches");
-                                       0 = 32; 1 = one key per command (Redis Cluster:
-                                       a batch spans keys of different hash slots) */
+                                       0 = 32; 1 = one key per command (a Redis Cluster
+                                       address always uses 1: a batch would span slots) */
     const char *url;                   /**< Redis address as a URL (see docs/fleet.md, "Connections");
                                        replaces host and port when set: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB],
                                        rediss://...?cacert=PATH&cert=PATH&key=PATH&sni=NAME&insecure=1,
                                        unix:///PATH?db=N&user=U&password=P,
                                        redis+sentinel://[[USER]:PASSWORD@]H1:P1[,H2:P2...]/MASTER[/DB] (and
-                                       rediss+sentinel://; docs/fleet.md, "Sentinel"). Read during
+                                       rediss+sentinel://; docs/fleet.md, "Sentinel"),
+                                       redis+cluster://[[USER]:PASSWORD@]H1:P1[,H2:P2...] (seeds; and
+                                       rediss+cluster://; docs/fleet.md, "Redis Cluster"). Read during
                                        sluice_fleet_new() only */
 } sluice_fleet_config_t;
 

@@ -116,6 +116,9 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     /// A key's value in Redis is not a fleet limiter's state: something else
     /// wrote it, or it has another type.
     public static let badStoredValue = LimiterError(rawValue: SLUICE_EBADVALUE.rawValue)
+    /// Redis Cluster cannot serve the key's slot now: the cluster is down
+    /// (`CLUSTERDOWN`), asks to try again (`TRYAGAIN`), or no node holds it.
+    public static let clusterDown = LimiterError(rawValue: SLUICE_ECLUSTERDOWN.rawValue)
     /// Redis answered with an error that has no code of its own.
     public static let redisError = LimiterError(rawValue: SLUICE_EREDIS.rawValue)
     /// Redis Sentinel knows no primary by the fleet limiter's master name
@@ -130,7 +133,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         .outOfMemory, .busy, .invalidArgument, .full, .outOfRange, .keyTooLong, .closed, .corrupted,
         .notConnected, .timedOut, .badReply, .malformedInput, .limitReached, .authenticationFailed,
         .permissionDenied, .tlsFailed, .redisOutOfMemory, .readOnly, .badStoredValue, .redisError,
-        .cancelled, .unknownMaster,
+        .cancelled, .unknownMaster, .clusterDown,
     ]
 
     /// What went wrong, as one sentence: the ``reason`` when there is one,
@@ -172,6 +175,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         case .badStoredValue:
             "A key's value in Redis is not the fleet limiter's state: another writer, or another type."
         case .redisError: "Redis answered with an error."
+        case .clusterDown: "Redis Cluster cannot serve the key's slot now (down, busy migrating, or uncovered)."
         case .cancelled: "The call was cancelled before its answer came."
         case .unknownMaster: "Redis Sentinel knows no primary by the configured master name."
         default: "Unknown Sluice error (code \(rawValue))."
