@@ -541,8 +541,10 @@ static void test_moved_live(void) {
     fc.manual_time = true;
     fc.timeout_ns = 2 * SEC;
     fc.cache_slots = SIZE_MAX;
+    sluice_loop_t *loop = NULL;
+    CHECK(sluice_loop_start(&loop, NULL) == 0, "sluice_loop_start");
     sluice_fleet_t *f = NULL;
-    CHECK(sluice_fleet_start(&f, &fc) == 0, "fleet_start");
+    CHECK(sluice_fleet_new_on_loop(&f, loop, &fc) == 0, "fleet on a loop");
     char name[256];
     size_t len;
     unsigned slot = name_slot("live-key", name, &len);
@@ -571,7 +573,8 @@ static void test_moved_live(void) {
     CHECK(live_not_redis == 0, "live move: %d answers not Redis's", live_not_redis);
     CHECK(live_admitted == 3, "live move: %d admitted over %d calls, the burst is 3", live_admitted, sent);
     fprintf(stderr, TEST_NAME ": %d calls during a live slot move: all Redis's, %d admitted\n", sent, live_admitted);
-    sluice_fleet_free(f);
+    sluice_fleet_free(f); /* from this thread: freed on the loop's */
+    CHECK(sluice_loop_free(loop) == 0, "sluice_loop_free");
 }
 
 /* During a migration (the key already on the target): ASK is followed with
