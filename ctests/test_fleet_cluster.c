@@ -43,22 +43,6 @@ static test_redis_t node[NODES];
 
 /* ---- synchronous helpers (hiredis, 5 s timeouts) */
 
-static redisReply *cmd(int port, const char *fmt, ...) {
-    struct timeval tv = { 5, 0 };
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c || c->err) {
-        if (c) redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    redisFree(c);
-    return r;
-}
-
 static void sleep_ms(int ms) {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
@@ -67,7 +51,7 @@ static void sleep_ms(int ms) {
 /* ---- the cluster */
 
 static bool cluster_ok(int port) {
-    redisReply *r = cmd(port, "CLUSTER INFO");
+    redisReply *r = tf_cmd(port, "CLUSTER INFO");
     bool ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok") != NULL;
     if (r) freeReplyObject(r);
     return ok;
@@ -122,7 +106,7 @@ static void test_slot_known(void) {
 
 /* CLUSTER KEYSLOT of `key` (binary) on `port`. */
 static unsigned server_slot(int port, const char *key, size_t len) {
-    redisReply *r = cmd(port, "CLUSTER KEYSLOT %b", key, len);
+    redisReply *r = tf_cmd(port, "CLUSTER KEYSLOT %b", key, len);
     CHECK(r && r->type == REDIS_REPLY_INTEGER, "CLUSTER KEYSLOT: %s", r && r->str ? r->str : "no reply");
     unsigned s = (unsigned)r->integer;
     freeReplyObject(r);
@@ -158,7 +142,7 @@ static void test_slot_against_server(void) {
 
 static void test_map_from_nodes(void) {
     for (int i = 0; i < NODES; i++) {
-        redisReply *r = cmd(node[i].port, "CLUSTER SLOTS");
+        redisReply *r = tf_cmd(node[i].port, "CLUSTER SLOTS");
         sluice__cluster_map_t m;
         CHECK(sluice__cluster_map_parse(r, "127.0.0.1", &m) == 0, "parse CLUSTER SLOTS of node %d", i);
         freeReplyObject(r);
@@ -171,7 +155,7 @@ static void test_map_from_nodes(void) {
             int len = snprintf(key, sizeof key, "k%d:%llu", k, (unsigned long long)tf_next());
             int owner = m.nodes[m.owner[sluice__cluster_keyslot(key, (size_t)len)]].port;
             for (int j = 0; j < NODES; j++) {
-                redisReply *e = cmd(node[j].port, "EXISTS %b", key, (size_t)len);
+                redisReply *e = tf_cmd(node[j].port, "EXISTS %b", key, (size_t)len);
                 CHECK(e, "EXISTS on node %d", j);
                 if (node[j].port == owner) {
                     CHECK(e->type == REDIS_REPLY_INTEGER, "the map's node serves %s", key);
@@ -294,7 +278,7 @@ static unsigned name_slot(const char *key, char *name, size_t *name_len) {
 
 /* The index (in node[]) of the primary of `slot`, by CLUSTER SLOTS of node 0. */
 static int owner_of(unsigned slot) {
-    redisReply *r = cmd(node[0].port, "CLUSTER SLOTS");
+    redisReply *r = tf_cmd(node[0].port, "CLUSTER SLOTS");
     sluice__cluster_map_t m;
     CHECK(sluice__cluster_map_parse(r, "127.0.0.1", &m) == 0, "CLUSTER SLOTS");
     freeReplyObject(r);
@@ -307,7 +291,7 @@ static int owner_of(unsigned slot) {
 }
 
 static void node_id(int i, char *out, size_t len) {
-    redisReply *r = cmd(node[i].port, "CLUSTER MYID");
+    redisReply *r = tf_cmd(node[i].port, "CLUSTER MYID");
     CHECK(r && r->type == REDIS_REPLY_STRING, "CLUSTER MYID");
     snprintf(out, len, "%s", r->str);
     freeReplyObject(r);
@@ -316,37 +300,6 @@ static void node_id(int i, char *out, size_t len) {
 static void ok_reply(redisReply *r, const char *what) {
     CHECK(r && r->type != REDIS_REPLY_ERROR, "%s: %s", what, r && r->str ? r->str : "no reply");
     freeReplyObject(r);
-}
-
-static char *run(const char *command, int *status) {
-    FILE *p = popen(command, "r");
-    CHECK(p, "popen %s", command);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += n;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    *status = pclose(p);
-    return buf;
-}
-
-static bool is_rate(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    char line[512];
-    bool rate = false;
-    while (fgets(line, sizeof line, f)) {
-        char *t = line;
-        while (*t == ' ' || *t == '\t') t++;
-        if (*t == '#' || *t == '\n' || *t == '\0') continue;
-        rate = strncmp(t, "policy", 6) == 0 && strstr(t, " rate") != NULL;
-        break;
-    }
-    fclose(f);
-    return rate;
 }
 
 /* Setup errors: a TLS file that cannot be loaded fails at once; seeds that
@@ -392,12 +345,12 @@ static void test_vectors(void) {
         if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
         char path[2048], line[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (!is_rate(path)) continue;
+        if (!tf_is_rate_trace(path)) continue;
         int st1, st2;
         snprintf(line, sizeof line, "'%s' '%s'", exe, path);
-        char *local = run(line, &st1);
+        char *local = tf_run(line, &st1);
         snprintf(line, sizeof line, "'%s' --redis '%s' '%s'", exe, url, path);
-        char *remote = run(line, &st2);
+        char *remote = tf_run(line, &st2);
         CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (cluster)", e->d_name, st1, st2);
         CHECK(strcmp(local, remote) == 0, "%s: outputs differ\n--- local\n%s--- cluster\n%s", e->d_name, local, remote);
         free(local);
@@ -439,7 +392,7 @@ static void test_spread(void) {
         CHECK(admitted == 3, "key %d: %d admitted, the burst is 3", k, admitted);
     }
     for (int i = 0; i < NODES; i++) {
-        redisReply *r = cmd(node[i].port, "DBSIZE");
+        redisReply *r = tf_cmd(node[i].port, "DBSIZE");
         CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer > 0, "node %d holds keys", i);
         freeReplyObject(r);
     }
@@ -453,9 +406,9 @@ static void migrate_key(unsigned slot, int from, int to, const char *name, size_
     char from_id[64], to_id[64];
     node_id(from, from_id, sizeof from_id);
     node_id(to, to_id, sizeof to_id);
-    ok_reply(cmd(node[to].port, "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id), "IMPORTING");
-    ok_reply(cmd(node[from].port, "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id), "MIGRATING");
-    ok_reply(cmd(node[from].port, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %b", node[to].port, "", name, name_len),
+    ok_reply(tf_cmd(node[to].port, "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id), "IMPORTING");
+    ok_reply(tf_cmd(node[from].port, "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id), "MIGRATING");
+    ok_reply(tf_cmd(node[from].port, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %b", node[to].port, "", name, name_len),
              "MIGRATE");
 }
 
@@ -464,11 +417,11 @@ static void finish_move(unsigned slot, int to) {
     char to_id[64];
     node_id(to, to_id, sizeof to_id);
     for (int i = 0; i < NODES; i++)
-        ok_reply(cmd(node[i].port, "CLUSTER SETSLOT %u NODE %s", slot, to_id), "SETSLOT NODE");
+        ok_reply(tf_cmd(node[i].port, "CLUSTER SETSLOT %u NODE %s", slot, to_id), "SETSLOT NODE");
 }
 
 static long long cmdstat_calls(int i, const char *name) {
-    redisReply *r = cmd(node[i].port, "INFO commandstats");
+    redisReply *r = tf_cmd(node[i].port, "INFO commandstats");
     CHECK(r && r->type == REDIS_REPLY_STRING, "INFO");
     char want[64];
     snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
@@ -555,14 +508,15 @@ static void test_moved_live(void) {
     node_id(to, to_id, sizeof to_id);
     int sent = 0;
     live_calls(f, k, 20, &sent);
-    ok_reply(cmd(node[to].port, "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id), "IMPORTING");
+    ok_reply(tf_cmd(node[to].port, "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id), "IMPORTING");
     live_calls(f, k, 20, &sent);
-    ok_reply(cmd(node[from].port, "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id), "MIGRATING");
+    ok_reply(tf_cmd(node[from].port, "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id), "MIGRATING");
     live_calls(f, k, 20, &sent);
-    ok_reply(cmd(node[from].port, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %b", node[to].port, "", name, len), "MIGRATE");
+    ok_reply(tf_cmd(node[from].port, "MIGRATE 127.0.0.1 %d %s 0 5000 KEYS %b", node[to].port, "", name, len),
+             "MIGRATE");
     live_calls(f, k, 20, &sent); /* ASK from the source */
     for (int i = 0; i < NODES; i++) {
-        ok_reply(cmd(node[i].port, "CLUSTER SETSLOT %u NODE %s", slot, to_id), "SETSLOT NODE");
+        ok_reply(tf_cmd(node[i].port, "CLUSTER SETSLOT %u NODE %s", slot, to_id), "SETSLOT NODE");
         live_calls(f, k, 10, &sent);
     }
     uint64_t end = tf_mono() + 30 * SEC;
@@ -614,7 +568,7 @@ static void test_clusterdown(void) {
     int o = owner_of(slot);
     sluice_key_t k = sluice_key_bytes("down-key", 8);
     CHECK(call1(f, k, 15 * SEC).source == SLUICE_FLEET_SOURCE_REDIS, "before");
-    ok_reply(cmd(node[o].port, "CLUSTER DELSLOTS %u", slot), "DELSLOTS");
+    ok_reply(tf_cmd(node[o].port, "CLUSTER DELSLOTS %u", slot), "DELSLOTS");
     sluice_fleet_result_t r = call1(f, k, 15 * SEC);
     CHECK(r.source == SLUICE_FLEET_SOURCE_FAILURE && r.cause == SLUICE_ECLUSTERDOWN, "uncovered: source %d cause %d",
           r.source, r.cause);
@@ -622,7 +576,7 @@ static void test_clusterdown(void) {
     CHECK(sluice_fleet_cancel(f, k, 15 * SEC, tf_on_result, &b) == 0, "cancel");
     tf_wait(base, &b);
     CHECK(b.res.status == SLUICE_ECLUSTERDOWN, "uncovered cancel: status %d", b.res.status);
-    ok_reply(cmd(node[o].port, "CLUSTER ADDSLOTS %u", slot), "ADDSLOTS");
+    ok_reply(tf_cmd(node[o].port, "CLUSTER ADDSLOTS %u", slot), "ADDSLOTS");
     uint64_t end = tf_mono() + 30 * SEC;
     for (int i = 0; i < NODES; i++) {
         while (!cluster_ok(node[i].port)) {

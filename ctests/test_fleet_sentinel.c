@@ -36,25 +36,9 @@ static struct event_base *base;
 
 /* ---- synchronous helpers (hiredis, 5 s timeouts) */
 
-static redisReply *cmd(int port, const char *fmt, ...) {
-    struct timeval tv = { 5, 0 };
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c || c->err) {
-        if (c) redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    redisFree(c);
-    return r;
-}
-
 /* The port of the primary the sentinel names for `name`, or -1. */
 static int sentinel_primary_of(int sport, const char *name) {
-    redisReply *r = cmd(sport, "SENTINEL get-master-addr-by-name %s", name);
+    redisReply *r = tf_cmd(sport, "SENTINEL get-master-addr-by-name %s", name);
     int port = -1;
     if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) port = atoi(r->element[1]->str);
     if (r) freeReplyObject(r);
@@ -86,10 +70,10 @@ static void wait_replica_known(int primary, int rport, int sport) {
     snprintf(want, sizeof want, "port=%d,state=online", rport);
     uint64_t end = tf_mono() + 60 * SEC;
     for (;;) {
-        redisReply *info = cmd(primary, "INFO replication");
+        redisReply *info = tf_cmd(primary, "INFO replication");
         bool online = info && info->type == REDIS_REPLY_STRING && strstr(info->str, want);
         if (info) freeReplyObject(info);
-        redisReply *reps = cmd(sport, "SENTINEL replicas %s", MASTER);
+        redisReply *reps = tf_cmd(sport, "SENTINEL replicas %s", MASTER);
         char port_s[16];
         snprintf(port_s, sizeof port_s, "%d", rport);
         bool listed = reps && reply_has(reps, port_s) && !reply_has(reps, "disconnected") && !reply_has(reps, "s_down");
@@ -107,7 +91,7 @@ static test_redis_t primary, replica, sentinel, locked;
 static void start_data(test_redis_t *r) {
     tf_start_redis(r);
     /* no 5 s diskless-sync delay: a replica syncs at once */
-    redisReply *x = cmd(r->port, "CONFIG SET repl-diskless-sync-delay 0");
+    redisReply *x = tf_cmd(r->port, "CONFIG SET repl-diskless-sync-delay 0");
     CHECK(x && x->type == REDIS_REPLY_STATUS, "CONFIG SET on %d", r->port);
     freeReplyObject(x);
 }
@@ -186,7 +170,7 @@ static void test_discovery(void) {
               "discovery: call %d source %d cause %d kind %d", i, b[i].res.source, b[i].res.cause,
               b[i].res.decision.kind);
     /* the state is on the primary the sentinel names */
-    redisReply *n = cmd(primary.port, "DBSIZE");
+    redisReply *n = tf_cmd(primary.port, "DBSIZE");
     CHECK(n && n->type == REDIS_REPLY_INTEGER && n->integer >= 1, "the key is on the primary");
     freeReplyObject(n);
     sluice_fleet_free(f);
@@ -339,7 +323,7 @@ static void failover(sluice_fleet_t *f, test_redis_t *old, test_redis_t *next, b
     if (kill_it) {
         test_redis_signal(old, SIGKILL);
     } else {
-        redisReply *r = cmd(sentinel.port, "SENTINEL failover %s", MASTER);
+        redisReply *r = tf_cmd(sentinel.port, "SENTINEL failover %s", MASTER);
         CHECK(r && r->type == REDIS_REPLY_STATUS, "SENTINEL failover: %s", r && r->str ? r->str : "no reply");
         freeReplyObject(r);
     }
@@ -434,14 +418,14 @@ static void test_readonly_rediscovery(void) {
     snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/moved", s.port);
     sluice_fleet_t *f = fleet(url);
     wait_redis(f, 11);
-    redisReply *r = cmd(s.port, "SENTINEL REMOVE moved");
+    redisReply *r = tf_cmd(s.port, "SENTINEL REMOVE moved");
     CHECK(r && r->type == REDIS_REPLY_STATUS, "SENTINEL REMOVE");
     freeReplyObject(r);
-    r = cmd(s.port, "SENTINEL MONITOR moved 127.0.0.1 %d 1", y.port);
+    r = tf_cmd(s.port, "SENTINEL MONITOR moved 127.0.0.1 %d 1", y.port);
     CHECK(r && r->type == REDIS_REPLY_STATUS, "SENTINEL MONITOR");
     freeReplyObject(r);
     CHECK(sentinel_primary_of(s.port, "moved") == y.port, "the sentinel names the other node");
-    r = cmd(x.port, "REPLICAOF 127.0.0.1 %d", y.port);
+    r = tf_cmd(x.port, "REPLICAOF 127.0.0.1 %d", y.port);
     CHECK(r && r->type == REDIS_REPLY_STATUS, "REPLICAOF");
     freeReplyObject(r);
     /* calls until one is decided by Redis on y: its key appears there */
@@ -451,7 +435,7 @@ static void test_readonly_rediscovery(void) {
         memset(&b, 0, sizeof b);
         CHECK(sluice_fleet_call(f, sluice_key_u64(12), 1, 0, tf_on_result, &b) == 0, "call");
         tf_wait(base, &b);
-        redisReply *n = cmd(y.port, "DBSIZE");
+        redisReply *n = tf_cmd(y.port, "DBSIZE");
         bool on_y = b.res.source == SLUICE_FLEET_SOURCE_REDIS && n && n->type == REDIS_REPLY_INTEGER && n->integer > 0;
         if (n) freeReplyObject(n);
         if (on_y) break;
@@ -479,7 +463,7 @@ int main(void) {
     CHECK(base, "event_base_new");
     start_data(&primary);
     start_data(&replica);
-    redisReply *r = cmd(replica.port, "REPLICAOF 127.0.0.1 %d", primary.port);
+    redisReply *r = tf_cmd(replica.port, "REPLICAOF 127.0.0.1 %d", primary.port);
     CHECK(r && r->type == REDIS_REPLY_STATUS, "REPLICAOF");
     freeReplyObject(r);
     start_sentinel(&sentinel, MASTER, primary.port, "");

@@ -7,7 +7,10 @@
 
 #include <event2/event.h>
 #include <event2/thread.h>
+#include <hiredis/hiredis.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +149,61 @@ __attribute__((unused)) static sluice_quota_t tf_model_quota(const tf_model_t *m
     else
         q.retry = fresh - ts > B ? tf_ceil(m, fresh - B) : t;
     return q;
+}
+
+/* ---- commands and programs */
+
+/* One command to the server on 127.0.0.1:`port` over a fresh blocking
+ * connection (5 s timeouts). @return the reply (free it), or NULL. */
+__attribute__((unused)) static redisReply *tf_cmd(int port, const char *fmt, ...) {
+    struct timeval tv = { 5, 0 };
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    redisFree(c);
+    return r;
+}
+
+/* Runs a shell command; returns its standard output (free it) and its
+ * wait status. */
+__attribute__((unused)) static char *tf_run(const char *command, int *status) {
+    FILE *p = popen(command, "r");
+    CHECK(p, "popen %s", command);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += n;
+        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    *status = pclose(p);
+    return buf;
+}
+
+/* Whether the trace at `path` has a rate policy (its first line that is
+ * not a comment or blank). */
+__attribute__((unused)) static bool tf_is_rate_trace(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char line[512];
+    bool rate = false;
+    while (fgets(line, sizeof line, f)) {
+        char *t = line;
+        while (*t == ' ' || *t == '\t') t++;
+        if (*t == '#' || *t == '\n' || *t == '\0') continue;
+        rate = strncmp(t, "policy", 6) == 0 && strstr(t, " rate") != NULL;
+        break;
+    }
+    fclose(f);
+    return rate;
 }
 
 #endif

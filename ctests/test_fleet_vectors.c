@@ -13,37 +13,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char *run(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    CHECK(p, "popen %s", cmd);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += n;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    *status = pclose(p);
-    return buf;
-}
-
-static bool is_rate(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    char line[512];
-    bool rate = false;
-    while (fgets(line, sizeof line, f)) {
-        char *s = line;
-        while (*s == ' ' || *s == '\t') s++;
-        if (*s == '#' || *s == '\n' || *s == '\0') continue;
-        rate = strncmp(s, "policy", 6) == 0 && strstr(s, " rate") != NULL;
-        break;
-    }
-    fclose(f);
-    return rate;
-}
-
 int main(void) {
     const char *exe = getenv("SLUICE_TRACE");
     const char *src = getenv("SLUICE_SOURCE_DIR");
@@ -74,13 +43,13 @@ int main(void) {
         if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
         char path[2048], cmd[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (!is_rate(path)) continue;
+        if (!tf_is_rate_trace(path)) continue;
         int st1, st2;
         snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
-        char *local = run(cmd, &st1);
+        char *local = tf_run(cmd, &st1);
         for (int u = 0; u < 3; u++) {
             snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, urls[u], path);
-            char *fleet = run(cmd, &st2);
+            char *fleet = tf_run(cmd, &st2);
             CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (--redis %s)", e->d_name, st1, st2, urls[u]);
             CHECK(strcmp(local, fleet) == 0, "%s through %s: outputs differ\n--- local\n%s--- redis\n%s", e->d_name,
                   urls[u], local, fleet);
@@ -103,7 +72,7 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s' --redis 127.0.0.1:%d '%s' 2>/dev/null", exe, port, path);
     uint64_t t0 = tf_mono();
     int st;
-    char *out = run(cmd, &st);
+    char *out = tf_run(cmd, &st);
     uint64_t took = tf_mono() - t0;
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 4, "nothing listening: status %d", st);
     CHECK(out[0] == '\0', "nothing listening: printed %s", out);
@@ -111,13 +80,13 @@ int main(void) {
     CHECK(took < 20000000000ull, "nothing listening: took %llu ms", (unsigned long long)(took / 1000000));
     free(out);
     snprintf(cmd, sizeof cmd, "'%s' --redis 127.0.0.1:%d '%s' 2>&1 >/dev/null", exe, port, path);
-    out = run(cmd, &st);
+    out = tf_run(cmd, &st);
     CHECK(strstr(out, "cannot reach Redis") != NULL, "nothing listening: message '%s'", out);
     free(out);
 
     /* a malformed URL: refused at once, the part named, the password not echoed */
     snprintf(cmd, sizeof cmd, "'%s' --redis 'redis://:Top-Secret-9@127.0.0.1:70000' '%s' 2>&1 >/dev/null", exe, path);
-    out = run(cmd, &st);
+    out = tf_run(cmd, &st);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 64, "malformed URL: status %d", st);
     CHECK(strstr(out, "70000") != NULL && strstr(out, "Top-Secret-9") == NULL, "malformed URL: message '%s'", out);
     free(out);

@@ -857,6 +857,30 @@ static void reply_cb(void *arg, redisReply *rep, int err) {
     flush_batch(f, false);
 }
 
+/* Sends a batch's requests once more by `rt` (after a redirection or a
+ * NOSCRIPT), and frees the batch: those answered meanwhile are released,
+ * the others held for the resend, or answered by the failure policy when it
+ * cannot be sent (`unavailable`: counted so). */
+static void resend(struct sluice_fleet *f, struct batch *b, const struct route *rt, bool unavailable) {
+    size_t m = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        struct req *r = b->r[i];
+        if (r->answered)
+            req_release(r);
+        else
+            b->r[m++] = r;
+    }
+    for (size_t i = 0; i < m; i++) b->r[i]->in_redis++; /* held for the resend */
+    if (m && send_batch(f, b->r, m, rt) != 0) {
+        for (size_t i = 0; i < m; i++) {
+            b->r[i]->in_redis--;
+            if (unavailable) STAT_INC(f, unavailable);
+            answer_failure(f, b->r[i], down_cause_of(rt->conn));
+        }
+    }
+    free(b);
+}
+
 /* A Redis Cluster node's MOVED or ASK: the batch goes to the node it names
  * (MOVED also updates the slot map; ASK sends ASKING first and leaves the
  * map alone), at most MAX_REDIRECTS times. @return whether it was followed
@@ -878,24 +902,8 @@ static bool follow_redirect(struct sluice_fleet *f, struct batch *b, const redis
     }
     sluice__conn_t *c =
         ask ? sluice__cluster_node(f->cluster, host, port) : sluice__cluster_moved(f->cluster, slot, host, port);
-    size_t m = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        struct req *r = b->r[i];
-        if (r->answered)
-            req_release(r);
-        else
-            b->r[m++] = r;
-    }
-    for (size_t i = 0; i < m; i++) b->r[i]->in_redis++; /* held for the resend */
     struct route rt = { .conn = c, .asking = ask, .redirects = b->redirects + 1 };
-    if (m && send_batch(f, b->r, m, &rt) != 0) {
-        for (size_t i = 0; i < m; i++) {
-            b->r[i]->in_redis--;
-            STAT_INC(f, unavailable);
-            answer_failure(f, b->r[i], down_cause_of(c));
-        }
-    }
-    free(b);
+    resend(f, b, &rt, true);
     flush_batch(f, false);
     return true;
 }
@@ -929,23 +937,8 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
     if (rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !b->evalled) {
         /* the script cache was flushed: the same batch once more with EVAL */
         STAT_INC(f, noscript);
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++) {
-            struct req *r = b->r[i];
-            if (r->answered)
-                req_release(r);
-            else
-                b->r[m++] = r;
-        }
-        for (size_t i = 0; i < m; i++) b->r[i]->in_redis++; /* held for the resend */
         struct route rt = { .conn = b->conn, .eval = true, .asking = b->asking, .redirects = b->redirects };
-        if (m && send_batch(f, b->r, m, &rt) != 0) {
-            for (size_t i = 0; i < m; i++) {
-                b->r[i]->in_redis--;
-                answer_failure(f, b->r[i], down_cause_of(b->conn));
-            }
-        }
-        free(b);
+        resend(f, b, &rt, false);
         flush_batch(f, false);
         return;
     }
