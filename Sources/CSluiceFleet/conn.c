@@ -643,49 +643,7 @@ static int make_ctx(const sluice__redis_tls_t *t, SSL_CTX **out, char *why, size
     return 0;
 }
 
-/* ------------------------------------------------------------------ the address copy */
-
-static bool dup_str(char **dst, const char *src) {
-    *dst = src ? strdup(src) : NULL;
-    return !src || *dst;
-}
-
-static void free_url_copy(sluice__redis_url_t *u) {
-    if (u->password) OPENSSL_cleanse(u->password, strlen(u->password)); /* a secret: wiped before it is freed */
-    for (size_t i = 0; i < u->n_nodes; i++) free(u->nodes[i].host);
-    free(u->nodes);
-    free(u->path);
-    free(u->master);
-    free(u->user);
-    free(u->password);
-    free(u->tls.cacert);
-    free(u->tls.cert);
-    free(u->tls.key);
-    free(u->tls.sni);
-    memset(u, 0, sizeof *u);
-}
-
-static int copy_url(sluice__redis_url_t *d, const sluice__redis_url_t *s) {
-    memset(d, 0, sizeof *d);
-    d->topology = s->topology;
-    d->db = s->db;
-    d->tls.tls = s->tls.tls;
-    d->tls.insecure = s->tls.insecure;
-    bool ok = dup_str(&d->path, s->path) && dup_str(&d->user, s->user) && dup_str(&d->password, s->password) &&
-              dup_str(&d->tls.cacert, s->tls.cacert) && dup_str(&d->tls.cert, s->tls.cert) &&
-              dup_str(&d->tls.key, s->tls.key) && dup_str(&d->tls.sni, s->tls.sni);
-    if (ok && s->n_nodes) {
-        d->nodes = calloc(1, sizeof *d->nodes);
-        ok = d->nodes != NULL;
-        if (ok) {
-            d->n_nodes = 1;
-            d->nodes[0].port = s->nodes[0].port;
-            ok = dup_str(&d->nodes[0].host, s->nodes[0].host);
-        }
-    }
-    if (!ok) free_url_copy(d);
-    return ok ? 0 : SLUICE_ENOMEM;
-}
+/* ------------------------------------------------------------------ the address check */
 
 static int check_url(const sluice__redis_url_t *u, bool resolved, char *why, size_t why_len) {
     const char *bad = NULL;
@@ -768,7 +726,7 @@ int sluice__conn_new(sluice__conn_t **out, struct event_base *base, const sluice
     if (!c->o.backoff_max_ns) c->o.backoff_max_ns = 1000 * MS;
     if (c->o.backoff_max_ns < c->o.backoff_min_ns) c->o.backoff_max_ns = c->o.backoff_min_ns;
     c->rng = (sluice__fleet_clock_ns(CLOCK_MONOTONIC) << 20) ^ (uint64_t)(uintptr_t)c ^ 0x9E3779B97F4A7C15ull;
-    rc = copy_url(&c->url, url);
+    rc = sluice__redis_url_copy(&c->url, url, true);
     if (rc) {
         free(c);
         return rc;
@@ -824,7 +782,7 @@ void sluice__conn_free(sluice__conn_t *c) {
     if (c->retry) event_free(c->retry);
     if (c->held_buf) evbuffer_free(c->held_buf);
     if (c->ctx) SSL_CTX_free(c->ctx);
-    free_url_copy(&c->url);
+    sluice__redis_url_free(&c->url);
     free(c);
 }
 

@@ -84,6 +84,46 @@ void sluice__redis_url_free(sluice__redis_url_t *u) {
     memset(u, 0, sizeof *u);
 }
 
+/* A copy of `s` (NULL stays NULL) in this file's allocator. */
+static bool copy_str(char **d, const char *s) {
+    *d = NULL;
+    if (!s) return true;
+    size_t n = strlen(s) + 1;
+    *d = url_alloc(n);
+    if (*d) memcpy(*d, s, n);
+    return *d != NULL;
+}
+
+int sluice__redis_url_copy(sluice__redis_url_t *d, const sluice__redis_url_t *s, bool data_credentials) {
+    memset(d, 0, sizeof *d);
+    d->topology = s->topology;
+    d->db = s->db;
+    d->tls.tls = s->tls.tls;
+    d->tls.insecure = s->tls.insecure;
+    bool ok = copy_str(&d->path, s->path) && copy_str(&d->master, s->master) &&
+              copy_str(&d->tls.cacert, s->tls.cacert) && copy_str(&d->tls.cert, s->tls.cert) &&
+              copy_str(&d->tls.key, s->tls.key) && copy_str(&d->tls.sni, s->tls.sni) &&
+              copy_str(&d->password_env, s->password_env) && copy_str(&d->sentinel_user, s->sentinel_user) &&
+              copy_str(&d->sentinel_password, s->sentinel_password) &&
+              copy_str(&d->sentinel_password_env, s->sentinel_password_env);
+    if (ok && data_credentials) ok = copy_str(&d->user, s->user) && copy_str(&d->password, s->password);
+    if (ok && s->n_nodes) {
+        d->nodes = url_alloc(s->n_nodes * sizeof *d->nodes);
+        ok = d->nodes != NULL;
+        if (ok) memset(d->nodes, 0, s->n_nodes * sizeof *d->nodes);
+        for (size_t i = 0; ok && i < s->n_nodes; i++) {
+            d->n_nodes = i + 1;
+            d->nodes[i].port = s->nodes[i].port;
+            ok = copy_str(&d->nodes[i].host, s->nodes[i].host);
+        }
+    }
+    if (!ok) {
+        sluice__redis_url_free(d);
+        return SLUICE_ENOMEM;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The parser's state and its errors                                  */
 /* ------------------------------------------------------------------ */

@@ -81,6 +81,13 @@ typedef struct sluice__redis_url {
  */
 SLUICE_FLEET_HIDDEN int sluice__redis_url_parse(const char *url, sluice__redis_url_t *out, char *why, size_t why_len);
 
+/** A deep copy of `s` into `d` (zeroed first), freed by
+ *  sluice__redis_url_free(); without `data_credentials` the data nodes'
+ *  user and password are left out (a copy for the sentinels).
+ *  @return 0 or SLUICE_ENOMEM (nothing to free then). */
+SLUICE_FLEET_HIDDEN int sluice__redis_url_copy(sluice__redis_url_t *d, const sluice__redis_url_t *s,
+                                               bool data_credentials);
+
 /** Zeroes `n` bytes at `p` in a way the compiler cannot drop (a secret about
  *  to be freed). */
 SLUICE_FLEET_HIDDEN void sluice__fleet_wipe(void *p, size_t n);

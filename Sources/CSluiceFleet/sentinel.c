@@ -286,46 +286,6 @@ void sluice__sentinel_resolve(void *resolver, sluice__conn_t *data, uint64_t tic
 
 /* ------------------------------------------------------------------ life */
 
-static bool dup_str(char **dst, const char *src) {
-    *dst = src ? strdup(src) : NULL;
-    return !src || *dst;
-}
-
-static void free_copy(sluice__redis_url_t *u) {
-    for (size_t i = 0; i < u->n_nodes; i++) free(u->nodes[i].host);
-    free(u->nodes);
-    free(u->master);
-    if (u->sentinel_password) sluice__fleet_wipe(u->sentinel_password, strlen(u->sentinel_password));
-    free(u->sentinel_user);
-    free(u->sentinel_password);
-    free(u->tls.cacert);
-    free(u->tls.cert);
-    free(u->tls.key);
-    free(u->tls.sni);
-    memset(u, 0, sizeof *u);
-}
-
-/* Copies what the sentinels need: not the data credentials. */
-static int copy_for_sentinels(sluice__redis_url_t *d, const sluice__redis_url_t *s) {
-    memset(d, 0, sizeof *d);
-    d->topology = SLUICE__REDIS_SENTINEL;
-    d->tls.tls = s->tls.tls;
-    d->tls.insecure = s->tls.insecure;
-    bool ok = dup_str(&d->master, s->master) && dup_str(&d->sentinel_user, s->sentinel_user) &&
-              dup_str(&d->sentinel_password, s->sentinel_password) && dup_str(&d->tls.cacert, s->tls.cacert) &&
-              dup_str(&d->tls.cert, s->tls.cert) && dup_str(&d->tls.key, s->tls.key) &&
-              dup_str(&d->tls.sni, s->tls.sni);
-    d->nodes = ok ? calloc(s->n_nodes, sizeof *d->nodes) : NULL;
-    ok = ok && d->nodes;
-    for (size_t i = 0; ok && i < s->n_nodes; i++) {
-        d->n_nodes = i + 1;
-        d->nodes[i].port = s->nodes[i].port;
-        ok = dup_str(&d->nodes[i].host, s->nodes[i].host);
-    }
-    if (!ok) free_copy(d);
-    return ok ? 0 : SLUICE_ENOMEM;
-}
-
 int sluice__sentinel_new(sluice__sentinel_t **out, struct event_base *base, const sluice__redis_url_t *url,
                          uint64_t timeout_ns, char *why, size_t why_len) {
     if (why && why_len) why[0] = '\0';
@@ -338,7 +298,7 @@ int sluice__sentinel_new(sluice__sentinel_t **out, struct event_base *base, cons
     s->base = base;
     /* each sentinel gets a share of the connect timeout (at least 100 ms) */
     s->timeout_ns = timeout_ns / url->n_nodes > 100 * MS ? timeout_ns / url->n_nodes : 100 * MS;
-    int rc = copy_for_sentinels(&s->url, url);
+    int rc = sluice__redis_url_copy(&s->url, url, false);
     s->reap = event_new(base, -1, 0, reap_cb, s);
     s->step = event_new(base, -1, 0, step_cb, s);
     if (!rc && (!s->reap || !s->step)) rc = SLUICE_ENOMEM;
@@ -357,6 +317,6 @@ void sluice__sentinel_free(sluice__sentinel_t *s) {
     if (s->reap) reap_cb(-1, 0, s);
     if (s->reap) event_free(s->reap);
     if (s->step) event_free(s->step);
-    free_copy(&s->url);
+    sluice__redis_url_free(&s->url);
     free(s);
 }
