@@ -27,7 +27,6 @@
 #include "test_fleet_util.h"
 
 #include <hiredis/hiredis.h>
-#include <dirent.h>
 #include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -336,28 +335,8 @@ static void test_vectors(void) {
     char dir[1024], url[256];
     snprintf(dir, sizeof dir, "%s/Tests/Vectors", src);
     snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d", node[0].port, node[1].port);
-    DIR *d = opendir(dir);
-    CHECK(d, "cannot open %s", dir);
-    struct dirent *e;
-    int compared = 0;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
-        char path[2048], line[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (!tf_is_rate_trace(path)) continue;
-        int st1, st2;
-        snprintf(line, sizeof line, "'%s' '%s'", exe, path);
-        char *local = tf_run(line, &st1);
-        snprintf(line, sizeof line, "'%s' --redis '%s' '%s'", exe, url, path);
-        char *remote = tf_run(line, &st2);
-        CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (cluster)", e->d_name, st1, st2);
-        CHECK(strcmp(local, remote) == 0, "%s: outputs differ\n--- local\n%s--- cluster\n%s", e->d_name, local, remote);
-        free(local);
-        free(remote);
-        compared++;
-    }
-    closedir(d);
+    const char *const urls[1] = { url };
+    int compared = tf_compare_rate_vectors(exe, dir, urls, 1);
     CHECK(compared >= 5, "only %d rate vectors found", compared);
     fprintf(stderr, TEST_NAME ": %d rate vectors identical through the cluster\n", compared);
 }

@@ -7,6 +7,7 @@
 
 #include <event2/event.h>
 #include <event2/thread.h>
+#include <dirent.h>
 #include <hiredis/hiredis.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -204,6 +205,39 @@ __attribute__((unused)) static bool tf_is_rate_trace(const char *path) {
     }
     fclose(f);
     return rate;
+}
+
+/* Runs every rate vector of `dir` (Tests/Vectors) through `exe --redis URL`
+ * for each of the `n` URLs and checks each output equals the local run's,
+ * byte for byte. @return the number of vectors compared. */
+__attribute__((unused)) static int tf_compare_rate_vectors(const char *exe, const char *dir, const char *const *urls,
+                                                           int n) {
+    DIR *d = opendir(dir);
+    CHECK(d, "cannot open %s", dir);
+    struct dirent *e;
+    int compared = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
+        char path[2048], cmd[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!tf_is_rate_trace(path)) continue;
+        int st1, st2;
+        snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
+        char *local = tf_run(cmd, &st1);
+        for (int u = 0; u < n; u++) {
+            snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, urls[u], path);
+            char *fleet = tf_run(cmd, &st2);
+            CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (--redis %s)", e->d_name, st1, st2, urls[u]);
+            CHECK(strcmp(local, fleet) == 0, "%s through %s: outputs differ\n--- local\n%s--- redis\n%s", e->d_name,
+                  urls[u], local, fleet);
+            free(fleet);
+        }
+        free(local);
+        compared++;
+    }
+    closedir(d);
+    return compared;
 }
 
 #endif

@@ -9,7 +9,6 @@
 #define TEST_NAME "test_fleet_vectors"
 #include "test_fleet_util.h"
 
-#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,31 +33,8 @@ int main(void) {
     snprintf(urls[2], sizeof urls[2], "unix://%s?password=vector-Pw-1&db=3", sock);
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/Tests/Vectors", src);
-    DIR *d = opendir(dir);
-    CHECK(d, "cannot open %s", dir);
-    struct dirent *e;
-    int compared = 0;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
-        char path[2048], cmd[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (!tf_is_rate_trace(path)) continue;
-        int st1, st2;
-        snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
-        char *local = tf_run(cmd, &st1);
-        for (int u = 0; u < 3; u++) {
-            snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, urls[u], path);
-            char *fleet = tf_run(cmd, &st2);
-            CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (--redis %s)", e->d_name, st1, st2, urls[u]);
-            CHECK(strcmp(local, fleet) == 0, "%s through %s: outputs differ\n--- local\n%s--- redis\n%s", e->d_name,
-                  urls[u], local, fleet);
-            free(fleet);
-        }
-        free(local);
-        compared++;
-    }
-    closedir(d);
+    const char *const forms[3] = { urls[0], urls[1], urls[2] };
+    int compared = tf_compare_rate_vectors(exe, dir, forms, 3);
     CHECK(compared >= 5, "only %d rate vectors found in %s", compared, dir);
     fprintf(stderr, TEST_NAME ": %d rate vectors identical through Redis, 3 address forms each\n", compared);
     test_redis_stop(&redis);
