@@ -660,7 +660,7 @@ static int check_url(const sluice__redis_url_t *u, bool resolved, char *why, siz
     } else if (u->topology == SLUICE__REDIS_SENTINEL && resolved) {
         if (u->n_nodes < 1 || !u->nodes) bad = "a Sentinel address needs at least one sentinel";
     } else {
-        bad = "Cluster addresses are not supported yet";
+        bad = "a Cluster address has one connection per node (cluster.c), not one";
     }
     if (!bad && u->db < 0) bad = "the database number is negative";
     if (bad && why) snprintf(why, why_len, "%s", bad);

@@ -26,12 +26,16 @@
  * request waits for a batch only while two batches await their reply, so at
  * light load it goes out at once, and under load batches grow. This cuts
  * Redis's cost per decision (one script run, one clock reading, one command).
- * A batch names keys of any hash slot, so with Redis Cluster set max_batch to 1.
+ * With Redis Cluster (redis+cluster://) every script run decides one key
+ * (max_batch is taken as 1): a script may name keys of one slot only.
  *
  * Threads. A fleet limiter lives on one libevent event_base, run by one
- * thread (the loop thread). sluice_fleet_call(), _quota() and _cancel() may be
- * called from any thread: the request is queued to the loop thread, which
- * pipelines it on one connection (TCP, Unix socket or TLS: see config.url). Every answer is delivered by the
+ * thread (the loop thread): a caller's (sluice_fleet_new()) or a loop of the
+ * loop layer's (sluice_fleet_new_on_loop()); it has no thread of its own.
+ * sluice_fleet_call(), _quota() and _cancel() may be called from any thread:
+ * the request is queued to the loop thread, which pipelines it on one
+ * connection (TCP, Unix socket or TLS: see config.url; with Redis Cluster,
+ * the connection of the key's node). Every answer is delivered by the
  * request's callback on the loop thread, never inside the submitting call,
  * exactly once, and no later than the configured timeout after the call
  * (as long as the loop thread runs). When other threads call in, the
