@@ -370,6 +370,10 @@ typedef struct sluice_config {
     bool fixed_seed;  /**< tests only: use `seed` instead of a random hash key (then also
                                      as the SipHash fallback's key, for repeatable runs) */
     uint64_t seed[2]; /**< the hash key when fixed_seed */
+    /** A rate limiter of several quotas per key and plans (sluice_plans.h):
+     *  the table (copied), with `policy` = sluice_rate_plans(). NULL: the
+     *  one quota of `policy`. */
+    const struct sluice_plans *plans;
 } sluice_config_t;
 
 /**
@@ -733,5 +737,7 @@ SLUICE_EXTERN int sluice_limiter_check(const sluice_limiter_t *limiter);
 #ifdef __cplusplus
 }
 #endif
+
+#include "sluice_plans.h"
 
 #endif /* SLUICE_H */

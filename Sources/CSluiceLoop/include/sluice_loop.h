@@ -390,7 +390,8 @@ typedef struct sluice_mt_submit_options {
      *  "Caller-given times" (top of this header): at most the clock read by
      *  the call plus SLUICE_MT_SUBMIT_AT_SLACK_NS, else SLUICE_ERANGE. */
     uint64_t now;
-    /** Reserved for quota plans: must be 0 (otherwise SLUICE_EINVAL). */
+    /** The key's plan, by index (sluice_mt_plan_index()): 0, the default,
+     *  on a limiter without plans (sluice_plans.h). */
     uint32_t plan;
 } sluice_mt_submit_options_t;
 
@@ -407,8 +408,9 @@ typedef struct sluice_mt_submit_options {
  *        call's carries `remaining` and `full`.
  * @return as sluice_mt_submit(); SLUICE_ERANGE for a cost above
  *         SLUICE_RATE_MAX or a `now` ahead of the clock; SLUICE_EINVAL for a
- *         cost other than 1 on a policy that is not rate, or a nonzero
- *         plan. On error the token was not taken.
+ *         cost other than 1 on a policy that is not rate; SLUICE_ENOPLAN
+ *         for a plan index the limiter lacks. On error the token was not
+ *         taken.
  */
 SLUICE_EXTERN int sluice_mt_submit_with_options(sluice_mt_t *m, sluice_key_t key, uint64_t token,
                                                 const sluice_mt_submit_options_t *options, sluice_decision_t *decision);
@@ -448,12 +450,59 @@ SLUICE_EXTERN int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *cal
  *        for sluice_mt_submit_with_options()), or NULL for cost 1, now.
  * @param out receives the quota (`out->now`: the time it was read at); times
  *        are on sluice_clock_now()'s clock.
- * @return 0; SLUICE_EINVAL (NULL pointer, bad key, not a rate policy,
- *         nonzero plan); SLUICE_ERANGE (cost, or a `now` ahead of the
+ * @return 0; SLUICE_EINVAL (NULL pointer, bad key, not a rate policy);
+ *         SLUICE_ENOPLAN (a plan index the limiter lacks); SLUICE_ERANGE (cost, or a `now` ahead of the
  *         clock); SLUICE_EKEYLEN; SLUICE_ECLOSED.
  */
 SLUICE_EXTERN int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_options_t *options,
                                   sluice_quota_t *out);
+
+/**
+ * sluice_mt_submit_with_options() that also reports each quota of the
+ * call's plan: sluice_limiter_submit_plan() (sluice_plans.h) on the key's
+ * shard.
+ *
+ * @param m a rate limiter.
+ * @param key the key.
+ * @param token the caller's value handle.
+ * @param options cost, time and plan, or NULL for cost 1, now, plan 0.
+ * @param decision receives the overall decision (may be NULL).
+ * @param detail receives each quota's figures and the refusing quotas (may be NULL).
+ * @return as sluice_mt_submit_with_options(); SLUICE_ENOPLAN for a plan
+ *         index the limiter does not have.
+ */
+SLUICE_EXTERN int sluice_mt_submit_plan(sluice_mt_t *m, sluice_key_t key, uint64_t token,
+                                        const sluice_mt_submit_options_t *options, sluice_decision_t *decision,
+                                        sluice_plan_detail_t *detail);
+
+/**
+ * sluice_mt_quota() that also reports each quota of the plan:
+ * sluice_limiter_quota_plan() on the key's shard.
+ *
+ * @return as sluice_mt_quota(); SLUICE_ENOPLAN for an unknown plan index.
+ */
+SLUICE_EXTERN int sluice_mt_quota_plan(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_options_t *options,
+                                       sluice_quota_t *out, sluice_plan_detail_t *detail);
+
+/**
+ * Replaces the plans of a limiter created with plans, in every shard, while
+ * calls go on: sluice_limiter_set_plans(). All or nothing: the new table is
+ * checked and built for every shard before any shard takes it; a call sees
+ * either the old plans or the new ones.
+ *
+ * @return 0; SLUICE_EINVAL / SLUICE_ERANGE (sluice_plans_check() says why);
+ *         SLUICE_ENOMEM; SLUICE_ECLOSED.
+ */
+SLUICE_EXTERN int sluice_mt_set_plans(sluice_mt_t *m, const sluice_plans_t *plans);
+
+/** sluice_limiter_plan_index() on the limiter's plans. */
+SLUICE_EXTERN int sluice_mt_plan_index(sluice_mt_t *m, const char *name, size_t len, uint32_t *out);
+
+/** sluice_limiter_plan_info() on the limiter's plans: returns the number of plans. */
+SLUICE_EXTERN int sluice_mt_plan_info(sluice_mt_t *m, uint32_t plan, sluice_plan_detail_t *detail);
+
+/** sluice_limiter_plan_name() on the limiter's plans. */
+SLUICE_EXTERN int sluice_mt_plan_name(sluice_mt_t *m, uint32_t plan, int quota, char *buf, size_t cap);
 
 /**
  * Emits the key's pending value now (an SLUICE_EVENT_EMIT, delivered as for
