@@ -126,6 +126,10 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     public static let unknownMaster = LimiterError(rawValue: SLUICE_ENOMASTER.rawValue)
     /// The task awaiting a fleet limiter's answer was cancelled first.
     public static let cancelled = LimiterError(rawValue: SLUICE_ECANCELED.rawValue)
+    /// A rate limiter has no plan by that name (or index): see
+    /// ``RateLimiter/init(plans:scheduler:maxKeys:maxQuotas:)`` and
+    /// ``RateLimiter/update(plans:)``.
+    public static let unknownPlan = LimiterError(rawValue: SLUICE_ENOPLAN.rawValue)
 
     /// Every error Sluice reports: one for each code of the C list
     /// (`sluice_errors.h`), which every module shares.
@@ -133,7 +137,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         .outOfMemory, .busy, .invalidArgument, .full, .outOfRange, .keyTooLong, .closed, .corrupted,
         .notConnected, .timedOut, .badReply, .malformedInput, .limitReached, .authenticationFailed,
         .permissionDenied, .tlsFailed, .redisOutOfMemory, .readOnly, .badStoredValue, .redisError,
-        .cancelled, .unknownMaster, .clusterDown,
+        .cancelled, .unknownMaster, .clusterDown, .unknownPlan,
     ]
 
     /// What went wrong, as one sentence: the ``reason`` when there is one,
@@ -178,6 +182,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         case .clusterDown: "Redis Cluster cannot serve the key's slot now (down, busy migrating, or uncovered)."
         case .cancelled: "The call was cancelled before its answer came."
         case .unknownMaster: "Redis Sentinel knows no primary by the configured master name."
+        case .unknownPlan: "The rate limiter has no plan by that name."
         default: "Unknown Sluice error (code \(rawValue))."
         }
     }

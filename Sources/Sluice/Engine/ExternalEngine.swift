@@ -159,6 +159,36 @@ final class ExternalEngine: LimiterEngine, @unchecked Sendable {
         }
     }
 
+    func submitPlan(
+        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
+        detail: inout sluice_plan_detail_t
+    ) -> Int32 {
+        lock.withLock {
+            guard let core else { return LimiterError.closed.rawValue }
+            return core.submitPlan(
+                key, token: 0, cost: cost, plan: plan, now: host.nowNanoseconds, into: &decision, detail: &detail)
+        }
+    }
+
+    func quotaPlan(
+        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into quota: inout sluice_quota_t,
+        detail: inout sluice_plan_detail_t
+    ) -> Int32 {
+        lock.withLock {
+            guard let core else { return LimiterError.closed.rawValue }
+            return core.quotaPlan(key, cost: cost, plan: plan, now: host.nowNanoseconds, into: &quota, detail: &detail)
+        }
+    }
+
+    func setPlans(_ plans: UnsafePointer<sluice_plans_t>) -> Int32 { withCore { core, _ in core.setPlans(plans) } }
+
+    func planIndex(_ name: String, into index: inout UInt32) -> Int32 {
+        lock.withLock {
+            guard let core else { return LimiterError.closed.rawValue }
+            return core.planIndex(name, into: &index)
+        }
+    }
+
     func flush(_ key: sluice_key_t) -> Int32 { withCore { $0.flush(key, now: $1) } }
     func cancel(_ key: sluice_key_t) -> Int32 { withCore { $0.cancel(key, now: $1) } }
     func pending(_ key: sluice_key_t) -> Int32 { withCore { $0.pending(key, now: $1) } }

@@ -54,6 +54,20 @@ protocol LimiterEngine: AnyObject, Sendable {
         results: UnsafeMutablePointer<Int32>)
     /// Reads a rate key's quota now.
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32
+    /// Decides about a rate call under a plan, now, with each quota's
+    /// figures (`sluice_limiter_submit_plan` semantics; token 0, nothing
+    /// reported to the sink).
+    func submitPlan(
+        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
+        detail: inout sluice_plan_detail_t) -> Int32
+    /// Reads a rate key's quota under a plan now (`sluice_limiter_quota_plan`).
+    func quotaPlan(
+        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into quota: inout sluice_quota_t,
+        detail: inout sluice_plan_detail_t) -> Int32
+    /// Replaces the plans (`sluice_limiter_set_plans`).
+    func setPlans(_ plans: UnsafePointer<sluice_plans_t>) -> Int32
+    /// A plan's index by name (`sluice_limiter_plan_index`).
+    func planIndex(_ name: String, into index: inout UInt32) -> Int32
     /// Flushes a key (1: a value was emitted).
     func flush(_ key: sluice_key_t) -> Int32
     /// Cancels a key (1: a value was dropped).

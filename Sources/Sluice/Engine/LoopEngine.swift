@@ -71,6 +71,28 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
         limiter.quota(key, cost: cost, into: &quota)
     }
 
+    @usableFromInline
+    func submitPlan(
+        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
+        detail: inout sluice_plan_detail_t
+    ) -> Int32 {
+        limiter.submitPlan(key, token: 0, cost: cost, plan: plan, into: &decision, detail: &detail)
+    }
+
+    @usableFromInline
+    func quotaPlan(
+        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into quota: inout sluice_quota_t,
+        detail: inout sluice_plan_detail_t
+    ) -> Int32 {
+        limiter.quotaPlan(key, cost: cost, plan: plan, into: &quota, detail: &detail)
+    }
+
+    @usableFromInline
+    func setPlans(_ plans: UnsafePointer<sluice_plans_t>) -> Int32 { limiter.setPlans(plans) }
+
+    @usableFromInline
+    func planIndex(_ name: String, into index: inout UInt32) -> Int32 { limiter.planIndex(name, into: &index) }
+
     /// `sluice_mt_submit_many`: one lock per shard per group of calls.
     @usableFromInline
     func submitMany(

@@ -331,6 +331,40 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
     }
 
     @usableFromInline
+    func submitPlan(
+        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
+        detail: inout sluice_plan_detail_t
+    ) -> Int32 {
+        serialized {
+            guard let core else { return LimiterError.closed.rawValue }
+            return core.submitPlan(
+                key, token: 0, cost: cost, plan: plan, now: clock.nowNanoseconds, into: &decision, detail: &detail)
+        }
+    }
+
+    @usableFromInline
+    func quotaPlan(
+        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into quota: inout sluice_quota_t,
+        detail: inout sluice_plan_detail_t
+    ) -> Int32 {
+        serialized {
+            guard let core else { return LimiterError.closed.rawValue }
+            return core.quotaPlan(key, cost: cost, plan: plan, now: clock.nowNanoseconds, into: &quota, detail: &detail)
+        }
+    }
+
+    @usableFromInline
+    func setPlans(_ plans: UnsafePointer<sluice_plans_t>) -> Int32 { withCore { core, _ in core.setPlans(plans) } }
+
+    @usableFromInline
+    func planIndex(_ name: String, into index: inout UInt32) -> Int32 {
+        serialized {
+            guard let core else { return LimiterError.closed.rawValue }
+            return core.planIndex(name, into: &index)
+        }
+    }
+
+    @usableFromInline
     func flush(_ key: sluice_key_t) -> Int32 { withCore { $0.flush(key, now: $1) } }
     @usableFromInline
     func cancel(_ key: sluice_key_t) -> Int32 { withCore { $0.cancel(key, now: $1) } }

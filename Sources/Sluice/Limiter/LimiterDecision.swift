@@ -161,6 +161,21 @@ public struct RateDecision: Hashable, Sendable, CustomStringConvertible {
     public var fullAt: LimiterInstant
     /// Who made it (``Source/limiter`` for every local decision).
     public var source: Source
+    /// The plan the call was decided under (`check(_:plan:cost:)` of
+    /// ``RateLimiter``), or `nil` for a call without a plan.
+    public var plan: String? = nil
+    /// Each quota of the plan, in the plan's order, with its own figures
+    /// (empty for a call without a plan). The overall figures above are
+    /// theirs combined: ``remaining`` the least, ``fullAt`` the latest, a
+    /// drop's ``retryAt`` the latest (`nil` when any is).
+    public var quotas: [RateQuotaFigures] = []
+
+    /// The names of the quotas that refused the call (empty when admitted,
+    /// and for a call without a plan): the `violated-policies` of a
+    /// `quota-exceeded` problem.
+    public var refusedQuotas: [String] {
+        quotas.filter(\.refused).map(\.name)
+    }
 
     /// Creates a decision.
     ///
@@ -295,6 +310,13 @@ public struct RateQuota: Hashable, Sendable {
     /// The earliest instant a call of the asked cost would be admitted (`at`
     /// when now), or `nil` when never: the cost exceeds the burst.
     public var retryAt: LimiterInstant?
+    /// The plan read (``RateLimiter/quota(for:plan:cost:)``), or `nil`.
+    public var plan: String? = nil
+    /// Each quota of the plan with its own figures, in the plan's order
+    /// (empty for a read without a plan). The overall figures above are
+    /// theirs combined: ``remaining`` the least, ``fullAt`` the latest,
+    /// ``retryAt`` the latest (`nil` when any is), ``burst`` the least.
+    public var quotas: [RateQuotaFigures] = []
 
     /// Creates a quota.
     public init(at: LimiterInstant, burst: Int, remaining: Int, fullAt: LimiterInstant, retryAt: LimiterInstant?) {

@@ -40,8 +40,12 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     /// dynamic dispatch (`sluice_mt_submit_with_options`). The engine owns it
     /// and frees it in `deinit`.
     @usableFromInline let loopLimiter: CLoopLimiter?
-    /// The policy (a rate policy).
+    /// The policy (a rate policy). A limiter of plans: the first quota of
+    /// its default plan (the first plan) when it was created.
     public let policy: LimiterPolicy
+    /// The plans: those given, or for a limiter of one policy a plan
+    /// "default" of one quota "default" (the policy).
+    let planState: PlanState
 
     /// Creates a rate limiter from a rate policy.
     ///
@@ -60,6 +64,11 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
             throw LimiterError(.invalidArgument, reason: "A RateLimiter needs a rate policy, not \(policy).")
         }
         self.policy = policy
+        let numbers = policy.rateLimit!
+        planState = PlanState(
+            PlanDirectory(
+                [RatePlan("default", quotas: [.init("default", limit: numbers.limit, per: numbers.per, burst: numbers.burst)])],
+                generation: 0, hasPlans: false, maxQuotas: 1))
         do {
             let config = try LimiterStorage<Key, Never>.coreConfig(
                 policy: policy, maxKeys: maxKeys, tick: nil, seed: nil)
@@ -86,6 +95,58 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
         limit: Int, per: Duration, burst: Int? = nil, scheduler: LimiterScheduler = .default, maxKeys: Int? = nil
     ) throws(LimiterError) {
         try self.init(.rate(limit: limit, per: per, burst: burst), scheduler: scheduler, maxKeys: maxKeys)
+    }
+
+    /// Creates a rate limiter of several quotas per key and plans: each call
+    /// names its key's plan, and is admitted only when every quota of that
+    /// plan admits it (see ``RatePlan``).
+    ///
+    /// ```swift
+    /// let limiter = try RateLimiter<String>(plans: [
+    ///     RatePlan("free", quotas: [.init("second", limit: 1, per: .seconds(1), burst: 3)]),
+    ///     RatePlan("pro", quotas: [
+    ///         .init("second", limit: 10, per: .seconds(1), burst: 30),
+    ///         .init("day", limit: 10_000, per: .seconds(86_400)),
+    ///     ]),
+    /// ])
+    /// let decision = try limiter.check("customer-7", plan: "pro")
+    /// ```
+    ///
+    /// ``check(_:cost:)`` without a plan, the batch checks and
+    /// ``quota(for:cost:)`` use the first plan, the default.
+    ///
+    /// - Parameters:
+    ///   - plans: 1 to 65 536 plans with distinct names, the default first.
+    ///   - scheduler: where time comes from (the default loop by default).
+    ///   - maxKeys: a cap on keys with state, at least 1 (`nil` for none).
+    ///   - maxQuotas: the most quotas a plan may ever have, 1 to 8, fixed
+    ///     for the limiter's life: each key's state holds this many quotas
+    ///     (about 13 bytes each), and ``update(plans:)`` may not exceed it.
+    ///     `nil`: the most quotas of any plan given.
+    /// - Throws: ``LimiterError/invalidArgument`` or ``LimiterError/outOfRange``
+    ///   for an invalid table (the ``LimiterError/reason`` names the plan,
+    ///   the quota and the rule), ``LimiterError/outOfMemory``.
+    public init(
+        plans: [RatePlan], scheduler: LimiterScheduler = .default, maxKeys: Int? = nil, maxQuotas: Int? = nil
+    ) throws(LimiterError) {
+        let table = try RatePlan.table(plans, maxQuotas: maxQuotas)
+        if let problem = LimiterError.problem(maxKeys: maxKeys) {
+            throw LimiterError(problem.code, reason: problem.sentence)
+        }
+        policy = plans[0].quotas[0].policy
+        planState = PlanState(
+            PlanDirectory(
+                plans, generation: 0, hasPlans: true, maxQuotas: maxQuotas ?? plans.map(\.quotas.count).max()!))
+        var config = sluice_config_t()
+        config.policy = sluice_rate_plans()
+        if let maxKeys { config.max_keys = UInt64(maxKeys) }
+        let engine = try table.withTable { (table) throws(LimiterError) -> any LimiterEngine in
+            config.plans = table
+            return try scheduler.makeEngine(
+                EngineSetup(config: config, reportImmediate: false, reportDrops: false, shards: 0, sink: .none))
+        }
+        self.engine = engine
+        loopLimiter = (engine as? LoopEngine)?.limiter
     }
 
     deinit {

@@ -1,0 +1,355 @@
+import CSluice
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A named list of rate quotas that must all admit a call: "10 per second
+/// and 1000 per hour". A ``RateLimiter`` created with
+/// ``RateLimiter/init(plans:scheduler:maxKeys:maxQuotas:)`` holds a table
+/// of plans ("free", "pro", a customer's override), and each call names the
+/// plan of its key.
+///
+/// ```swift
+/// let free = RatePlan("free", quotas: [.init("second", limit: 1, per: .seconds(1), burst: 3)])
+/// let pro = RatePlan(
+///     "pro",
+///     quotas: [
+///         .init("second", limit: 10, per: .seconds(1)),
+///         .init("hour", limit: 1000, per: .seconds(3600)),
+///     ])
+/// let limiter = try RateLimiter<String>(plans: [free, pro])
+/// let decision = try limiter.check("customer-7", plan: "pro")
+/// print(decision.refusedQuotas)  // [] when admitted
+/// ```
+///
+/// The rules (`docs/semantics.md`, "Several quotas on one key" and
+/// "Plans"):
+///
+/// - A call is admitted only when every quota of its plan admits it, and
+///   then it is charged to them all. A refused call changes nothing.
+/// - A key that changes plan (or whose plan ``RateLimiter/update(plans:)``
+///   changed) keeps the units it consumed, quota by quota matched by
+///   name, converted to the new quota's period; a quota the old plan lacks
+///   starts whole.
+///
+/// Names are 1 to 32 characters of `A-Z a-z 0-9 _ . -`, distinct within a
+/// table (plans) or a plan (quotas). A table has 1 to 65 536 plans, a plan 1
+/// to 8 quotas. Each quota's numbers follow ``LimiterPolicy/rate(limit:per:burst:)``.
+public struct RatePlan: Hashable, Sendable, CustomStringConvertible {
+    /// One quota of a plan: at most `limit` calls per `per` on average, up to
+    /// `burst` at once, under a name that identifies it in headers
+    /// (`RateLimit-Policy`), problem bodies and plan changes.
+    public struct Quota: Hashable, Sendable {
+        /// The quota's name, unique within its plan.
+        public var name: String
+        /// Calls per period, 1 to 10^12.
+        public var limit: Int
+        /// The period (the window in `RateLimit-Policy`'s `w`).
+        public var per: Duration
+        /// Calls admitted at once, 1 to 10^12; `nil` for `limit`.
+        public var burst: Int?
+
+        /// A quota.
+        ///
+        /// - Parameters:
+        ///   - name: 1 to 32 characters of `A-Z a-z 0-9 _ . -`.
+        ///   - limit: calls per period, at least 1.
+        ///   - per: the period, at least one nanosecond.
+        ///   - burst: calls admitted at once (`nil`: `limit`).
+        public init(_ name: String, limit: Int, per: Duration, burst: Int? = nil) {
+            self.name = name
+            self.limit = limit
+            self.per = per
+            self.burst = burst
+        }
+
+        /// The quota's numbers as a rate policy.
+        public var policy: LimiterPolicy { .rate(limit: limit, per: per, burst: burst) }
+    }
+
+    /// The plan's name, unique within its table.
+    public var name: String
+    /// The quotas, in the order decisions report them.
+    public var quotas: [Quota]
+
+    /// A plan.
+    ///
+    /// - Parameters:
+    ///   - name: 1 to 32 characters of `A-Z a-z 0-9 _ . -`.
+    ///   - quotas: 1 to 8 quotas with distinct names.
+    public init(_ name: String, quotas: [Quota]) {
+        self.name = name
+        self.quotas = quotas
+    }
+
+    /// `pro: second 10/1.0 seconds (burst 30), hour 1000/3600.0 seconds`.
+    public var description: String {
+        let list = quotas.map { q in
+            "\(q.name) \(q.limit)/\(q.per)" + (q.burst.map { " (burst \($0))" } ?? "")
+        }
+        return "\(name): " + list.joined(separator: ", ")
+    }
+
+    /// The most quotas in one plan (`SLUICE_PLAN_QUOTAS_MAX`).
+    public static let maxQuotas = Int(SLUICE_PLAN_QUOTAS_MAX)
+    /// The most plans in one table (`SLUICE_PLANS_MAX`).
+    public static let maxPlans = Int(SLUICE_PLANS_MAX)
+    /// The longest plan or quota name, in characters (`SLUICE_PLAN_NAME_MAX`).
+    public static let maxNameLength = Int(SLUICE_PLAN_NAME_MAX)
+
+    /// Checks a table of plans without creating a limiter.
+    ///
+    /// - Parameters:
+    ///   - plans: the table, the default plan first.
+    ///   - maxQuotas: the most quotas a plan may have (`nil`: the most of
+    ///     any plan given), as ``RateLimiter/init(plans:scheduler:maxKeys:maxQuotas:)`` takes it.
+    /// - Throws: ``LimiterError/invalidArgument`` or
+    ///   ``LimiterError/outOfRange``, whose ``LimiterError/reason`` names the
+    ///   plan, the quota and the rule.
+    public static func validate(_ plans: [RatePlan], maxQuotas: Int? = nil) throws(LimiterError) {
+        _ = try table(plans, maxQuotas: maxQuotas)
+    }
+
+    /// The C table of `plans`, checked: first in Swift (for a sentence in
+    /// the API's words), then by the core (`sluice_plans_check`), which
+    /// decides.
+    static func table(_ plans: [RatePlan], maxQuotas: Int?) throws(LimiterError) -> CPlanTable {
+        if let problem = problem(in: plans, maxQuotas: maxQuotas) {
+            throw LimiterError(problem.code, reason: problem.sentence)
+        }
+        let table = try CPlanTable(plans, maxQuotas: maxQuotas ?? 0)
+        let (code, message) = table.check()
+        if code < 0 {
+            throw LimiterError(LimiterError(rawValue: code), reason: "Invalid plans: \(message).")
+        }
+        return table
+    }
+
+    /// Whether `name` is 1 to 32 characters of `A-Z a-z 0-9 _ . -`.
+    static func isValidName(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard !bytes.isEmpty, bytes.count <= maxNameLength else { return false }
+        return bytes.allSatisfy { b in
+            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x5F
+                || b == 0x2E || b == 0x2D
+        }
+    }
+
+    /// The first rule a table breaks, with its code and a sentence naming
+    /// the plan and the quota, or `nil`.
+    static func problem(in plans: [RatePlan], maxQuotas: Int?) -> (code: LimiterError, sentence: String)? {
+        func invalid(_ sentence: String) -> (code: LimiterError, sentence: String) {
+            (.invalidArgument, "Invalid plans: \(sentence)")
+        }
+        func badName(_ what: String, _ name: String) -> (code: LimiterError, sentence: String) {
+            invalid(
+                "\(what) name \"\(name)\" must be 1 to \(maxNameLength) characters of A-Z, a-z, 0-9, '_', '.' and '-'."
+            )
+        }
+        if plans.isEmpty { return invalid("a limiter needs at least one plan.") }
+        if plans.count > maxPlans {
+            return (.outOfRange, "Invalid plans: \(plans.count) plans; a limiter may have at most \(maxPlans).")
+        }
+        if let maxQuotas, maxQuotas < 1 || maxQuotas > Self.maxQuotas {
+            return (
+                .outOfRange,
+                "Invalid maxQuotas (\(maxQuotas)): it must be 1 to \(Self.maxQuotas), or nil for the most quotas of any plan."
+            )
+        }
+        var planNames = Set<String>()
+        for plan in plans {
+            guard isValidName(plan.name) else { return badName("plan", plan.name) }
+            guard planNames.insert(plan.name).inserted else {
+                return invalid("the plan name \"\(plan.name)\" is used twice.")
+            }
+            let most = maxQuotas ?? Self.maxQuotas
+            guard !plan.quotas.isEmpty, plan.quotas.count <= most else {
+                return invalid("plan \"\(plan.name)\" has \(plan.quotas.count) quotas; a plan needs 1 to \(most).")
+            }
+            var quotaNames = Set<String>()
+            for quota in plan.quotas {
+                guard isValidName(quota.name) else { return badName("plan \"\(plan.name)\": quota", quota.name) }
+                guard quotaNames.insert(quota.name).inserted else {
+                    return invalid("the quota name \"\(quota.name)\" is used twice in plan \"\(plan.name)\".")
+                }
+                if let p = quota.policy.problem {
+                    return (p.code, "Invalid plans: plan \"\(plan.name)\", quota \"\(quota.name)\": \(p.sentence)")
+                }
+            }
+        }
+        return nil
+    }
+}
+
+/// A plan of a ``RateLimiter`` resolved once by
+/// ``RateLimiter/plan(named:)``: a call with it skips looking the name up.
+/// It stays valid across ``RateLimiter/update(plans:)``: a handle made
+/// before an update is resolved again by name (and throws
+/// ``LimiterError/unknownPlan`` if the plan is gone).
+public struct RatePlanHandle: Hashable, Sendable {
+    /// The plan's name.
+    public let name: String
+    /// Its index in the limiter's table when resolved.
+    let index: UInt32
+    /// The table's generation when resolved.
+    let generation: UInt64
+}
+
+/// One quota's figures in a plan decision (``RateDecision/quotas``) or a
+/// quota read (``RateQuota/quotas``).
+public struct RateQuotaFigures: Hashable, Sendable {
+    /// The quota's name.
+    public var name: String
+    /// Its limit: calls per window (`RateLimit-Policy`'s `q`).
+    public var limit: Int
+    /// Its window, the period (`RateLimit-Policy`'s `w`).
+    public var window: Duration
+    /// Its burst: the most cost-1 calls it admits at once.
+    public var burst: Int
+    /// When the figures were read (the decision's or the read's instant).
+    public var at: LimiterInstant
+    /// Cost-1 calls this quota would admit now (after an admitted call: after it).
+    public var remaining: Int
+    /// When this quota's whole burst is back (`at` when it is).
+    public var fullAt: LimiterInstant
+    /// When a call of the asked cost would pass this quota (`at` when it
+    /// would now, or did), or `nil` when never (the cost exceeds its burst).
+    public var retryAt: LimiterInstant?
+    /// Whether this quota refused the call (a decision), or would refuse a
+    /// call of the asked cost now (a quota read).
+    public var refused: Bool
+
+    /// Creates figures.
+    public init(
+        name: String, limit: Int, window: Duration, burst: Int, at: LimiterInstant, remaining: Int,
+        fullAt: LimiterInstant, retryAt: LimiterInstant?, refused: Bool
+    ) {
+        self.name = name
+        self.limit = limit
+        self.window = window
+        self.burst = burst
+        self.at = at
+        self.remaining = remaining
+        self.fullAt = fullAt
+        self.retryAt = retryAt
+        self.refused = refused
+    }
+
+    /// From the core's figures of quota `name`, read at `now`.
+    init(_ q: sluice_quota_figures_t, name: String, now: UInt64, refused: Bool) {
+        self.name = name
+        limit = Int(clamping: q.limit)
+        window = .nanoseconds(Int64(clamping: q.per_ns))
+        burst = Int(clamping: q.burst)
+        at = LimiterInstant(nanoseconds: now)
+        remaining = Int(clamping: q.remaining)
+        fullAt = LimiterInstant(nanoseconds: max(q.full, now))
+        retryAt = q.retry == CPolicy.never ? nil : LimiterInstant(nanoseconds: max(q.retry, now))
+        self.refused = refused
+    }
+
+    /// Whole seconds, rounded up, until this quota's whole burst is back (0
+    /// when it is): `RateLimit`'s `t`.
+    public var secondsUntilFull: Int {
+        LimiterInstant.secondsRoundedUp(from: at, to: fullAt)
+    }
+
+    /// Whole seconds, rounded up, in this quota's window, at least 1:
+    /// `RateLimit-Policy`'s `w`.
+    public var windowSeconds: Int { RateLimitHeaders.windowSeconds(window) }
+}
+
+/// The figures of every quota of a plan, from a core detail.
+///
+/// - Parameters:
+///   - detail: the core's detail.
+///   - plan: the plan it describes.
+///   - now: the instant of the decision or read.
+/// - Returns: one entry per quota, in the plan's order.
+func quotaFigures(_ detail: sluice_plan_detail_t, plan: RatePlan, now: UInt64) -> [RateQuotaFigures] {
+    let n = min(Int(detail.nquotas), plan.quotas.count, RatePlan.maxQuotas)
+    return withUnsafeBytes(of: detail.quotas) { raw in
+        let quotas = raw.bindMemory(to: sluice_quota_figures_t.self)
+        return (0..<n).map { i in
+            RateQuotaFigures(
+                quotas[i], name: plan.quotas[i].name, now: now, refused: detail.refused & (1 << UInt32(i)) != 0)
+        }
+    }
+}
+
+/// A rate limiter's table of plans as Swift sees it: the plans in the
+/// core's order and their indices by name, with the table's generation
+/// (bumped by each update).
+struct PlanDirectory: Sendable {
+    let plans: [RatePlan]
+    let indices: [String: UInt32]
+    let generation: UInt64
+    /// Whether the limiter was created with plans (`false`: one plan
+    /// "default" of one quota "default", which cannot be updated).
+    let hasPlans: Bool
+    /// The most quotas a plan of this limiter may have (fixed at creation).
+    let maxQuotas: Int
+
+    init(_ plans: [RatePlan], generation: UInt64, hasPlans: Bool, maxQuotas: Int) {
+        self.plans = plans
+        self.maxQuotas = maxQuotas
+        var indices: [String: UInt32] = [:]
+        for (i, plan) in plans.enumerated() { indices[plan.name] = UInt32(i) }
+        self.indices = indices
+        self.generation = generation
+        self.hasPlans = hasPlans
+    }
+
+    /// The index of `name`, or ``LimiterError/unknownPlan`` naming the plans.
+    func index(of name: String) throws(LimiterError) -> UInt32 {
+        guard let index = indices[name] else {
+            let names = plans.prefix(8).map { "\"\($0.name)\"" }.joined(separator: ", ")
+            throw LimiterError(
+                .unknownPlan,
+                reason: "The rate limiter has no plan named \"\(name)\"; its plans are \(names)\(plans.count > 8 ? ", …" : "")."
+            )
+        }
+        return index
+    }
+}
+
+/// The plans of a rate limiter, under a reader-writer lock: plan calls hold
+/// it shared from the name's lookup to the end of the core call (so that
+/// an index always names the plan Swift resolved), and
+/// ``RateLimiter/update(plans:)`` holds it exclusive around the core's
+/// replacement. Calls without a plan never take it.
+final class PlanState: @unchecked Sendable {
+    // @unchecked: `directory` is read under the lock shared, written under it exclusive.
+    private var directory: PlanDirectory
+    private let lock: UnsafeMutablePointer<pthread_rwlock_t>
+
+    init(_ directory: PlanDirectory) {
+        self.directory = directory
+        lock = .allocate(capacity: 1)
+        lock.initialize(to: pthread_rwlock_t())
+        pthread_rwlock_init(lock, nil)
+    }
+
+    deinit {
+        pthread_rwlock_destroy(lock)
+        lock.deallocate()
+    }
+
+    /// Runs `body` with the directory, the lock held shared.
+    func reading<R>(_ body: (PlanDirectory) throws(LimiterError) -> R) throws(LimiterError) -> R {
+        pthread_rwlock_rdlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
+        return try body(directory)
+    }
+
+    /// Runs `body` with the directory, the lock held exclusive; `body`
+    /// returns the new directory.
+    func writing(_ body: (PlanDirectory) throws(LimiterError) -> PlanDirectory) throws(LimiterError) {
+        pthread_rwlock_wrlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
+        directory = try body(directory)
+    }
+}
