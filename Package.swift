@@ -164,12 +164,13 @@ let package = Package(
             dependencies: ["SluiceFleet", "Sluice", "SluiceHTTP"],
             path: "Tests/SluiceFleetTests"
         ),
-        // The Swift tests. With the NIO trait on they also run the behaviour suite
+        // The Swift tests (SluiceHTTP: the gate's answers under plans, RatePlanTests).
+        // With the NIO trait on they also run the behaviour suite
         // (Tests/SluiceTests/Behaviour) on the NIO engine (NIOEngineTests.swift).
         .testTarget(
             name: "SluiceTests",
             dependencies: [
-                "Sluice", "SluiceCLI", "SluiceNIO",
+                "Sluice", "SluiceCLI", "SluiceNIO", "SluiceHTTP",
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["NIO"])),
                 .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["NIO"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["NIO"])),

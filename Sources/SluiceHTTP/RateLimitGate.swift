@@ -145,6 +145,89 @@ public struct RateLimitGate: Sendable {
         }
     }
 
+    /// Decides about a request of `key` under the plan named `plan` (a
+    /// limiter of plans, ``Sluice/RateLimiter/init(plans:scheduler:maxKeys:maxQuotas:)``):
+    /// the fields list every quota of the plan (``Sluice/RateLimitHeaders/init(_:)-(RateDecision)``),
+    /// and a drop is answered 429 with the draft's `quota-exceeded` problem
+    /// naming the quotas that refused (``quotaExceededProblem(detail:violatedPolicies:)``).
+    ///
+    /// Plans need the local limiter: with another decider (a fleet limiter)
+    /// no decision is made, and the failure is handled as ``onFailure``
+    /// says (so is an unknown plan, ``Sluice/LimiterError/unknownPlan``).
+    ///
+    /// - Parameters:
+    ///   - key: the client's key.
+    ///   - plan: the name of the client's plan.
+    ///   - cost: units (1 by default; below 1 counts as 1).
+    /// - Returns: what to answer.
+    public func evaluate(key: String, plan: String, cost: Int = 1) -> Verdict {
+        guard let local else {
+            return failed(
+                key: key,
+                error: LimiterError(
+                    .invalidArgument,
+                    reason: "Plans need a local RateLimiter<String>; this gate's decider is \(type(of: decider))."))
+        }
+        let decision: RateDecision
+        do {
+            decision = try local.check(key, plan: plan, cost: max(1, cost))
+        } catch {
+            return failed(key: key, error: error)
+        }
+        return planVerdict(decision)
+    }
+
+    /// The verdict of a decision under a plan.
+    func planVerdict(_ decision: RateDecision) -> Verdict {
+        var verdict = Verdict(decision: decision, rejection: nil)
+        if let fields = RateLimitHeaders(decision) {
+            verdict.ratePolicy = fields.ratePolicy
+            verdict.rateLimit = fields.rateLimit
+            if !shadow { verdict.retryAfter = fields.retryAfter }
+        }
+        guard !decision.isAdmitted, !shadow else { return verdict }
+        let refused = decision.refusedQuotas
+        let names = refused.map { "'\($0)'" }.joined(separator: ", ")
+        let quotas = "quota\(refused.count == 1 ? "" : "s") \(names)"
+        let detail: String
+        if let seconds = decision.retryAfterSeconds {
+            detail =
+                "The rate limit for this client is reached (\(quotas)); retry after \(seconds) second\(seconds == 1 ? "" : "s")."
+        } else {
+            detail = "The request costs more than \(quotas) admit\(refused.count == 1 ? "s" : "") at once; it can never be admitted."
+        }
+        verdict.rejection = Rejection(
+            status: 429, body: Self.quotaExceededProblem(detail: detail, violatedPolicies: refused))
+        return verdict
+    }
+
+    /// The `type` of the `quota-exceeded` problem
+    /// (draft-ietf-httpapi-ratelimit-headers, "Problem Types").
+    public static let quotaExceededType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+    /// A `quota-exceeded` problem details object (RFC 9457 and
+    /// draft-ietf-httpapi-ratelimit-headers): status 429, and the
+    /// `violated-policies` member, the names of the quotas that refused the
+    /// request (as in `RateLimit-Policy`).
+    ///
+    /// ```swift
+    /// let body = RateLimitGate.quotaExceededProblem(detail: "Retry after 2 seconds.", violatedPolicies: ["second"])
+    /// // {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+    /// //  "title":"Request cannot be satisfied as assigned quota has been exceeded",
+    /// //  "status":429,"detail":"Retry after 2 seconds.","violated-policies":["second"]}
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - detail: a sentence for the client.
+    ///   - violatedPolicies: the names of the quotas that refused.
+    /// - Returns: the JSON text (UTF-8; `application/problem+json`).
+    public static func quotaExceededProblem(detail: String, violatedPolicies: [String]) -> String {
+        let policies = violatedPolicies.map(json).joined(separator: ",")
+        return "{\"type\":\(json(quotaExceededType)),"
+            + "\"title\":\"Request cannot be satisfied as assigned quota has been exceeded\","
+            + "\"status\":429,\"detail\":\(json(detail)),\"violated-policies\":[\(policies)]}"
+    }
+
     /// The verdict of a decision made by a fleet's failure policy: no quota
     /// was read, so no `RateLimit` fields; admitted (fail open) goes
     /// through, dropped (fail closed) is a 503 with the fleet's retry.

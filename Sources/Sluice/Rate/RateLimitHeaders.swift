@@ -71,13 +71,62 @@ public struct RateLimitHeaders: Hashable, Sendable {
         retryAfter = nil
     }
 
+    /// The header fields of a decision under a plan
+    /// (``RateLimiter/check(_:plan:cost:)-(_,String,_)``): one list member per quota of
+    /// the plan, in the plan's order, each named by its quota.
+    ///
+    /// - `RateLimit-Policy`: `"second";q=10;w=1, "hour";q=1000;w=3600`
+    ///   (each quota's limit and window in whole seconds, rounded up, at
+    ///   least 1).
+    /// - `RateLimit`: `"second";r=9;t=1, "hour";r=999;t=4` (each quota's
+    ///   remaining cost-1 calls and seconds until its whole burst is back).
+    /// - `Retry-After`, on a drop: the overall wait (when every quota would
+    ///   admit the call), in whole seconds rounded up, at least 1; absent
+    ///   when the call can never be admitted.
+    ///
+    /// - Parameter decision: a decision with per-quota figures; `nil` is
+    ///   returned for one without (a call without a plan: use
+    ///   ``init(_:_:name:)-(LimiterPolicy,RateDecision,String)``).
+    public init?(_ decision: RateDecision) {
+        guard !decision.quotas.isEmpty else { return nil }
+        ratePolicy = Self.policyList(decision.quotas)
+        rateLimit = Self.limitList(decision.quotas)
+        retryAfter = decision.retryAfterSeconds.map(String.init)
+    }
+
+    /// The header fields of a quota read under a plan
+    /// (``RateLimiter/quota(for:plan:cost:)``): as ``init(_:)-(RateDecision)``,
+    /// without `Retry-After`.
+    ///
+    /// - Parameter quota: a read with per-quota figures (`nil` is returned
+    ///   for one without).
+    public init?(_ quota: RateQuota) {
+        guard !quota.quotas.isEmpty else { return nil }
+        ratePolicy = Self.policyList(quota.quotas)
+        rateLimit = Self.limitList(quota.quotas)
+        retryAfter = nil
+    }
+
+    /// `RateLimit-Policy` of several quotas: `"NAME";q=LIMIT;w=SECONDS, …`.
+    static func policyList(_ quotas: [RateQuotaFigures]) -> String {
+        quotas.map { "\(string($0.name));q=\($0.limit);w=\($0.windowSeconds)" }.joined(separator: ", ")
+    }
+
+    /// `RateLimit` of several quotas: `"NAME";r=REMAINING;t=SECONDS, …`.
+    static func limitList(_ quotas: [RateQuotaFigures]) -> String {
+        quotas.map { "\(string($0.name));r=\($0.remaining);t=\($0.secondsUntilFull)" }.joined(separator: ", ")
+    }
+
     /// A period in whole seconds, rounded up, at least 1.
     static func windowSeconds(_ duration: Duration) -> Int {
         let (seconds, attoseconds) = duration.components
         return max(1, Int(seconds) + (attoseconds > 0 ? 1 : 0))
     }
 
-    /// A structured-field string (RFC 8941 sf-string).
+    /// A structured-field string (RFC 9651 sf-string): between double
+    /// quotes, `"` and `\` escaped with a backslash, the other printable
+    /// ASCII characters (space to `~`) as they are, and any other character
+    /// (which an sf-string cannot hold) replaced by `?`.
     static func string(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
