@@ -194,7 +194,8 @@ public struct RateLimitGate: Sendable {
             detail =
                 "The rate limit for this client is reached (\(quotas)); retry after \(seconds) second\(seconds == 1 ? "" : "s")."
         } else {
-            detail = "The request costs more than \(quotas) admit\(refused.count == 1 ? "s" : "") at once; it can never be admitted."
+            detail =
+                "The request costs more than \(quotas) admit\(refused.count == 1 ? "s" : "") at once; it can never be admitted."
         }
         verdict.rejection = Rejection(
             status: 429, body: Self.quotaExceededProblem(detail: detail, violatedPolicies: refused))

@@ -194,7 +194,8 @@ struct RatePlanTests {
         #expect(limiter.plans == [trial, basic2])
         // More quotas than the limiter's maxQuotas (1 here: the most of the plans given).
         let two = RatePlan(
-            "basic", quotas: [.init("hour", limit: 20, per: .seconds(3600)), .init("day", limit: 99, per: .seconds(86400))])
+            "basic",
+            quotas: [.init("hour", limit: 20, per: .seconds(3600)), .init("day", limit: 99, per: .seconds(86400))])
         do {
             try limiter.update(plans: [two])
             Issue.record("a plan over maxQuotas was taken")
@@ -264,17 +265,21 @@ struct RatePlanTests {
         #expect(zero?.0 == .invalidArgument && zero?.1.contains("plan \"p\", quota \"s\"") == true)
         #expect(zero?.1.contains("limit (0)") == true)
         #expect(reason([RatePlan("p", quotas: [.init("s", limit: 1, per: .zero)])])?.0 == .invalidArgument)
-        #expect(reason([RatePlan("p", quotas: [.init("s", limit: 1, per: .seconds(1), burst: 0)])])?.0 == .invalidArgument)
-        #expect(reason([RatePlan("p", quotas: [.init("s", limit: 2_000_000_000_000, per: .seconds(1))])])?.0 == .outOfRange)
+        #expect(
+            reason([RatePlan("p", quotas: [.init("s", limit: 1, per: .seconds(1), burst: 0)])])?.0 == .invalidArgument)
+        #expect(
+            reason([RatePlan("p", quotas: [.init("s", limit: 2_000_000_000_000, per: .seconds(1))])])?.0 == .outOfRange)
         #expect(reason([RatePlan("p", quotas: [q])], maxQuotas: 0)?.0 == .outOfRange)
         #expect(reason([RatePlan("p", quotas: [q])], maxQuotas: 9)?.0 == .outOfRange)
-        #expect(reason([RatePlan("p", quotas: [q, .init("hour", limit: 1, per: .seconds(3600))])], maxQuotas: 1) != nil)
+        #expect(
+            reason([RatePlan("p", quotas: [q, .init("hour", limit: 1, per: .seconds(3600))])], maxQuotas: 1) != nil)
     }
 
     @Test("a limiter of one policy answers for its one plan, \"default\"")
     func singlePolicyAsPlan() throws {
         let limiter = try RateLimiter<String>(limit: 2, per: .seconds(1), scheduler: .manual(ManualLimiterClock()))
-        #expect(limiter.plans == [RatePlan("default", quotas: [.init("default", limit: 2, per: .seconds(1), burst: 2)])])
+        #expect(
+            limiter.plans == [RatePlan("default", quotas: [.init("default", limit: 2, per: .seconds(1), burst: 2)])])
         let d = try limiter.check("k", plan: "default")
         #expect(d.outcome == .admitted(remaining: 1))
         #expect(d.quotas.map(\.name) == ["default"] && d.quotas.first?.limit == 2)
@@ -287,7 +292,8 @@ struct RatePlanTests {
     @Test("plans on the default loop: both quotas decide")
     func onLoop() throws {
         let limiter = try RateLimiter<Int>(plans: [
-            RatePlan("p", quotas: [.init("a", limit: 3, per: .seconds(3600)), .init("b", limit: 2, per: .seconds(7200))])
+            RatePlan(
+                "p", quotas: [.init("a", limit: 3, per: .seconds(3600)), .init("b", limit: 2, per: .seconds(7200))])
         ])
         #expect(try limiter.check(1, plan: "p").isAdmitted)
         #expect(try limiter.check(1, plan: "p").isAdmitted)

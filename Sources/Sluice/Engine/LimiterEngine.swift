@@ -59,11 +59,13 @@ protocol LimiterEngine: AnyObject, Sendable {
     /// reported to the sink).
     func submitPlan(
         _ key: sluice_key_t, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
-        detail: inout sluice_plan_detail_t) -> Int32
+        detail: inout sluice_plan_detail_t
+    ) -> Int32
     /// Reads a rate key's quota under a plan now (`sluice_limiter_quota_plan`).
     func quotaPlan(
         _ key: sluice_key_t, cost: UInt64, plan: UInt32, into quota: inout sluice_quota_t,
-        detail: inout sluice_plan_detail_t) -> Int32
+        detail: inout sluice_plan_detail_t
+    ) -> Int32
     /// Replaces the plans (`sluice_limiter_set_plans`).
     func setPlans(_ plans: UnsafePointer<sluice_plans_t>) -> Int32
     /// A plan's index by name (`sluice_limiter_plan_index`).

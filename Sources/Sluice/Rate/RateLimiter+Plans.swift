@@ -64,9 +64,9 @@ extension RateLimiter {
     }
 
     /// The core call of a plan check (the plan lock held shared).
-    private func submitPlan(_ key: Key, cost: Int, index: UInt32, directory: PlanDirectory) throws(LimiterError)
-        -> RateDecision
-    {
+    private func submitPlan(
+        _ key: Key, cost: Int, index: UInt32, directory: PlanDirectory
+    ) throws(LimiterError) -> RateDecision {
         var decision = sluice_decision_t()
         var detail = sluice_plan_detail_t()
         let engine = self.engine
@@ -132,7 +132,8 @@ extension RateLimiter {
             guard d.hasPlans else {
                 throw LimiterError(
                     .invalidArgument,
-                    reason: "This rate limiter was created with one policy, not plans: create it with RateLimiter(plans:) to update its plans."
+                    reason:
+                        "This rate limiter was created with one policy, not plans: create it with RateLimiter(plans:) to update its plans."
                 )
             }
             // The limiter's maxQuotas: a plan with more quotas is refused here, by name.

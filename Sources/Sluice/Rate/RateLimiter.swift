@@ -67,7 +67,11 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
         let numbers = policy.rateLimit!
         planState = PlanState(
             PlanDirectory(
-                [RatePlan("default", quotas: [.init("default", limit: numbers.limit, per: numbers.per, burst: numbers.burst)])],
+                [
+                    RatePlan(
+                        "default",
+                        quotas: [.init("default", limit: numbers.limit, per: numbers.per, burst: numbers.burst)])
+                ],
                 generation: 0, hasPlans: false, maxQuotas: 1))
         do {
             let config = try LimiterStorage<Key, Never>.coreConfig(

@@ -309,7 +309,8 @@ struct PlanDirectory: Sendable {
             let names = plans.prefix(8).map { "\"\($0.name)\"" }.joined(separator: ", ")
             throw LimiterError(
                 .unknownPlan,
-                reason: "The rate limiter has no plan named \"\(name)\"; its plans are \(names)\(plans.count > 8 ? ", …" : "")."
+                reason:
+                    "The rate limiter has no plan named \"\(name)\"; its plans are \(names)\(plans.count > 8 ? ", …" : "")."
             )
         }
         return index
@@ -330,7 +331,18 @@ final class PlanState: @unchecked Sendable {
         self.directory = directory
         lock = .allocate(capacity: 1)
         lock.initialize(to: pthread_rwlock_t())
-        pthread_rwlock_init(lock, nil)
+        #if canImport(Glibc)
+        // glibc prefers readers by default: under a steady stream of plan
+        // calls an update could wait for ever. Writers first (calls wait for
+        // an update that waits; none takes the lock twice).
+        var attributes = pthread_rwlockattr_t()
+        pthread_rwlockattr_init(&attributes)
+        pthread_rwlockattr_setkind_np(&attributes, Int32(PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP))
+        pthread_rwlock_init(lock, &attributes)
+        pthread_rwlockattr_destroy(&attributes)
+        #else
+        pthread_rwlock_init(lock, nil)  // Darwin: writers are not starved
+        #endif
     }
 
     deinit {
