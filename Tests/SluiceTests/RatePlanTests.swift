@@ -213,6 +213,12 @@ struct RatePlanTests {
         #expect(added.quotas.map(\.name) == ["hour", "day"])
         #expect(added.quotas.map(\.remaining) == [18, 98])
 
+        // A handle of another limiter is resolved by name there.
+        let fresh = try limiter.plan(named: "basic")  // index 1 here, 0 there
+        let swapped = try RateLimiter<String>(plans: [basic, gold], scheduler: .manual(clock))
+        #expect(try swapped.check("x", plan: fresh).quotas.first?.limit == 10)
+        #expect(try swapped.check("x", plan: try swapped.plan(named: "gold")).quotas.first?.limit == 50)
+
         // A limiter of one policy has no plans to update.
         let single = try RateLimiter<String>(limit: 5, per: .seconds(1), scheduler: .manual(clock))
         #expect(throws: LimiterError.invalidArgument) { try single.update(plans: [basic]) }

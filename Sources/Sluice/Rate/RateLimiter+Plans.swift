@@ -140,7 +140,7 @@ extension RateLimiter {
             let table = try RatePlan.table(plans, maxQuotas: d.maxQuotas)
             let engine = self.engine
             try LimiterError.check(try table.withTable { engine.setPlans($0) })
-            return PlanDirectory(plans, generation: d.generation &+ 1, hasPlans: true, maxQuotas: d.maxQuotas)
+            return PlanDirectory(plans, hasPlans: true, maxQuotas: d.maxQuotas)
         }
     }
 

@@ -72,7 +72,7 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
                         "default",
                         quotas: [.init("default", limit: numbers.limit, per: numbers.per, burst: numbers.burst)])
                 ],
-                generation: 0, hasPlans: false, maxQuotas: 1))
+                hasPlans: false, maxQuotas: 1))
         do {
             let config = try LimiterStorage<Key, Never>.coreConfig(
                 policy: policy, maxKeys: maxKeys, tick: nil, seed: nil)
@@ -140,7 +140,7 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
         policy = plans[0].quotas[0].policy
         planState = PlanState(
             PlanDirectory(
-                plans, generation: 0, hasPlans: true, maxQuotas: maxQuotas ?? plans.map(\.quotas.count).max()!))
+                plans, hasPlans: true, maxQuotas: maxQuotas ?? plans.map(\.quotas.count).max()!))
         var config = sluice_config_t()
         config.policy = sluice_rate_plans()
         if let maxKeys { config.max_keys = UInt64(maxKeys) }

@@ -1,4 +1,5 @@
 import CSluice
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -187,8 +188,8 @@ public struct RatePlan: Hashable, Sendable, CustomStringConvertible {
 /// A plan of a ``RateLimiter`` resolved once by
 /// ``RateLimiter/plan(named:)``: a call with it skips looking the name up.
 /// It stays valid across ``RateLimiter/update(plans:)``: a handle made
-/// before an update is resolved again by name (and throws
-/// ``LimiterError/unknownPlan`` if the plan is gone).
+/// before an update (or by another limiter) is resolved again by name, and
+/// throws ``LimiterError/unknownPlan`` if the plan is gone.
 public struct RatePlanHandle: Hashable, Sendable {
     /// The plan's name.
     public let name: String
@@ -280,9 +281,14 @@ func quotaFigures(_ detail: sluice_plan_detail_t, plan: RatePlan, now: UInt64) -
     }
 }
 
+/// The last generation given to a table of plans, by any limiter.
+private let planGenerations = Atomic<UInt64>(0)
+
 /// A rate limiter's table of plans as Swift sees it: the plans in the
-/// core's order and their indices by name, with the table's generation
-/// (bumped by each update).
+/// core's order and their indices by name, with the table's generation:
+/// unique to this table of this limiter (every table of every limiter gets
+/// a new one), so a ``RatePlanHandle`` resolved by another limiter, or
+/// before an update, is resolved again by name.
 struct PlanDirectory: Sendable {
     let plans: [RatePlan]
     let indices: [String: UInt32]
@@ -293,13 +299,13 @@ struct PlanDirectory: Sendable {
     /// The most quotas a plan of this limiter may have (fixed at creation).
     let maxQuotas: Int
 
-    init(_ plans: [RatePlan], generation: UInt64, hasPlans: Bool, maxQuotas: Int) {
+    init(_ plans: [RatePlan], hasPlans: Bool, maxQuotas: Int) {
         self.plans = plans
         self.maxQuotas = maxQuotas
         var indices: [String: UInt32] = [:]
         for (i, plan) in plans.enumerated() { indices[plan.name] = UInt32(i) }
         self.indices = indices
-        self.generation = generation
+        generation = planGenerations.wrappingAdd(1, ordering: .relaxed).newValue
         self.hasPlans = hasPlans
     }
 
