@@ -148,6 +148,19 @@ static inline uint64_t sluice__recip_div(struct sluice__recip v, uint64_t n) {
     return (uint64_t)(((sluice__u128)v.c * (n << 1)) >> 64) >> v.sh;
 }
 
+/* One GCRA quota, normalised (policy-rate.c, sluice__gcra_setup): times are
+ * scaled by `limit`, exact for a fractional T = per / limit. */
+struct sluice__gcra {
+    uint64_t limit, burst, per;
+    uint64_t t_q, t_r; /* the emission interval T = per / limit, as t_q + t_r / limit ns */
+    /* the 64-bit fast path, taken at t < t_lim (0 when burst * per >= 2^61: never) */
+    uint64_t bt;                             /* burst * per: burst * T scaled by limit */
+    uint64_t bt_q;                           /* floor(burst * per / limit) */
+    uint64_t t_lim;                          /* UINT64_MAX - 2 * bt_q - 3, or 0 */
+    struct sluice__recip inv_limit, inv_per; /* floor(n / limit), floor(n / per) */
+    uint64_t every;                          /* burst * T rounded up, at least 1 ms: the lazy expiry's spacing */
+};
+
 /* Totals since creation (sluice_stats_t), one plain increment each. */
 struct sluice__counters {
     uint64_t decided[4];  /* by sluice_decision_kind_t: tokens emitted, scheduled or dropped at their call */
@@ -181,15 +194,8 @@ struct sluice_limiter {
     bool timerless;    /* the policy arms no timer: ops->reclaim and ops->next are set (rate) */
     uint64_t interval; /* ns */
     uint64_t max_wait; /* ns */
-    /* rate: times are scaled by `limit` (exact for a fractional T = per / limit) */
-    uint64_t limit, burst, per;
-    uint64_t t_q, t_r; /* the emission interval T = per / limit, as t_q + t_r / limit ns */
-    /* rate: the 64-bit fast path (policy-rate.c), taken at t < rate_t_lim
-     * (0 when burst * per >= 2^61: never) */
-    uint64_t rate_bt;                                  /* burst * per: burst * T scaled by limit */
-    uint64_t rate_bt_q;                                /* floor(burst * per / limit) */
-    uint64_t rate_t_lim;                               /* UINT64_MAX - 2 * rate_bt_q - 3, or 0 */
-    struct sluice__recip rate_inv_limit, rate_inv_per; /* floor(n / limit), floor(n / per) */
+    /* rate: its one quota (a limiter of plans: none; plans below) */
+    struct sluice__gcra rate;
     /* rate: lazy expiry (policy-rate.c) */
     uint64_t rate_lb;       /* <= every rate entry's full (UINT64_MAX: no entry) */
     uint64_t rate_every;    /* least spacing of the sweeps asked for; idle time before the creation sweep frees a key */
