@@ -121,6 +121,13 @@ struct sluice__policy_ops {
     .explain = explain, .setup = setup, .never_schedules = never_schedules, .call = call, .fire = fire_now,            \
     .fire_into = fire_into, .check = check
 
+/* The limiter's kind (sluice_limiter.kind) of a rate limiter of plans: no
+ * public kind, so that no short path of a call takes it for another policy. */
+#define SLUICE__KIND_PLANS 7
+
+/* Lets go of what a plans entry holds (plans.c): its quota set. */
+void sluice__plans_forget(struct sluice_limiter *l, struct sluice__entry *e);
+
 /* The registered policies, indexed by kind (NULL where no policy has the kind). */
 #define SLUICE__POLICY_KINDS 5
 extern const struct sluice__policy_ops *const sluice__policies[SLUICE__POLICY_KINDS];
@@ -203,6 +210,11 @@ struct sluice_limiter {
     uint64_t rate_pass_min; /* the least full seen by the pass in progress (and of keys created since) */
     uint32_t rate_pass;     /* the pass in progress: next entry index */
     uint32_t rate_step;     /* the sweep after each created key: next entry index */
+    /* A rate limiter of plans (plans-internal.h, policy-plans.c), else
+     * NULL; the plan and detail of the call or quota read in progress. */
+    struct sluice__plans *plans;
+    uint32_t plan_arg;
+    sluice_plan_detail_t *detail_arg;
 
     sluice_event_fn on_event;
     /* The callback each event kind is reported to, by sluice_event_kind_t
@@ -312,6 +324,7 @@ static SLUICE__HOT_INLINE void sluice__limiter_remove_key(struct sluice_limiter 
     struct sluice__entry *e = sluice__entry_at(&l->table, idx);
     if (sluice__wheel_node_armed(&e->node)) sluice__wheel_del(&l->wheel, idx);
     if (e->flags & SLUICE__F_PENDING) l->pending--;
+    if (SLUICE__UNLIKELY(l->plans != NULL)) sluice__plans_forget(l, e);
     sluice__table_remove(&l->table, idx);
 }
 

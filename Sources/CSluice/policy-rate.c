@@ -183,7 +183,6 @@ static inline uint64_t floor_per(const struct sluice__gcra *g, u128 x) {
     return (x >> 64) == 0 ? (uint64_t)x / g->per : (uint64_t)(x / g->per);
 }
 
-static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t);
 
 /* ---- decisions ---- */
 
@@ -279,7 +278,7 @@ static NOINLINE_RATE int call_slow(struct sluice_limiter *l, const struct sluice
     admit(sluice__entry_of(l, idx), t, &o, d);
     if (o.deadline < l->rate_lb) l->rate_lb = o.deadline;
     if (o.deadline < l->rate_pass_min) l->rate_pass_min = o.deadline;
-    step(l, idx, t);
+    sluice__rate_step(l, idx, t);
     return 0;
 }
 
@@ -315,7 +314,7 @@ static void reclaimed_all(struct sluice_limiter *l) {
 }
 
 /* The sweep after a key was created (`keep`, never freed here). */
-static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t) {
+void sluice__rate_step(struct sluice_limiter *l, uint32_t keep, uint64_t t) {
     for (unsigned j = 0; j < RATE_STEP; j++) {
         uint32_t i = l->rate_step;
         if (i >= l->table.top) i = 0;
@@ -327,7 +326,7 @@ static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t) {
 }
 
 /* The reclaim op (limiter-internal.h). */
-static size_t reclaim(struct sluice_limiter *l, uint64_t now, size_t max) {
+size_t sluice__rate_reclaim(struct sluice_limiter *l, uint64_t now, size_t max) {
     size_t n = 0;
     /* Ends when no entry is idle: a pass ends with rate_lb = the least full
      * it kept, so rate_lb > now unless part of the pass ran at an earlier
@@ -360,14 +359,14 @@ static size_t reclaim(struct sluice_limiter *l, uint64_t now, size_t max) {
 }
 
 /* The next op: when advance() should reclaim. */
-static uint64_t next_sweep(const struct sluice_limiter *l) {
+uint64_t sluice__rate_next(const struct sluice_limiter *l) {
     if (l->table.live == 0) return UINT64_MAX;
     uint64_t at = sluice__sat_add(l->rate_last, l->rate_every);
     return at > l->rate_lb ? at : l->rate_lb;
 }
 
 /* flush does nothing for rate (there is never a pending value). */
-static int flush(struct sluice_limiter *l, uint32_t idx, uint64_t now) {
+int sluice__rate_flush(struct sluice_limiter *l, uint32_t idx, uint64_t now) {
     (void)l;
     (void)idx;
     (void)now;
@@ -448,7 +447,7 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
 const struct sluice__policy_ops sluice__rate_ops = { .kind = SLUICE_RATE,
                                                      .name = "rate",
                                                      SLUICE__POLICY_OPS_COMMON,
-                                                     .flush = flush,
+                                                     .flush = sluice__rate_flush,
                                                      .quota = quota,
-                                                     .reclaim = reclaim,
-                                                     .next = next_sweep };
+                                                     .reclaim = sluice__rate_reclaim,
+                                                     .next = sluice__rate_next };

@@ -22,6 +22,15 @@ void sluice__gcra_setup(struct sluice__gcra *g, uint64_t limit, uint64_t per, ui
  * past their full: a limiter with no entries. */
 void sluice__rate_expiry_reset(struct sluice_limiter *l, uint64_t every);
 
+/* The lazy expiry, shared with the plans policy (policy-plans.c), whose
+ * entries keep their latest full in node.deadline as rate's do: the sweep
+ * after key `keep` was created at t, the reclaim and next ops, and flush
+ * (nothing: a rate key is never pending). */
+void sluice__rate_step(struct sluice_limiter *l, uint32_t keep, uint64_t t);
+size_t sluice__rate_reclaim(struct sluice_limiter *l, uint64_t now, size_t max);
+uint64_t sluice__rate_next(const struct sluice_limiter *l);
+int sluice__rate_flush(struct sluice_limiter *l, uint32_t idx, uint64_t now);
+
 /* A rate decision on a key's state, without changing anything: the key's
  * entry `deadline` and `token` (its TAT as deadline - (token != 0) +
  * token / limit ns; 0 and 0 for a key without an entry: an entry whose
