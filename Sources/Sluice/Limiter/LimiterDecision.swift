@@ -161,14 +161,25 @@ public struct RateDecision: Hashable, Sendable, CustomStringConvertible {
     public var fullAt: LimiterInstant
     /// Who made it (``Source/limiter`` for every local decision).
     public var source: Source
+    /// The plan and its quotas' figures, boxed: a decision without a plan
+    /// (every call of ``RateLimiter/check(_:cost:)``) carries one `nil`
+    /// reference, and grows by one word.
+    @usableFromInline var planFigures: RatePlanFigures? = nil
+
     /// The plan the call was decided under (`check(_:plan:cost:)` of
     /// ``RateLimiter``), or `nil` for a call without a plan.
-    public var plan: String? = nil
+    public var plan: String? {
+        get { planFigures?.plan }
+        set { planFigures = RatePlanFigures.make(plan: newValue, quotas: quotas) }
+    }
     /// Each quota of the plan, in the plan's order, with its own figures
     /// (empty for a call without a plan). The overall figures above are
     /// theirs combined: ``remaining`` the least, ``fullAt`` the latest, a
     /// drop's ``retryAt`` the latest (`nil` when any is).
-    public var quotas: [RateQuotaFigures] = []
+    public var quotas: [RateQuotaFigures] {
+        get { planFigures?.quotas ?? [] }
+        set { planFigures = RatePlanFigures.make(plan: plan, quotas: newValue) }
+    }
 
     /// The names of the quotas that refused the call (empty when admitted,
     /// and for a call without a plan): the `violated-policies` of a
@@ -310,13 +321,22 @@ public struct RateQuota: Hashable, Sendable {
     /// The earliest instant a call of the asked cost would be admitted (`at`
     /// when now), or `nil` when never: the cost exceeds the burst.
     public var retryAt: LimiterInstant?
+    /// The plan and its quotas' figures (boxed, as in ``RateDecision``).
+    var planFigures: RatePlanFigures? = nil
+
     /// The plan read (``RateLimiter/quota(for:plan:cost:)``), or `nil`.
-    public var plan: String? = nil
+    public var plan: String? {
+        get { planFigures?.plan }
+        set { planFigures = RatePlanFigures.make(plan: newValue, quotas: quotas) }
+    }
     /// Each quota of the plan with its own figures, in the plan's order
     /// (empty for a read without a plan). The overall figures above are
     /// theirs combined: ``remaining`` the least, ``fullAt`` the latest,
     /// ``retryAt`` the latest (`nil` when any is), ``burst`` the least.
-    public var quotas: [RateQuotaFigures] = []
+    public var quotas: [RateQuotaFigures] {
+        get { planFigures?.quotas ?? [] }
+        set { planFigures = RatePlanFigures.make(plan: plan, quotas: newValue) }
+    }
 
     /// Creates a quota.
     public init(at: LimiterInstant, burst: Int, remaining: Int, fullAt: LimiterInstant, retryAt: LimiterInstant?) {

@@ -76,8 +76,8 @@ extension RateLimiter {
         try LimiterError.check(rc)
         var result = RateDecision(decision, now: decision.now)
         let plan = directory.plans[Int(index)]
-        result.plan = plan.name
-        result.quotas = quotaFigures(detail, plan: plan, now: result.at.nanoseconds)
+        result.planFigures = RatePlanFigures(
+            plan: plan.name, quotas: quotaFigures(detail, plan: plan, now: result.at.nanoseconds))
         return result
     }
 
@@ -105,8 +105,8 @@ extension RateLimiter {
             try LimiterError.check(rc)
             var result = RateQuota(quota, now: quota.now)
             let plan = d.plans[Int(index)]
-            result.plan = plan.name
-            result.quotas = quotaFigures(detail, plan: plan, now: quota.now)
+            result.planFigures = RatePlanFigures(
+                plan: plan.name, quotas: quotaFigures(detail, plan: plan, now: quota.now))
             return result
         }
     }

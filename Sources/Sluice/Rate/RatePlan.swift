@@ -263,6 +263,37 @@ public struct RateQuotaFigures: Hashable, Sendable {
     public var windowSeconds: Int { RateLimitHeaders.windowSeconds(window) }
 }
 
+/// The plan part of a ``RateDecision`` or a ``RateQuota``: the plan's name
+/// and each quota's figures, in one immutable box, so that a decision
+/// without a plan carries a single `nil` reference (the single-quota
+/// `check` builds its decision inline: one word more, no allocation).
+@usableFromInline
+final class RatePlanFigures: Hashable, Sendable {
+    let plan: String?
+    let quotas: [RateQuotaFigures]
+
+    init(plan: String?, quotas: [RateQuotaFigures]) {
+        self.plan = plan
+        self.quotas = quotas
+    }
+
+    /// The box of `plan` and `quotas`, or `nil` when both are empty.
+    static func make(plan: String?, quotas: [RateQuotaFigures]) -> RatePlanFigures? {
+        plan == nil && quotas.isEmpty ? nil : RatePlanFigures(plan: plan, quotas: quotas)
+    }
+
+    @usableFromInline
+    static func == (lhs: RatePlanFigures, rhs: RatePlanFigures) -> Bool {
+        lhs === rhs || (lhs.plan == rhs.plan && lhs.quotas == rhs.quotas)
+    }
+
+    @usableFromInline
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(plan)
+        hasher.combine(quotas)
+    }
+}
+
 /// The figures of every quota of a plan, from a core detail.
 ///
 /// - Parameters:
