@@ -214,6 +214,9 @@ typedef struct sluice_trace_step {
     size_t value_len;
     uint64_t cost;                  /**< call and quota: the cost (1 when no cost= was written); 0 otherwise */
     bool has_cost;                  /**< a cost= field was written */
+    uint32_t plan;                  /**< call and quota: the plan's index in sluice_trace_plans() (0, the
+                                         default, when no plan= was written) */
+    bool has_plan;                  /**< a plan= field was written */
     sluice_close_mode_t close_mode; /**< close: drain or discard; SLUICE_CLOSE_DRAIN otherwise */
     size_t line;                    /**< the 1-based input line */
 } sluice_trace_step_t;
@@ -241,6 +244,8 @@ typedef struct sluice_trace_output {
     uint64_t remaining;          /**< quota: R, cost-1 calls admitted now */
     uint64_t full_ms;            /**< quota: F, when the whole burst is back (ms, rounded up) */
     uint64_t retry_ms;           /**< quota: S (ms, rounded up), or SLUICE_TRACE_NEVER */
+    const char *policy_name;     /**< quota, one quota of several (format v3): its name
+                                      (`policy=NAME`, NUL-terminated); NULL on the overall line */
     bool retry_never;            /**< quota: the line's cost exceeds the burst (`retry=never`) */
     bool has_successor;          /**< drop: the core named the call that took this value's place */
     size_t successor_step;       /**< when has_successor: that call's step index */
@@ -315,6 +320,19 @@ SLUICE_EXTERN void sluice_trace_free(sluice_trace_t *trace);
  * @return the policy.
  */
 SLUICE_EXTERN sluice_policy_t sluice_trace_policy(const sluice_trace_t *trace);
+
+/**
+ * The trace's plans of rate quotas (format v3), in the core's terms, for a
+ * limiter of plans (sluice_config_t.plans with sluice_rate_plans()): the
+ * declared plans in order, or one plan named "default" holding the quotas
+ * of a header without plan lines. sluice_trace_policy() is then the first
+ * quota of the default plan.
+ *
+ * @param trace a parsed trace.
+ * @return the table, valid until sluice_trace_free(); NULL for a trace of
+ *         one policy and no plan line (run on that policy alone).
+ */
+SLUICE_EXTERN const sluice_plans_t *sluice_trace_plans(const sluice_trace_t *trace);
 
 /**
  * The number of steps (input lines after the policy line).
