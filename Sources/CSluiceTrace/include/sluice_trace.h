@@ -2,7 +2,7 @@
  * sluice_trace.h — the one parser and runner of Sluice conformance traces.
  *
  * A trace is a plain-text script of calls against one limiter policy; the
- * format (version 2) is described in docs/trace-format.md and the behaviour
+ * format (version 3) is described in docs/trace-format.md and the behaviour
  * it checks in docs/semantics.md. This library is the only implementation of
  * the format in the project: the `sluice-trace` tool (tools/sluice-trace),
  * the Swift `sluice simulate` command and the Swift conformance tests all
@@ -52,20 +52,26 @@
  *  - A KEY is at most SLUICE_KEY_MAX (1024) bytes ("key too long"); it is
  *    passed to the core as a byte key (sluice_key_bytes()).
  *
- * Grammar: the first line holding a field is the policy line:
+ * Grammar: the lines before the first step are the header. It is one
+ * policy line, or (format v3, rate only) several rate lines with name=,
+ * or `plan NAME` lines each followed by its rate lines:
  *     policy throttle interval=MS [leading=BOOL] [trailing=BOOL] [pick=latest|first]
  *     policy audit    interval=MS
  *     policy debounce interval=MS [leading=BOOL] [trailing=BOOL] [maxwait=MS]
- *     policy rate     limit=N per=MS [burst=B]
+ *     policy rate     limit=N per=MS [burst=B] [name=NAME]
+ *     plan NAME
  * Options come in any order, each at most once. Defaults (docs/semantics.md):
  * throttle leading=true trailing=true pick=latest; debounce leading=false
  * trailing=true, no maxwait; rate burst=limit. Every other line is one of
- *     TIME call KEY VALUE [cost=N]      (cost=: rate only, format v2)
- *     TIME quota KEY [cost=N]           (rate only, format v2: a peek)
+ *     TIME call KEY VALUE [cost=N] [plan=NAME]  (rate only: cost= v2, plan= v3)
+ *     TIME quota KEY [cost=N] [plan=NAME]       (rate only, format v2: a peek)
  *     TIME cancel KEY | TIME flush KEY | TIME pending KEY
  *     TIME close drain|discard          (must be the last line)
- * A `cost=N` field comes after VALUE (call) or KEY (quota); the cost is 1
- * when it is absent.
+ * `cost=N` and `plan=NAME` come after VALUE (call) or KEY (quota), in
+ * either order; the cost is 1 and the plan the first when absent. NAME is 1
+ * to 32 characters of A-Z a-z 0-9 _ . -; at most 8 quotas per plan, 64
+ * plans; several quotas outside plan lines form one plan named "default"
+ * (a lone quota is named "default").
  *
  * Limits: TIME <= SLUICE_TRACE_TIME_MAX_MS (10^13 ms); interval, maxwait,
  * per <= SLUICE_TRACE_DURATION_MAX_MS (10^12 ms); limit, burst and cost in
@@ -82,11 +88,26 @@
  *                             comments or blanks), on line L + 1 where L is
  *                             the number of lines of the input (line 1 for
  *                             an empty input)
- *   duplicate policy          a second policy line
+ *   duplicate policy          a policy line after the first step
+ *   only rate policies can be combined
+ *                             a second header policy line when either is not
+ *                             rate, or a non-rate policy in a plan
+ *   quota needs a name        several quotas in a plan, one without name=
+ *                             (on the second quota's line when the first lacks it)
+ *   duplicate quota 'X'       a quota name twice in a plan
+ *   bad name 'X'              a plan or quota name breaking the NAME rule
+ *   duplicate plan 'X'        a plan name twice
+ *   plan without quota        on a `plan` line followed by no quota
+ *   too many quotas           the ninth quota of a plan
+ *   too many plans            the 65th plan line
+ *   quota outside a plan      a `plan` line after quota lines in no plan
+ *   plan after the first step a `plan` line after the header
+ *   unknown plan 'X'          plan= naming no plan of the header
+ *   plan needs a rate policy  a plan= field under throttle, audit or debounce
  *   unknown policy 'X'
  *   bad option 'X'            a policy option without '='
  *   unknown option 'X'        an option name the policy does not have
- *   duplicate option 'X'      a policy option, or `cost`, given twice
+ *   duplicate option 'X'      a policy option, `cost` or `plan`, given twice
  *   missing value for NAME    `NAME=` with nothing after '=' (also cost)
  *   missing option NAME       interval (throttle, audit, debounce), limit or per (rate)
  *   bad number 'X'
@@ -124,6 +145,11 @@
  *     TIME emit KEY VALUE | TIME drop KEY VALUE | TIME discard KEY VALUE |
  *     TIME pending KEY yes|no |
  *     TIME quota KEY remaining=R full=F retry=S|never
+ *     TIME quota KEY policy=NAME remaining=R full=F retry=S|never
+ * (the second form once per quota, in the plan's order, after the first,
+ * when the quota line's plan has several quotas: each quota's own figures;
+ * the first gives the overall ones). A trace with a table of plans
+ * (sluice_trace_plans()) runs on a limiter of plans, one call at a time.
  * Events are reported from the core's event callback as they occur; a
  * submit's own decision (EMITTED -> emit, DROPPED -> drop, SCHEDULED ->
  * nothing yet) when the submit returns. In a quota line F and S are the
