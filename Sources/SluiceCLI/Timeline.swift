@@ -16,6 +16,8 @@ struct Timeline {
     struct Call {
         var time: UInt64
         var value: String
+        /// The plan it was decided under (a trace with plans), or `nil`.
+        var plan: String? = nil
         var fate: Fate
     }
 
@@ -34,7 +36,14 @@ struct Timeline {
     /// Matches each output line to its call by the call's step (the trace
     /// library names it), so two calls with the same value never mix up.
     init(trace: Trace, output: [TraceLine]) {
-        title = "\(trace.policy)"
+        // Under plans, every quota of every plan: the first policy alone
+        // would hide all but one quota.
+        title =
+            trace.plans.isEmpty
+            ? "\(trace.policy)"
+            : "plans: " + trace.plans.map(\.description).joined(separator: "; ")
+        // A call's plan is worth showing only when there is a choice.
+        let manyPlans = trace.plans.count > 1
         var index: [String: Int] = [:]
         /// Step index of a call -> (lane, call index in the lane).
         var callAt: [Int: (lane: Int, call: Int)] = [:]
@@ -48,7 +57,8 @@ struct Timeline {
             end = max(end, step.time)
             if case let .call(value, _) = step.verb {
                 let l = lane(step.key)
-                lanes[l].calls.append(Call(time: step.time, value: value, fate: .unknown))
+                lanes[l].calls.append(
+                    Call(time: step.time, value: value, plan: manyPlans ? step.plan : nil, fate: .unknown))
                 callAt[stepIndex] = (l, lanes[l].calls.count - 1)
             }
         }
@@ -148,8 +158,25 @@ struct Timeline {
             lines.append(pad("\(lane.key) out") + String(outs))
             if anyDrop { lines.append(pad("\(lane.key) drop") + String(drops)) }
             if let legend = marks.legend { lines.append(pad("") + legend) }
+            if let plans = Self.plans(of: lane) { lines.append(pad("") + plans) }
         }
         return lines.map { $0.trimmingTrailingSpaces() }.joined(separator: "\n")
+    }
+
+    /// The plan of each call of a lane, runs of one plan together
+    /// (`plan free: a1 a2 a3 a4; plan pro: a5`), or `nil` without plans.
+    static func plans(of lane: Lane) -> String? {
+        var runs: [(plan: String, values: [String])] = []
+        for call in lane.calls {
+            guard let plan = call.plan else { continue }
+            if runs.last?.plan == plan {
+                runs[runs.count - 1].values.append(call.value)
+            } else {
+                runs.append((plan, [call.value]))
+            }
+        }
+        guard !runs.isEmpty else { return nil }
+        return runs.map { "plan \($0.plan): " + $0.values.joined(separator: " ") }.joined(separator: "; ")
     }
 
     /// One character per call of a lane: the values' first characters when
@@ -253,7 +280,7 @@ struct Timeline {
                     break
                 }
                 s.append(
-                    "<circle cx=\"\(fmt(cx))\" cy=\"\(fmt(yIn))\" r=\"6\" fill=\"white\" stroke=\"#246\" stroke-width=\"1.5\"><title>call \(escape(call.value)) at \(call.time) ms</title></circle>"
+                    "<circle cx=\"\(fmt(cx))\" cy=\"\(fmt(yIn))\" r=\"6\" fill=\"white\" stroke=\"#246\" stroke-width=\"1.5\"><title>call \(escape(call.value)) at \(call.time) ms\(call.plan.map { ", plan \(escape($0))" } ?? "")</title></circle>"
                 )
                 s.append(
                     "<text x=\"\(fmt(cx))\" y=\"\(fmt(yIn - 11))\" text-anchor=\"middle\" fill=\"#246\">\(label)</text>"

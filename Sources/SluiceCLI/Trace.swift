@@ -31,10 +31,18 @@ final class Trace: @unchecked Sendable {
         var key: String
         /// A `cost=` field was written.
         var hasCost = false
+        /// call and quota under a table of plans (format v3): the plan's
+        /// name (the first plan when no `plan=` was written); `nil` otherwise.
+        var plan: String? = nil
     }
 
-    /// The policy, as a Swift policy.
+    /// The policy, as a Swift policy: under a table of plans, the first
+    /// quota of the first plan (see ``plans``).
     let policy: LimiterPolicy
+    /// The trace's table of plans of rate quotas (format v3: `plan` lines,
+    /// or several quotas forming one plan named "default"), in order; empty
+    /// for a trace of one policy.
+    let plans: [RatePlan]
     /// The steps, in order.
     let steps: [Step]
 
@@ -63,6 +71,8 @@ final class Trace: @unchecked Sendable {
             throw TraceSyntaxError(line: 0, message: "error: unknown policy kind")
         }
         self.policy = policy
+        let plans = Self.plans(of: trace)
+        self.plans = plans
         var steps: [Step] = []
         let count = sluice_trace_step_count(trace)
         steps.reserveCapacity(count)
@@ -79,13 +89,33 @@ final class Trace: @unchecked Sendable {
                 case SLUICE_TRACE_PENDING: .pending
                 default: .close(drain: step.close_mode == SLUICE_CLOSE_DRAIN)
                 }
-            steps.append(Step(line: step.line, time: step.time_ms, verb: verb, key: key, hasCost: step.has_cost))
+            var plan: String? = nil
+            if case .call = verb, plans.indices.contains(Int(step.plan)) { plan = plans[Int(step.plan)].name }
+            if case .quota = verb, plans.indices.contains(Int(step.plan)) { plan = plans[Int(step.plan)].name }
+            steps.append(
+                Step(line: step.line, time: step.time_ms, verb: verb, key: key, hasCost: step.has_cost, plan: plan))
         }
         self.steps = steps
     }
 
     deinit {
         sluice_trace_free(handle)
+    }
+
+    /// `sluice_trace_plans`, as Swift plans: empty for a trace of one policy.
+    private static func plans(of trace: OpaquePointer) -> [RatePlan] {
+        guard let table = sluice_trace_plans(trace)?.pointee, let cPlans = table.plans else { return [] }
+        return (0..<table.nplans).map { p in
+            let plan = cPlans[p]
+            let quotas: [RatePlan.Quota] = (0..<plan.nquotas).map { q in
+                let quota = plan.quotas[q]
+                return RatePlan.Quota(
+                    quota.name.map { String(cString: $0) } ?? "",
+                    limit: Int(quota.limit), per: .nanoseconds(quota.per_ns),
+                    burst: quota.burst == 0 ? nil : Int(quota.burst))
+            }
+            return RatePlan(plan.name.map { String(cString: $0) } ?? "", quotas: quotas)
+        }
     }
 
     /// Options of a run.
@@ -201,6 +231,9 @@ struct TraceLine: Hashable, Sendable, CustomStringConvertible {
     var value: String?
     /// drop: the step of the call that took this value's place, if any.
     var successorStep: Int?
+    /// quota, one quota of several (format v3): its name (`policy=NAME`);
+    /// `nil` on the overall line and on every other line.
+    var policyName: String?
     /// The exact line the tool prints.
     var text: String
 
@@ -217,6 +250,7 @@ struct TraceLine: Hashable, Sendable, CustomStringConvertible {
         key = Trace.string(line.key, line.key_len)
         value = line.value == nil ? nil : Trace.string(line.value, line.value_len)
         successorStep = line.has_successor ? line.successor_step : nil
+        policyName = line.policy_name.map { String(cString: $0) }
         text = Trace.string(line.text, line.text_len)
     }
 

@@ -168,6 +168,113 @@ struct CLITests {
         #expect(result.status == 0 && result.out.sorted() == expected.sorted())
     }
 
+    /// The shared v3 vectors rate-plans and rate-several-quotas, inline:
+    /// Tests/Vectors also feeds the C reference model, which has no plans.
+    static let v3Traces: [(name: String, trace: String, expected: String)] = [
+        (
+            "rate-plans",
+            """
+            # a key moves from the free plan to pro: what it consumed stays consumed
+            plan free
+            policy rate limit=1 per=1000 burst=3 name=second
+            plan pro
+            policy rate limit=10 per=1000 burst=30 name=second
+            policy rate limit=10000 per=86400000 name=day
+            0 call A a1 plan=free
+            0 call A a2 plan=free
+            0 call A a3 plan=free
+            0 call A a4 plan=free
+            0 call A a5 plan=pro
+            0 quota A plan=pro
+            0 quota A plan=free
+            """,
+            """
+            0 emit A a1
+            0 emit A a2
+            0 emit A a3
+            0 drop A a4
+            0 emit A a5
+            0 quota A remaining=26 full=8640 retry=0
+            0 quota A policy=second remaining=26 full=400 retry=0
+            0 quota A policy=day remaining=9999 full=8640 retry=0
+            0 quota A remaining=0 full=4000 retry=2000
+            """
+        ),
+        (
+            "rate-several-quotas",
+            """
+            # 5 per second and 20 per minute for each key; a refused call charges neither quota
+            policy rate limit=5 per=1000 name=second
+            policy rate limit=20 per=60000 burst=8 name=minute
+            0 call A a1 cost=4
+            0 call A a2 cost=2
+            0 quota A
+            400 call A a3 cost=2
+            400 quota A cost=3
+            """,
+            """
+            0 emit A a1
+            0 drop A a2
+            0 quota A remaining=1 full=12000 retry=0
+            0 quota A policy=second remaining=1 full=800 retry=0
+            0 quota A policy=minute remaining=4 full=12000 retry=0
+            400 emit A a3
+            400 quota A remaining=1 full=18000 retry=3000
+            400 quota A policy=second remaining=1 full=1200 retry=800
+            400 quota A policy=minute remaining=2 full=18000 retry=3000
+            """
+        ),
+    ]
+
+    @Test("a v3 trace of plans: its exact lines, every quota's own quota lines")
+    func plans() async throws {
+        for v3 in Self.v3Traces {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("sluice-cli-\(UUID()).trace")
+            try v3.trace.write(to: file, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(at: file) }
+            let result = await simulate(file.path)
+            #expect(result.status == 0 && result.err.isEmpty, "\(v3.name): \(result.err)")
+            #expect(
+                result.out == v3.expected.split(separator: "\n").map(String.init), "\(v3.name): one key, exact order")
+            #expect(result.out.contains { $0.contains(" policy=") }, "\(v3.name): per-quota lines")
+        }
+    }
+
+    @Test("--timeline and --svg under plans name every quota of every plan and each call's plan")
+    func plansTimeline() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sluice-cli-\(UUID()).trace")
+        let svgFile = FileManager.default.temporaryDirectory.appendingPathComponent("sluice-cli-\(UUID()).svg")
+        try """
+        plan free
+        policy rate limit=1 per=1000 burst=2 name=second
+        plan pro
+        policy rate limit=10 per=1000 burst=20 name=second
+        policy rate limit=100 per=60000 name=minute
+        0 call A a1 plan=free
+        0 call A a2 plan=free
+        0 call A a3 plan=free
+        10 call A b1 plan=pro
+        """.write(to: file, atomically: true, encoding: .utf8)
+        defer {
+            try? FileManager.default.removeItem(at: file)
+            try? FileManager.default.removeItem(at: svgFile)
+        }
+        let result = await simulate(file.path, timeline: true, svg: svgFile.path)
+        #expect(result.status == 0 && result.err.isEmpty)
+        let lines = result.out.joined(separator: "\n").split(separator: "\n").map(String.init)
+        #expect(
+            lines.first
+                == "plans: free: second 1/1.0 seconds (burst 2); pro: second 10/1.0 seconds (burst 20), "
+                + "minute 100/60.0 seconds (burst 100)")
+        #expect(lines.contains("        plan free: a1 a2 a3; plan pro: b1"))
+        // a3 is refused by free's burst of 2; b1 passes under pro.
+        #expect(lines.contains { $0.hasPrefix("A drop") })
+        let svg = try String(contentsOf: svgFile, encoding: .utf8)
+        #expect(svg.contains("minute 100/60.0 seconds"))
+        #expect(svg.contains("<title>call b1 at 10 ms, plan pro</title>"))
+        #expect(svg.contains("<title>drop a3 at 0 ms</title>"))
+    }
+
     @Test("--realtime prints the same lines per key, never early", .enabled(if: !isThreadSanitized))
     func realtime() async throws {
         let path = VectorPaths.traces().first { $0.hasSuffix("audit-spec-example.trace") }!
