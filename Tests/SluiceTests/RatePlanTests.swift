@@ -342,6 +342,50 @@ struct RatePlanTests {
         #expect(RateLimitHeaders.windowSeconds(.seconds(86400)) == 86400)
     }
 
+    @Test("Retry-After under plans is the overall retry, the latest quota's, in whole seconds rounded up")
+    func retryAfterIsTheLatest() throws {
+        let clock = ManualLimiterClock()
+        let limiter = try RateLimiter<String>(plans: [Self.pro], scheduler: .manual(clock))
+        clock.advance(to: ms(250))
+        _ = try limiter.check("k", plan: "pro")  // second mark 0.75 s, hour 1200.25 s
+        _ = try limiter.check("k", plan: "pro")  // second 1.25 s, hour 2400.25 s
+        clock.advance(to: ms(1300))
+        #expect(try limiter.check("k", plan: "pro").isAdmitted)  // second 1.8 s, hour 3600.25 s
+        // "second" would admit (2.3 s ≤ 1.3 + 1 s); "hour" refuses (4800.25 s > 3601.3 s) until
+        // 1200.25 s: 1198.95 s from now, 1199 whole seconds.
+        let refused = try limiter.check("k", plan: "pro")
+        #expect(refused.refusedQuotas == ["hour"])
+        #expect(refused.retryAt == ms(1_200_250) && refused.retryAfterSeconds == 1199)
+        let headers = try #require(RateLimitHeaders(refused))
+        #expect(headers.retryAfter == "1199")
+        #expect(headers.ratePolicy == #""second";q=2;w=1, "hour";q=3;w=3600"#)
+        // Nothing charged: second mark 1.8 s (r 1, t ⌈0.5⌉), hour 3600.25 s (r 0, t ⌈3598.95⌉).
+        #expect(headers.rateLimit == #""second";r=1;t=1, "hour";r=0;t=3599"#)
+    }
+
+    @Test("a decision's plan figures are a value: a copy changed alone, equal by contents")
+    func planFiguresAreValues() throws {
+        let clock = ManualLimiterClock()
+        let limiter = try RateLimiter<String>(plans: [Self.pro], scheduler: .manual(clock))
+        let a = try limiter.check("a", plan: "pro")
+        let b = try limiter.check("b", plan: "pro")
+        #expect(a == b && a.hashValue == b.hashValue, "two boxes, equal contents")
+        var copy = a
+        copy.quotas[0].remaining = 99
+        copy.plan = "other"
+        #expect(a.quotas[0].remaining == 1 && a.plan == "pro", "the original's box is untouched")
+        #expect(copy.quotas[0].remaining == 99 && copy.plan == "other" && copy != a)
+        // Emptied, it equals a decision without a plan.
+        copy.plan = nil
+        copy.quotas = []
+        let plain = RateDecision(outcome: a.outcome, at: a.at, fullAt: a.fullAt)
+        #expect(copy == plain && copy.refusedQuotas.isEmpty)
+        var quota = try limiter.quota(for: "a", plan: "pro")
+        let read = quota
+        quota.quotas.removeLast()
+        #expect(read.quotas.count == 2 && quota.quotas.count == 1 && quota.plan == "pro")
+    }
+
     @Test("structured-field strings: quoted, with \" and \\ escaped and non-ASCII replaced")
     func sfString() {
         #expect(RateLimitHeaders.string("hour") == #""hour""#)
