@@ -177,6 +177,12 @@ public struct RateLimitGate: Sendable {
         return planVerdict(decision)
     }
 
+    /// The plan a request names none of is decided under: the local
+    /// limiter's first plan (`"default"` for a limiter of one policy), or
+    /// `nil` with another decider. The middleware's `plan` closures fall back
+    /// on it, so that the fields list that plan's quotas.
+    public var firstPlan: String? { local?.plans.first?.name }
+
     /// The verdict of a decision under a plan.
     func planVerdict(_ decision: RateDecision) -> Verdict {
         var verdict = Verdict(decision: decision, rejection: nil)

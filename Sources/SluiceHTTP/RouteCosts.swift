@@ -5,7 +5,9 @@
 /// A prefix matches the path itself and the paths below it, by whole
 /// segments (`/search` matches `/search` and `/search/images`, not
 /// `/searches`); the longest matching prefix decides; a path no prefix
-/// matches costs ``defaultCost``. The query is not part of the path.
+/// matches costs ``defaultCost``. The query is not part of the path. The
+/// gate counts a cost below 1 as 1: to let a route through unlimited, use
+/// the middleware's `exempting`.
 ///
 /// ```swift
 /// let costs = RouteCosts(["/search": 5, "/export": 50, "/search/suggest": 1])

@@ -23,6 +23,13 @@ import SluiceHTTP
 ///   bytes): 503 (431 for the key), or lets the request through with
 ///   ``SluiceHTTP/RateLimitGate/FailureMode/allow``.
 ///
+/// Under a limiter of plans (``Sluice/RateLimiter/init(plans:scheduler:maxKeys:maxQuotas:)``),
+/// ``plan(_:)`` names each request's plan: the fields then list every quota
+/// of it and a refusal is a `quota-exceeded` problem. ``exempting(_:)``
+/// lets some requests through unlimited (health checks, internal callers),
+/// ``costs(_:)`` charges by route. The address keys mask an IPv6 client to
+/// its /64 (``SluiceHTTP/ClientAddressKey``; `ipv6PrefixLength`).
+///
 /// A request whose key closure returns `nil` is not limited; one that throws
 /// ``SluiceHTTP/InvalidClientID`` is answered `400 Bad Request` with a problem
 /// body. Keying by the client address needs a context that knows it
@@ -50,11 +57,17 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     public typealias KeyFunction = @Sendable (Request, Context) throws -> String?
     /// The cost of a request, in units of the quota.
     public typealias CostFunction = @Sendable (Request, Context) -> Int
+    /// The plan of a request (`nil`: the limiter's first plan, or its one policy).
+    public typealias PlanFunction = @Sendable (Request, Context) -> String?
+    /// Whether a request goes through unlimited (no decision, no fields).
+    public typealias ExemptFunction = @Sendable (Request, Context) -> Bool
 
     /// The decisions and answers, framework-free.
     public let gate: RateLimitGate
     @usableFromInline let key: KeyFunction
-    @usableFromInline let cost: CostFunction?
+    @usableFromInline var cost: CostFunction?
+    @usableFromInline var planOf: PlanFunction?
+    @usableFromInline var exempt: ExemptFunction?
     /// The `RateLimit-Policy` field, the same on every answer: made (and
     /// validated) once.
     @usableFromInline let policyField: HTTPField?
@@ -83,12 +96,60 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         policyField = gate.ratePolicyValue.map { HTTPField(name: .rateLimitPolicy, value: $0) }
     }
 
+    /// This middleware, deciding each request under the plan `plan` names
+    /// (a limiter of plans; `nil`: the limiter's first plan,
+    /// ``SluiceHTTP/RateLimitGate/firstPlan``). An unknown
+    /// plan is a failure to decide (503, or through with
+    /// ``SluiceHTTP/RateLimitGate/FailureMode/allow``).
+    ///
+    /// ```swift
+    /// import Hummingbird
+    ///
+    /// let limiter = try RateLimiter<String>(plans: [
+    ///     RatePlan("free", quotas: [.init("hour", limit: 100, per: .seconds(3600))]),
+    ///     RatePlan("pro", quotas: [.init("second", limit: 10, per: .seconds(1)),
+    ///                              .init("hour", limit: 10_000, per: .seconds(3600))]),
+    /// ])
+    /// let router = Router()
+    /// router.add(
+    ///     middleware: RateLimitMiddleware<BasicRequestContext>(limiter) { request, _ in
+    ///         request.headers[.authorization]
+    ///     }
+    ///     .plan { request, _ in request.headers[HTTPField.Name("X-Plan")!] ?? "free" }
+    ///     .exempting { request, _ in request.uri.path == "/health" })
+    /// ```
+    public func plan(_ plan: @escaping PlanFunction) -> Self {
+        var copy = self
+        copy.planOf = plan
+        return copy
+    }
+
+    /// This middleware, letting the requests `exempt` says yes to through
+    /// unlimited: not counted, no `RateLimit` fields.
+    public func exempting(_ exempt: @escaping ExemptFunction) -> Self {
+        var copy = self
+        copy.exempt = exempt
+        return copy
+    }
+
+    /// This middleware, charging each request the cost of its path in
+    /// `routes` (``SluiceHTTP/RouteCosts``) instead of its cost closure.
+    public func costs(_ routes: RouteCosts) -> Self {
+        var copy = self
+        copy.cost = { request, _ in routes.cost(path: request.uri.path) }
+        return copy
+    }
+
     // @inlinable: specialized for the application's Context in its module
     // (no generic metadata look-ups per request).
+    /// Decides about `request` (see ``RateLimitMiddleware``): exempt, not
+    /// keyed, admitted (the next responder's response with the fields) or
+    /// refused (the gate's rejection).
     @inlinable
     public func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
+        if let exempt, exempt(request, context) { return try await next(request, context) }
         let key: String?
         do {
             key = try self.key(request, context)
@@ -96,7 +157,13 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
             return Self.response(error.rejection, fields: HTTPFields())
         }
         guard let key else { return try await next(request, context) }
-        let verdict = await gate.evaluate(key: key, cost: cost?(request, context) ?? 1)
+        let units = cost?(request, context) ?? 1
+        let verdict: RateLimitGate.Verdict
+        if let planOf, let plan = planOf(request, context) ?? gate.firstPlan {
+            verdict = gate.evaluate(key: key, plan: plan, cost: units)
+        } else {
+            verdict = await gate.evaluate(key: key, cost: units)
+        }
         if let rejection = verdict.rejection {
             return Self.response(rejection, fields: fields(verdict))
         }
@@ -109,7 +176,7 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         // Straight into the response's fields (no HTTPFields of our own to copy).
         if let value = verdict.retryAfter { response.headers.append(HTTPField(name: .retryAfter, value: value)) }
-        if verdict.ratePolicy != nil, let policyField { response.headers.append(policyField) }
+        if let field = policyField(verdict) { response.headers.append(field) }
         if let value = verdict.rateLimit { response.headers.append(HTTPField(name: .rateLimit, value: value)) }
         return response
     }
@@ -138,9 +205,18 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     func fields(_ verdict: RateLimitGate.Verdict) -> HTTPFields {
         var fields = HTTPFields()
         if let value = verdict.retryAfter { fields.append(HTTPField(name: .retryAfter, value: value)) }
-        if verdict.ratePolicy != nil, let policyField { fields.append(policyField) }
+        if let field = policyField(verdict) { fields.append(field) }
         if let value = verdict.rateLimit { fields.append(HTTPField(name: .rateLimit, value: value)) }
         return fields
+    }
+
+    /// The verdict's `RateLimit-Policy`: the one made at init, or a plan's
+    /// own list of quotas.
+    @usableFromInline
+    func policyField(_ verdict: RateLimitGate.Verdict) -> HTTPField? {
+        guard let value = verdict.ratePolicy else { return nil }
+        if let policyField, value == policyField.value { return policyField }
+        return HTTPField(name: .rateLimitPolicy, value: value)
     }
 
     /// `error`, made to answer with `fields` too: an `HTTPError` with the fields
@@ -216,16 +292,20 @@ extension RateLimitMiddleware where Context: RemoteAddressRequestContext {
     ///   - onFailure: what to answer when no decision can be made.
     ///   - failureObserver: told about each failure to decide.
     ///   - cost: the cost of a request (`nil`: 1).
+    ///   - ipv6PrefixLength: the bits of an IPv6 client address keyed on
+    ///     (``SluiceHTTP/ClientAddressKey``): 64 by default, 128 for the whole address.
     public init(
         _ decider: any RateDecider, forwardedHeaders: ForwardedHeaders = .ignore, policyName: String = "default",
         shadow: Bool = false, onFailure: RateLimitGate.FailureMode = .reject,
-        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil
+        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil,
+        ipv6PrefixLength: Int = ClientAddressKey.defaultIPv6PrefixLength
     ) {
         self.init(
             decider, policyName: policyName, shadow: shadow, onFailure: onFailure, failureObserver: failureObserver,
             cost: cost
         ) { request, context in
             Self.clientAddress(request, context, forwardedHeaders)
+                .map { ClientAddressKey.key($0, ipv6PrefixLength: ipv6PrefixLength) }
         }
     }
 
@@ -244,10 +324,13 @@ extension RateLimitMiddleware where Context: RemoteAddressRequestContext {
     ///   - onFailure: what to answer when no decision can be made.
     ///   - failureObserver: told about each failure to decide.
     ///   - cost: the cost of a request (`nil`: 1).
+    ///   - ipv6PrefixLength: the bits of an IPv6 client address keyed on when
+    ///     there is no id (``SluiceHTTP/ClientAddressKey``): 64 by default.
     public init(
         _ decider: any RateDecider, clientIDField: String, forwardedHeaders: ForwardedHeaders = .ignore,
         policyName: String = "default", shadow: Bool = false, onFailure: RateLimitGate.FailureMode = .reject,
-        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil
+        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil,
+        ipv6PrefixLength: Int = ClientAddressKey.defaultIPv6PrefixLength
     ) {
         guard let clientIDField = HTTPField.Name(clientIDField) else {
             preconditionFailure("not a valid header field name: \(clientIDField)")
@@ -256,12 +339,15 @@ extension RateLimitMiddleware where Context: RemoteAddressRequestContext {
             decider, policyName: policyName, shadow: shadow, onFailure: onFailure, failureObserver: failureObserver,
             cost: cost
         ) { request, context in
-            try Self.clientKey(request, context, clientIDField: clientIDField, forwardedHeaders)
+            try Self.clientID(request, field: clientIDField)
+                ?? Self.clientAddress(request, context, forwardedHeaders).map {
+                    ClientAddressKey.key($0, ipv6PrefixLength: ipv6PrefixLength)
+                }
         }
     }
 
-    /// The key of ``init(_:clientIDField:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:)``:
-    /// the id in `clientIDField`, else the client address.
+    /// The key of ``init(_:clientIDField:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:ipv6PrefixLength:)``
+    /// without its mask: the id in `clientIDField`, else the client address.
     public static func clientKey(
         _ request: Request, _ context: Context, clientIDField: HTTPField.Name,
         _ forwardedHeaders: ForwardedHeaders = .ignore
@@ -269,7 +355,7 @@ extension RateLimitMiddleware where Context: RemoteAddressRequestContext {
         try clientID(request, field: clientIDField) ?? clientAddress(request, context, forwardedHeaders)
     }
 
-    /// The client address of a request (see ``init(_:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:)``).
+    /// The client address of a request, unmasked (see ``init(_:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:ipv6PrefixLength:)``).
     public static func clientAddress(
         _ request: Request, _ context: Context, _ forwardedHeaders: ForwardedHeaders
     ) -> String? {

@@ -15,12 +15,19 @@ import Vapor
 ///
 /// The key is a closure on the request (`nil`: not limited; throwing
 /// ``SluiceHTTP/InvalidClientID``: answered `400 Bad Request` with a problem
-/// body); ``init(_:clientIDField:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:)``
+/// body); ``init(_:clientIDField:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:ipv6PrefixLength:)``
 /// keys on a client id field (an API key) by the rule of ``SluiceHTTP/ClientID``,
 /// else on the client address. The default is the client address: the TCP peer's (`request.remoteAddress`), or — only
 /// with ``SluiceHTTP/ForwardedHeaders/trust(_:)`` and a request from a listed
 /// proxy — the address in `Forwarded` / `X-Forwarded-For`. (Vapor's own
 /// `peerAddress` believes `X-Forwarded-For` from anyone: it is not used.)
+///
+/// Under a limiter of plans (``Sluice/RateLimiter/init(plans:scheduler:maxKeys:maxQuotas:)``),
+/// ``plan(_:)`` names each request's plan: the fields then list every quota
+/// of it and a refusal is a `quota-exceeded` problem. ``exempting(_:)``
+/// lets some requests through unlimited (health checks, internal callers),
+/// ``costs(_:)`` charges by route. The address keys mask an IPv6 client to
+/// its /64 (``SluiceHTTP/ClientAddressKey``; `ipv6PrefixLength`).
 ///
 /// ```swift
 /// import SluiceNIO
@@ -37,11 +44,17 @@ public struct RateLimitMiddleware: AsyncMiddleware {
     public typealias KeyFunction = @Sendable (Request) throws -> String?
     /// The cost of a request, in units of the quota.
     public typealias CostFunction = @Sendable (Request) -> Int
+    /// The plan of a request (`nil`: the limiter's first plan, or its one policy).
+    public typealias PlanFunction = @Sendable (Request) -> String?
+    /// Whether a request goes through unlimited (no decision, no fields).
+    public typealias ExemptFunction = @Sendable (Request) -> Bool
 
     /// The decisions and answers, framework-free.
     public let gate: RateLimitGate
     let key: KeyFunction
-    let cost: CostFunction?
+    var cost: CostFunction?
+    var planOf: PlanFunction?
+    var exempt: ExemptFunction?
 
     /// Middleware keyed by a closure.
     ///
@@ -76,16 +89,21 @@ public struct RateLimitMiddleware: AsyncMiddleware {
     ///   - onFailure: what to answer when no decision can be made.
     ///   - failureObserver: told about each failure to decide.
     ///   - cost: the cost of a request (`nil`: 1).
+    ///   - ipv6PrefixLength: the bits of an IPv6 client address keyed on
+    ///     (``SluiceHTTP/ClientAddressKey``): 64 by default, 128 for the whole address.
     public init(
         _ decider: any RateDecider, forwardedHeaders: ForwardedHeaders = .ignore, policyName: String = "default",
         shadow: Bool = false, onFailure: RateLimitGate.FailureMode = .reject,
-        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil
+        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil,
+        ipv6PrefixLength: Int = ClientAddressKey.defaultIPv6PrefixLength
     ) {
         self.init(
             decider, policyName: policyName, shadow: shadow, onFailure: onFailure, failureObserver: failureObserver,
             cost: cost
         ) { request in
-            Self.clientAddress(request, forwardedHeaders)
+            Self.clientAddress(request, forwardedHeaders).map {
+                ClientAddressKey.key($0, ipv6PrefixLength: ipv6PrefixLength)
+            }
         }
     }
 
@@ -103,17 +121,65 @@ public struct RateLimitMiddleware: AsyncMiddleware {
     ///   - onFailure: what to answer when no decision can be made.
     ///   - failureObserver: told about each failure to decide.
     ///   - cost: the cost of a request (`nil`: 1).
+    ///   - ipv6PrefixLength: the bits of an IPv6 client address keyed on when
+    ///     there is no id (``SluiceHTTP/ClientAddressKey``): 64 by default.
     public init(
         _ decider: any RateDecider, clientIDField: String, forwardedHeaders: ForwardedHeaders = .ignore,
         policyName: String = "default", shadow: Bool = false, onFailure: RateLimitGate.FailureMode = .reject,
-        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil
+        failureObserver: (@Sendable (String, any Error) -> Void)? = nil, cost: CostFunction? = nil,
+        ipv6PrefixLength: Int = ClientAddressKey.defaultIPv6PrefixLength
     ) {
         self.init(
             decider, policyName: policyName, shadow: shadow, onFailure: onFailure, failureObserver: failureObserver,
             cost: cost
         ) { request in
-            try Self.clientKey(request, clientIDField: clientIDField, forwardedHeaders)
+            try Self.clientID(request, field: clientIDField)
+                ?? Self.clientAddress(request, forwardedHeaders).map {
+                    ClientAddressKey.key($0, ipv6PrefixLength: ipv6PrefixLength)
+                }
         }
+    }
+
+    /// This middleware, deciding each request under the plan `plan` names
+    /// (a limiter of plans; `nil`: the limiter's first plan,
+    /// ``SluiceHTTP/RateLimitGate/firstPlan``). An unknown
+    /// plan is a failure to decide (503, or through with
+    /// ``SluiceHTTP/RateLimitGate/FailureMode/allow``).
+    ///
+    /// ```swift
+    /// import Vapor
+    ///
+    /// let limiter = try RateLimiter<String>(plans: [
+    ///     RatePlan("free", quotas: [.init("hour", limit: 100, per: .seconds(3600))]),
+    ///     RatePlan("pro", quotas: [.init("second", limit: 10, per: .seconds(1)),
+    ///                              .init("hour", limit: 10_000, per: .seconds(3600))]),
+    /// ])
+    /// app.grouped(
+    ///     RateLimitMiddleware(limiter, clientIDField: "X-Api-Key")
+    ///         .plan { request in request.headers.first(name: "X-Plan") ?? "free" }
+    ///         .exempting { request in request.url.path == "/health" }
+    /// ).get("api") { _ in "ok" }
+    /// ```
+    public func plan(_ plan: @escaping PlanFunction) -> Self {
+        var copy = self
+        copy.planOf = plan
+        return copy
+    }
+
+    /// This middleware, letting the requests `exempt` says yes to through
+    /// unlimited: not counted, no `RateLimit` fields.
+    public func exempting(_ exempt: @escaping ExemptFunction) -> Self {
+        var copy = self
+        copy.exempt = exempt
+        return copy
+    }
+
+    /// This middleware, charging each request the cost of its path in
+    /// `routes` (``SluiceHTTP/RouteCosts``) instead of its cost closure.
+    public func costs(_ routes: RouteCosts) -> Self {
+        var copy = self
+        copy.cost = { request in routes.cost(path: request.url.path) }
+        return copy
     }
 
     /// The client id in the field `name` by the rule of ``SluiceHTTP/ClientID``
@@ -125,15 +191,15 @@ public struct RateLimitMiddleware: AsyncMiddleware {
         try ClientID.parse(request.headers[name], field: name)
     }
 
-    /// The key of ``init(_:clientIDField:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:)``:
-    /// the id in `clientIDField`, else the client address.
+    /// The key of ``init(_:clientIDField:forwardedHeaders:policyName:shadow:onFailure:failureObserver:cost:ipv6PrefixLength:)``
+    /// without its mask: the id in `clientIDField`, else the client address.
     public static func clientKey(
         _ request: Request, clientIDField: String, _ forwardedHeaders: ForwardedHeaders = .ignore
     ) throws(InvalidClientID) -> String? {
         try clientID(request, field: clientIDField) ?? clientAddress(request, forwardedHeaders)
     }
 
-    /// The client address of a request (see the type's description).
+    /// The client address of a request, unmasked (see the type's description).
     public static func clientAddress(_ request: Request, _ forwardedHeaders: ForwardedHeaders) -> String? {
         let peer = request.remoteAddress?.ipAddress
         guard case .trust = forwardedHeaders else { return peer }
@@ -141,7 +207,11 @@ public struct RateLimitMiddleware: AsyncMiddleware {
             peer: peer, forwarded: request.headers["Forwarded"], xForwardedFor: request.headers["X-Forwarded-For"])
     }
 
+    /// Decides about `request` (see ``RateLimitMiddleware``): exempt, not
+    /// keyed, admitted (the next responder's response with the fields) or
+    /// refused (the gate's rejection).
     public func respond(to request: Request, chainingTo next: any AsyncResponder) async throws -> Response {
+        if let exempt, exempt(request) { return try await next.respond(to: request) }
         let key: String?
         do {
             key = try self.key(request)
@@ -149,7 +219,13 @@ public struct RateLimitMiddleware: AsyncMiddleware {
             return Self.response(error.rejection, fields: [])
         }
         guard let key else { return try await next.respond(to: request) }
-        let verdict = await gate.evaluate(key: key, cost: cost?(request) ?? 1)
+        let units = cost?(request) ?? 1
+        let verdict: RateLimitGate.Verdict
+        if let planOf, let plan = planOf(request) ?? gate.firstPlan {
+            verdict = gate.evaluate(key: key, plan: plan, cost: units)
+        } else {
+            verdict = await gate.evaluate(key: key, cost: units)
+        }
         if let rejection = verdict.rejection {
             return Self.response(rejection, fields: verdict.headers)
         }

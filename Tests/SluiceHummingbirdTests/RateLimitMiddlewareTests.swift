@@ -189,6 +189,89 @@ struct RateLimitMiddlewareTests {
         }
     }
 
+    @Test(
+        "plan(_:), exempting(_:) and costs(_:): every quota of the plan, a quota-exceeded 429, exempt and costed routes"
+    )
+    func plansExemptionsAndCosts() async throws {
+        let clock = ManualLimiterClock()
+        let plans = [
+            RatePlan("free", quotas: [.init("hour", limit: 2, per: .seconds(3600))]),
+            RatePlan(
+                "pro",
+                quotas: [.init("second", limit: 2, per: .seconds(1)), .init("hour", limit: 100, per: .seconds(3600))]),
+        ]
+        let limiter = try RateLimiter<String>(plans: plans, scheduler: .manual(clock))
+        let planField = HTTPField.Name("X-Plan")!
+        let middleware = RateLimitMiddleware<BasicRequestContext>(limiter) { request, _ in request.headers[clientID] }
+            .plan { request, _ in request.headers[planField] }
+            .exempting { request, _ in request.uri.path == "/health" }
+            .costs(RouteCosts(["/search": 2]))
+        let router = Router()
+        router.add(middleware: middleware)
+        router.get("/") { _, _ in "ok" }
+        router.get("/health") { _, _ in "up" }
+        router.get("/search") { _, _ in "found" }
+        try await Application(responder: router.buildResponder()).test(.router) { client in
+            let pro: HTTPFields = [clientID: "p", planField: "pro"]
+            try await client.execute(uri: "/", method: .get, headers: pro) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[ratePolicyField] == #""second";q=2;w=1, "hour";q=100;w=3600"#)
+                #expect(response.headers[rateLimitField] == #""second";r=1;t=1, "hour";r=99;t=36"#)
+            }
+            // /search costs 2: "second" has 1 left, so it refuses; "hour" would admit.
+            try await client.execute(uri: "/search", method: .get, headers: pro) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers[retryAfterField] == "1")
+                let body =
+                    try JSONSerialization.jsonObject(with: Data(String(buffer: response.body).utf8)) as? [String: Any]
+                #expect(body?["type"] as? String == RateLimitGate.quotaExceededType)
+                #expect(body?["violated-policies"] as? [String] == ["second"])
+            }
+            // The health check is never limited and carries no fields.
+            for _ in 0..<5 {
+                try await client.execute(uri: "/health", method: .get, headers: pro) { response in
+                    #expect(response.status == .ok && response.headers[rateLimitField] == nil)
+                }
+            }
+            // No X-Plan: the first plan, free (one quota).
+            try await client.execute(uri: "/search", method: .get, headers: [clientID: "f"]) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers[ratePolicyField] == #""hour";q=2;w=3600"#)
+                #expect(response.headers[rateLimitField] == #""hour";r=0;t=3600"#)
+            }
+            // An unknown plan: no decision, 503.
+            try await client.execute(uri: "/", method: .get, headers: [clientID: "g", planField: "gold"]) {
+                #expect($0.status == .serviceUnavailable)
+            }
+        }
+    }
+
+    @Test("address keys mask IPv6 to /64 by default, to the prefix given otherwise")
+    func ipv6Prefix() async throws {
+        for prefix in [64, 128] {
+            let limiter = try RateLimiter<String>(limit: 1, per: .seconds(3600))
+            let router = Router(context: ClientAddressContext.self)
+            router.add(
+                middleware: RateLimitMiddleware(
+                    limiter, forwardedHeaders: .trust(["127.0.0.1"]), ipv6PrefixLength: prefix))
+            router.get("/") { _, _ in "ok" }
+            let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+            try await app.test(.live) { client in
+                try await client.execute(uri: "/", method: .get, headers: [xffField: "2001:db8:1:2::1"]) {
+                    #expect($0.status == .ok)
+                }
+                // Another address of the same /64: the same client unless keyed on all 128 bits.
+                try await client.execute(uri: "/", method: .get, headers: [xffField: "2001:db8:1:2::99"]) {
+                    #expect($0.status == (prefix == 64 ? .tooManyRequests : .ok))
+                }
+                // Another /64: always another client.
+                try await client.execute(uri: "/", method: .get, headers: [xffField: "2001:db8:1:3::1"]) {
+                    #expect($0.status == .ok)
+                }
+            }
+        }
+    }
+
     /// The rule of SluiceHTTP's ClientID through the middleware: the strings are the
     /// ones Hummingbird makes of the bytes (invalid UTF-8 becomes U+FFFD).
     @Test("client ids: trimmed, empty is absent, U+FFFD / control / non-ASCII / comma / twice answered 400")

@@ -192,6 +192,84 @@ struct RateLimitMiddlewareTests {
             }
         }
     }
+
+    @Test(
+        "plan(_:), exempting(_:) and costs(_:): every quota of the plan, a quota-exceeded 429, exempt and costed routes"
+    )
+    func plansExemptionsAndCosts() async throws {
+        let clock = ManualLimiterClock()
+        let plans = [
+            RatePlan("free", quotas: [.init("hour", limit: 2, per: .seconds(3600))]),
+            RatePlan(
+                "pro",
+                quotas: [.init("second", limit: 2, per: .seconds(1)), .init("hour", limit: 100, per: .seconds(3600))]),
+        ]
+        let limiter = try RateLimiter<String>(plans: plans, scheduler: .manual(clock))
+        try await withApp { app in
+            let limited = app.grouped(
+                RateLimitMiddleware(limiter) { $0.headers.first(name: "X-Client-Id") }
+                    .plan { $0.headers.first(name: "X-Plan") }
+                    .exempting { $0.url.path == "/health" }
+                    .costs(RouteCosts(["/search": 2])))
+            limited.get { _ in "ok" }
+            limited.get("health") { _ in "up" }
+            limited.get("search") { _ in "found" }
+            let pro: HTTPHeaders = ["X-Client-Id": "p", "X-Plan": "pro"]
+            try await app.testing().test(.GET, "/", headers: pro) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers.first(name: "RateLimit-Policy") == #""second";q=2;w=1, "hour";q=100;w=3600"#)
+                #expect(response.headers.first(name: "RateLimit") == #""second";r=1;t=1, "hour";r=99;t=36"#)
+            }
+            // /search costs 2: "second" has 1 left, so it refuses; "hour" would admit.
+            try await app.testing().test(.GET, "/search", headers: pro) { response in
+                #expect(response.status == .tooManyRequests)
+                #expect(response.headers.first(name: "Retry-After") == "1")
+                let body = try JSONSerialization.jsonObject(with: Data(response.body.string.utf8)) as? [String: Any]
+                #expect(body?["type"] as? String == RateLimitGate.quotaExceededType)
+                #expect(body?["violated-policies"] as? [String] == ["second"])
+            }
+            // The health check is never limited and carries no fields.
+            for _ in 0..<5 {
+                try await app.testing().test(.GET, "/health", headers: pro) { response in
+                    #expect(response.status == .ok && response.headers.first(name: "RateLimit") == nil)
+                }
+            }
+            // No X-Plan: the first plan, free (one quota).
+            try await app.testing().test(.GET, "/search", headers: ["X-Client-Id": "f"]) { response in
+                #expect(response.status == .ok)
+                #expect(response.headers.first(name: "RateLimit-Policy") == #""hour";q=2;w=3600"#)
+                #expect(response.headers.first(name: "RateLimit") == #""hour";r=0;t=3600"#)
+            }
+            // An unknown plan: no decision, 503.
+            try await app.testing().test(.GET, "/", headers: ["X-Client-Id": "g", "X-Plan": "gold"]) {
+                #expect($0.status == .serviceUnavailable)
+            }
+        }
+    }
+
+    @Test("address keys mask IPv6 to /64 by default, to the prefix given otherwise")
+    func ipv6Prefix() async throws {
+        for prefix in [64, 128] {
+            let limiter = try RateLimiter<String>(limit: 1, per: .seconds(3600))
+            try await withApp { app in
+                app.grouped(
+                    RateLimitMiddleware(limiter, forwardedHeaders: .trust(["127.0.0.1"]), ipv6PrefixLength: prefix)
+                ).get { _ in "ok" }
+                let tester = try app.testing(method: .running(hostname: "127.0.0.1", port: 0))
+                try await tester.test(.GET, "/", headers: ["X-Forwarded-For": "2001:db8:1:2::1"]) {
+                    #expect($0.status == .ok)
+                }
+                // Another address of the same /64: the same client unless keyed on all 128 bits.
+                try await tester.test(.GET, "/", headers: ["X-Forwarded-For": "2001:db8:1:2::99"]) {
+                    #expect($0.status == (prefix == 64 ? .tooManyRequests : .ok))
+                }
+                // Another /64: always another client.
+                try await tester.test(.GET, "/", headers: ["X-Forwarded-For": "2001:db8:1:3::1"]) {
+                    #expect($0.status == .ok)
+                }
+            }
+        }
+    }
 }
 
 /// An AbortError of its own (418, a header, a reason).
