@@ -110,12 +110,13 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
     ///     RatePlan("pro", quotas: [.init("second", limit: 10, per: .seconds(1)),
     ///                              .init("hour", limit: 10_000, per: .seconds(3600))]),
     /// ])
+    /// let planOfKey = ["key-of-a-pro": "pro"]  // your accounts
     /// let router = Router()
     /// router.add(
     ///     middleware: RateLimitMiddleware<BasicRequestContext>(limiter) { request, _ in
     ///         request.headers[.authorization]
     ///     }
-    ///     .plan { request, _ in request.headers[HTTPField.Name("X-Plan")!] ?? "free" }
+    ///     .plan { request, _ in request.headers[.authorization].flatMap { planOfKey[$0] } }  // nil: "free"
     ///     .exempting { request, _ in request.uri.path == "/health" })
     /// ```
     public func plan(_ plan: @escaping PlanFunction) -> Self {
