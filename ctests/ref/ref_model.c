@@ -753,9 +753,14 @@ uint64_t ref_live_count(const ref_model_t *m) {
  *    numbers) is first converted, quota by quota matched by name: for a TAT
  *    still ahead of t, TAT' = t + (TAT - t) * T' / T, that is
  *    S' = t*L' + (S - t*L) * P' / P, rounded up to an integer (the next
- *    1/L' ns, as sluice_plans.h says: no reported figure can tell it from the
- *    exact rational); every other quota is fresh. Only an admitted call
- *    stores the converted state.
+ *    1/L' ns, as sluice_plans.h says); every other quota is fresh. Only an
+ *    admitted call stores the converted state.
+ *    One conversion rounded so cannot be told from the exact rational by any
+ *    reported figure. A stored rounded conversion converted again can: the
+ *    error (< 1/L' ns) is scaled by T''/T'. E.g. free s 1/3ms, then at 1 ms
+ *    pro s 7/2ms (stored), then a read under s 1/1e9ms: full 1666667001 ms
+ *    here, 1666666668 ms exactly. This model follows sluice_plans.h (round
+ *    up at each conversion), like an implementation in integers must.
  * (S - t*L) < 2^105 and P' < 2^60: the product needs up to 165 bits, so it
  * goes through mul_div_up() below (192-bit product, 64-bit divisor).
  */
