@@ -48,6 +48,7 @@
  *     Sources/CSluice/error.c ctests/ref/ref_model.c fuzz/fuzz_diff.c -o /tmp/fuzz_diff
  *   (plus Sources/CSluice/policy*.c)
  *   /tmp/fuzz_diff -max_total_time=60 fuzz/corpus/diff
+ *
  * Plans: for a rate policy, some inputs (the live-key cap byte 100..199)
  * make a limiter of plans instead (sluice_plans.h): 1..4 plans of 1..4
  * quotas named from a pool of five, so plans share quotas; calls name a
