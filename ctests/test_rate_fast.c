@@ -167,9 +167,9 @@ static uint64_t pick_time(const struct sluice_limiter *l) {
     case 0: return in(0, 1000);
     case 1: return in(0, UINT64_C(1) << 40);
     case 2: return half - 1000 + in(0, 2000);
-    case 3: return half + (rnd() % (2 * (l->rate_bt_q + 3) + 1)) - l->rate_bt_q;
-    case 4: return l->rate_t_lim >= 3 ? l->rate_t_lim - 3 + in(0, 6) : in(0, 6);
-    case 5: return UINT64_MAX - in(0, 4 * l->rate_bt_q + 10 < 1000 ? 1000 : 4 * l->rate_bt_q + 10);
+    case 3: return half + (rnd() % (2 * (l->rate.bt_q + 3) + 1)) - l->rate.bt_q;
+    case 4: return l->rate.t_lim >= 3 ? l->rate.t_lim - 3 + in(0, 6) : in(0, 6);
+    case 5: return UINT64_MAX - in(0, 4 * l->rate.bt_q + 10 < 1000 ? 1000 : 4 * l->rate.bt_q + 10);
     case 6: return rnd();
     default: return in(0, UINT64_C(1) << 62);
     }
@@ -178,19 +178,19 @@ static uint64_t pick_time(const struct sluice_limiter *l) {
 /* A key's state at t: no entry, a reachable TAT (up to burst * T ahead, or
  * just past it), or an arbitrary one. */
 static void pick_state(const struct sluice_limiter *l, uint64_t t, uint64_t *dl, uint64_t *tok) {
-    uint64_t r = rnd() % 3 ? in(0, l->limit - 1) : (rnd() & 1 ? 0 : l->limit - 1);
+    uint64_t r = rnd() % 3 ? in(0, l->rate.limit - 1) : (rnd() & 1 ? 0 : l->rate.limit - 1);
     uint64_t q;
     switch (rnd() % 8) {
     case 0: *dl = *tok = 0; return;
     case 1: q = t > 0 ? t - in(1, t < 1000 ? t : 1000) : 0; break; /* idle in place */
-    case 2: q = t + l->rate_bt_q + in(0, 2); break;                /* at the bound */
+    case 2: q = t + l->rate.bt_q + in(0, 2); break;                /* at the bound */
     case 3: q = rnd(); break;
     default: {
         /* reachable: TAT - t in [0, burst * T] */
-        uint64_t bq = l->rate_bt_q ? l->rate_bt_q
-                                   : (uint64_t)(((u128)l->burst * l->per) / l->limit > UINT64_MAX
+        uint64_t bq = l->rate.bt_q ? l->rate.bt_q
+                                   : (uint64_t)(((u128)l->rate.burst * l->rate.per) / l->rate.limit > UINT64_MAX
                                                     ? UINT64_MAX
-                                                    : ((u128)l->burst * l->per) / l->limit);
+                                                    : ((u128)l->rate.burst * l->rate.per) / l->rate.limit);
         q = t + in(0, bq);
     }
     }
@@ -202,9 +202,9 @@ static void pick_state(const struct sluice_limiter *l, uint64_t t, uint64_t *dl,
 
 static uint64_t pick_cost(const struct sluice_limiter *l) {
     switch (rnd() % 8) {
-    case 0: return l->burst;
-    case 1: return l->burst < SLUICE_RATE_MAX ? l->burst + 1 : l->burst;
-    case 2: return in(1, l->burst);
+    case 0: return l->rate.burst;
+    case 1: return l->rate.burst < SLUICE_RATE_MAX ? l->rate.burst + 1 : l->rate.burst;
+    case 2: return in(1, l->rate.burst);
     case 3: return logu(SLUICE_RATE_MAX);
     default: return 1;
     }
@@ -216,11 +216,11 @@ static void compare(const struct sluice_limiter *l, uint64_t dl, uint64_t tok, u
     struct sluice__rate_res a, b;
     memset(&a, 0xA5, sizeof a);
     memset(&b, 0xA5, sizeof b);
-    sluice__rate_decide(l, dl, tok, cost, t, &a);
-    sluice__rate_decide_exact(l, dl, tok, cost, t, &b);
+    sluice__rate_decide(&l->rate, dl, tok, cost, t, &a);
+    sluice__rate_decide_exact(&l->rate, dl, tok, cost, t, &b);
     inputs++;
     uint64_t xq = dl > t ? dl - (tok != 0) - t : 0;
-    if (t < l->rate_t_lim && xq <= l->rate_bt_q && cost <= l->burst) fast_taken++;
+    if (t < l->rate.t_lim && xq <= l->rate.bt_q && cost <= l->rate.burst) fast_taken++;
     bool same = a.kind == b.kind && a.at == b.at && a.full == b.full;
     if (same && b.kind == SLUICE_EMITTED)
         same = a.remaining == b.remaining && a.deadline == b.deadline && a.token == b.token;
@@ -228,18 +228,18 @@ static void compare(const struct sluice_limiter *l, uint64_t dl, uint64_t tok, u
           "rate(%" PRIu64 ", %" PRIu64 ", %" PRIu64 ") state (deadline %" PRIu64 ", token %" PRIu64 ") cost %" PRIu64
           " at %" PRIu64 ": fast kind %d at %" PRIu64 " full %" PRIu64 " rem %" PRIu64 " dl %" PRIu64 " tok %" PRIu64
           "; exact kind %d at %" PRIu64 " full %" PRIu64 " rem %" PRIu64 " dl %" PRIu64 " tok %" PRIu64,
-          l->limit, l->per, l->burst, dl, tok, cost, t, a.kind, a.at, a.full, a.remaining, a.deadline, a.token, b.kind,
+          l->rate.limit, l->rate.per, l->rate.burst, dl, tok, cost, t, a.kind, a.at, a.full, a.remaining, a.deadline, a.token, b.kind,
           b.at, b.full, b.remaining, b.deadline, b.token);
     sluice_quota_t qa, qb;
     memset(&qa, 0xA5, sizeof qa);
     memset(&qb, 0xA5, sizeof qb);
-    sluice__rate_quota(l, dl, tok, cost, t, &qa);
-    sluice__rate_quota_exact(l, dl, tok, cost, t, &qb);
+    sluice__rate_quota(&l->rate, dl, tok, cost, t, &qa);
+    sluice__rate_quota_exact(&l->rate, dl, tok, cost, t, &qb);
     CHECK(qa.burst == qb.burst && qa.remaining == qb.remaining && qa.full == qb.full && qa.retry == qb.retry,
           "quota rate(%" PRIu64 ", %" PRIu64 ", %" PRIu64 ") state (%" PRIu64 ", %" PRIu64 ") cost %" PRIu64
           " at %" PRIu64 ": fast rem %" PRIu64 " full %" PRIu64 " retry %" PRIu64 "; exact rem %" PRIu64
           " full %" PRIu64 " retry %" PRIu64,
-          l->limit, l->per, l->burst, dl, tok, cost, t, qa.remaining, qa.full, qa.retry, qb.remaining, qb.full,
+          l->rate.limit, l->rate.per, l->rate.burst, dl, tok, cost, t, qa.remaining, qa.full, qa.retry, qb.remaining, qb.full,
           qb.retry);
 }
 
@@ -266,9 +266,9 @@ static void test_decisions(void) {
         uint64_t burst = c < nedge ? edge[c][2] : pick_burst(limit);
         sluice_limiter_t *l = rate_limiter(limit, per, burst);
         if (c < 2)
-            CHECK((l->rate_t_lim != 0) == (c == 0), "fast path bound: burst * per = 2^61 - 2 allows it, 2^61 + 1 not");
+            CHECK((l->rate.t_lim != 0) == (c == 0), "fast path bound: burst * per = 2^61 - 2 allows it, 2^61 + 1 not");
         configs++;
-        if (l->rate_t_lim) fast_configs++;
+        if (l->rate.t_lim) fast_configs++;
         for (long i = 0; i < (c < nedge ? 50 * per_conf : per_conf); i++) {
             uint64_t t = pick_time(l), dl, tok;
             pick_state(l, t, &dl, &tok);
@@ -276,32 +276,32 @@ static void test_decisions(void) {
         }
         /* TATs a whole number of intervals (and a little) ahead of t: the
          * quotients' numerators at and around multiples of their divisors */
-        for (uint64_t k = 0; k <= 4 && k <= l->burst; k++) {
-            u128 ahead = (u128)k * l->per / l->limit;
+        for (uint64_t k = 0; k <= 4 && k <= l->rate.burst; k++) {
+            u128 ahead = (u128)k * l->rate.per / l->rate.limit;
             if (ahead > (UINT64_C(1) << 62)) break;
             for (int delta = -2; delta <= 2; delta++) {
                 if ((u128)(-delta) > ahead && delta < 0) continue;
                 uint64_t t = rnd() % 2 ? in(0, 1000) : UINT64_MAX / 2 + in(0, 1000);
                 uint64_t q = t + (uint64_t)ahead + (uint64_t)(int64_t)delta;
                 for (int rr = 0; rr < 3; rr++) {
-                    uint64_t r = rr == 0 ? 0 : rr == 1 ? l->limit - 1 : in(0, l->limit - 1);
-                    for (uint64_t cost = 1; cost <= 3 && cost <= l->burst + 1; cost++) {
+                    uint64_t r = rr == 0 ? 0 : rr == 1 ? l->rate.limit - 1 : in(0, l->rate.limit - 1);
+                    for (uint64_t cost = 1; cost <= 3 && cost <= l->rate.burst + 1; cost++) {
                         compare(l, q + (r != 0), r, cost, t);
-                        compare(l, q + (r != 0), r, l->burst, t);
+                        compare(l, q + (r != 0), r, l->rate.burst, t);
                     }
                 }
             }
         }
         /* the edges of the bound on the TAT, at the fast path's time limit */
-        if (l->rate_t_lim) {
+        if (l->rate.t_lim) {
             for (uint64_t dt = 0; dt < 6; dt++) {
-                uint64_t t = l->rate_t_lim - 3 + dt;
+                uint64_t t = l->rate.t_lim - 3 + dt;
                 for (uint64_t off = 0; off < 4; off++) {
-                    uint64_t q = t + l->rate_bt_q - 1 + off;
+                    uint64_t q = t + l->rate.bt_q - 1 + off;
                     if (q < t) continue;
                     compare(l, q, 0, 1, t);
                     compare(l, q + 1, limit - 1, 1, t);
-                    compare(l, q + 1, limit - 1, l->burst, t);
+                    compare(l, q + 1, limit - 1, l->rate.burst, t);
                 }
             }
         }
@@ -329,7 +329,7 @@ static void test_runs(void) {
         sluice_limiter_t *l = rate_limiter(limit, per, pick_burst(limit));
         uint64_t mdl[KEYS] = { 0 }, mtok[KEYS] = { 0 };
         uint64_t t = rnd() % 4 == 0 ? UINT64_MAX / 2 : in(0, 1000000);
-        uint64_t T = l->t_q ? l->t_q : 1;
+        uint64_t T = l->rate.t_q ? l->rate.t_q : 1;
         for (long i = 0; i < calls; i++) {
             switch (rnd() % 8) { /* time steps: none, a fraction of T, about T, idle gaps */
             case 0: break;
@@ -353,7 +353,7 @@ static void test_runs(void) {
                 sluice_quota_t got, exp;
                 int rc = sluice_limiter_quota(l, sluice_key_u64(k), cost, t, &got);
                 CHECK(rc == 0, "quota: %d", rc);
-                sluice__rate_quota_exact(l, mdl[k], mtok[k], cost, t, &exp);
+                sluice__rate_quota_exact(&l->rate, mdl[k], mtok[k], cost, t, &exp);
                 CHECK(got.remaining == exp.remaining && got.full == exp.full && got.retry == exp.retry &&
                           got.burst == exp.burst,
                       "run %ld call %ld: quota key %u at %" PRIu64 ": got rem %" PRIu64 " full %" PRIu64
@@ -364,13 +364,13 @@ static void test_runs(void) {
             sluice_decision_t d;
             int rc = sluice_limiter_submit_cost(l, sluice_key_u64(k), (uint64_t)i, cost, t, &d);
             CHECK(rc == 0, "submit: %d", rc);
-            sluice__rate_decide_exact(l, mdl[k], mtok[k], cost, t, &want);
+            sluice__rate_decide_exact(&l->rate, mdl[k], mtok[k], cost, t, &want);
             uint64_t want_rem = want.kind == SLUICE_EMITTED ? want.remaining : 0;
             CHECK((int)d.kind == want.kind && d.at == want.at && d.full == want.full && d.remaining == want_rem,
                   "run %ld call %ld rate(%" PRIu64 ", %" PRIu64 ", %" PRIu64 ") key %u cost %" PRIu64 " at %" PRIu64
                   ": got kind %d at %" PRIu64 " rem %" PRIu64 " full %" PRIu64 ", exact kind %d at %" PRIu64
                   " rem %" PRIu64 " full %" PRIu64,
-                  run, i, l->limit, l->per, l->burst, k, cost, t, (int)d.kind, d.at, d.remaining, d.full, want.kind,
+                  run, i, l->rate.limit, l->rate.per, l->rate.burst, k, cost, t, (int)d.kind, d.at, d.remaining, d.full, want.kind,
                   want.at, want_rem, want.full);
             if (want.kind == SLUICE_EMITTED) {
                 mdl[k] = want.deadline;

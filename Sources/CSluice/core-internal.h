@@ -111,6 +111,24 @@ uint64_t sluice__limiter_live(const sluice_limiter_t *limiter);
 bool sluice__limiter_defer_tidy(sluice_limiter_t *limiter, bool defer);
 bool sluice__limiter_tidy(sluice_limiter_t *limiter);
 
+/* A call or quota read under a plan (sluice_plans.h), made of the calls
+ * above: plan_args names the plan and the detail to fill for the next call
+ * (sluice__submit_prepared or sluice_limiter_quota) after checking the
+ * plan (SLUICE_ENOPLAN, SLUICE_EINVAL for a limiter that is not rate), and
+ * plan_done, once that call returned `rc` with decision *d, completes the
+ * detail and forgets the arguments. Both under the same lock as the call. */
+int sluice__limiter_plan_args(sluice_limiter_t *limiter, uint32_t plan, sluice_plan_detail_t *detail);
+void sluice__limiter_plan_done(sluice_limiter_t *limiter, int rc, const sluice_decision_t *d, uint64_t cost,
+                               const sluice__pkey_t *key, sluice_plan_detail_t *detail);
+
+/* sluice_limiter_set_plans() in two steps, for a caller that changes
+ * several limiters all or nothing: prepare checks the table and builds it
+ * for this limiter (0, or an error with nothing changed), then commit
+ * installs it (cannot fail) or abandon frees it. */
+int sluice__limiter_plans_prepare(sluice_limiter_t *limiter, const sluice_plans_t *plans, void **out);
+void sluice__limiter_plans_commit(sluice_limiter_t *limiter, void *built);
+void sluice__limiter_plans_abandon(sluice_limiter_t *limiter, void *built);
+
 #if defined(__GNUC__) || defined(__clang__)
 #pragma GCC visibility pop
 #endif

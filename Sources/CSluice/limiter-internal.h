@@ -121,6 +121,13 @@ struct sluice__policy_ops {
     .explain = explain, .setup = setup, .never_schedules = never_schedules, .call = call, .fire = fire_now,            \
     .fire_into = fire_into, .check = check
 
+/* The limiter's kind (sluice_limiter.kind) of a rate limiter of plans: no
+ * public kind, so that no short path of a call takes it for another policy. */
+#define SLUICE__KIND_PLANS 7
+
+/* Lets go of what a plans entry holds (plans.c): its quota set. */
+void sluice__plans_forget(struct sluice_limiter *l, struct sluice__entry *e);
+
 /* The registered policies, indexed by kind (NULL where no policy has the kind). */
 #define SLUICE__POLICY_KINDS 5
 extern const struct sluice__policy_ops *const sluice__policies[SLUICE__POLICY_KINDS];
@@ -147,6 +154,19 @@ static inline uint64_t sluice__recip_div(struct sluice__recip v, uint64_t n) {
     __extension__ typedef unsigned __int128 sluice__u128;
     return (uint64_t)(((sluice__u128)v.c * (n << 1)) >> 64) >> v.sh;
 }
+
+/* One GCRA quota, normalised (policy-rate.c, sluice__gcra_setup): times are
+ * scaled by `limit`, exact for a fractional T = per / limit. */
+struct sluice__gcra {
+    uint64_t limit, burst, per;
+    uint64_t t_q, t_r; /* the emission interval T = per / limit, as t_q + t_r / limit ns */
+    /* the 64-bit fast path, taken at t < t_lim (0 when burst * per >= 2^61: never) */
+    uint64_t bt;                             /* burst * per: burst * T scaled by limit */
+    uint64_t bt_q;                           /* floor(burst * per / limit) */
+    uint64_t t_lim;                          /* UINT64_MAX - 2 * bt_q - 3, or 0 */
+    struct sluice__recip inv_limit, inv_per; /* floor(n / limit), floor(n / per) */
+    uint64_t every;                          /* burst * T rounded up, at least 1 ms: the lazy expiry's spacing */
+};
 
 /* Totals since creation (sluice_stats_t), one plain increment each. */
 struct sluice__counters {
@@ -181,15 +201,8 @@ struct sluice_limiter {
     bool timerless;    /* the policy arms no timer: ops->reclaim and ops->next are set (rate) */
     uint64_t interval; /* ns */
     uint64_t max_wait; /* ns */
-    /* rate: times are scaled by `limit` (exact for a fractional T = per / limit) */
-    uint64_t limit, burst, per;
-    uint64_t t_q, t_r; /* the emission interval T = per / limit, as t_q + t_r / limit ns */
-    /* rate: the 64-bit fast path (policy-rate.c), taken at t < rate_t_lim
-     * (0 when burst * per >= 2^61: never) */
-    uint64_t rate_bt;                                  /* burst * per: burst * T scaled by limit */
-    uint64_t rate_bt_q;                                /* floor(burst * per / limit) */
-    uint64_t rate_t_lim;                               /* UINT64_MAX - 2 * rate_bt_q - 3, or 0 */
-    struct sluice__recip rate_inv_limit, rate_inv_per; /* floor(n / limit), floor(n / per) */
+    /* rate: its one quota (a limiter of plans: none; plans below) */
+    struct sluice__gcra rate;
     /* rate: lazy expiry (policy-rate.c) */
     uint64_t rate_lb;       /* <= every rate entry's full (UINT64_MAX: no entry) */
     uint64_t rate_every;    /* least spacing of the sweeps asked for; idle time before the creation sweep frees a key */
@@ -197,6 +210,11 @@ struct sluice_limiter {
     uint64_t rate_pass_min; /* the least full seen by the pass in progress (and of keys created since) */
     uint32_t rate_pass;     /* the pass in progress: next entry index */
     uint32_t rate_step;     /* the sweep after each created key: next entry index */
+    /* A rate limiter of plans (plans-internal.h, policy-plans.c), else
+     * NULL; the plan and detail of the call or quota read in progress. */
+    struct sluice__plans *plans;
+    uint32_t plan_arg;
+    sluice_plan_detail_t *detail_arg;
 
     sluice_event_fn on_event;
     /* The callback each event kind is reported to, by sluice_event_kind_t
@@ -306,6 +324,7 @@ static SLUICE__HOT_INLINE void sluice__limiter_remove_key(struct sluice_limiter 
     struct sluice__entry *e = sluice__entry_at(&l->table, idx);
     if (sluice__wheel_node_armed(&e->node)) sluice__wheel_del(&l->wheel, idx);
     if (e->flags & SLUICE__F_PENDING) l->pending--;
+    if (SLUICE__UNLIKELY(l->plans != NULL)) sluice__plans_forget(l, e);
     sluice__table_remove(&l->table, idx);
 }
 

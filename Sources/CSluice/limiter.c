@@ -12,6 +12,7 @@
  * one, the key is looked up again. */
 #define _DEFAULT_SOURCE 1
 #include "limiter-internal.h"
+#include "plans-internal.h"
 #include "policy-audit.h"
 #include "policy-debounce.h"
 #include "policy-rate.h"
@@ -169,6 +170,16 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
 
     l->ops = sluice__policy_ops_of((int)p->kind);
     l->kind = (uint8_t)p->kind;
+    if (cfg->plans) {
+        l->ops = &sluice__plans_ops;
+        l->kind = SLUICE__KIND_PLANS;
+        size_t plans_ext;
+        if ((rc = sluice__plans_create(&l->mem, cfg->plans, &l->plans, &plans_ext)) != 0) {
+            mem = l->mem;
+            sluice__mem_release(&mem, l, sizeof *l);
+            return rc;
+        }
+    }
     l->timerless = l->ops->reclaim != NULL;
     size_t ext = l->ops->setup(l, p);
     sluice__gate_update(l);
@@ -188,6 +199,8 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
         l->seed[0] = strong_seed[0] = cfg->seed[0];
         l->seed[1] = strong_seed[1] = cfg->seed[1];
     } else if (random_seed(l->seed) != 0 || random_seed(strong_seed) != 0) {
+        sluice__plans_free(&l->mem, l->plans);
+        mem = l->mem;
         sluice__mem_release(&mem, l, sizeof *l);
         return SLUICE_ENOMEM;
     }
@@ -195,6 +208,7 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
     l->now_seen = cfg->start_ns;
     uint32_t stride = (uint32_t)(sizeof(struct sluice__entry) + ext);
     if ((rc = sluice__table_init(&l->table, &l->mem, stride, l->seed, strong_seed)) != 0) {
+        sluice__plans_free(&l->mem, l->plans);
         mem = l->mem;
         sluice__mem_release(&mem, l, sizeof *l);
         return rc;
@@ -212,6 +226,7 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
 
 static void release_now(struct sluice_limiter *l) {
     sluice__table_destroy(&l->table);
+    sluice__plans_free(&l->mem, l->plans);
     struct sluice__mem mem = l->mem;
     sluice__mem_release(&mem, l, sizeof *l);
 }
@@ -265,7 +280,7 @@ static NOINLINE int submit_general(struct sluice_limiter *l, const struct sluice
     if (unusable(l)) return SLUICE_ECLOSED;
     if (cost != 1) {
         if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
-        if (l->kind != SLUICE_RATE) return SLUICE_EINVAL;
+        if (!l->ops->quota) return SLUICE_EINVAL; /* not rate */
     }
     /* The policy writes kind and at (rate also remaining and full) into the
      * caller's decision, which is therefore filled even on error. */
@@ -974,4 +989,162 @@ int sluice_limiter_check(const sluice_limiter_t *l) {
                            (unsigned long long)c->decided[SLUICE_SCHEDULED], (unsigned long long)later,
                            (unsigned long long)l->pending);
     return 0;
+}
+
+/* ------------------------------------------------------------------ plans (sluice_plans.h) */
+
+/* The one quota of a rate limiter without plans, described as plan 0. */
+static void describe_plan(const struct sluice_limiter *l, uint32_t plan, sluice_plan_detail_t *det) {
+    if (l->plans) {
+        sluice__plans_describe(l, plan, det);
+        return;
+    }
+    memset(det, 0, sizeof *det);
+    det->nquotas = 1;
+    det->quotas[0].burst = l->rate.burst;
+    det->quotas[0].limit = l->rate.limit;
+    det->quotas[0].per_ns = l->rate.per;
+}
+
+int sluice__limiter_plan_args(struct sluice_limiter *l, uint32_t plan, sluice_plan_detail_t *det) {
+    if (!l->ops->quota) return SLUICE_EINVAL; /* not rate */
+    if (plan >= (l->plans ? l->plans->table.nplans : 1)) return SLUICE_ENOPLAN;
+    if (det) describe_plan(l, plan, det);
+    l->plan_arg = plan;
+    l->detail_arg = l->plans ? det : NULL;
+    return 0;
+}
+
+void sluice__limiter_plan_done(struct sluice_limiter *l, int rc, const sluice_decision_t *d, uint64_t cost,
+                               const struct sluice__keyref *k, sluice_plan_detail_t *det) {
+    l->plan_arg = 0;
+    l->detail_arg = NULL;
+    if (rc || !det || l->plans) return;
+    /* one quota: its figures are the decision's, or the key's as it stands */
+    sluice_quota_figures_t *f = &det->quotas[0];
+    if (d->kind == SLUICE_EMITTED) {
+        f->remaining = d->remaining;
+        f->full = d->full;
+        f->retry = d->now;
+        det->refused = 0;
+        return;
+    }
+    sluice_quota_t q;
+    l->ops->quota(l, sluice__table_find(&l->table, k), cost, d->now, &q);
+    f->remaining = q.remaining;
+    f->full = q.full;
+    f->retry = q.retry;
+    det->refused = 1;
+}
+
+int sluice_limiter_submit_plan(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t cost, uint32_t plan,
+                               uint64_t now, sluice_decision_t *d, sluice_plan_detail_t *det) {
+    if (!l) return SLUICE_EINVAL;
+    if (unusable(l)) return SLUICE_ECLOSED;
+    struct sluice__keyref k;
+    int rc = sluice__limiter_key(l, key, &k);
+    if (rc) return rc;
+    if ((rc = sluice__limiter_plan_args(l, plan, det)) != 0) return rc;
+    sluice_decision_t scratch;
+    sluice_decision_t *dd = d ? d : &scratch;
+    rc = submit_hot(l, &k, token, cost, now, dd, false);
+    sluice__limiter_plan_done(l, rc, dd, cost, &k, det);
+    return rc;
+}
+
+int sluice_limiter_quota_plan(sluice_limiter_t *l, sluice_key_t key, uint64_t cost, uint32_t plan, uint64_t now,
+                              sluice_quota_t *out, sluice_plan_detail_t *det) {
+    if (!l || !out) return SLUICE_EINVAL;
+    if (unusable(l)) return SLUICE_ECLOSED;
+    int rc = sluice__limiter_plan_args(l, plan, det);
+    if (rc) return rc;
+    rc = sluice_limiter_quota(l, key, cost, now, out);
+    l->plan_arg = 0;
+    l->detail_arg = NULL;
+    if (rc == 0 && det && !l->plans) {
+        det->quotas[0].remaining = out->remaining;
+        det->quotas[0].full = out->full;
+        det->quotas[0].retry = out->retry;
+        det->refused = out->retry > out->now;
+    }
+    return rc;
+}
+
+int sluice__limiter_plans_prepare(sluice_limiter_t *l, const sluice_plans_t *p, void **out) {
+    if (!l || !p || !out) return SLUICE_EINVAL;
+    if (unusable(l)) return SLUICE_ECLOSED;
+    if (!l->plans) return SLUICE_EINVAL;
+    int rc = sluice__plans_check(p, NULL, 0);
+    if (rc) return rc;
+    if (p->max_quotas && p->max_quotas != l->plans->max_quotas) return SLUICE_ERANGE;
+    for (size_t i = 0; i < p->nplans; i++)
+        if (p->plans[i].nquotas > l->plans->max_quotas) return SLUICE_ERANGE;
+    struct sluice__plans_built *b = sluice__mem_alloc(&l->mem, sizeof *b);
+    if (!b) return SLUICE_ENOMEM;
+    if ((rc = sluice__plans_build(&l->mem, l->plans, p, b)) != 0) {
+        sluice__mem_release(&l->mem, b, sizeof *b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
+void sluice__limiter_plans_commit(sluice_limiter_t *l, void *h) {
+    struct sluice__plans_built *b = h;
+    sluice__plans_install(&l->mem, l->plans, b);
+    sluice__mem_release(&l->mem, b, sizeof *b);
+    /* a longer quota may keep keys longer: the sweeps space out (never closer) */
+    if (l->plans->every > l->rate_every) l->rate_every = l->plans->every;
+}
+
+void sluice__limiter_plans_abandon(sluice_limiter_t *l, void *h) {
+    struct sluice__plans_built *b = h;
+    sluice__plans_discard(&l->mem, b);
+    sluice__mem_release(&l->mem, b, sizeof *b);
+}
+
+int sluice_limiter_set_plans(sluice_limiter_t *l, const sluice_plans_t *p) {
+    if (l && l->depth > 0) return SLUICE_EBUSY;
+    void *h;
+    int rc = sluice__limiter_plans_prepare(l, p, &h);
+    if (rc == 0) sluice__limiter_plans_commit(l, h);
+    return rc;
+}
+
+int sluice_limiter_plan_index(const sluice_limiter_t *l, const char *name, size_t len, uint32_t *out) {
+    if (!l || !name || !out || !l->ops->quota) return SLUICE_EINVAL;
+    uint32_t i;
+    if (l->plans)
+        i = sluice__plans_find(l->plans, name, len);
+    else
+        i = len == 7 && memcmp(name, "default", 7) == 0 ? 0 : SLUICE__NONE;
+    if (i == SLUICE__NONE) return SLUICE_ENOPLAN;
+    *out = i;
+    return 0;
+}
+
+int sluice_limiter_plan_info(const sluice_limiter_t *l, uint32_t plan, sluice_plan_detail_t *det) {
+    if (!l || !l->ops->quota) return SLUICE_EINVAL;
+    uint32_t n = l->plans ? l->plans->table.nplans : 1;
+    if (plan >= n) return SLUICE_ENOPLAN;
+    if (det) describe_plan(l, plan, det);
+    return (int)n;
+}
+
+int sluice_limiter_plan_name(const sluice_limiter_t *l, uint32_t plan, int quota, char *buf, size_t cap) {
+    if (!l || !buf || !l->ops->quota) return SLUICE_EINVAL;
+    const char *name = "default";
+    if (l->plans) {
+        if (plan >= l->plans->table.nplans) return SLUICE_ENOPLAN;
+        const struct sluice__plan *p = &l->plans->table.plan[plan];
+        const struct sluice__qset *s = l->plans->sets[p->set];
+        if (quota >= (int)s->n || quota < -1) return SLUICE_ENOPLAN;
+        name = quota < 0 ? p->name : s->name[quota];
+    } else if (plan != 0 || quota > 0 || quota < -1) {
+        return SLUICE_ENOPLAN;
+    }
+    size_t len = strlen(name);
+    if (len + 1 > cap) return SLUICE_EINVAL;
+    memcpy(buf, name, len + 1);
+    return (int)len;
 }

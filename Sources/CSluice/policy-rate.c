@@ -82,33 +82,42 @@ static const char *explain(const sluice_policy_t *p, int *code) {
     return NULL;
 }
 
-static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
-    l->limit = p->limit;
-    l->per = (uint64_t)p->per_ns;
-    l->burst = p->burst ? p->burst : p->limit; /* default burst = limit */
-    l->t_q = l->per / l->limit;
-    l->t_r = l->per % l->limit;
-    l->pass_through = false;
+void sluice__gcra_setup(struct sluice__gcra *g, uint64_t limit, uint64_t per, uint64_t burst) {
+    g->limit = limit;
+    g->per = per;
+    g->burst = burst ? burst : limit; /* default burst = limit */
+    g->t_q = g->per / g->limit;
+    g->t_r = g->per % g->limit;
     /* sweeps no closer than burst * T (rounded up), nor than RATE_EVERY_MIN */
-    u128 bt = (u128)l->burst * l->per;
-    u128 every = bt / l->limit + (bt % l->limit != 0);
-    l->rate_every = every > UINT64_MAX ? UINT64_MAX : (uint64_t)every;
-    if (l->rate_every < RATE_EVERY_MIN) l->rate_every = RATE_EVERY_MIN;
-    l->rate_lb = l->rate_pass_min = UINT64_MAX;
-    l->rate_last = 0;
-    l->rate_pass = l->rate_step = 0;
+    u128 bt = (u128)g->burst * g->per;
+    u128 every = bt / g->limit + (bt % g->limit != 0);
+    g->every = every > UINT64_MAX ? UINT64_MAX : (uint64_t)every;
+    if (g->every < RATE_EVERY_MIN) g->every = RATE_EVERY_MIN;
     /* the fast path (sluice__rate_decide_fast, policy-rate.h): every
      * scaled quantity relative to t fits in 63 bits and every numerator of
      * a reciprocal division in 62 when burst * per < 2^61 */
-    l->rate_inv_limit = sluice__recip_of(l->limit);
-    l->rate_inv_per = sluice__recip_of(l->per);
+    g->inv_limit = sluice__recip_of(g->limit);
+    g->inv_per = sluice__recip_of(g->per);
     if (bt < ((u128)1 << 61)) {
-        l->rate_bt = (uint64_t)bt;
-        l->rate_bt_q = l->rate_bt / l->limit;
-        l->rate_t_lim = UINT64_MAX - 2 * l->rate_bt_q - 3;
+        g->bt = (uint64_t)bt;
+        g->bt_q = g->bt / g->limit;
+        g->t_lim = UINT64_MAX - 2 * g->bt_q - 3;
     } else {
-        l->rate_bt = l->rate_bt_q = l->rate_t_lim = 0;
+        g->bt = g->bt_q = g->t_lim = 0;
     }
+}
+
+void sluice__rate_expiry_reset(struct sluice_limiter *l, uint64_t every) {
+    l->rate_every = every;
+    l->rate_lb = l->rate_pass_min = UINT64_MAX;
+    l->rate_last = 0;
+    l->rate_pass = l->rate_step = 0;
+}
+
+static size_t setup(struct sluice_limiter *l, const sluice_policy_t *p) {
+    sluice__gcra_setup(&l->rate, p->limit, (uint64_t)p->per_ns, p->burst);
+    l->pass_through = false;
+    sluice__rate_expiry_reset(l, l->rate.every);
     return 0;
 }
 
@@ -135,10 +144,10 @@ struct qr {
 };
 
 /* a + b, saturated at the end of the clock. */
-static inline struct qr qr_add(const struct sluice_limiter *l, struct qr a, struct qr b) {
+static inline struct qr qr_add(const struct sluice__gcra *g, struct qr a, struct qr b) {
     uint64_t r = a.r + b.r; /* < 2 * limit <= 2e12: no overflow */
-    uint64_t carry = r >= l->limit;
-    if (carry) r -= l->limit;
+    uint64_t carry = r >= g->limit;
+    if (carry) r -= g->limit;
     uint64_t q = sluice__sat_add(sluice__sat_add(a.q, b.q), carry);
     if (q == UINT64_MAX) r = 0;
     struct qr out = { q, r };
@@ -147,38 +156,37 @@ static inline struct qr qr_add(const struct sluice_limiter *l, struct qr a, stru
 
 static inline uint64_t qr_ceil(struct qr a) { return a.r ? sluice__sat_add(a.q, 1) : a.q; }
 
-static inline u128 qr_scaled(const struct sluice_limiter *l, struct qr a) { return (u128)a.q * l->limit + a.r; }
+static inline u128 qr_scaled(const struct sluice__gcra *g, struct qr a) { return (u128)a.q * g->limit + a.r; }
 
 /* A scaled time as q + r / limit, saturated at the end of the clock. */
-static inline struct qr qr_of(const struct sluice_limiter *l, u128 x) {
+static inline struct qr qr_of(const struct sluice__gcra *g, u128 x) {
     struct qr out = { UINT64_MAX, 0 };
-    if (x >= (u128)UINT64_MAX * l->limit) return out;
+    if (x >= (u128)UINT64_MAX * g->limit) return out;
     if ((x >> 64) == 0) {
-        out.q = (uint64_t)x / l->limit;
-        out.r = (uint64_t)x % l->limit;
+        out.q = (uint64_t)x / g->limit;
+        out.r = (uint64_t)x % g->limit;
     } else {
-        out.q = (uint64_t)(x / l->limit);
-        out.r = (uint64_t)(x % l->limit);
+        out.q = (uint64_t)(x / g->limit);
+        out.r = (uint64_t)(x % g->limit);
     }
     return out;
 }
 
 /* ceil(x / limit) ns, saturated at UINT64_MAX. */
-static inline uint64_t ceil_ns(const struct sluice_limiter *l, u128 x) { return qr_ceil(qr_of(l, x)); }
+static inline uint64_t ceil_ns(const struct sluice__gcra *g, u128 x) { return qr_ceil(qr_of(g, x)); }
 
 /* The end of the clock, scaled. */
-static inline u128 clock_end(const struct sluice_limiter *l) { return (u128)UINT64_MAX * l->limit; }
+static inline u128 clock_end(const struct sluice__gcra *g) { return (u128)UINT64_MAX * g->limit; }
 
 /* floor(x / per), for a result known to be at most the burst. */
-static inline uint64_t floor_per(const struct sluice_limiter *l, u128 x) {
-    return (x >> 64) == 0 ? (uint64_t)x / l->per : (uint64_t)(x / l->per);
+static inline uint64_t floor_per(const struct sluice__gcra *g, u128 x) {
+    return (x >> 64) == 0 ? (uint64_t)x / g->per : (uint64_t)(x / g->per);
 }
 
-static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t);
 
 /* ---- decisions ---- */
 
-void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
+void sluice__rate_decide_exact(const struct sluice__gcra *g, uint64_t deadline, uint64_t token, uint64_t cost,
                                uint64_t t, struct sluice__rate_res *o) {
     /* call(t, v, n) | tat = max(TAT, t), new = tat + n*T. If new - t <=
      * burst*T: emit v, TAT = new. Otherwise drop v; TAT unchanged.
@@ -192,42 +200,42 @@ void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline
     }
     o->full = full_now;
     o->kind = SLUICE_DROPPED;
-    if (cost > l->burst) {
+    if (cost > g->burst) {
         /* never admitted: the retry time is "never" */
         o->at = SLUICE_NEVER;
         return;
     }
-    u128 ts = (u128)t * l->limit, bt = (u128)l->burst * l->per;
-    u128 now_tat = qr_scaled(l, tat), fresh = now_tat + (u128)cost * l->per;
-    if (fresh > clock_end(l)) {
+    u128 ts = (u128)t * g->limit, bt = (u128)g->burst * g->per;
+    u128 now_tat = qr_scaled(g, tat), fresh = now_tat + (u128)cost * g->per;
+    if (fresh > clock_end(g)) {
         /* past the end of the clock: it would never fit */
         o->at = SLUICE_NEVER;
         return;
     }
     if (fresh - ts > bt) {
         /* admitted from tat + n*T - burst*T on (> t here), rounded up */
-        o->at = ceil_ns(l, fresh - bt);
+        o->at = ceil_ns(g, fresh - bt);
         return;
     }
     struct qr next;
     if (cost == 1) {
-        struct qr T = { l->t_q, l->t_r };
-        next = qr_add(l, tat, T);
+        struct qr T = { g->t_q, g->t_r };
+        next = qr_add(g, tat, T);
     } else {
-        next = qr_of(l, fresh);
+        next = qr_of(g, fresh);
     }
     o->kind = SLUICE_EMITTED;
     o->at = t;
     o->token = next.r;
     o->deadline = o->full = qr_ceil(next);
-    u128 room = ts + bt < clock_end(l) ? ts + bt : clock_end(l);
-    o->remaining = floor_per(l, room - qr_scaled(l, next));
+    u128 room = ts + bt < clock_end(g) ? ts + bt : clock_end(g);
+    o->remaining = floor_per(g, room - qr_scaled(g, next));
 }
 
-void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
+void sluice__rate_decide(const struct sluice__gcra *g, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
                          struct sluice__rate_res *o) {
-    if (!sluice__rate_decide_fast(l, deadline, token, cost, t, o))
-        sluice__rate_decide_exact(l, deadline, token, cost, t, o);
+    if (!sluice__rate_decide_fast(g, deadline, token, cost, t, o))
+        sluice__rate_decide_exact(g, deadline, token, cost, t, o);
 }
 
 /* ---- rows ---- */
@@ -256,7 +264,7 @@ static NOINLINE_RATE int call_slow(struct sluice_limiter *l, const struct sluice
                                    uint64_t cost, uint64_t t, sluice_decision_t *d) {
     struct sluice__entry *e = idx != SLUICE__NONE ? sluice__entry_of(l, idx) : NULL;
     struct sluice__rate_res o;
-    sluice__rate_decide(l, e ? e->node.deadline : 0, e ? e->token : 0, cost, t, &o);
+    sluice__rate_decide(&l->rate, e ? e->node.deadline : 0, e ? e->token : 0, cost, t, &o);
     if (o.kind == SLUICE_DROPPED) {
         drop(&o, d);
         return 0;
@@ -270,7 +278,7 @@ static NOINLINE_RATE int call_slow(struct sluice_limiter *l, const struct sluice
     admit(sluice__entry_of(l, idx), t, &o, d);
     if (o.deadline < l->rate_lb) l->rate_lb = o.deadline;
     if (o.deadline < l->rate_pass_min) l->rate_pass_min = o.deadline;
-    step(l, idx, t);
+    sluice__rate_step(l, idx, t);
     return 0;
 }
 
@@ -280,7 +288,7 @@ static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32
     if (SLUICE__UNLIKELY(idx == SLUICE__NONE)) return call_slow(l, k, idx, cost, t, d);
     struct sluice__entry *e = sluice__entry_of(l, idx);
     struct sluice__rate_res o;
-    if (SLUICE__UNLIKELY(!sluice__rate_decide_fast(l, e->node.deadline, e->token, cost, t, &o)))
+    if (SLUICE__UNLIKELY(!sluice__rate_decide_fast(&l->rate, e->node.deadline, e->token, cost, t, &o)))
         return call_slow(l, k, idx, cost, t, d);
     if (o.kind == SLUICE_DROPPED)
         drop(&o, d);
@@ -306,7 +314,7 @@ static void reclaimed_all(struct sluice_limiter *l) {
 }
 
 /* The sweep after a key was created (`keep`, never freed here). */
-static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t) {
+void sluice__rate_step(struct sluice_limiter *l, uint32_t keep, uint64_t t) {
     for (unsigned j = 0; j < RATE_STEP; j++) {
         uint32_t i = l->rate_step;
         if (i >= l->table.top) i = 0;
@@ -318,7 +326,7 @@ static void step(struct sluice_limiter *l, uint32_t keep, uint64_t t) {
 }
 
 /* The reclaim op (limiter-internal.h). */
-static size_t reclaim(struct sluice_limiter *l, uint64_t now, size_t max) {
+size_t sluice__rate_reclaim(struct sluice_limiter *l, uint64_t now, size_t max) {
     size_t n = 0;
     /* Ends when no entry is idle: a pass ends with rate_lb = the least full
      * it kept, so rate_lb > now unless part of the pass ran at an earlier
@@ -351,45 +359,45 @@ static size_t reclaim(struct sluice_limiter *l, uint64_t now, size_t max) {
 }
 
 /* The next op: when advance() should reclaim. */
-static uint64_t next_sweep(const struct sluice_limiter *l) {
+uint64_t sluice__rate_next(const struct sluice_limiter *l) {
     if (l->table.live == 0) return UINT64_MAX;
     uint64_t at = sluice__sat_add(l->rate_last, l->rate_every);
     return at > l->rate_lb ? at : l->rate_lb;
 }
 
 /* flush does nothing for rate (there is never a pending value). */
-static int flush(struct sluice_limiter *l, uint32_t idx, uint64_t now) {
+int sluice__rate_flush(struct sluice_limiter *l, uint32_t idx, uint64_t now) {
     (void)l;
     (void)idx;
     (void)now;
     return 0;
 }
 
-void sluice__rate_quota_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
+void sluice__rate_quota_exact(const struct sluice__gcra *g, uint64_t deadline, uint64_t token, uint64_t cost,
                               uint64_t t, sluice_quota_t *out) {
     /* At t, with tat = max(TAT, t): remaining = floor((t + burst*T - tat) / T),
      * full = tat, retry(n) = max(t, tat + n*T - burst*T), never when n > burst. */
-    u128 ts = (u128)t * l->limit, bt = (u128)l->burst * l->per;
+    u128 ts = (u128)t * g->limit, bt = (u128)g->burst * g->per;
     u128 tat = ts;
     uint64_t full = t;
     struct qr e_tat = { deadline - (token != 0), token };
-    u128 x = qr_scaled(l, e_tat);
+    u128 x = qr_scaled(g, e_tat);
     if (x > ts) { /* a key whose TAT <= t is fresh (its timer just has not run) */
         tat = x;
         full = deadline;
     }
-    u128 room = ts + bt < clock_end(l) ? ts + bt : clock_end(l);
-    u128 fresh = tat + (u128)cost * l->per;
-    out->burst = l->burst;
-    out->remaining = tat >= room ? 0 : floor_per(l, room - tat);
+    u128 room = ts + bt < clock_end(g) ? ts + bt : clock_end(g);
+    u128 fresh = tat + (u128)cost * g->per;
+    out->burst = g->burst;
+    out->remaining = tat >= room ? 0 : floor_per(g, room - tat);
     out->full = full;
-    if (cost > l->burst || fresh > clock_end(l))
+    if (cost > g->burst || fresh > clock_end(g))
         out->retry = SLUICE_NEVER;
     else
-        out->retry = fresh - ts > bt ? ceil_ns(l, fresh - bt) : t;
+        out->retry = fresh - ts > bt ? ceil_ns(g, fresh - bt) : t;
 }
 
-void sluice__rate_quota(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
+void sluice__rate_quota(const struct sluice__gcra *g, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
                         sluice_quota_t *out) {
     /* the fast path's bounds and arithmetic (sluice__rate_decide_fast); a TAT > t exactly
      * when its deadline > t */
@@ -399,20 +407,20 @@ void sluice__rate_quota(const struct sluice_limiter *l, uint64_t deadline, uint6
         xr = token;
         full = deadline;
     }
-    if ((t >= l->rate_t_lim) | (xq > l->rate_bt_q)) {
-        sluice__rate_quota_exact(l, deadline, token, cost, t, out);
+    if ((t >= g->t_lim) | (xq > g->bt_q)) {
+        sluice__rate_quota_exact(g, deadline, token, cost, t, out);
         return;
     }
-    uint64_t x = xq * l->limit + xr;
-    out->burst = l->burst;
-    out->remaining = x >= l->rate_bt ? 0 : sluice__recip_div(l->rate_inv_per, l->rate_bt - x);
+    uint64_t x = xq * g->limit + xr;
+    out->burst = g->burst;
+    out->remaining = x >= g->bt ? 0 : sluice__recip_div(g->inv_per, g->bt - x);
     out->full = full;
-    if (cost > l->burst) {
+    if (cost > g->burst) {
         out->retry = SLUICE_NEVER;
     } else {
-        uint64_t fresh = x + cost * l->per;
+        uint64_t fresh = x + cost * g->per;
         out->retry =
-            fresh > l->rate_bt ? t + sluice__recip_div(l->rate_inv_limit, fresh - l->rate_bt + l->limit - 1) : t;
+            fresh > g->bt ? t + sluice__recip_div(g->inv_limit, fresh - g->bt + g->limit - 1) : t;
     }
 }
 
@@ -423,7 +431,7 @@ static void quota(const struct sluice_limiter *l, uint32_t idx, uint64_t cost, u
         dl = e->node.deadline;
         rem = e->token;
     }
-    sluice__rate_quota(l, dl, rem, cost, t, out);
+    sluice__rate_quota(&l->rate, dl, rem, cost, t, out);
 }
 
 static const char *check(const struct sluice_limiter *l, const struct sluice__entry *e) {
@@ -431,7 +439,7 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
     if (e->node.deadline < l->rate_lb) return "rate entry's full below the sweep's lower bound";
     if (e->flags & SLUICE__F_PENDING) return "rate key holds a pending value";
     if (e->flags & SLUICE__F_POLICY) return "rate entry with a debounce flag";
-    if (e->token >= l->limit) return "rate remainder not below limit";
+    if (e->token >= l->rate.limit) return "rate remainder not below limit";
     if (e->node.deadline == 0 && e->token != 0) return "rate TAT below zero";
     return NULL;
 }
@@ -439,7 +447,7 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
 const struct sluice__policy_ops sluice__rate_ops = { .kind = SLUICE_RATE,
                                                      .name = "rate",
                                                      SLUICE__POLICY_OPS_COMMON,
-                                                     .flush = flush,
+                                                     .flush = sluice__rate_flush,
                                                      .quota = quota,
-                                                     .reclaim = reclaim,
-                                                     .next = next_sweep };
+                                                     .reclaim = sluice__rate_reclaim,
+                                                     .next = sluice__rate_next };

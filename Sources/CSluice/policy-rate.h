@@ -15,6 +15,22 @@
 
 extern const struct sluice__policy_ops sluice__rate_ops;
 
+/* Fills a quota's numbers (burst 0 means limit) from valid inputs. */
+void sluice__gcra_setup(struct sluice__gcra *g, uint64_t limit, uint64_t per, uint64_t burst);
+
+/* Resets the lazy expiry (policy-rate.c) for entries idle once `every` ns
+ * past their full: a limiter with no entries. */
+void sluice__rate_expiry_reset(struct sluice_limiter *l, uint64_t every);
+
+/* The lazy expiry, shared with the plans policy (policy-plans.c), whose
+ * entries keep their latest full in node.deadline as rate's do: the sweep
+ * after key `keep` was created at t, the reclaim and next ops, and flush
+ * (nothing: a rate key is never pending). */
+void sluice__rate_step(struct sluice_limiter *l, uint32_t keep, uint64_t t);
+size_t sluice__rate_reclaim(struct sluice_limiter *l, uint64_t now, size_t max);
+uint64_t sluice__rate_next(const struct sluice_limiter *l);
+int sluice__rate_flush(struct sluice_limiter *l, uint32_t idx, uint64_t now);
+
 /* A rate decision on a key's state, without changing anything: the key's
  * entry `deadline` and `token` (its TAT as deadline - (token != 0) +
  * token / limit ns; 0 and 0 for a key without an entry: an entry whose
@@ -30,9 +46,9 @@ struct sluice__rate_res {
     int kind;
     uint64_t at, full, remaining, deadline, token;
 };
-void sluice__rate_decide(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
+void sluice__rate_decide(const struct sluice__gcra *g, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
                          struct sluice__rate_res *o);
-void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
+void sluice__rate_decide_exact(const struct sluice__gcra *g, uint64_t deadline, uint64_t token, uint64_t cost,
                                uint64_t t, struct sluice__rate_res *o);
 /* The fast path of sluice__rate_decide: the same rule in 64-bit arithmetic
  * relative to t, for t < rate_t_lim, a TAT at most burst * T ahead of t
@@ -44,7 +60,7 @@ void sluice__rate_decide_exact(const struct sluice_limiter *l, uint64_t deadline
  * divisions (the new TAT by limit, remaining by per, a retry time by limit)
  * are multiplications by reciprocals (numerators below 2^62). Inline for
  * the short path of submit (sluice__rate_live). */
-static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice_limiter *l, uint64_t deadline,
+static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice__gcra *g, uint64_t deadline,
                                                         uint64_t token, uint64_t cost, uint64_t t,
                                                         struct sluice__rate_res *o) {
     uint64_t xq = 0, xr = 0, full = t;
@@ -54,21 +70,21 @@ static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice_limi
         full = deadline;
     }
     /* (a cost of 1 never exceeds the burst: the test folds away for it) */
-    if (SLUICE__UNLIKELY((t >= l->rate_t_lim) | (xq > l->rate_bt_q) | ((cost != 1) & (cost > l->burst)))) return false;
-    uint64_t fresh = xq * l->limit + xr + cost * l->per;
-    if (fresh > l->rate_bt) {
+    if (SLUICE__UNLIKELY((t >= g->t_lim) | (xq > g->bt_q) | ((cost != 1) & (cost > g->burst)))) return false;
+    uint64_t fresh = xq * g->limit + xr + cost * g->per;
+    if (fresh > g->bt) {
         o->kind = SLUICE_DROPPED;
-        o->at = t + sluice__recip_div(l->rate_inv_limit, fresh - l->rate_bt + l->limit - 1);
+        o->at = t + sluice__recip_div(g->inv_limit, fresh - g->bt + g->limit - 1);
         o->full = full;
         return true;
     }
-    uint64_t nq = sluice__recip_div(l->rate_inv_limit, fresh);
-    uint64_t nr = fresh - nq * l->limit;
+    uint64_t nq = sluice__recip_div(g->inv_limit, fresh);
+    uint64_t nr = fresh - nq * g->limit;
     o->kind = SLUICE_EMITTED;
     o->at = t;
     o->token = nr;
     o->deadline = o->full = t + nq + (nr != 0);
-    o->remaining = sluice__recip_div(l->rate_inv_per, l->rate_bt - fresh);
+    o->remaining = sluice__recip_div(g->inv_per, g->bt - fresh);
     return true;
 }
 
@@ -80,7 +96,7 @@ static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice_limi
 static SLUICE__HOT_INLINE bool sluice__rate_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t t,
                                                  sluice_decision_t *d) {
     struct sluice__rate_res o;
-    if (!sluice__rate_decide_fast(l, e->node.deadline, e->token, 1, t, &o)) return false;
+    if (!sluice__rate_decide_fast(&l->rate, e->node.deadline, e->token, 1, t, &o)) return false;
     d->kind = (sluice_decision_kind_t)o.kind;
     d->at = o.at;
     d->full = o.full;
@@ -96,9 +112,9 @@ static SLUICE__HOT_INLINE bool sluice__rate_live(struct sluice_limiter *l, struc
 
 /* The quota (the policy's quota op) on a key's state given as above: the
  * fast path when its bounds hold, or the exact arithmetic alone. */
-void sluice__rate_quota(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
+void sluice__rate_quota(const struct sluice__gcra *g, uint64_t deadline, uint64_t token, uint64_t cost, uint64_t t,
                         sluice_quota_t *out);
-void sluice__rate_quota_exact(const struct sluice_limiter *l, uint64_t deadline, uint64_t token, uint64_t cost,
+void sluice__rate_quota_exact(const struct sluice__gcra *g, uint64_t deadline, uint64_t token, uint64_t cost,
                               uint64_t t, sluice_quota_t *out);
 
 #if defined(__GNUC__) || defined(__clang__)

@@ -5,6 +5,7 @@
  * its row of a call on a live key, if it has one, in policy-NAME.h and in
  * limiter.c's call_live (limiter-internal.h says why). */
 #include "limiter-internal.h"
+#include "plans-internal.h"
 #include "policy-audit.h"
 #include "policy-debounce.h"
 #include "policy-rate.h"
@@ -35,8 +36,16 @@ int sluice_policy_validate(const sluice_policy_t *p) {
 const char *sluice__config_check(const sluice_config_t *c, int *code) {
     *code = SLUICE_EINVAL;
     if (!c) return "the configuration pointer is NULL";
-    const char *why = policy_check(&c->policy, code);
-    if (why) return why;
+    const char *why;
+    if (c->plans) {
+        /* plans replace the policy's numbers: sluice_rate_plans() */
+        if (c->policy.kind != SLUICE_RATE) return "plans is set but policy.kind is not SLUICE_RATE: plans are rate quotas";
+        if ((why = sluice__plans_ops.explain(&c->policy, code)) != NULL) return why;
+        static _Thread_local char plans_why[SLUICE_PLANS_MESSAGE_MAX];
+        if ((*code = sluice__plans_check(c->plans, plans_why, sizeof plans_why)) != 0) return plans_why;
+    } else if ((why = policy_check(&c->policy, code)) != NULL) {
+        return why;
+    }
     *code = SLUICE_EINVAL;
     if (c->tick_ns > SLUICE_TICK_MAX_NS)
         return "tick_ns is above SLUICE_TICK_MAX_NS: the wheel's tick must be at most one second (0 for the default)";

@@ -406,7 +406,8 @@ SLUICE_EXTERN int sluice_limiter_new(sluice_limiter_t **out, const sluice_config
  *
  * @param config the configuration (may be NULL: that is a broken rule too).
  * @return NULL when the configuration is valid, otherwise a static
- *         NUL-terminated English sentence.
+ *         NUL-terminated English sentence (for a rule of `plans`, one the
+ *         calling thread's next call may overwrite).
  */
 SLUICE_EXTERN const char *sluice_config_explain(const sluice_config_t *config);
 
