@@ -869,9 +869,10 @@ int ref_set_plans(ref_model_t *m, const sluice_plans_t *plans) {
     if (!m->has_plans) return SLUICE_EINVAL;
     int rc = plans_check(plans);
     if (rc) return rc;
-    if (plans->max_quotas && plans->max_quotas != m->max_quotas) return SLUICE_EINVAL;
+    /* (SLUICE_ERANGE as the core: the header allows either) */
+    if (plans->max_quotas && plans->max_quotas != m->max_quotas) return SLUICE_ERANGE;
     for (size_t i = 0; i < plans->nplans; i++)
-        if (plans->plans[i].nquotas > m->max_quotas) return SLUICE_EINVAL;
+        if (plans->plans[i].nquotas > m->max_quotas) return SLUICE_ERANGE;
     /* Keys keep their state (and the quotas it was charged under): each is
      * converted at its next call. */
     plans_copy(m, plans);
@@ -1015,10 +1016,12 @@ int ref_submit_plan(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t c
     if (rc) return rc;
     if (m->closed) return SLUICE_ECLOSED;
     if (m->p.kind != SLUICE_RATE) return SLUICE_EINVAL;
+    /* (a bad plan is reported before a bad cost, as the core does: the
+     * header leaves the order open) */
+    if (m->has_plans ? plan >= m->nplans : plan != 0) return SLUICE_ENOPLAN; /* nothing changes, not even the clock */
     if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
     if (!m->has_plans) {
         /* only plan 0, the policy's one quota */
-        if (plan != 0) return SLUICE_ENOPLAN;
         sluice_quota_t q;
         rc = ref_quota(m, key, cost, now, &q); /* the figures as the key stands */
         if (rc) return rc;
@@ -1037,7 +1040,6 @@ int ref_submit_plan(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t c
         }
         return 0;
     }
-    if (plan >= m->nplans) return SLUICE_ENOPLAN; /* nothing changes, not even the clock */
     (void)token; /* rate decides at once: no token is kept */
     see(m, &now);
     struct ref_entry *e = find(m, key, true);
@@ -1053,11 +1055,11 @@ int ref_quota_plan(ref_model_t *m, sluice_key_t key, uint64_t cost, uint32_t pla
     if (!m || !out) return SLUICE_EINVAL;
     if (m->closed) return SLUICE_ECLOSED;
     if (m->p.kind != SLUICE_RATE) return SLUICE_EINVAL;
+    if (m->has_plans ? plan >= m->nplans : plan != 0) return SLUICE_ENOPLAN; /* (before cost and key, as the core) */
     if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
     int rc = key_check(key);
     if (rc) return rc;
     if (!m->has_plans) {
-        if (plan != 0) return SLUICE_ENOPLAN;
         rc = ref_quota(m, key, cost, now, out);
         if (rc) return rc;
         single_detail(m, detail);
@@ -1067,7 +1069,6 @@ int ref_quota_plan(ref_model_t *m, sluice_key_t key, uint64_t cost, uint32_t pla
         detail->refused = out->retry != out->now;
         return 0;
     }
-    if (plan >= m->nplans) return SLUICE_ENOPLAN;
     if (now < m->now) now = m->now; /* a peek does not move the clock */
     const struct ref_plan *pl = &m->plans[plan];
     u128 tat[SLUICE_PLAN_QUOTAS_MAX];

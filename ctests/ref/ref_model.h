@@ -143,9 +143,10 @@ bool ref_key_equal(sluice_key_t a, sluice_key_t b);
 int ref_new_plans(ref_model_t **out, const sluice_plans_t *plans);
 
 /** Replaces the plans (keys keep their state, converted at their next call).
- *  Returns 0, SLUICE_EINVAL (invalid table, a plan of more quotas than the
- *  model's max_quotas, a max_quotas other than 0 or the model's, a model
- *  without plans), SLUICE_ERANGE or SLUICE_ECLOSED. */
+ *  Returns 0, SLUICE_EINVAL (invalid table, a model without plans),
+ *  SLUICE_ERANGE (numbers out of range, a plan of more quotas than the
+ *  model's max_quotas, a max_quotas other than 0 or the model's) or
+ *  SLUICE_ECLOSED. */
 int ref_set_plans(ref_model_t *m, const sluice_plans_t *plans);
 
 /** Number of plans (1 for a model without plans). */
