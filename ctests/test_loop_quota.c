@@ -299,10 +299,10 @@ static void test_options(void) {
     LT_CHECK(sluice_mt_submit_with_options(m, k, 6, &o, &d) == SLUICE_ERANGE, "ahead of the clock: ERANGE");
     LT_CHECK(sluice_mt_quota(m, k, &o, &q) == SLUICE_ERANGE, "quota ahead of the clock: ERANGE");
 
-    /* a plan other than 0: refused */
+    /* a plan other than 0: refused (a limiter without plans has only plan 0) */
     o = (sluice_mt_submit_options_t){ .plan = 1 };
-    LT_CHECK(sluice_mt_submit_with_options(m, k, 7, &o, &d) == SLUICE_EINVAL, "plan 1: EINVAL");
-    LT_CHECK(sluice_mt_quota(m, k, &o, &q) == SLUICE_EINVAL, "quota plan 1: EINVAL");
+    LT_CHECK(sluice_mt_submit_with_options(m, k, 7, &o, &d) == SLUICE_ENOPLAN, "plan 1: ENOPLAN");
+    LT_CHECK(sluice_mt_quota(m, k, &o, &q) == SLUICE_ENOPLAN, "quota plan 1: ENOPLAN");
     LT_OK(sluice_mt_quota(m, k, NULL, &q));
     LT_CHECK(q.remaining == 6, "refused calls took nothing: remaining %llu", (unsigned long long)q.remaining);
     LT_CHECK(sluice_mt_submit_with_options(NULL, k, 8, NULL, &d) == SLUICE_EINVAL, "NULL limiter");

@@ -118,7 +118,9 @@ static void test_missing_policy(void) {
     expect_error("\t \r\n", 2, "missing policy");
     expect_error("0 call A a\n", 1, "missing policy");
     expect_error("# c\nPolicy throttle interval=1\n", 2, "missing policy");
-    expect_error("policy throttle interval=1\npolicy audit interval=1\n", 2, "duplicate policy");
+    /* format v3: a second policy line of the header combines quotas, which
+     * only rate policies do */
+    expect_error("policy throttle interval=1\npolicy audit interval=1\n", 2, "only rate policies can be combined");
 }
 
 static void test_policy_errors(void) {
@@ -495,7 +497,10 @@ static void collect(void *user, const sluice_trace_output_t *o) {
             snprintf(retry, sizeof retry, "never");
         else
             snprintf(retry, sizeof retry, "%" PRIu64, o->retry_ms);
-        snprintf(tail, sizeof tail, "remaining=%" PRIu64 " full=%" PRIu64 " retry=%s", o->remaining, o->full_ms, retry);
+        int at = 0;
+        if (o->policy_name) at = snprintf(tail, sizeof tail, "policy=%s ", o->policy_name);
+        snprintf(tail + at, sizeof tail - (size_t)at, "remaining=%" PRIu64 " full=%" PRIu64 " retry=%s", o->remaining,
+                 o->full_ms, retry);
         CHECK(st.verb == SLUICE_TRACE_QUOTA && strcmp(o->text + n + o->key_len + 1, tail) == 0 &&
                   o->retry_never == (o->retry_ms == SLUICE_TRACE_NEVER),
               "quota '%s' vs fields '%s'", o->text, tail);
@@ -691,6 +696,106 @@ static void test_v2_runs(void) {
                "7 quota K remaining=2 full=7 retry=7\n7 emit K a\n7 quota K remaining=0 full=107 retry=57\n");
 }
 
+/* Format v3: several quotas and plans in the header, plan= on steps. */
+static void test_v3_parse(void) {
+    /* the errors, each on the line that makes it certain */
+    expect_error("policy rate limit=1 per=10 name=a\npolicy rate limit=2 per=10\n", 2, "quota needs a name");
+    expect_error("policy rate limit=1 per=10\npolicy rate limit=2 per=10 name=b\n", 2, "quota needs a name");
+    expect_error("policy rate limit=1 per=10 name=a\npolicy rate limit=2 per=10 name=a\n", 2, "duplicate quota 'a'");
+    expect_error("policy rate limit=1 per=10 name=a\npolicy throttle interval=1\n", 2,
+                 "only rate policies can be combined");
+    expect_error("policy throttle interval=1\npolicy rate limit=1 per=10 name=a\n", 2,
+                 "only rate policies can be combined");
+    expect_error("plan p\npolicy debounce interval=1\n", 2, "only rate policies can be combined");
+    expect_error("policy throttle interval=1 name=a\n", 1, "unknown option 'name'");
+    expect_error("policy rate limit=1 per=1 name=\n", 1, "missing value for name");
+    expect_error("policy rate limit=1 per=1 name=a/b\n", 1, "bad name 'a/b'");
+    expect_error("policy rate limit=1 per=1 name=abcdefghijklmnopqrstuvwxyz0123456\n", 1,
+                 "bad name 'abcdefghijklmnopqrstuvwxyz0123456'");
+    expect_error("plan a\nplan b\npolicy rate limit=1 per=1\n", 1, "plan without quota");
+    expect_error("plan a\npolicy rate limit=1 per=1\nplan b\n0 call A x\n", 3, "plan without quota");
+    expect_error("plan a\n", 1, "plan without quota");
+    expect_error("policy rate limit=1 per=1\nplan a\n", 2, "quota outside a plan");
+    expect_error("plan a\npolicy rate limit=1 per=1\nplan a\n", 3, "duplicate plan 'a'");
+    expect_error("plan\n", 1, "missing field");
+    expect_error("plan a b\n", 1, "extra field 'b'");
+    expect_error("plan a.b-c_D9!\n", 1, "bad name 'a.b-c_D9!'");
+    expect_error("plan a\npolicy rate limit=1 per=1\n0 call A x\nplan b\n", 4, "plan after the first step");
+    expect_error("plan a\npolicy rate limit=1 per=1\n0 call A x\npolicy rate limit=1 per=1\n", 4,
+                 "duplicate policy");
+    expect_error("plan a\npolicy rate limit=1 per=1\n0 call A x plan=b\n", 3, "unknown plan 'b'");
+    expect_error("policy rate limit=1 per=1\n0 call A x plan=default plan=default\n", 2, "duplicate option 'plan'");
+    expect_error("policy rate limit=1 per=1\n0 quota A plan=\n", 2, "missing value for plan");
+    expect_error("policy throttle interval=1\n0 call A x plan=a\n", 2, "plan needs a rate policy");
+    expect_error("policy rate limit=1 per=1\n0 call A x plan=default cost=0\n", 2, "cost below 1");
+    expect_error("policy rate limit=1 per=1\n0 call A x plan=default bogus\n", 2, "extra field 'bogus'");
+    /* nine quotas in a plan, 65 plans */
+    static char big[32768];
+    size_t n = 0;
+    n += (size_t)snprintf(big + n, sizeof big - n, "plan p\n");
+    for (int i = 0; i < 9; i++) n += (size_t)snprintf(big + n, sizeof big - n, "policy rate limit=1 per=1 name=q%d\n", i);
+    expect_error(big, 10, "too many quotas");
+    n = 0;
+    for (int i = 0; i < 65; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "plan p%d\npolicy rate limit=1 per=1\n", i);
+    expect_error(big, 129, "too many plans");
+    /* 64 plans of 8 quotas are fine */
+    n = 0;
+    for (int i = 0; i < 64; i++) {
+        n += (size_t)snprintf(big + n, sizeof big - n, "plan p%d\n", i);
+        for (int j = 0; j < 8 && n < sizeof big - 64; j++)
+            n += (size_t)snprintf(big + n, sizeof big - n, "policy rate limit=1 per=1 name=q%d\n", j);
+    }
+    CHECK(n < sizeof big - 64, "the 64-plan trace fits");
+    sluice_trace_t *t = expect_ok(big);
+    const sluice_plans_t *pl = sluice_trace_plans(t);
+    CHECK(pl && pl->nplans == 64 && pl->plans[63].nquotas == 8 && strcmp(pl->plans[63].name, "p63") == 0,
+          "64 plans of 8 quotas");
+    sluice_trace_free(t);
+    /* the table, and plan= on the steps */
+    t = expect_ok("plan free\npolicy rate limit=1 per=1000 burst=3 name=s\nplan pro\n"
+                  "policy rate limit=10 per=1000 name=s\npolicy rate limit=5 per=60000 name=m\n"
+                  "0 call A a plan=pro cost=2\n0 quota A\n");
+    pl = sluice_trace_plans(t);
+    CHECK(pl && pl->nplans == 2 && pl->plans[1].nquotas == 2 && pl->plans[1].quotas[1].per_ns == 60000000000,
+          "two plans");
+    CHECK(sluice_trace_policy(t).limit == 1 && sluice_trace_policy(t).burst == 3, "the policy: free's quota");
+    sluice_trace_step_t st = step_at(t, 0);
+    CHECK(st.plan == 1 && st.has_plan && st.cost == 2, "call under pro");
+    st = step_at(t, 1);
+    CHECK(st.plan == 0 && !st.has_plan, "quota under the default plan");
+    sluice_trace_free(t);
+    /* one rate quota, no plan line: no table (run as before); plan=default names it */
+    t = expect_ok("policy rate limit=1 per=10 name=only\n0 call A a plan=default\n");
+    CHECK(sluice_trace_plans(t) == NULL, "a lone quota needs no table");
+    sluice_trace_free(t);
+    t = expect_ok("policy rate limit=1 per=10 name=a\npolicy rate limit=2 per=10 name=b\n");
+    pl = sluice_trace_plans(t);
+    CHECK(pl && pl->nplans == 1 && strcmp(pl->plans[0].name, "default") == 0 && pl->plans[0].nquotas == 2,
+          "several quotas: the implicit plan 'default'");
+    sluice_trace_free(t);
+}
+
+static void test_v3_runs(void) {
+    /* second 5/1000 and minute 20/60000 burst 8 (the spec's example):
+     * a1 cost 4 admitted; a2 cost 2 refused by second (TAT 800 + 400 -
+     * 0 > 1000), charging neither */
+    expect_run("several quotas",
+               "policy rate limit=5 per=1000 name=second\npolicy rate limit=20 per=60000 burst=8 name=minute\n"
+               "0 call A a1 cost=4\n0 call A a2 cost=2\n0 quota A\n",
+               "0 emit A a1\n0 drop A a2\n0 quota A remaining=1 full=12000 retry=0\n"
+               "0 quota A policy=second remaining=1 full=800 retry=0\n"
+               "0 quota A policy=minute remaining=4 full=12000 retry=0\n");
+    /* a quota of a one-quota plan prints no per-quota line; reading under
+     * a converts b's x (TAT 105, T 100) to a's x (T 50): 5 + 100 * 50 / 100
+     * = 55, remaining floor((5 + 100 - 55) / 50) = 1, retry max(5, 55 + 50
+     * - 100) = 5; a quota of another name starts fresh */
+    expect_run("one-quota plan",
+               "plan a\npolicy rate limit=2 per=100 name=x\nplan b\npolicy rate limit=1 per=100 name=x\n"
+               "plan c\npolicy rate limit=2 per=100 name=y\n5 call K v plan=b\n5 quota K plan=a\n5 quota K plan=c\n",
+               "5 emit K v\n5 quota K remaining=1 full=55 retry=5\n5 quota K remaining=2 full=5 retry=5\n");
+}
+
 /* Records the drop lines' successor fields. */
 struct drops {
     size_t n;
@@ -778,6 +883,8 @@ int main(void) {
     test_runs();
     test_v2_parse();
     test_v2_runs();
+    test_v3_parse();
+    test_v3_runs();
     test_api();
     if (failures) {
         fprintf(stderr, "test_trace_parser: %d of %d checks failed\n", failures, checks);

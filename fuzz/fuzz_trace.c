@@ -1,7 +1,7 @@
 /*
  * fuzz_trace.c — libFuzzer harness for the trace parser and runner.
  *
- * Feeds the input bytes to sluice_trace_parse() (trace format v2). A crash, a
+ * Feeds the input bytes to sluice_trace_parse() (trace format v3). A crash, a
  * hang, a sanitizer report or a malformed error (empty reason, line 0, line
  * beyond the input's line count + 1, a message that is not exactly
  * "error: line N: REASON") is a finding. When the parse succeeds the steps
@@ -115,7 +115,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             (!sluice_trace_is_v2(t) || sluice_trace_policy(t).kind != SLUICE_RATE))
             finding("v2 line accepted outside a rate policy", "");
         if (s.verb != SLUICE_TRACE_CLOSE && s.key_len > SLUICE_KEY_MAX) finding("key too long accepted", "");
+        /* v3: a plan index names a plan of the table (or the one plan 0) */
+        const sluice_plans_t *pl = sluice_trace_plans(t);
+        if (s.has_plan && sluice_trace_policy(t).kind != SLUICE_RATE) finding("plan= accepted outside rate", "");
+        if (s.plan != 0 && (!pl || s.plan >= pl->nplans)) finding("plan index out of the table", "");
     }
+    /* v3: the table the parser built passes the core's own check */
+    if (sluice_trace_plans(t) && sluice_plans_check(sluice_trace_plans(t), NULL, 0) != SLUICE_OK)
+        finding("the trace's plans fail sluice_plans_check", "");
 
     if (n < RUN_MAX_STEPS) {
         static int no_check = -1;

@@ -89,8 +89,8 @@ void sluice__qset_release(struct sluice__mem *mem, struct sluice__plans *pl, uin
 
 /* The bytes of an entry's quotas for max_quotas quotas: each TAT as its
  * full (8 bytes) and its remainder below the limit (5 bytes: a limit is
- * below 2^40). */
-static inline size_t sluice__plans_ext(uint32_t max_quotas) { return (size_t)max_quotas * 13u; }
+ * below 2^40), rounded up to keep entries 8-aligned. */
+static inline size_t sluice__plans_ext(uint32_t max_quotas) { return ((size_t)max_quotas * 13u + 7u) & ~(size_t)7u; }
 
 extern const struct sluice__policy_ops sluice__plans_ops;
 

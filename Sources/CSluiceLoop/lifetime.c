@@ -88,7 +88,9 @@ int sluice_mt_new_with_options(sluice_mt_t **out, sluice_loop_t *loop, const slu
     sluice_mt_events_fn on_events = options ? options->on_events : NULL;
     if (report && !config->on_event && !on_events) return SLUICE_EINVAL;
     if (config->allocator && (!config->allocator->alloc || !config->allocator->release)) return SLUICE_EINVAL;
-    int rc = sluice_policy_validate(&config->policy);
+    /* the shards' sluice_limiter_new() checks everything again; this only
+     * refuses a bad configuration before anything is allocated */
+    int rc = config->plans ? sluice_plans_check(config->plans, NULL, 0) : sluice_policy_validate(&config->policy);
     if (rc) return rc;
     unsigned n = nshards ? round_pow2(nshards) : SLUICE_MT_SHARDS_DEFAULT;
 

@@ -58,6 +58,8 @@ struct call {
     bool have_now; /* the caller gave the time (options' now, sluice_mt_*_at) */
     uint64_t now;
     sluice_decision_t *decision;
+    uint32_t plan;                /* CALL_SUBMIT: the key's plan (sluice_plans.h) */
+    sluice_plan_detail_t *detail; /* CALL_SUBMIT: each quota's figures, or NULL */
 };
 
 /* With reporting flags, the event that also reports a token emitted or
@@ -213,8 +215,14 @@ MT_HOT int shard_call_locked(struct sluice_mt *m, struct shard *s, const sluice_
          * sluice_limiter_submit() does): no copy on the hot path. */
         sluice_decision_t local;
         sluice_decision_t *dec = c->decision ? c->decision : &local;
+        /* a plan other than the default, or a detail asked for: the core's
+         * plan arguments around the call (constants fold this away for a
+         * plain submit) */
+        bool planned = c->plan != 0 || c->detail != NULL;
+        if (planned && (rc = sluice__limiter_plan_args(s->core, c->plan, c->detail)) != 0) break;
         rc = m->max_keys ? reserve_key(m, s, k, now, want, unlocked) : 0;
         if (rc == 0) rc = sluice__submit_prepared(s->core, k, c->token, c->cost, now, dec);
+        if (planned) sluice__limiter_plan_done(s->core, rc, dec, c->cost, k, c->detail);
         sluice_event_kind_t kind;
         if (rc == 0 && m->report && reported_event(m->report, dec, &kind)) push_reported(m, s, k, c->token, kind);
         break;
@@ -362,7 +370,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             for (size_t j = i; j < last; j++) {
                 if (done[j] || krc[j] || shard_of[j] != si) continue;
                 const sluice_call_t *cl = &calls[base + j];
-                struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0, decisions ? &decisions[base + j] : NULL };
+                struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0, decisions ? &decisions[base + j] : NULL, 0, NULL };
                 int rc = shard_call_locked(m, s, &k[j], &c, now, &unlocked);
                 if (results) results[base + j] = rc;
                 if (rc && base + j < first_at) {
@@ -382,12 +390,12 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
 }
 
 int sluice_mt_submit(sluice_mt_t *m, sluice_key_t key, uint64_t token, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, 1, false, 0, d };
+    struct call c = { CALL_SUBMIT, token, 1, false, 0, d, 0, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_submit_u64(sluice_mt_t *m, uint64_t key, uint64_t token, sluice_decision_t *d) {
-    struct call c = { CALL_SUBMIT, token, 1, false, 0, d };
+    struct call c = { CALL_SUBMIT, token, 1, false, 0, d, 0, NULL };
     return key_call_u64(m, key, &c);
 }
 
@@ -397,46 +405,58 @@ static const sluice_mt_submit_options_t default_options;
 int sluice_mt_submit_with_options(sluice_mt_t *m, sluice_key_t key, uint64_t token,
                                   const sluice_mt_submit_options_t *options, sluice_decision_t *d) {
     const sluice_mt_submit_options_t *o = options ? options : &default_options;
-    if (o->plan != 0) return SLUICE_EINVAL;
-    struct call c = { CALL_SUBMIT, token, o->cost ? o->cost : 1, o->now != 0, o->now, d };
+    struct call c = { CALL_SUBMIT, token, o->cost ? o->cost : 1, o->now != 0, o->now, d, o->plan, NULL };
     /* an integer key needs no check: the path of sluice_mt_submit_u64() */
     if (key.kind == SLUICE_KEY_U64) return key_call_u64(m, key.u64, &c);
     return key_call(m, key, &c);
 }
 
 int sluice_mt_flush(sluice_mt_t *m, sluice_key_t key) {
-    struct call c = { CALL_FLUSH, 0, 0, false, 0, NULL };
+    struct call c = { CALL_FLUSH, 0, 0, false, 0, NULL, 0, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_cancel(sluice_mt_t *m, sluice_key_t key) {
-    struct call c = { CALL_CANCEL, 0, 0, false, 0, NULL };
+    struct call c = { CALL_CANCEL, 0, 0, false, 0, NULL, 0, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_pending(sluice_mt_t *m, sluice_key_t key) {
-    struct call c = { CALL_PENDING, 0, 0, false, 0, NULL };
+    struct call c = { CALL_PENDING, 0, 0, false, 0, NULL, 0, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_flush_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
-    struct call c = { CALL_FLUSH, 0, 0, true, now, NULL };
+    struct call c = { CALL_FLUSH, 0, 0, true, now, NULL, 0, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_cancel_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
-    struct call c = { CALL_CANCEL, 0, 0, true, now, NULL };
+    struct call c = { CALL_CANCEL, 0, 0, true, now, NULL, 0, NULL };
     return key_call(m, key, &c);
 }
 
 int sluice_mt_pending_at(sluice_mt_t *m, sluice_key_t key, uint64_t now) {
-    struct call c = { CALL_PENDING, 0, 0, true, now, NULL };
+    struct call c = { CALL_PENDING, 0, 0, true, now, NULL, 0, NULL };
+    return key_call(m, key, &c);
+}
+
+int sluice_mt_submit_plan(sluice_mt_t *m, sluice_key_t key, uint64_t token, const sluice_mt_submit_options_t *options,
+                          sluice_decision_t *d, sluice_plan_detail_t *detail) {
+    const sluice_mt_submit_options_t *o = options ? options : &default_options;
+    struct call c = { CALL_SUBMIT, token, o->cost ? o->cost : 1, o->now != 0, o->now, d, o->plan, detail };
+    if (key.kind == SLUICE_KEY_U64) return key_call_u64(m, key.u64, &c);
     return key_call(m, key, &c);
 }
 
 int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_options_t *options, sluice_quota_t *out) {
+    return sluice_mt_quota_plan(m, key, options, out, NULL);
+}
+
+int sluice_mt_quota_plan(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_options_t *options,
+                         sluice_quota_t *out, sluice_plan_detail_t *detail) {
     const sluice_mt_submit_options_t *o = options ? options : &default_options;
-    if (!m || !out || o->plan != 0) return SLUICE_EINVAL;
+    if (!m || !out) return SLUICE_EINVAL;
     if (atomic_load_explicit(&m->state, memory_order_acquire) != MT_OPEN) return SLUICE_ECLOSED;
     sluice__pkey_t k;
     int rc = sluice__key_prepare(m->seed, key, &k);
@@ -453,7 +473,61 @@ int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_opt
     sluice__lock(s->lk);
     /* A read: the shard's core hashes the key again (same seed) and changes
      * nothing, so no event, deadline or key count moves. */
-    rc = sluice_limiter_quota(s->core, key, o->cost ? o->cost : 1, now, out);
+    rc = sluice_limiter_quota_plan(s->core, key, o->cost ? o->cost : 1, o->plan, now, out, detail);
+    sluice__unlock(s->lk);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ plans */
+
+int sluice_mt_set_plans(sluice_mt_t *m, const sluice_plans_t *plans) {
+    if (!m || !plans) return SLUICE_EINVAL;
+    if (atomic_load(&m->state) != MT_OPEN) return SLUICE_ECLOSED;
+    void *built[SLUICE_MT_SHARDS_MAX];
+    int rc = 0;
+    unsigned done = 0;
+    for (unsigned i = 0; i < m->nshards; i++) sluice__lock(sluice__shard_at(m, i)->lk);
+    if (atomic_load(&m->state) != MT_OPEN) rc = SLUICE_ECLOSED;
+    /* every shard's table is built before any shard takes its own */
+    for (; rc == 0 && done < m->nshards; done++)
+        rc = sluice__limiter_plans_prepare(sluice__shard_at(m, done)->core, plans, &built[done]);
+    if (rc) done = done ? done - 1 : 0;
+    for (unsigned i = 0; i < done; i++) {
+        sluice_limiter_t *core = sluice__shard_at(m, i)->core;
+        if (rc == 0)
+            sluice__limiter_plans_commit(core, built[i]);
+        else
+            sluice__limiter_plans_abandon(core, built[i]);
+    }
+    for (unsigned i = m->nshards; i-- > 0;) sluice__unlock(sluice__shard_at(m, i)->lk);
+    return rc;
+}
+
+/* Every shard holds the same plans (sluice_mt_set_plans changes them all
+ * under every lock): shard 0 answers, under its lock. */
+int sluice_mt_plan_index(sluice_mt_t *m, const char *name, size_t len, uint32_t *out) {
+    if (!m) return SLUICE_EINVAL;
+    struct shard *s = sluice__shard_at(m, 0);
+    sluice__lock(s->lk);
+    int rc = sluice_limiter_plan_index(s->core, name, len, out);
+    sluice__unlock(s->lk);
+    return rc;
+}
+
+int sluice_mt_plan_info(sluice_mt_t *m, uint32_t plan, sluice_plan_detail_t *detail) {
+    if (!m) return SLUICE_EINVAL;
+    struct shard *s = sluice__shard_at(m, 0);
+    sluice__lock(s->lk);
+    int rc = sluice_limiter_plan_info(s->core, plan, detail);
+    sluice__unlock(s->lk);
+    return rc;
+}
+
+int sluice_mt_plan_name(sluice_mt_t *m, uint32_t plan, int quota, char *buf, size_t cap) {
+    if (!m) return SLUICE_EINVAL;
+    struct shard *s = sluice__shard_at(m, 0);
+    sluice__lock(s->lk);
+    int rc = sluice_limiter_plan_name(s->core, plan, quota, buf, cap);
     sluice__unlock(s->lk);
     return rc;
 }

@@ -34,9 +34,11 @@ SLUICE__TRACE_HIDDEN void sluice__trace_put_value(struct sluice__trace_sink *k, 
 SLUICE__TRACE_HIDDEN void sluice__trace_put_pending(struct sluice__trace_sink *k, uint64_t time_ms, size_t step,
                                                     bool yes);
 /* `TIME quota KEY remaining=R full=F retry=S|never` from the core's quota
- * (ns, rounded up to ms here). */
+ * (ns, rounded up to ms here), followed, when `detail` has several quotas,
+ * by `TIME quota KEY policy=NAME remaining=R full=F retry=S` for each, in
+ * the plan's order (the names are the step's plan's). */
 SLUICE__TRACE_HIDDEN void sluice__trace_put_quota(struct sluice__trace_sink *k, uint64_t time_ms, size_t step,
-                                                  const sluice_quota_t *q);
+                                                  const sluice_quota_t *q, const sluice_plan_detail_t *detail);
 
 /* Formats a message into a run result's message (overwrites it). */
 SLUICE__TRACE_HIDDEN void sluice__trace_set_message(sluice_trace_run_result_t *res, const char *fmt, ...)

@@ -17,9 +17,10 @@ void sluice__trace_set_message(sluice_trace_run_result_t *res, const char *fmt, 
     va_end(ap);
 }
 
-/* The longest line besides KEY and VALUE: "TIME quota  remaining=R full=F
- * retry=S" with 20-digit numbers is under 120 bytes. */
-#define LINE_FIXED 160
+/* The longest line besides KEY and VALUE: "TIME quota  policy=NAME
+ * remaining=R full=F retry=S" with 20-digit numbers and a 32-byte name is
+ * under 160 bytes. */
+#define LINE_FIXED 200
 
 int sluice__trace_sink_init(struct sluice__trace_sink *k, const sluice_trace_t *t,
                             const sluice_trace_run_options_t *opt, sluice_trace_run_result_t *res) {
@@ -118,13 +119,21 @@ void sluice__trace_put_pending(struct sluice__trace_sink *k, uint64_t time_ms, s
 /* ns -> ms, rounded up (a time shown to people is never early). */
 static uint64_t ms_up(uint64_t ns) { return ns / SLUICE_TRACE_NS_PER_MS + (ns % SLUICE_TRACE_NS_PER_MS != 0); }
 
-void sluice__trace_put_quota(struct sluice__trace_sink *k, uint64_t time_ms, size_t step, const sluice_quota_t *q) {
+/* One quota line: the overall one (name NULL) or one quota's. */
+static void put_quota_line(struct sluice__trace_sink *k, uint64_t time_ms, size_t step, uint64_t remaining,
+                           uint64_t full, uint64_t retry, const char *name) {
     sluice_trace_output_t o;
     size_t n = start_line(k, &o, SLUICE_TRACE_OUT_QUOTA, "quota", time_ms, step);
-    o.remaining = q->remaining;
-    o.full_ms = ms_up(q->full);
-    o.retry_never = q->retry == SLUICE_NEVER;
-    o.retry_ms = o.retry_never ? SLUICE_TRACE_NEVER : ms_up(q->retry);
+    o.remaining = remaining;
+    o.full_ms = ms_up(full);
+    o.retry_never = retry == SLUICE_NEVER;
+    o.retry_ms = o.retry_never ? SLUICE_TRACE_NEVER : ms_up(retry);
+    o.policy_name = name;
+    if (name) {
+        n += put_str(k->buf + n, "policy=");
+        n += put_str(k->buf + n, name);
+        k->buf[n++] = ' ';
+    }
     n += put_str(k->buf + n, "remaining=");
     n += put_u64(k->buf + n, o.remaining);
     n += put_str(k->buf + n, " full=");
@@ -135,4 +144,15 @@ void sluice__trace_put_quota(struct sluice__trace_sink *k, uint64_t time_ms, siz
     else
         n += put_u64(k->buf + n, o.retry_ms);
     finish_line(k, &o, n);
+}
+
+void sluice__trace_put_quota(struct sluice__trace_sink *k, uint64_t time_ms, size_t step, const sluice_quota_t *q,
+                             const sluice_plan_detail_t *detail) {
+    put_quota_line(k, time_ms, step, q->remaining, q->full, q->retry, NULL);
+    if (!detail || detail->nquotas < 2) return;
+    uint32_t plan = k->t->steps[step].plan;
+    for (uint32_t j = 0; j < detail->nquotas; j++) {
+        const sluice_quota_figures_t *f = &detail->quotas[j];
+        put_quota_line(k, time_ms, step, f->remaining, f->full, f->retry, sluice__trace_quota_name(k->t, plan, j));
+    }
 }

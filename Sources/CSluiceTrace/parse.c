@@ -132,6 +132,10 @@ static bool grow(void **ptr, size_t *cap, size_t need, size_t elem) {
 
 void sluice_trace_free(sluice_trace_t *trace) {
     if (trace == NULL) return;
+    free(trace->plans);
+    free(trace->quotas);
+    free(trace->plan_c);
+    free(trace->quota_c);
     free(trace->steps);
     free(trace->text);
     free(trace);
@@ -153,7 +157,13 @@ struct policy_ms {
     uint64_t limit;
     uint64_t per_ms;
     uint64_t burst;
+    bool has_name; /* rate: a name= was written (format v3) */
+    char name[SLUICE_PLAN_NAME_MAX + 1];
 };
+
+/* Most plans and quotas a trace may declare (format v3). */
+#define TRACE_PLANS_MAX 64
+#define TRACE_QUOTAS_MAX (TRACE_PLANS_MAX * SLUICE_PLAN_QUOTAS_MAX)
 
 struct parser {
     sluice_trace_t *t;
@@ -164,6 +174,13 @@ struct parser {
     bool closed;
     uint64_t last_time;
     bool nomem;
+    /* the header (format v3): plans and quotas, until the first step */
+    bool header_done;
+    struct sluice__trace_plan plans[TRACE_PLANS_MAX];
+    uint32_t nplans; /* plan lines seen */
+    struct sluice__trace_quota quotas[TRACE_QUOTAS_MAX];
+    uint32_t nquotas;
+    uint32_t loose; /* quotas outside any plan (the implicit plan) */
 };
 
 enum option_id {
@@ -175,11 +192,12 @@ enum option_id {
     OPT_LIMIT,
     OPT_PER,
     OPT_BURST,
+    OPT_NAME,
     OPT_COUNT
 };
 
 static const char *const option_names[OPT_COUNT] = {
-    "interval", "leading", "trailing", "pick", "maxwait", "limit", "per", "burst",
+    "interval", "leading", "trailing", "pick", "maxwait", "limit", "per", "burst", "name",
 };
 
 #define BIT(o) (1u << (o))
@@ -189,7 +207,7 @@ static unsigned options_of(sluice_policy_kind_t kind) {
     case SLUICE_THROTTLE: return BIT(OPT_INTERVAL) | BIT(OPT_LEADING) | BIT(OPT_TRAILING) | BIT(OPT_PICK);
     case SLUICE_AUDIT: return BIT(OPT_INTERVAL);
     case SLUICE_DEBOUNCE: return BIT(OPT_INTERVAL) | BIT(OPT_LEADING) | BIT(OPT_TRAILING) | BIT(OPT_MAXWAIT);
-    case SLUICE_RATE: return BIT(OPT_LIMIT) | BIT(OPT_PER) | BIT(OPT_BURST);
+    case SLUICE_RATE: return BIT(OPT_LIMIT) | BIT(OPT_PER) | BIT(OPT_BURST) | BIT(OPT_NAME);
     }
     return 0;
 }
@@ -206,9 +224,21 @@ static int parse_bool(const struct field *v, bool *out) {
     return -1;
 }
 
+/* A plan or quota name: 1 to SLUICE_PLAN_NAME_MAX characters of
+ * A-Z a-z 0-9 _ . - (format v3). */
+static bool name_ok(const struct field *f) {
+    if (f->n < 1 || f->n > SLUICE_PLAN_NAME_MAX) return false;
+    for (size_t i = 0; i < f->n; i++) {
+        char c = f->s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '-'))
+            return false;
+    }
+    return true;
+}
+
 /* The policy line; `p` points after the word "policy". */
-static int parse_policy(struct parser *ps, const char *p, const char *end) {
-    struct policy_ms *pol = &ps->pol;
+static int parse_policy(struct parser *ps, const char *p, const char *end, struct policy_ms *pol) {
     struct field f;
     unsigned allowed, seen = 0;
 
@@ -273,6 +303,15 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
             return SLUICE_ESYNTAX;
         }
         switch (id) {
+        case OPT_NAME:
+            if (!name_ok(&value)) {
+                set_error_quoted(ps->err, ps->line, "bad name ", value.s, value.n, "");
+                return SLUICE_ESYNTAX;
+            }
+            memcpy(pol->name, value.s, value.n);
+            pol->name[value.n] = '\0';
+            pol->has_name = true;
+            break;
         case OPT_LEADING:
         case OPT_TRAILING:
             if (parse_bool(&value, id == OPT_LEADING ? &pol->leading : &pol->trailing) != 0) {
@@ -353,7 +392,149 @@ static int parse_policy(struct parser *ps, const char *p, const char *end) {
     return SLUICE_OK;
 }
 
-static int add_step(struct parser *ps, uint64_t time_ms, uint8_t verb, uint8_t flags, uint64_t cost,
+/* ---- the header (format v3): quotas and plans ---- */
+
+/* The plan quota lines go to: the last plan line's, or the implicit one. */
+static struct sluice__trace_plan *current_plan(struct parser *ps) {
+    return ps->nplans ? &ps->plans[ps->nplans - 1] : NULL;
+}
+
+/* A policy line of the header. */
+static int header_policy(struct parser *ps, const char *p, const char *end) {
+    struct policy_ms pol;
+    int rc = parse_policy(ps, p, end, &pol);
+    if (rc != SLUICE_OK) return rc;
+    struct sluice__trace_plan *plan = current_plan(ps);
+    uint32_t in_plan = plan ? plan->n : ps->loose;
+    /* only rate quotas combine: beside another quota, or in a plan */
+    bool combined = ps->have_policy || plan != NULL;
+    if (combined && (pol.kind != SLUICE_RATE || (ps->have_policy && ps->pol.kind != SLUICE_RATE))) {
+        set_error(ps->err, ps->line, "only rate policies can be combined");
+        return SLUICE_ESYNTAX;
+    }
+    if (in_plan == SLUICE_PLAN_QUOTAS_MAX) {
+        set_error(ps->err, ps->line, "too many quotas");
+        return SLUICE_ESYNTAX;
+    }
+    const struct sluice__trace_quota *mine = &ps->quotas[ps->nquotas - in_plan];
+    if (in_plan >= 1 && (!pol.has_name || (in_plan == 1 && !mine[0].named))) {
+        set_error(ps->err, ps->line, "quota needs a name");
+        return SLUICE_ESYNTAX;
+    }
+    for (uint32_t i = 0; i < in_plan; i++)
+        if (strcmp(mine[i].name, pol.name) == 0) {
+            set_error_quoted(ps->err, ps->line, "duplicate quota ", pol.name, strlen(pol.name), "");
+            return SLUICE_ESYNTAX;
+        }
+    struct sluice__trace_quota *q = &ps->quotas[ps->nquotas++];
+    memset(q, 0, sizeof *q);
+    q->named = pol.has_name;
+    snprintf(q->name, sizeof q->name, "%s", pol.has_name ? pol.name : "default");
+    q->limit = pol.limit;
+    q->per_ms = pol.per_ms;
+    q->burst = pol.burst;
+    if (plan)
+        plan->n++;
+    else
+        ps->loose++;
+    if (!ps->have_policy) ps->pol = pol; /* the trace's policy: the first quota of the default plan */
+    ps->have_policy = true;
+    return SLUICE_OK;
+}
+
+/* A `plan NAME` line of the header. */
+static int header_plan(struct parser *ps, const char *p, const char *end) {
+    struct field name, extra;
+    if (!next_field(&p, end, &name)) {
+        set_error(ps->err, ps->line, "missing field");
+        return SLUICE_ESYNTAX;
+    }
+    if (next_field(&p, end, &extra)) {
+        set_error_quoted(ps->err, ps->line, "extra field ", extra.s, extra.n, "");
+        return SLUICE_ESYNTAX;
+    }
+    if (ps->loose) {
+        set_error(ps->err, ps->line, "quota outside a plan");
+        return SLUICE_ESYNTAX;
+    }
+    struct sluice__trace_plan *last = current_plan(ps);
+    if (last && last->n == 0) {
+        set_error(ps->err, last->line, "plan without quota");
+        return SLUICE_ESYNTAX;
+    }
+    if (ps->nplans == TRACE_PLANS_MAX) {
+        set_error(ps->err, ps->line, "too many plans");
+        return SLUICE_ESYNTAX;
+    }
+    if (!name_ok(&name)) {
+        set_error_quoted(ps->err, ps->line, "bad name ", name.s, name.n, "");
+        return SLUICE_ESYNTAX;
+    }
+    for (uint32_t i = 0; i < ps->nplans; i++)
+        if (strlen(ps->plans[i].name) == name.n && memcmp(ps->plans[i].name, name.s, name.n) == 0) {
+            set_error_quoted(ps->err, ps->line, "duplicate plan ", name.s, name.n, "");
+            return SLUICE_ESYNTAX;
+        }
+    struct sluice__trace_plan *pl = &ps->plans[ps->nplans++];
+    memset(pl, 0, sizeof *pl);
+    memcpy(pl->name, name.s, name.n);
+    pl->line = ps->line;
+    pl->first = ps->nquotas;
+    return SLUICE_OK;
+}
+
+/* The header is over (the first step, or the end of the input). */
+static int end_header(struct parser *ps) {
+    struct sluice__trace_plan *last = current_plan(ps);
+    ps->header_done = true;
+    if (last && last->n == 0) {
+        set_error(ps->err, last->line, "plan without quota");
+        return SLUICE_ESYNTAX;
+    }
+    if (ps->nplans == 0 && ps->have_policy) { /* the implicit plan */
+        struct sluice__trace_plan *pl = &ps->plans[ps->nplans++];
+        memset(pl, 0, sizeof *pl);
+        memcpy(pl->name, "default", 8);
+        pl->first = 0;
+        pl->n = ps->loose;
+    }
+    return SLUICE_OK;
+}
+
+/* Copies the header into the trace, with the core's table when the trace
+ * needs a limiter of plans. */
+static int keep_header(struct parser *ps) {
+    sluice_trace_t *t = ps->t;
+    if (ps->pol.kind != SLUICE_RATE) return SLUICE_OK;
+    t->nplans = ps->nplans;
+    t->nquotas = ps->nquotas;
+    t->table = ps->nplans > 1 || ps->plans[0].line != 0 || ps->nquotas > 1;
+    t->plans = malloc(ps->nplans * sizeof *t->plans);
+    t->quotas = malloc(ps->nquotas * sizeof *t->quotas);
+    t->plan_c = malloc(ps->nplans * sizeof *t->plan_c);
+    t->quota_c = malloc(ps->nquotas * sizeof *t->quota_c);
+    if (!t->plans || !t->quotas || !t->plan_c || !t->quota_c) return SLUICE_ENOMEM;
+    memcpy(t->plans, ps->plans, ps->nplans * sizeof *t->plans);
+    memcpy(t->quotas, ps->quotas, ps->nquotas * sizeof *t->quotas);
+    for (uint32_t i = 0; i < ps->nquotas; i++) {
+        const struct sluice__trace_quota *q = &t->quotas[i];
+        t->quota_c[i].name = q->name;
+        t->quota_c[i].limit = q->limit;
+        t->quota_c[i].per_ns = (int64_t)(q->per_ms * SLUICE_TRACE_NS_PER_MS);
+        t->quota_c[i].burst = q->burst;
+    }
+    for (uint32_t i = 0; i < ps->nplans; i++) {
+        t->plan_c[i].name = t->plans[i].name;
+        t->plan_c[i].quotas = &t->quota_c[t->plans[i].first];
+        t->plan_c[i].nquotas = t->plans[i].n;
+    }
+    t->plans_c.plans = t->plan_c;
+    t->plans_c.nplans = t->nplans;
+    t->plans_c.max_quotas = 0;
+    return SLUICE_OK;
+}
+
+static int add_step(struct parser *ps, uint64_t time_ms, uint8_t verb, uint8_t flags, uint64_t cost, uint16_t plan,
                     const struct field *key, const struct field *value) {
     sluice_trace_t *t = ps->t;
     struct sluice__trace_step *s;
@@ -375,6 +556,7 @@ static int add_step(struct parser *ps, uint64_t time_ms, uint8_t verb, uint8_t f
     s->value_len = (uint32_t)vlen;
     s->verb = verb;
     s->flags = flags;
+    s->plan = plan;
     s->line = ps->line;
     if (klen) memcpy(t->text + t->text_len, key->s, klen);
     if (vlen) memcpy(t->text + t->text_len + klen, value->s, vlen);
@@ -385,35 +567,51 @@ static int add_step(struct parser *ps, uint64_t time_ms, uint8_t verb, uint8_t f
     return SLUICE_OK;
 }
 
-/* The optional fields after a call's VALUE or a quota's KEY: only cost=N,
- * at most once. */
-static int parse_cost_fields(struct parser *ps, const char *p, const char *end, uint64_t *cost, uint8_t *flags) {
-    static const char prefix[] = "cost=";
-    const size_t plen = sizeof prefix - 1;
+/* The optional fields after a call's VALUE or a quota's KEY: cost=N and
+ * plan=NAME, in either order, each at most once. */
+static int parse_call_options(struct parser *ps, const char *p, const char *end, uint64_t *cost, uint16_t *plan,
+                              uint8_t *flags) {
     struct field f;
 
     *cost = 1;
+    *plan = 0;
     while (next_field(&p, end, &f)) {
         enum num_result nr;
-        if (f.n < plen || memcmp(f.s, prefix, plen) != 0) {
+        bool is_cost = f.n >= 5 && memcmp(f.s, "cost=", 5) == 0;
+        bool is_plan = f.n >= 5 && memcmp(f.s, "plan=", 5) == 0;
+        if (!is_cost && !is_plan) {
             set_error_quoted(ps->err, ps->line, "extra field ", f.s, f.n, "");
             return SLUICE_ESYNTAX;
         }
+        const char *what = is_cost ? "cost" : "plan";
+        uint8_t bit = is_cost ? SLUICE__STEP_HAS_COST : SLUICE__STEP_HAS_PLAN;
         if (ps->pol.kind != SLUICE_RATE) {
-            set_error(ps->err, ps->line, "cost needs a rate policy");
+            set_error(ps->err, ps->line, "%s needs a rate policy", what);
             return SLUICE_ESYNTAX;
         }
-        if (*flags & SLUICE__STEP_HAS_COST) {
-            set_error(ps->err, ps->line, "duplicate option 'cost'");
+        if (*flags & bit) {
+            set_error(ps->err, ps->line, "duplicate option '%s'", what);
             return SLUICE_ESYNTAX;
         }
-        *flags |= SLUICE__STEP_HAS_COST;
-        if (f.n == plen) {
-            set_error(ps->err, ps->line, "missing value for cost");
+        *flags |= bit;
+        if (f.n == 5) {
+            set_error(ps->err, ps->line, "missing value for %s", what);
             return SLUICE_ESYNTAX;
         }
-        nr = parse_number(f.s + plen, f.n - plen, SLUICE_TRACE_COUNT_MAX, cost);
-        if (number_failed(ps->err, ps->line, nr, "cost", f.s + plen, f.n - plen)) return SLUICE_ESYNTAX;
+        if (is_plan) {
+            uint32_t i = 0;
+            while (i < ps->nplans &&
+                   !(strlen(ps->plans[i].name) == f.n - 5 && memcmp(ps->plans[i].name, f.s + 5, f.n - 5) == 0))
+                i++;
+            if (i == ps->nplans) {
+                set_error_quoted(ps->err, ps->line, "unknown plan ", f.s + 5, f.n - 5, "");
+                return SLUICE_ESYNTAX;
+            }
+            *plan = (uint16_t)i;
+            continue;
+        }
+        nr = parse_number(f.s + 5, f.n - 5, SLUICE_TRACE_COUNT_MAX, cost);
+        if (number_failed(ps->err, ps->line, nr, "cost", f.s + 5, f.n - 5)) return SLUICE_ESYNTAX;
         if (*cost < 1) {
             set_error(ps->err, ps->line, "cost below 1");
             return SLUICE_ESYNTAX;
@@ -426,6 +624,7 @@ static int parse_cost_fields(struct parser *ps, const char *p, const char *end, 
 static int parse_step(struct parser *ps, const struct field *first, const char *p, const char *end) {
     struct field verb, key, value, extra;
     uint64_t time_ms = 0, cost = 0;
+    uint16_t plan = 0;
     uint8_t v, flags = 0;
     int nargs, rc;
 
@@ -435,6 +634,10 @@ static int parse_step(struct parser *ps, const struct field *first, const char *
     }
     if (field_is(first, "policy")) {
         set_error(ps->err, ps->line, "duplicate policy");
+        return SLUICE_ESYNTAX;
+    }
+    if (field_is(first, "plan")) {
+        set_error(ps->err, ps->line, "plan after the first step");
         return SLUICE_ESYNTAX;
     }
     if (number_failed(ps->err, ps->line, parse_number(first->s, first->n, SLUICE_TRACE_TIME_MAX_MS, &time_ms), "time",
@@ -479,7 +682,7 @@ static int parse_step(struct parser *ps, const struct field *first, const char *
         return SLUICE_ESYNTAX;
     }
     if (v == SLUICE_TRACE_CALL || v == SLUICE_TRACE_QUOTA) {
-        rc = parse_cost_fields(ps, p, end, &cost, &flags);
+        rc = parse_call_options(ps, p, end, &cost, &plan, &flags);
         if (rc != SLUICE_OK) return rc;
         if (v == SLUICE_TRACE_QUOTA) ps->t->v2 = true;
     } else if (next_field(&p, end, &extra)) {
@@ -495,7 +698,7 @@ static int parse_step(struct parser *ps, const struct field *first, const char *
             return SLUICE_ESYNTAX;
         }
         ps->closed = true;
-        return add_step(ps, time_ms, v, flags, 0, NULL, NULL);
+        return add_step(ps, time_ms, v, flags, 0, 0, NULL, NULL);
     }
     if (key.n > SLUICE_KEY_MAX) {
         set_error(ps->err, ps->line, "key too long");
@@ -505,7 +708,7 @@ static int parse_step(struct parser *ps, const struct field *first, const char *
         set_error(ps->err, ps->line, "value too long");
         return SLUICE_ESYNTAX;
     }
-    return add_step(ps, time_ms, v, flags, cost, &key, nargs == 2 ? &value : NULL);
+    return add_step(ps, time_ms, v, flags, cost, plan, &key, nargs == 2 ? &value : NULL);
 }
 
 /* One line without its end of line. */
@@ -532,13 +735,15 @@ static int parse_line(struct parser *ps, const char *s, size_t n) {
     p = s;
     end = s + code;
     if (!next_field(&p, end, &first)) return SLUICE_OK; /* blank or comment */
-    if (!ps->have_policy) {
-        if (!field_is(&first, "policy")) {
+    if (!ps->header_done) {
+        if (field_is(&first, "policy")) return header_policy(ps, p, end);
+        if (field_is(&first, "plan")) return header_plan(ps, p, end);
+        if (!ps->have_policy && ps->nplans == 0) {
             set_error(ps->err, ps->line, "missing policy");
             return SLUICE_ESYNTAX;
         }
-        ps->have_policy = true;
-        return parse_policy(ps, p, end);
+        int rc = end_header(ps);
+        if (rc != SLUICE_OK) return rc;
     }
     return parse_step(ps, &first, p, end);
 }
@@ -585,9 +790,14 @@ int sluice_trace_parse(const char *buf, size_t len, sluice_trace_t **out, sluice
         if (n > 0 && s[n - 1] == '\r') n--;
         rc = parse_line(&ps, s, n);
     }
+    if (rc == SLUICE_OK && !ps.header_done && (ps.have_policy || ps.nplans)) rc = end_header(&ps);
     if (rc == SLUICE_OK && !ps.have_policy) {
         set_error(err, ps.line + 1, "missing policy");
         rc = SLUICE_ESYNTAX;
+    }
+    if (rc == SLUICE_OK && keep_header(&ps) != SLUICE_OK) {
+        ps.nomem = true;
+        rc = SLUICE_ENOMEM;
     }
     if (rc != SLUICE_OK) {
         sluice_trace_free(ps.t);
@@ -645,5 +855,11 @@ int sluice_trace_step(const sluice_trace_t *trace, size_t index, sluice_trace_st
     }
     out->cost = s->cost;
     out->has_cost = (s->flags & SLUICE__STEP_HAS_COST) != 0;
+    out->plan = s->plan;
+    out->has_plan = (s->flags & SLUICE__STEP_HAS_PLAN) != 0;
     return SLUICE_OK;
+}
+
+const sluice_plans_t *sluice_trace_plans(const sluice_trace_t *trace) {
+    return trace != NULL && trace->table ? &trace->plans_c : NULL;
 }

@@ -100,7 +100,7 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
     case SLUICE_TRACE_CALL:
         /* stamped with the step's own instant: the decision is the spec's */
         {
-            sluice_mt_submit_options_t o = { .now = at };
+            sluice_mt_submit_options_t o = { .cost = s->cost, .now = at, .plan = s->plan };
             if (s->flags & SLUICE__STEP_HAS_COST) o.cost = s->cost;
             rc = sluice_mt_submit_with_options(r->m, key, (uint64_t)i, &o, &d);
         }
@@ -123,15 +123,21 @@ static void run_step(struct rt *r, size_t i, uint64_t at) {
          * quota is the spec's (the step runs before the limiter's clock
          * passes that instant); its times become ms since start, rounded up */
         sluice_quota_t q;
-        sluice_mt_submit_options_t o = { .cost = s->cost, .now = at };
-        rc = sluice_mt_quota(r->m, key, &o, &q);
+        sluice_plan_detail_t det;
+        sluice_mt_submit_options_t o = { .cost = s->cost, .now = at, .plan = s->plan };
+        rc = sluice_mt_quota_plan(r->m, key, &o, &q, &det);
         if (rc != 0) {
             rt_fail(r, SLUICE_ECORRUPT, "line %zu: quota failed: %s", s->line, sluice_strerror(rc));
             break;
         }
         q.full = q.full > r->start ? q.full - r->start : 0;
         if (q.retry != SLUICE_NEVER) q.retry = q.retry > r->start ? q.retry - r->start : 0;
-        sluice__trace_put_quota(&r->sink, elapsed_ms(r), i, &q);
+        for (uint32_t j = 0; j < det.nquotas; j++) {
+            sluice_quota_figures_t *f = &det.quotas[j];
+            f->full = f->full > r->start ? f->full - r->start : 0;
+            if (f->retry != SLUICE_NEVER) f->retry = f->retry > r->start ? f->retry - r->start : 0;
+        }
+        sluice__trace_put_quota(&r->sink, elapsed_ms(r), i, &q, &det);
         break;
     }
     case SLUICE_TRACE_FLUSH:
@@ -251,7 +257,8 @@ int sluice_trace_run_realtime(const sluice_trace_t *trace, const sluice_trace_ru
     }
     sluice_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
-    cfg.policy = trace->policy;
+    cfg.policy = trace->table ? sluice_rate_plans() : trace->policy;
+    cfg.plans = sluice_trace_plans(trace);
     cfg.on_event = on_event;
     cfg.user = &r;
     cfg.fixed_seed = true; /* the same order of keys at one instant on every run */

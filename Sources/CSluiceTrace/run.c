@@ -237,7 +237,9 @@ static void run_call(struct run *r, size_t i, sluice_key_t key, uint64_t t) {
 
     memset(&dec, 0, sizeof dec);
     r->state[i] = TOK_IN_SUBMIT;
-    if (s->flags & SLUICE__STEP_HAS_COST)
+    if (r->t->table || (s->flags & SLUICE__STEP_HAS_PLAN))
+        rc = sluice_limiter_submit_plan(r->lim, key, (uint64_t)i, s->cost, s->plan, t, &dec, NULL);
+    else if (s->flags & SLUICE__STEP_HAS_COST)
         rc = sluice_limiter_submit_cost(r->lim, key, (uint64_t)i, s->cost, t, &dec);
     else
         rc = sluice_limiter_submit(r->lim, key, (uint64_t)i, t, &dec);
@@ -288,8 +290,9 @@ static void run_quota(struct run *r, size_t i, sluice_key_t key, uint64_t t) {
     sluice_quota_t q;
     int rc;
 
+    sluice_plan_detail_t det;
     memset(&q, 0, sizeof q);
-    rc = sluice_limiter_quota(r->lim, key, s->cost, t, &q);
+    rc = sluice_limiter_quota_plan(r->lim, key, s->cost, s->plan, t, &q, &det);
     if (rc != 0) {
         run_fail(r, SLUICE_ECORRUPT, "line %zu: sluice_limiter_quota failed: %s", s->line, sluice_strerror(rc));
         return;
@@ -303,7 +306,7 @@ static void run_quota(struct run *r, size_t i, sluice_key_t key, uint64_t t) {
         return;
     }
     check_order(r, t, s->line);
-    sluice__trace_put_quota(&r->sink, s->time_ms, i, &q);
+    sluice__trace_put_quota(&r->sink, s->time_ms, i, &q, &det);
 }
 
 static void run_step(struct run *r, size_t i) {
@@ -377,7 +380,8 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
         run_fail(&r, SLUICE_EINVAL, "no trace");
         return r.status;
     }
-    size_t batch = options->batch_size > 1 ? options->batch_size : 1;
+    /* (a batch names no plan: a trace of plans runs one call at a time) */
+    size_t batch = options->batch_size > 1 && !trace->table ? options->batch_size : 1;
     if (batch > trace->nsteps) batch = trace->nsteps ? trace->nsteps : 1;
     r.state = calloc(trace->nsteps ? trace->nsteps : 1, 1);
     if (batch > 1) {
@@ -396,7 +400,8 @@ int sluice_trace_run(const sluice_trace_t *trace, const sluice_trace_run_options
     }
 
     memset(&cfg, 0, sizeof cfg);
-    cfg.policy = trace->policy;
+    cfg.policy = trace->table ? sluice_rate_plans() : trace->policy;
+    cfg.plans = sluice_trace_plans(trace);
     cfg.tick_ns = SLUICE_TRACE_NS_PER_MS;
     cfg.start_ns = 0;
     cfg.on_event = on_event;

@@ -47,6 +47,10 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
         fprintf(stderr, "error: --redis runs rate policies only\n");
         return 64;
     }
+    if (sluice_trace_plans(trace) != NULL) {
+        fprintf(stderr, "error: --redis runs one rate quota: the fleet limiter has no plans or several quotas yet\n");
+        return 64;
+    }
     /* a URL, or HOST:PORT (which the URL parser takes as redis://HOST:PORT) */
     char why[256];
     if (sluice_fleet_check_url(addr, why, sizeof why) != 0) {

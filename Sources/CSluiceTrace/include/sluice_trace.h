@@ -2,7 +2,7 @@
  * sluice_trace.h — the one parser and runner of Sluice conformance traces.
  *
  * A trace is a plain-text script of calls against one limiter policy; the
- * format (version 2) is described in docs/trace-format.md and the behaviour
+ * format (version 3) is described in docs/trace-format.md and the behaviour
  * it checks in docs/semantics.md. This library is the only implementation of
  * the format in the project: the `sluice-trace` tool (tools/sluice-trace),
  * the Swift `sluice simulate` command and the Swift conformance tests all
@@ -52,20 +52,26 @@
  *  - A KEY is at most SLUICE_KEY_MAX (1024) bytes ("key too long"); it is
  *    passed to the core as a byte key (sluice_key_bytes()).
  *
- * Grammar: the first line holding a field is the policy line:
+ * Grammar: the lines before the first step are the header. It is one
+ * policy line, or (format v3, rate only) several rate lines with name=,
+ * or `plan NAME` lines each followed by its rate lines:
  *     policy throttle interval=MS [leading=BOOL] [trailing=BOOL] [pick=latest|first]
  *     policy audit    interval=MS
  *     policy debounce interval=MS [leading=BOOL] [trailing=BOOL] [maxwait=MS]
- *     policy rate     limit=N per=MS [burst=B]
+ *     policy rate     limit=N per=MS [burst=B] [name=NAME]
+ *     plan NAME
  * Options come in any order, each at most once. Defaults (docs/semantics.md):
  * throttle leading=true trailing=true pick=latest; debounce leading=false
  * trailing=true, no maxwait; rate burst=limit. Every other line is one of
- *     TIME call KEY VALUE [cost=N]      (cost=: rate only, format v2)
- *     TIME quota KEY [cost=N]           (rate only, format v2: a peek)
+ *     TIME call KEY VALUE [cost=N] [plan=NAME]  (rate only: cost= v2, plan= v3)
+ *     TIME quota KEY [cost=N] [plan=NAME]       (rate only, format v2: a peek)
  *     TIME cancel KEY | TIME flush KEY | TIME pending KEY
  *     TIME close drain|discard          (must be the last line)
- * A `cost=N` field comes after VALUE (call) or KEY (quota); the cost is 1
- * when it is absent.
+ * `cost=N` and `plan=NAME` come after VALUE (call) or KEY (quota), in
+ * either order; the cost is 1 and the plan the first when absent. NAME is 1
+ * to 32 characters of A-Z a-z 0-9 _ . -; at most 8 quotas per plan, 64
+ * plans; several quotas outside plan lines form one plan named "default"
+ * (a lone quota is named "default").
  *
  * Limits: TIME <= SLUICE_TRACE_TIME_MAX_MS (10^13 ms); interval, maxwait,
  * per <= SLUICE_TRACE_DURATION_MAX_MS (10^12 ms); limit, burst and cost in
@@ -82,11 +88,26 @@
  *                             comments or blanks), on line L + 1 where L is
  *                             the number of lines of the input (line 1 for
  *                             an empty input)
- *   duplicate policy          a second policy line
+ *   duplicate policy          a policy line after the first step
+ *   only rate policies can be combined
+ *                             a second header policy line when either is not
+ *                             rate, or a non-rate policy in a plan
+ *   quota needs a name        several quotas in a plan, one without name=
+ *                             (on the second quota's line when the first lacks it)
+ *   duplicate quota 'X'       a quota name twice in a plan
+ *   bad name 'X'              a plan or quota name breaking the NAME rule
+ *   duplicate plan 'X'        a plan name twice
+ *   plan without quota        on a `plan` line followed by no quota
+ *   too many quotas           the ninth quota of a plan
+ *   too many plans            the 65th plan line
+ *   quota outside a plan      a `plan` line after quota lines in no plan
+ *   plan after the first step a `plan` line after the header
+ *   unknown plan 'X'          plan= naming no plan of the header
+ *   plan needs a rate policy  a plan= field under throttle, audit or debounce
  *   unknown policy 'X'
  *   bad option 'X'            a policy option without '='
  *   unknown option 'X'        an option name the policy does not have
- *   duplicate option 'X'      a policy option, or `cost`, given twice
+ *   duplicate option 'X'      a policy option, `cost` or `plan`, given twice
  *   missing value for NAME    `NAME=` with nothing after '=' (also cost)
  *   missing option NAME       interval (throttle, audit, debounce), limit or per (rate)
  *   bad number 'X'
@@ -124,6 +145,11 @@
  *     TIME emit KEY VALUE | TIME drop KEY VALUE | TIME discard KEY VALUE |
  *     TIME pending KEY yes|no |
  *     TIME quota KEY remaining=R full=F retry=S|never
+ *     TIME quota KEY policy=NAME remaining=R full=F retry=S|never
+ * (the second form once per quota, in the plan's order, after the first,
+ * when the quota line's plan has several quotas: each quota's own figures;
+ * the first gives the overall ones). A trace with a table of plans
+ * (sluice_trace_plans()) runs on a limiter of plans, one call at a time.
  * Events are reported from the core's event callback as they occur; a
  * submit's own decision (EMITTED -> emit, DROPPED -> drop, SCHEDULED ->
  * nothing yet) when the submit returns. In a quota line F and S are the
@@ -214,6 +240,9 @@ typedef struct sluice_trace_step {
     size_t value_len;
     uint64_t cost;                  /**< call and quota: the cost (1 when no cost= was written); 0 otherwise */
     bool has_cost;                  /**< a cost= field was written */
+    uint32_t plan;                  /**< call and quota: the plan's index in sluice_trace_plans() (0, the
+                                         default, when no plan= was written) */
+    bool has_plan;                  /**< a plan= field was written */
     sluice_close_mode_t close_mode; /**< close: drain or discard; SLUICE_CLOSE_DRAIN otherwise */
     size_t line;                    /**< the 1-based input line */
 } sluice_trace_step_t;
@@ -241,6 +270,8 @@ typedef struct sluice_trace_output {
     uint64_t remaining;          /**< quota: R, cost-1 calls admitted now */
     uint64_t full_ms;            /**< quota: F, when the whole burst is back (ms, rounded up) */
     uint64_t retry_ms;           /**< quota: S (ms, rounded up), or SLUICE_TRACE_NEVER */
+    const char *policy_name;     /**< quota, one quota of several (format v3): its name
+                                      (`policy=NAME`, NUL-terminated); NULL on the overall line */
     bool retry_never;            /**< quota: the line's cost exceeds the burst (`retry=never`) */
     bool has_successor;          /**< drop: the core named the call that took this value's place */
     size_t successor_step;       /**< when has_successor: that call's step index */
@@ -315,6 +346,19 @@ SLUICE_EXTERN void sluice_trace_free(sluice_trace_t *trace);
  * @return the policy.
  */
 SLUICE_EXTERN sluice_policy_t sluice_trace_policy(const sluice_trace_t *trace);
+
+/**
+ * The trace's plans of rate quotas (format v3), in the core's terms, for a
+ * limiter of plans (sluice_config_t.plans with sluice_rate_plans()): the
+ * declared plans in order, or one plan named "default" holding the quotas
+ * of a header without plan lines. sluice_trace_policy() is then the first
+ * quota of the default plan.
+ *
+ * @param trace a parsed trace.
+ * @return the table, valid until sluice_trace_free(); NULL for a trace of
+ *         one policy and no plan line (run on that policy alone).
+ */
+SLUICE_EXTERN const sluice_plans_t *sluice_trace_plans(const sluice_trace_t *trace);
 
 /**
  * The number of steps (input lines after the policy line).
