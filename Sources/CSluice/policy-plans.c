@@ -17,9 +17,11 @@
  *
  * Conversion of a TAT ahead of t from quota (L, per) to (L', per'), both
  * scaled: X = (TAT - t) * L is exact, and the new TAT is
- * t + ceil(X * per' / per) / L' (the exact rational rounded up to the next
- * 1/L' ns, which no reported figure can tell from the exact one: every
- * comparison and rounding the rules make is against a multiple of 1/L' ns).
+ * t + ceil(X * per' / per) / L': the exact rational rounded up to the next
+ * 1/L' ns. Converted once, no figure tells it from the exact one (every
+ * comparison and rounding the rules make is against a multiple of 1/L' ns);
+ * stored and converted again, the rounding is scaled by the next T''/T'
+ * (docs/semantics.md, "Plans"), always toward later.
  * The product takes up to 164 bits: a 192-bit multiply and divide. */
 #include "limiter-internal.h"
 #include "plans-internal.h"
