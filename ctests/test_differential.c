@@ -40,6 +40,9 @@
  * exactly once (decision EMITTED/DROPPED, or SCHEDULED then exactly one
  * event of the right key); nothing outstanding after close or free.
  *
+ * Variant P (after the others; see its section below) does the same for a
+ * rate limiter of several quotas per key and plans (sluice_plans.h).
+ *
  * Env: SLUICE_DIFF_ITERS (number of runs, default 40000, about 3 s at -O2),
  *      SLUICE_DIFF_SEED (run only this seed, printing every op),
  *      SLUICE_DIFF_SEED_BASE (first seed, default 1).
@@ -1253,17 +1256,521 @@ done:;
     return ok;
 }
 
+/* ------------------------------------------------------------------ */
+/* variant P: several quotas per key, and plans                        */
+/* ------------------------------------------------------------------ */
+/*
+ * A random table of 1..5 plans of 1..4 quotas each, named from a small pool
+ * so that plans share quota names (the conversions match quotas by name),
+ * with limits and periods both divisible and not (fractional T), bursts
+ * 1..2*limit or the default; 1..6 keys; calls naming plans by index (now and
+ * then one past the table: SLUICE_ENOPLAN and nothing changes), plain calls
+ * and quota reads (plan 0), quota reads under any plan, cancel, and now and
+ * then sluice_limiter_set_plans() replacing the table (numbers changed,
+ * quotas and plans added or removed; max_quotas fixed). Times step by 0, a
+ * fraction of T, around T and burst*T, a period, or huge jumps. Every
+ * decision field, every detail field and every quota read must equal the
+ * model's; sluice_limiter_check() after every step.
+ *
+ * Numbers: limit up to SLUICE_RATE_MAX, per up to SLUICE_DURATION_MAX, so a
+ * conversion's (TAT - t) * limit * per' needs up to 165 bits: the model
+ * computes it in 192 bits (ref_model.c, mul_div_up), nothing is restricted.
+ *
+ * Env: SLUICE_DIFF_PLANS_ITERS (runs, default 3000), SLUICE_DIFF_PLANS_SEED
+ * (run only this seed, printing every op); SLUICE_DIFF_SEED_BASE applies.
+ */
+
+#define PMAXKEYS 6
+#define PMAXPLANS 5
+#define PMAXQ 4
+
+typedef struct {
+    char pname[PMAXPLANS][24];
+    sluice_rate_quota_t q[PMAXPLANS][SLUICE_PLAN_QUOTAS_MAX];
+    sluice_plan_t plans[PMAXPLANS];
+    sluice_plans_t table;
+} ptable_t;
+
+typedef struct {
+    uint64_t seed;
+    rng_t rng;
+    bool verbose, failed;
+    char msg[1024];
+    ptable_t tab;
+    size_t max_quotas;
+    uint64_t u; /* time unit: 1 ns or 1 ms */
+    uint64_t scale, scale2;
+    uint64_t now, start;
+    int nkeys;
+    uint64_t keys[PMAXKEYS];
+    sluice_limiter_t *core;
+    ref_model_t *ref;
+    int step;
+    char last[8][256]; /* the last ops, for the failure report */
+} pctx_t;
+
+static uint64_t g_p_runs, g_p_steps, g_p_admit, g_p_drop, g_p_reads, g_p_sets, g_p_noplan;
+
+static void pfail(pctx_t *c, const char *fmt, ...) {
+    if (c->failed) return;
+    c->failed = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+    va_end(ap);
+}
+
+static void plog(pctx_t *c, const char *fmt, ...) {
+    char *b = c->last[c->step % 8];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, 256, fmt, ap);
+    va_end(ap);
+    if (c->verbose) fprintf(stderr, "  #%d %s\n", c->step, b);
+    c->step++;
+    g_p_steps++;
+}
+
+static const char *const g_qnames[] = { "second", "minute", "hour", "day", "burst" };
+
+static void gen_quota_numbers(pctx_t *c, sluice_rate_quota_t *q) {
+    rng_t *r = &c->rng;
+    unsigned x = (unsigned)rbelow(r, 100);
+    uint64_t limit = x < 50 ? rrange(r, 1, 10) : x < 85 ? rrange(r, 1, 1000) : rrange(r, 1, SLUICE_RATE_MAX);
+    uint64_t maxper = DUR_MAX / c->u;
+    uint64_t per;
+    x = (unsigned)rbelow(r, 100);
+    if (x < 35) /* divisible: T a whole number of units */
+        per = limit * rrange(r, 1, limit < 1000 ? 1000 : 3);
+    else if (x < 75)
+        per = rrange(r, 1, 100000);
+    else if (x < 92)
+        per = rrange(r, 1, 1000);
+    else
+        per = rrange(r, 1, maxper);
+    if (per > maxper) per = maxper;
+    x = (unsigned)rbelow(r, 100);
+    uint64_t burst = x < 30 ? 0 : x < 45 ? 1 : rrange(r, 1, limit * 2 < SLUICE_RATE_MAX ? limit * 2 : SLUICE_RATE_MAX);
+    q->limit = limit;
+    q->per_ns = (int64_t)(per * c->u);
+    q->burst = burst;
+}
+
+/* A plan's quotas: 1..PMAXQ distinct names from the pool. */
+static void gen_plan(pctx_t *c, int i) {
+    rng_t *r = &c->rng;
+    ptable_t *t = &c->tab;
+    size_t nq = (size_t)rrange(r, 1, c->max_quotas < PMAXQ ? c->max_quotas : PMAXQ);
+    bool used[5] = { false };
+    for (size_t k = 0; k < nq; k++) {
+        size_t n;
+        do n = (size_t)rbelow(r, 5);
+        while (used[n]);
+        used[n] = true;
+        t->q[i][k].name = g_qnames[n];
+        gen_quota_numbers(c, &t->q[i][k]);
+    }
+    t->plans[i].quotas = t->q[i];
+    t->plans[i].nquotas = nq;
+}
+
+static void gen_table(pctx_t *c) {
+    rng_t *r = &c->rng;
+    ptable_t *t = &c->tab;
+    size_t np = (size_t)rrange(r, 1, PMAXPLANS);
+    for (size_t i = 0; i < np; i++) {
+        snprintf(t->pname[i], sizeof t->pname[i], "p%zu", i);
+        t->plans[i].name = t->pname[i];
+        gen_plan(c, (int)i);
+    }
+    t->table.plans = t->plans;
+    t->table.nplans = np;
+}
+
+/* A new table from the old: numbers changed, quotas added or removed,
+ * plans added or removed (plan names stay p0.. in order). */
+static void mutate_table(pctx_t *c) {
+    rng_t *r = &c->rng;
+    ptable_t *t = &c->tab;
+    size_t np = t->table.nplans;
+    unsigned x = (unsigned)rbelow(r, 100);
+    if (x < 20 && np < PMAXPLANS) {
+        snprintf(t->pname[np], sizeof t->pname[np], "p%zu", np);
+        t->plans[np].name = t->pname[np];
+        gen_plan(c, (int)np);
+        np++;
+    } else if (x < 35 && np > 1) {
+        np--;
+    }
+    t->table.nplans = np;
+    for (size_t i = 0; i < np; i++) {
+        sluice_plan_t *p = &t->plans[i];
+        x = (unsigned)rbelow(r, 100);
+        if (x < 30) {
+            /* change one quota's numbers, keep its name */
+            gen_quota_numbers(c, &t->q[i][rbelow(r, p->nquotas)]);
+        } else if (x < 40) {
+            /* scale a quota: the same T, another limit */
+            sluice_rate_quota_t *q = &t->q[i][rbelow(r, p->nquotas)];
+            uint64_t f = rrange(r, 2, 5);
+            if (q->limit <= SLUICE_RATE_MAX / f && (uint64_t)q->per_ns <= DUR_MAX / f) {
+                q->limit *= f;
+                q->per_ns *= (int64_t)f;
+            }
+        } else if (x < 50 && p->nquotas < (c->max_quotas < PMAXQ ? c->max_quotas : PMAXQ)) {
+            /* add a quota of a name not in the plan */
+            bool used[5] = { false };
+            for (size_t k = 0; k < p->nquotas; k++)
+                for (int n = 0; n < 5; n++)
+                    if (!strcmp(t->q[i][k].name, g_qnames[n])) used[n] = true;
+            int n = (int)rbelow(r, 5);
+            while (used[n]) n = (n + 1) % 5;
+            t->q[i][p->nquotas].name = g_qnames[n];
+            gen_quota_numbers(c, &t->q[i][p->nquotas]);
+            p->nquotas++;
+        } else if (x < 60 && p->nquotas > 1) {
+            /* remove a quota */
+            size_t k = (size_t)rbelow(r, p->nquotas);
+            memmove(&t->q[i][k], &t->q[i][k + 1], (p->nquotas - k - 1) * sizeof t->q[i][0]);
+            p->nquotas--;
+        } else if (x < 65) {
+            gen_plan(c, (int)i);
+        }
+    }
+}
+
+static bool fig_eq(const sluice_quota_figures_t *a, const sluice_quota_figures_t *b) {
+    return a->remaining == b->remaining && a->full == b->full && a->retry == b->retry && a->burst == b->burst &&
+           a->limit == b->limit && a->per_ns == b->per_ns;
+}
+
+static void detail_cmp(pctx_t *c, const char *what, const sluice_plan_detail_t *dc, const sluice_plan_detail_t *dr) {
+    if (dc->plan != dr->plan || dc->nquotas != dr->nquotas || dc->refused != dr->refused) {
+        pfail(c, "%s: detail differs: core plan %u nquotas %u refused %#x, ref plan %u nquotas %u refused %#x", what,
+              dc->plan, dc->nquotas, dc->refused, dr->plan, dr->nquotas, dr->refused);
+        return;
+    }
+    for (uint32_t i = 0; i < dr->nquotas && i < SLUICE_PLAN_QUOTAS_MAX; i++) {
+        const sluice_quota_figures_t *a = &dc->quotas[i], *b = &dr->quotas[i];
+        if (!fig_eq(a, b)) {
+            pfail(c,
+                  "%s: quota %u differs: core r=%" PRIu64 " full=%" PRIu64 " retry=%" PRIu64 " burst=%" PRIu64
+                  " limit=%" PRIu64 " per=%" PRIu64 ", ref r=%" PRIu64 " full=%" PRIu64 " retry=%" PRIu64
+                  " burst=%" PRIu64 " limit=%" PRIu64 " per=%" PRIu64,
+                  what, i, a->remaining, a->full, a->retry, a->burst, a->limit, a->per_ns, b->remaining, b->full,
+                  b->retry, b->burst, b->limit, b->per_ns);
+            return;
+        }
+    }
+}
+
+static uint64_t p_cost(pctx_t *c, uint32_t plan) {
+    rng_t *r = &c->rng;
+    const ptable_t *t = &c->tab;
+    uint64_t b = 1;
+    if (plan < t->table.nplans) {
+        const sluice_plan_t *p = &t->plans[plan];
+        const sluice_rate_quota_t *q = &p->quotas[rbelow(r, p->nquotas)];
+        b = q->burst ? q->burst : q->limit;
+    }
+    unsigned x = (unsigned)rbelow(r, 100);
+    if (x < 50) return 1;
+    if (x < 70) return rrange(r, 1, 5);
+    if (x < 80) return b;
+    if (x < 88) return b < SLUICE_RATE_MAX ? b + 1 : b;
+    if (x < 96) return rrange(r, 1, b);
+    return rrange(r, 1, SLUICE_RATE_MAX);
+}
+
+static uint64_t p_time(pctx_t *c) {
+    rng_t *r = &c->rng;
+    uint64_t S = rchance(r, 25) ? c->scale2 : c->scale;
+    if (S == 0) S = 1;
+    uint64_t Sb = S > UINT64_MAX / 64 ? UINT64_MAX / 64 : S;
+    unsigned x = (unsigned)rbelow(r, 100);
+    uint64_t dt;
+    if (x < 25)
+        dt = 0;
+    else if (x < 40)
+        dt = rrange(r, 1, S / 3 > 1 ? S / 3 : 1);
+    else if (x < 60)
+        dt = S + rbelow(r, 3) - 1;
+    else if (x < 85)
+        dt = rrange(r, 0, 4 * Sb);
+    else if (x < 97)
+        dt = rrange(r, 0, 40 * Sb);
+    else
+        dt = rrange(r, 0, DUR_MAX / c->u);
+    uint64_t room = (NS_TMAX - c->now) / c->u;
+    if (dt > room) dt = room;
+    return c->now + dt * c->u;
+}
+
+/* Sets the time scales from a random quota of the table. */
+static void p_scales(pctx_t *c) {
+    const ptable_t *t = &c->tab;
+    const sluice_plan_t *p = &t->plans[rbelow(&c->rng, t->table.nplans)];
+    const sluice_rate_quota_t *q = &p->quotas[rbelow(&c->rng, p->nquotas)];
+    uint64_t per = (uint64_t)q->per_ns / c->u, b = q->burst ? q->burst : q->limit;
+    c->scale = per / q->limit ? per / q->limit : 1;
+    c->scale2 = b <= UINT64_MAX / c->scale ? b * c->scale : per;
+}
+
+static void p_submit(pctx_t *c, int k, uint64_t t, uint32_t plan, bool plain) {
+    uint64_t cost = p_cost(c, plan);
+    sluice_key_t key = sluice_key_u64(c->keys[k]);
+    sluice_decision_t dc, dr;
+    sluice_plan_detail_t tc, tr;
+    memset(&dc, 0xA5, sizeof dc);
+    memset(&dr, 0x5A, sizeof dr);
+    memset(&tc, 0xA5, sizeof tc);
+    memset(&tr, 0x5A, sizeof tr);
+    sluice_stats_t before, after;
+    sluice_limiter_stats(c->core, &before);
+    int rc, rr;
+    uint64_t tok = (uint64_t)c->step;
+    if (plain) {
+        rc = sluice_limiter_submit_cost(c->core, key, tok, cost, t, &dc);
+        rr = ref_submit_cost(c->ref, key, tok, cost, t, &dr);
+    } else {
+        rc = sluice_limiter_submit_plan(c->core, key, tok, cost, plan, t, &dc, &tc);
+        rr = ref_submit_plan(c->ref, key, tok, cost, plan, t, &dr, &tr);
+    }
+    plog(c,
+         "%s k%d cost=%" PRIu64 " plan=%u t=%" PRIu64 ": core rc %d %s at=%" PRIu64 " r=%" PRIu64 " full=%" PRIu64
+         " refused=%#x, ref rc %d %s at=%" PRIu64 " r=%" PRIu64 " full=%" PRIu64 " refused=%#x",
+         plain ? "submit_cost" : "submit_plan", k, cost, plan, t, rc, rc ? "-" : dec_name(dc.kind), dc.at, dc.remaining,
+         dc.full, plain ? 0 : tc.refused, rr, rr ? "-" : dec_name(dr.kind), dr.at, dr.remaining, dr.full,
+         plain ? 0 : tr.refused);
+    if (rc != rr) {
+        pfail(c, "submit returned %d, model %d", rc, rr);
+        return;
+    }
+    if (rc) {
+        if (rc == SLUICE_ENOPLAN) {
+            g_p_noplan++;
+            sluice_limiter_stats(c->core, &after);
+            if (after.live_keys != before.live_keys || after.admitted != before.admitted ||
+                after.dropped != before.dropped || after.memory_bytes != before.memory_bytes)
+                pfail(c, "a call naming no plan changed the limiter");
+        }
+        return;
+    }
+    if (dc.kind != dr.kind || dc.at != dr.at || dc.remaining != dr.remaining || dc.full != dr.full ||
+        dc.now != dr.now) {
+        pfail(c,
+              "decision differs: core %s at=%" PRIu64 " remaining=%" PRIu64 " full=%" PRIu64 " now=%" PRIu64
+              ", ref %s at=%" PRIu64 " remaining=%" PRIu64 " full=%" PRIu64 " now=%" PRIu64,
+              dec_name(dc.kind), dc.at, dc.remaining, dc.full, dc.now, dec_name(dr.kind), dr.at, dr.remaining, dr.full,
+              dr.now);
+        return;
+    }
+    if (!plain) detail_cmp(c, "submit_plan", &tc, &tr);
+    if (dr.kind == SLUICE_EMITTED)
+        g_p_admit++;
+    else
+        g_p_drop++;
+}
+
+static void p_quota(pctx_t *c, int k, uint64_t t, uint32_t plan, bool plain) {
+    uint64_t cost = p_cost(c, plan);
+    sluice_key_t key = sluice_key_u64(c->keys[k]);
+    sluice_quota_t qc, qr;
+    sluice_plan_detail_t tc, tr;
+    memset(&qc, 0xA5, sizeof qc);
+    memset(&qr, 0x5A, sizeof qr);
+    memset(&tc, 0xA5, sizeof tc);
+    memset(&tr, 0x5A, sizeof tr);
+    sluice_stats_t before, after;
+    sluice_limiter_stats(c->core, &before);
+    int rc, rr;
+    if (plain) {
+        rc = sluice_limiter_quota(c->core, key, cost, t, &qc);
+        rr = ref_quota(c->ref, key, cost, t, &qr);
+    } else {
+        rc = sluice_limiter_quota_plan(c->core, key, cost, plan, t, &qc, &tc);
+        rr = ref_quota_plan(c->ref, key, cost, plan, t, &qr, &tr);
+    }
+    plog(c,
+         "%s k%d cost=%" PRIu64 " plan=%u t=%" PRIu64 ": core rc %d r=%" PRIu64 " full=%" PRIu64 " retry=%" PRIu64
+         " burst=%" PRIu64 ", ref rc %d r=%" PRIu64 " full=%" PRIu64 " retry=%" PRIu64 " burst=%" PRIu64,
+         plain ? "quota" : "quota_plan", k, cost, plan, t, rc, qc.remaining, qc.full, qc.retry, qc.burst, rr,
+         qr.remaining, qr.full, qr.retry, qr.burst);
+    if (rc != rr) {
+        pfail(c, "quota returned %d, model %d", rc, rr);
+        return;
+    }
+    sluice_limiter_stats(c->core, &after);
+    if (after.live_keys != before.live_keys || after.memory_bytes != before.memory_bytes ||
+        after.admitted != before.admitted || after.dropped != before.dropped) {
+        pfail(c, "a quota read changed the limiter");
+        return;
+    }
+    if (rc) return;
+    if (qc.burst != qr.burst || qc.remaining != qr.remaining || qc.full != qr.full || qc.retry != qr.retry ||
+        qc.now != qr.now) {
+        pfail(c, "quota differs (now: core %" PRIu64 ", ref %" PRIu64 ")", qc.now, qr.now);
+        return;
+    }
+    if (!plain) detail_cmp(c, "quota_plan", &tc, &tr);
+    g_p_reads++;
+}
+
+static void p_set_plans(pctx_t *c) {
+    mutate_table(c);
+    c->tab.table.max_quotas = rchance(&c->rng, 50) ? 0 : c->max_quotas;
+    int rc = sluice_limiter_set_plans(c->core, &c->tab.table);
+    int rr = ref_set_plans(c->ref, &c->tab.table);
+    char desc[200];
+    size_t o = 0;
+    for (size_t i = 0; i < c->tab.table.nplans && o < sizeof desc - 40; i++) {
+        const sluice_plan_t *p = &c->tab.plans[i];
+        o += (size_t)snprintf(desc + o, sizeof desc - o, " %s[", p->name);
+        for (size_t k = 0; k < p->nquotas && o < sizeof desc - 40; k++)
+            o += (size_t)snprintf(desc + o, sizeof desc - o, "%s%s %" PRIu64 "/%" PRId64 " b%" PRIu64, k ? ", " : "",
+                                  p->quotas[k].name, p->quotas[k].limit, p->quotas[k].per_ns, p->quotas[k].burst);
+        if (o < sizeof desc - 2) o += (size_t)snprintf(desc + o, sizeof desc - o, "]");
+    }
+    plog(c, "set_plans:%s -> core rc %d, ref rc %d", desc, rc, rr);
+    if (rc != rr) pfail(c, "set_plans returned %d, model %d", rc, rr);
+    if (rc == 0) {
+        g_p_sets++;
+        p_scales(c);
+    }
+}
+
+static bool run_plans_one(uint64_t seed, bool verbose) {
+    pctx_t *c = calloc(1, sizeof *c);
+    if (!c) exit(2);
+    c->seed = seed;
+    c->verbose = verbose;
+    c->rng.s = seed * UINT64_C(0x9FB21C651E98DF25) + UINT64_C(0x2545F4914F6CDD1D);
+    rng_t *r = &c->rng;
+    rnext(r);
+    c->u = rchance(r, 30) ? UINT64_C(1000000) : 1;
+    c->max_quotas = rchance(r, 50) ? PMAXQ : (size_t)rrange(r, 1, PMAXQ);
+    gen_table(c);
+    c->tab.table.max_quotas = rchance(r, 50) ? 0 : c->max_quotas;
+    if (c->tab.table.max_quotas == 0) {
+        size_t mq = 0;
+        for (size_t i = 0; i < c->tab.table.nplans; i++)
+            if (c->tab.plans[i].nquotas > mq) mq = c->tab.plans[i].nquotas;
+        c->max_quotas = mq;
+    }
+    p_scales(c);
+    c->nkeys = (int)rrange(r, 1, PMAXKEYS);
+    for (int k = 0; k < c->nkeys; k++) c->keys[k] = (uint64_t)k * UINT64_C(0x9E3779B97F4A7C15) + rbelow(r, 7);
+    unsigned x = (unsigned)rbelow(r, 100);
+    uint64_t start_units = x < 40 ? 0 : x < 70 ? rrange(r, 1, 1000000) : rrange(r, 0, (NS_TMAX / 2) / c->u);
+    c->now = c->start = start_units * c->u;
+
+    sluice_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.policy = sluice_rate_plans();
+    cfg.plans = &c->tab.table;
+    cfg.start_ns = c->now;
+    cfg.tick_ns = c->u == 1 ? 1 : 0;
+    cfg.fixed_seed = true;
+    cfg.seed[0] = rnext(r);
+    cfg.seed[1] = rnext(r);
+    int rc = sluice_limiter_new(&c->core, &cfg);
+    int rr = ref_new_plans(&c->ref, &c->tab.table);
+    if (verbose)
+        fprintf(stderr, "plans seed %" PRIu64 ": unit %" PRIu64 " ns, max_quotas %zu\n", seed, c->u, c->max_quotas);
+    if (rc != 0 || rr != 0) {
+        pfail(c, "limiter_new with plans returned %d, model %d (the table should be valid)", rc, rr);
+        if (rc) c->core = NULL;
+        goto done;
+    }
+    plog(c, "new: %zu plans", c->tab.table.nplans);
+    int nops = (int)rrange(r, 10, 200);
+    for (int i = 0; i < nops && !c->failed; i++) {
+        uint64_t t = p_time(c);
+        int k = (int)rbelow(r, (uint64_t)c->nkeys);
+        uint32_t np = (uint32_t)c->tab.table.nplans;
+        uint32_t plan = (uint32_t)rbelow(r, np);
+        if (rchance(r, 3)) plan = rchance(r, 80) ? np + (uint32_t)rbelow(r, 3) : UINT32_MAX;
+        unsigned w = (unsigned)rbelow(r, 100);
+        uint64_t top = t;
+        if (c->now > c->start && rchance(r, 3)) top = c->now - (c->now - c->start) / 2; /* an earlier time */
+        if (w < 50)
+            p_submit(c, k, top, plan, false);
+        else if (w < 58)
+            p_submit(c, k, top, 0, true);
+        else if (w < 78)
+            p_quota(c, k, top, plan, false);
+        else if (w < 83)
+            p_quota(c, k, top, 0, true);
+        else if (w < 88) {
+            int cr = sluice_limiter_cancel(c->core, sluice_key_u64(c->keys[k]), top);
+            int rr2 = ref_cancel(c->ref, sluice_key_u64(c->keys[k]), top);
+            plog(c, "cancel k%d t=%" PRIu64 ": core %d, ref %d", k, top, cr, rr2);
+            if (cr != rr2) pfail(c, "cancel returned %d, model %d", cr, rr2);
+        } else if (w < 95) {
+            p_set_plans(c);
+        } else {
+            /* a quota read of every key under every plan */
+            for (int kk = 0; kk < c->nkeys && !c->failed; kk++)
+                for (uint32_t pp = 0; pp < np && !c->failed; pp++) p_quota(c, kk, t, pp, false);
+        }
+        if (top == t) c->now = t;
+        if (c->failed) break;
+        int ck = sluice_limiter_check(c->core);
+        if (ck) pfail(c, "sluice_limiter_check() returned %d", ck);
+        sluice_stats_t st, rt;
+        sluice_limiter_stats(c->core, &st);
+        rt = st;
+        ref_totals(c->ref, &rt);
+        if (!c->failed && (st.admitted != rt.admitted || st.dropped != rt.dropped))
+            pfail(c, "totals differ: core admitted %" PRIu64 " dropped %" PRIu64 ", ref %" PRIu64 " %" PRIu64,
+                  st.admitted, st.dropped, rt.admitted, rt.dropped);
+    }
+    if (!c->failed) {
+        /* close: then every call fails on both sides */
+        uint64_t t = p_time(c);
+        int a = sluice_limiter_close(c->core, t, SLUICE_CLOSE_DRAIN), b = ref_close(c->ref, t, SLUICE_CLOSE_DRAIN);
+        if (a != b) pfail(c, "close returned %d, model %d", a, b);
+        sluice_decision_t d1, d2;
+        a = sluice_limiter_submit_plan(c->core, sluice_key_u64(c->keys[0]), 1, 1, 0, t, &d1, NULL);
+        b = ref_submit_plan(c->ref, sluice_key_u64(c->keys[0]), 1, 1, 0, t, &d2, NULL);
+        if (!c->failed && (a != b || a != SLUICE_ECLOSED))
+            pfail(c, "submit_plan after close returned %d, model %d (expected SLUICE_ECLOSED)", a, b);
+    }
+
+done:;
+    bool ok = !c->failed;
+    g_p_runs++;
+    if (!ok) {
+        fprintf(stderr, "\nFAIL (plans): seed %" PRIu64 ": %s\nreplay with SLUICE_DIFF_PLANS_SEED=%" PRIu64 "\n", seed,
+                c->msg, seed);
+        fprintf(stderr, "table (as last set):\n");
+        for (size_t i = 0; i < c->tab.table.nplans; i++) {
+            const sluice_plan_t *p = &c->tab.plans[i];
+            fprintf(stderr, "  %s:", p->name);
+            for (size_t k = 0; k < p->nquotas; k++)
+                fprintf(stderr, " %s limit=%" PRIu64 " per_ns=%" PRId64 " burst=%" PRIu64 ";", p->quotas[k].name,
+                        p->quotas[k].limit, p->quotas[k].per_ns, p->quotas[k].burst);
+            fputc('\n', stderr);
+        }
+        fprintf(stderr, "last ops:\n");
+        for (int i = c->step > 8 ? c->step - 8 : 0; i < c->step; i++) fprintf(stderr, "  #%d %s\n", i, c->last[i % 8]);
+    }
+    if (c->core) sluice_limiter_free(c->core);
+    ref_free(c->ref);
+    free(c);
+    return ok;
+}
+
 /* Watchdog: a core stuck in a loop fails with the seed instead of hanging. */
-static volatile sig_atomic_t g_cur_seed_lo, g_cur_seed_hi;
+static volatile sig_atomic_t g_cur_seed_lo, g_cur_seed_hi, g_cur_plans;
 
 static void on_alarm(int sig) {
     (void)sig;
-    char buf[128];
+    char buf[192];
     uint64_t s = ((uint64_t)(uint32_t)g_cur_seed_hi << 32) | (uint32_t)g_cur_seed_lo;
     int n = snprintf(buf, sizeof buf,
-                     "\nFAIL: seed %" PRIu64
-                     " still running after 20 s (infinite loop?); replay with SLUICE_DIFF_SEED=%" PRIu64 "\n",
-                     s, s);
+                     "\nFAIL: seed %" PRIu64 " still running after 20 s (infinite loop?); replay with %s=%" PRIu64 "\n",
+                     s, g_cur_plans ? "SLUICE_DIFF_PLANS_SEED" : "SLUICE_DIFF_SEED", s);
     if (n > 0) {
         ssize_t w = write(2, buf, (size_t)n);
         (void)w;
@@ -1292,11 +1799,26 @@ int main(void) {
     bool one;
     uint64_t seed1 = env_u64("SLUICE_DIFF_SEED", 0, &one);
     if (one) return run_guarded(seed1, true) ? 0 : 1;
+    uint64_t pseed = env_u64("SLUICE_DIFF_PLANS_SEED", 0, &one);
+    if (one) return run_plans_one(pseed, true) ? 0 : 1;
     uint64_t iters = env_u64("SLUICE_DIFF_ITERS", 40000, NULL);
     uint64_t base = env_u64("SLUICE_DIFF_SEED_BASE", 1, NULL);
     for (uint64_t i = 0; i < iters; i++) {
         if (!run_guarded(base + i, false)) {
             fprintf(stderr, "test_differential: FAILED at run %" PRIu64 " of %" PRIu64 "\n", i + 1, iters);
+            return 1;
+        }
+    }
+    uint64_t piters = env_u64("SLUICE_DIFF_PLANS_ITERS", 3000, NULL);
+    for (uint64_t i = 0; i < piters; i++) {
+        g_cur_seed_lo = (sig_atomic_t)(uint32_t)(base + i);
+        g_cur_seed_hi = (sig_atomic_t)(uint32_t)((base + i) >> 32);
+        g_cur_plans = 1;
+        alarm(20);
+        bool ok = run_plans_one(base + i, false);
+        alarm(0);
+        if (!ok) {
+            fprintf(stderr, "test_differential: plans FAILED at run %" PRIu64 " of %" PRIu64 "\n", i + 1, piters);
             return 1;
         }
     }
@@ -1308,5 +1830,8 @@ int main(void) {
            "  info: %" PRIu64 " cross-key events out of time order within one advance/close\n",
            g_runs, g_ops, g_dec[1], g_dec[2], g_dec[3], g_ev[1], g_ev[2], g_ev[3], g_costly, g_quotas, g_nested,
            g_out_of_order);
+    printf("  plans: %" PRIu64 " runs, %" PRIu64 " steps: %" PRIu64 " admitted, %" PRIu64 " dropped, %" PRIu64
+           " quota reads, %" PRIu64 " tables replaced, %" PRIu64 " calls naming no plan\n",
+           g_p_runs, g_p_steps, g_p_admit, g_p_drop, g_p_reads, g_p_sets, g_p_noplan);
     return 0;
 }

@@ -189,22 +189,25 @@ __attribute__((unused)) static char *tf_run(const char *command, int *status) {
     return buf;
 }
 
-/* Whether the trace at `path` has a rate policy (its first line that is
- * not a comment or blank). */
+/* Whether the trace at `path` runs one rate quota: its header (the lines
+ * before the first step, comments and blanks aside) is one `policy rate`
+ * line. The fleet has no plans or several quotas yet: a v3 trace with `plan`
+ * lines or several quota lines is not one of these. */
 __attribute__((unused)) static bool tf_is_rate_trace(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return false;
     char line[512];
     bool rate = false;
+    int header = 0;
     while (fgets(line, sizeof line, f)) {
         char *t = line;
         while (*t == ' ' || *t == '\t') t++;
         if (*t == '#' || *t == '\n' || *t == '\0') continue;
-        rate = strncmp(t, "policy", 6) == 0 && strstr(t, " rate") != NULL;
-        break;
+        if (*t >= '0' && *t <= '9') break; /* the first step */
+        if (++header == 1) rate = strncmp(t, "policy", 6) == 0 && strstr(t, " rate") != NULL;
     }
     fclose(f);
-    return rate;
+    return rate && header == 1;
 }
 
 /* Runs every rate vector of `dir` (Tests/Vectors) through `exe --redis URL`

@@ -48,6 +48,15 @@
  *     Sources/CSluice/error.c ctests/ref/ref_model.c fuzz/fuzz_diff.c -o /tmp/fuzz_diff
  *   (plus Sources/CSluice/policy*.c)
  *   /tmp/fuzz_diff -max_total_time=60 fuzz/corpus/diff
+ *
+ * Plans: for a rate policy, some inputs (the live-key cap byte 100..199)
+ * make a limiter of plans instead (sluice_plans.h): 1..4 plans of 1..4
+ * quotas named from a pool of five, so plans share quotas; calls name a
+ * plan by index (one past the table: SLUICE_ENOPLAN), quota reads too, and
+ * some ops replace the table (sluice_limiter_set_plans: numbers, quotas and
+ * plans change, max_quotas stays 4). Every decision, detail and quota field
+ * must agree with the model's.
+ *
  * Set FUZZ_DIFF_VERBOSE=1 to print the scenario and every operation of an input.
  */
 #include <inttypes.h>
@@ -130,6 +139,12 @@ typedef struct {
     bool closed;
     int op;
     bool verbose;
+    /* plans (a rate policy only) */
+    bool plans;
+    char pname[4][4];
+    sluice_rate_quota_t pq[4][4];
+    sluice_plan_t pp[4];
+    sluice_plans_t table;
 } ctx_t;
 
 static ctx_t *G; /* for messages */
@@ -477,6 +492,127 @@ static uint64_t pick_cost(ctx_t *c, rd_t *r) {
     }
 }
 
+/* ------------------------------------------------------------------ plans */
+
+static const char *const qnames[] = { "second", "minute", "hour", "day", "burst" };
+
+/* A table of 1..4 plans of 1..4 quotas from the input (max_quotas 4). */
+static void gen_plans(ctx_t *c, rd_t *r) {
+    size_t np = 1 + rd8(r) % 4;
+    for (size_t i = 0; i < np; i++) {
+        snprintf(c->pname[i], sizeof c->pname[i], "p%u", (unsigned)i);
+        size_t nq = 1 + rd8(r) % 4;
+        bool used[5] = { false };
+        for (size_t k = 0; k < nq; k++) {
+            uint8_t f = rd8(r);
+            int n = f % 5;
+            while (used[n]) n = (n + 1) % 5;
+            used[n] = true;
+            sluice_rate_quota_t *q = &c->pq[i][k];
+            q->name = qnames[n];
+            q->limit = (f & 0x10) ? 1 + rd8(r) % 10 : 1 + rd_below(r, SLUICE_RATE_MAX);
+            uint64_t per = pick_duration(r);
+            if (c->unit > 1) per = (per > DMAX / c->unit ? DMAX / c->unit : per) * c->unit;
+            if (per == 0) per = c->unit;
+            if (f & 0x20) { /* T a whole number of units */
+                uint64_t m = per % 4 + 1;
+                if (q->limit <= DMAX / c->unit / m) per = q->limit * m * c->unit;
+            }
+            if (per > DMAX) per = DMAX;
+            q->per_ns = (int64_t)per;
+            q->burst = (f & 0x40) ? 0 : (f & 0x80) ? 1 : 1 + rd_below(r, 2 * q->limit);
+        }
+        c->pp[i].name = c->pname[i];
+        c->pp[i].quotas = c->pq[i];
+        c->pp[i].nquotas = nq;
+    }
+    c->table.plans = c->pp;
+    c->table.nplans = np;
+    c->table.max_quotas = 4;
+}
+
+static void cmp_detail(const sluice_plan_detail_t *a, const sluice_plan_detail_t *b, const char *what) {
+    REQUIRE(a->plan == b->plan && a->nquotas == b->nquotas && a->refused == b->refused,
+            "%s: detail plan %u/%u nquotas %u/%u refused %#x/%#x (core/model)", what, a->plan, b->plan, a->nquotas,
+            b->nquotas, a->refused, b->refused);
+    for (uint32_t i = 0; i < b->nquotas && i < SLUICE_PLAN_QUOTAS_MAX; i++) {
+        const sluice_quota_figures_t *x = &a->quotas[i], *y = &b->quotas[i];
+        REQUIRE(x->remaining == y->remaining && x->full == y->full && x->retry == y->retry && x->burst == y->burst &&
+                    x->limit == y->limit && x->per_ns == y->per_ns,
+                "%s: quota %u: core remaining %" PRIu64 " full %" PRIu64 " retry %" PRIu64 ", model %" PRIu64
+                " %" PRIu64 " %" PRIu64,
+                what, i, x->remaining, x->full, x->retry, y->remaining, y->full, y->retry);
+    }
+}
+
+static void do_submit_plan(ctx_t *c, rd_t *r, int k, uint64_t t) {
+    uint64_t tok = new_token(c);
+    uint64_t cost = pick_cost(c, r);
+    uint32_t plan = rd8(r) % (uint32_t)(c->table.nplans + 1); /* the last: no such plan */
+    sluice_key_t key = key_of(c, k);
+    sluice_decision_t dc, dr;
+    sluice_plan_detail_t tc, tr;
+    memset(&dc, 0, sizeof dc);
+    memset(&dr, 0, sizeof dr);
+    memset(&tc, 0, sizeof tc);
+    memset(&tr, 0, sizeof tr);
+    uint64_t before = c->now;
+    if (t > c->now) c->now = t;
+    uint64_t te = c->now;
+    int rc = sluice_limiter_submit_plan(c->core, key, tok, cost, plan, t, &dc, &tc);
+    int rr = ref_submit_plan(c->ref, key, tok, cost, plan, te, &dr, &tr);
+    if (rc == SLUICE_ERANGE || rc == SLUICE_EINVAL || rc == SLUICE_ENOPLAN) c->now = before;
+    REQUIRE(rc == rr, "submit_plan (cost %" PRIu64 ", plan %u): core %d, model %d", cost, plan, rc, rr);
+    if (rc == 0) {
+        REQUIRE(dc.kind == dr.kind && dc.at == dr.at && dc.remaining == dr.remaining && dc.full == dr.full &&
+                    dc.now == dr.now,
+                "decision (cost %" PRIu64 ", plan %u): core %d@%" PRIu64 " remaining %" PRIu64 " full %" PRIu64
+                ", model %d@%" PRIu64 " remaining %" PRIu64 " full %" PRIu64,
+                cost, plan, dc.kind, dc.at, dc.remaining, dc.full, dr.kind, dr.at, dr.remaining, dr.full);
+        cmp_detail(&tc, &tr, "submit_plan");
+        c->tc[tok] = c->tr[tok] = T_DONE;
+    } else {
+        refused_token(c, tok);
+    }
+}
+
+static void do_quota_plan(ctx_t *c, rd_t *r, int k, uint64_t t) {
+    uint64_t cost = pick_cost(c, r);
+    uint32_t plan = rd8(r) % (uint32_t)(c->table.nplans + 1);
+    sluice_key_t key = key_of(c, k);
+    sluice_stats_t before, after;
+    REQUIRE(sluice_limiter_stats(c->core, &before) == 0, "stats");
+    uint64_t te = t > c->now ? t : c->now;
+    sluice_quota_t qc, qm;
+    sluice_plan_detail_t tc, tr;
+    memset(&qc, 0, sizeof qc);
+    memset(&qm, 0, sizeof qm);
+    memset(&tc, 0, sizeof tc);
+    memset(&tr, 0, sizeof tr);
+    int rc = sluice_limiter_quota_plan(c->core, key, cost, plan, t, &qc, &tc);
+    int rr = ref_quota_plan(c->ref, key, cost, plan, te, &qm, &tr);
+    REQUIRE(rc == rr, "quota_plan (cost %" PRIu64 ", plan %u): core %d, model %d", cost, plan, rc, rr);
+    if (rc == 0) {
+        REQUIRE(qc.burst == qm.burst && qc.remaining == qm.remaining && qc.full == qm.full && qc.retry == qm.retry &&
+                    qc.now == qm.now,
+                "quota_plan (cost %" PRIu64 ", plan %u): core remaining %" PRIu64 " full %" PRIu64 " retry %" PRIu64
+                ", model %" PRIu64 " %" PRIu64 " %" PRIu64,
+                cost, plan, qc.remaining, qc.full, qc.retry, qm.remaining, qm.full, qm.retry);
+        cmp_detail(&tc, &tr, "quota_plan");
+    }
+    REQUIRE(sluice_limiter_stats(c->core, &after) == 0, "stats");
+    REQUIRE(after.live_keys == before.live_keys && after.memory_bytes == before.memory_bytes,
+            "a quota read changed the limiter");
+}
+
+static void do_set_plans(ctx_t *c, rd_t *r) {
+    gen_plans(c, r);
+    if (rd8(r) & 1) c->table.max_quotas = 0; /* 0: the limiter's */
+    int rc = sluice_limiter_set_plans(c->core, &c->table);
+    int rr = ref_set_plans(c->ref, &c->table);
+    REQUIRE(rc == rr, "set_plans: core %d, model %d", rc, rr);
+}
+
 static void do_submit(ctx_t *c, rd_t *r, int k, uint64_t t) {
     uint64_t tok = new_token(c);
     uint64_t cost = pick_cost(c, r);
@@ -603,6 +739,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (c->mode == M_ALIGNED) start = start / c->unit * c->unit;
     uint8_t capb = rd8(&r);
     c->cap = capb < 200 ? 0 : 1 + capb % 4;
+    c->plans = c->pol.kind == SLUICE_RATE && capb >= 100 && capb < 200;
+    if (c->plans) {
+        gen_plans(c, &r);
+        c->pol.limit = c->pq[0][0].limit; /* (pick_cost's burst) */
+        c->pol.burst = c->pq[0][0].burst;
+    }
     gen_keys(c, &r);
     bool pre_advance = (m & 0x80) == 0 && c->mode != M_COARSE;
 
@@ -617,8 +759,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cfg.fixed_seed = true;
     cfg.seed[0] = UINT64_C(0x0706050403020100);
     cfg.seed[1] = UINT64_C(0x0F0E0D0C0B0A0908);
+    if (c->plans) {
+        cfg.policy = sluice_rate_plans();
+        cfg.plans = &c->table;
+    }
     int rc = sluice_limiter_new(&c->core, &cfg);
-    int rr = ref_new(&c->ref, &c->pol);
+    int rr = c->plans ? ref_new_plans(&c->ref, &c->table) : ref_new(&c->ref, &c->pol);
     REQUIRE(rc == rr, "new: core %d, model %d", rc, rr);
     if (rc != 0) goto out;
     c->now = start;
@@ -643,7 +789,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int type = o % 16;
         if (c->verbose) fprintf(stderr, "  op %d: type %d key %d t %" PRIu64 "\n", c->op, type, k, t);
         if (pre_advance && type < 12 && (o & 0x40) == 0) sync_advance(c, t, (o & 0x20) ? 1 + (o >> 7) : 0);
-        if (type < 6)
+        if (c->plans && type < 4)
+            do_submit_plan(c, &r, k, t);
+        else if (c->plans && type == 6 && (o & 0x80))
+            do_quota_plan(c, &r, k, t);
+        else if (c->plans && type == 14 && (o & 0x80))
+            do_set_plans(c, &r);
+        else if (type < 6)
             do_submit(c, &r, k, t);
         else if (type == 6)
             do_quota(c, &r, k, t);

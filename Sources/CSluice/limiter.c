@@ -387,6 +387,13 @@ static SLUICE__HOT_INLINE bool call_live(struct sluice_limiter *l, uint32_t idx,
     } else if (kind == SLUICE_AUDIT) {
         if (e->node.deadline <= now) return false;
         have = sluice__audit_live(l, e, token, now, &d, &pe);
+    } else if (kind == SLUICE__KIND_PLANS) {
+        /* like rate: no event; a key to convert takes the general path */
+        sluice_decision_t *dr = out ? out : &d;
+        if (!sluice__plans_live(l, e, now, dr)) return false;
+        dr->now = now;
+        l->count.decided[dr->kind & 3]++;
+        return true;
     } else {
         return false;
     }
@@ -1041,12 +1048,19 @@ int sluice_limiter_submit_plan(sluice_limiter_t *l, sluice_key_t key, uint64_t t
                                uint64_t now, sluice_decision_t *d, sluice_plan_detail_t *det) {
     if (!l) return SLUICE_EINVAL;
     if (unusable(l)) return SLUICE_ECLOSED;
-    struct sluice__keyref k;
-    int rc = sluice__limiter_key(l, key, &k);
-    if (rc) return rc;
-    if ((rc = sluice__limiter_plan_args(l, plan, det)) != 0) return rc;
     sluice_decision_t scratch;
     sluice_decision_t *dd = d ? d : &scratch;
+    int rc;
+    if (l->plans && key.kind == SLUICE_KEY_U64 && cost == 1 && (l->gate | l->table.strong) == 0) {
+        /* an integer key: hashed and found as sluice_limiter_submit_u64() does */
+        if ((rc = sluice__limiter_plan_args(l, plan, det)) != 0) return rc;
+        rc = submit_u64(l, key.u64, sluice__fast_hash_u64_keyed(&l->u64_key, key.u64), token, now, dd, false);
+        sluice__limiter_plan_done(l, rc, dd, cost, NULL, det);
+        return rc;
+    }
+    struct sluice__keyref k;
+    if ((rc = sluice__limiter_key(l, key, &k)) != 0) return rc;
+    if ((rc = sluice__limiter_plan_args(l, plan, det)) != 0) return rc;
     rc = submit_hot(l, &k, token, cost, now, dd, false);
     sluice__limiter_plan_done(l, rc, dd, cost, &k, det);
     return rc;

@@ -94,6 +94,13 @@ static inline size_t sluice__plans_ext(uint32_t max_quotas) { return ((size_t)ma
 
 extern const struct sluice__policy_ops sluice__plans_ops;
 
+/* A call of cost 1 under plan l->plan_arg on a key whose entry records
+ * that plan's quota set (live, or idle in place), for the short path of
+ * submit (limiter.c, call_live): each quota by rate's fast path. Fills the
+ * whole of *d (and l->detail_arg); false, having changed nothing, when the
+ * key needs converting or a quota is outside the fast path's bounds. */
+bool sluice__plans_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t t, sluice_decision_t *d);
+
 /* Plan `plan`'s quotas (nquotas, burst, limit, per_ns) into *det, zeroing the rest. */
 void sluice__plans_describe(const struct sluice_limiter *l, uint32_t plan, sluice_plan_detail_t *det);
 

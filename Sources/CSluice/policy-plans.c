@@ -10,16 +10,19 @@
  *  - token: the id of its quota set (plans-internal.h), held by the entry;
  *  - its extra bytes: for each quota of that set, its TAT as rate keeps one
  *    (policy-rate.c): `full` (the TAT rounded up, 8 bytes) and the
- *    remainder r < limit (5 bytes), TAT = full - (r != 0) + r / limit.
+ *    remainder r < limit (5 bytes), TAT = full - (r != 0) + r / limit;
+ *    the remainders come first, then the fulls (get_r, get_full).
  *
  * Each quota is decided by rate's own arithmetic (sluice__rate_decide, its
  * 64-bit fast path or the exact one), so one quota here is the rate policy.
  *
  * Conversion of a TAT ahead of t from quota (L, per) to (L', per'), both
  * scaled: X = (TAT - t) * L is exact, and the new TAT is
- * t + ceil(X * per' / per) / L' (the exact rational rounded up to the next
- * 1/L' ns, which no reported figure can tell from the exact one: every
- * comparison and rounding the rules make is against a multiple of 1/L' ns).
+ * t + ceil(X * per' / per) / L': the exact rational rounded up to the next
+ * 1/L' ns. Converted once, no figure tells it from the exact one (every
+ * comparison and rounding the rules make is against a multiple of 1/L' ns);
+ * stored and converted again, the rounding is scaled by the next T''/T'
+ * (docs/semantics.md, "Plans"), always toward later.
  * The product takes up to 164 bits: a 192-bit multiply and divide. */
 #include "limiter-internal.h"
 #include "plans-internal.h"
@@ -37,21 +40,35 @@ struct kstate {
 
 static inline unsigned char *ext_of(const struct sluice__entry *e) { return (unsigned char *)(e + 1); }
 
-static inline uint64_t get_full(const struct sluice__entry *e, uint32_t i) {
+/* The extra bytes for m quotas: the m remainders first, 5 bytes each, then
+ * the m fulls, 8 bytes each (unaligned). A remainder is read and written as
+ * the low 40 bits of an 8-byte word, which stays inside the record (the
+ * fulls follow): one load or one load and store, not five bytes. */
+#define R_MASK ((UINT64_C(1) << 40) - 1)
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "policy-plans.c packs remainders as little-endian words"
+#endif
+
+static inline uint64_t get_full(const struct sluice__entry *e, uint32_t m, uint32_t i) {
     uint64_t v;
-    memcpy(&v, ext_of(e) + 8u * i, 8);
+    memcpy(&v, ext_of(e) + 5u * m + 8u * i, 8);
     return v;
 }
 
-static inline uint64_t get_r(const struct sluice__entry *e, uint32_t m, uint32_t i) {
-    const unsigned char *p = ext_of(e) + 8u * m + 5u * i;
-    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32;
+static inline uint64_t get_r(const struct sluice__entry *e, uint32_t i) {
+    uint64_t v;
+    memcpy(&v, ext_of(e) + 5u * i, 8);
+    return v & R_MASK;
 }
 
 static inline void put(struct sluice__entry *e, uint32_t m, uint32_t i, uint64_t full, uint64_t r) {
-    memcpy(ext_of(e) + 8u * i, &full, 8);
-    unsigned char *p = ext_of(e) + 8u * m + 5u * i;
-    for (int b = 0; b < 5; b++) p[b] = (unsigned char)(r >> (8 * b));
+    unsigned char *p = ext_of(e) + 5u * i;
+    uint64_t v;
+    memcpy(&v, p, 8);
+    v = (v & ~R_MASK) | r;
+    memcpy(p, &v, 8);
+    memcpy(ext_of(e) + 5u * m + 8u * i, &full, 8);
 }
 
 /* ---- conversion ---- */
@@ -107,8 +124,8 @@ static void load(const struct sluice_limiter *l, const struct sluice__entry *e, 
     }
     if (e->token == sid) {
         for (uint32_t j = 0; j < s->n; j++) {
-            k->full[j] = get_full(e, j);
-            k->r[j] = get_r(e, m, j);
+            k->full[j] = get_full(e, m, j);
+            k->r[j] = get_r(e, j);
         }
         return;
     }
@@ -117,8 +134,8 @@ static void load(const struct sluice_limiter *l, const struct sluice__entry *e, 
         k->full[j] = k->r[j] = 0;
         for (uint32_t i = 0; i < old->n; i++) {
             if (old->name_len[i] != s->name_len[j] || memcmp(old->name[i], s->name[j], s->name_len[j]) != 0) continue;
-            uint64_t f = get_full(e, i);
-            if (f > t) convert(&old->q[i], &s->q[j], f, get_r(e, m, i), t, &k->full[j], &k->r[j]);
+            uint64_t f = get_full(e, m, i);
+            if (f > t) convert(&old->q[i], &s->q[j], f, get_r(e, i), t, &k->full[j], &k->r[j]);
             break;
         }
     }
@@ -132,8 +149,63 @@ static void figures_of(const struct sluice__gcra *g, sluice_quota_figures_t *f) 
     f->per_ns = g->per;
 }
 
+/* A refused call: nothing changes; the overall retry, the key's full as it
+ * stands (converted), and each quota's figures when asked for. */
+static void refuse(const struct sluice_limiter *l, const struct sluice__qset *s, const struct kstate *ks,
+                   const struct sluice__rate_res *o, uint32_t refused, uint64_t cost, uint64_t t, sluice_decision_t *d) {
+    uint64_t at = t, full = t;
+    for (uint32_t j = 0; j < s->n; j++) {
+        if (o[j].kind == SLUICE_DROPPED && o[j].at > at) at = o[j].at;
+        uint64_t f = ks->full[j] > t ? ks->full[j] : t;
+        if (f > full) full = f;
+    }
+    d->kind = SLUICE_DROPPED;
+    d->at = at;
+    d->full = full;
+    d->remaining = 0;
+    sluice_plan_detail_t *det = l->detail_arg;
+    if (!det) return;
+    det->refused = refused;
+    for (uint32_t j = 0; j < s->n; j++) {
+        sluice_quota_t q;
+        sluice__rate_quota(&s->q[j], ks->full[j], ks->r[j], cost, t, &q);
+        det->quotas[j].remaining = q.remaining;
+        det->quotas[j].full = q.full;
+        det->quotas[j].retry = q.retry;
+    }
+}
+
+/* An admitted call: every quota's new TAT into the entry (which records
+ * set `s` already), the decision and each quota's figures. */
+static void admit(struct sluice_limiter *l, struct sluice__entry *e, const struct sluice__qset *s,
+                  const struct sluice__rate_res *o, uint64_t t, sluice_decision_t *d) {
+    uint32_t m = l->plans->max_quotas;
+    uint64_t full = 0, remaining = UINT64_MAX;
+    for (uint32_t j = 0; j < s->n; j++) {
+        put(e, m, j, o[j].deadline, o[j].token);
+        if (o[j].deadline > full) full = o[j].deadline;
+        if (o[j].remaining < remaining) remaining = o[j].remaining;
+    }
+    e->node.deadline = full;
+    /* a conversion may bring a key's full below the expiry's lower bound */
+    if (full < l->rate_lb) l->rate_lb = full;
+    if (full < l->rate_pass_min) l->rate_pass_min = full;
+    d->kind = SLUICE_EMITTED;
+    d->at = t;
+    d->full = full;
+    d->remaining = remaining;
+    sluice_plan_detail_t *det = l->detail_arg;
+    if (!det) return;
+    det->refused = 0;
+    for (uint32_t j = 0; j < s->n; j++) {
+        det->quotas[j].remaining = o[j].remaining;
+        det->quotas[j].full = o[j].deadline;
+        det->quotas[j].retry = t;
+    }
+}
+
 /* A call of `cost` at t on the key (idx, or SLUICE__NONE) under plan
- * l->plan_arg, detail to l->detail_arg. */
+ * l->plan_arg, detail to l->detail_arg: every case. */
 static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32_t idx, uint64_t token, uint64_t cost,
                 uint64_t t, sluice_decision_t *d) {
     (void)token;
@@ -149,29 +221,8 @@ static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32
         sluice__rate_decide(&s->q[j], ks.full[j], ks.r[j], cost, t, &o[j]);
         if (o[j].kind == SLUICE_DROPPED) refused |= 1u << j;
     }
-    sluice_plan_detail_t *det = l->detail_arg;
     if (refused) {
-        /* nothing changes: the overall retry and the key's full as it stands */
-        uint64_t at = t, full = t;
-        for (uint32_t j = 0; j < s->n; j++) {
-            if (o[j].kind == SLUICE_DROPPED && o[j].at > at) at = o[j].at;
-            uint64_t f = ks.full[j] > t ? ks.full[j] : t;
-            if (f > full) full = f;
-        }
-        d->kind = SLUICE_DROPPED;
-        d->at = at;
-        d->full = full;
-        d->remaining = 0;
-        if (det) {
-            det->refused = refused;
-            for (uint32_t j = 0; j < s->n; j++) {
-                sluice_quota_t q;
-                sluice__rate_quota(&s->q[j], ks.full[j], ks.r[j], cost, t, &q);
-                det->quotas[j].remaining = q.remaining;
-                det->quotas[j].full = q.full;
-                det->quotas[j].retry = q.retry;
-            }
-        }
+        refuse(l, s, &ks, o, refused, cost, t, d);
         return 0;
     }
     if (!e) {
@@ -180,37 +231,41 @@ static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32
         e = sluice__entry_of(l, idx);
         e->token = sid;
         sluice__qset_hold(pl, sid);
+        admit(l, e, s, o, t, d);
         sluice__rate_step(l, idx, t);
-        e = sluice__entry_of(l, idx);
-    } else if (e->token != sid) {
+        return 0;
+    }
+    if (e->token != sid) {
         uint32_t was = (uint32_t)e->token;
         e->token = sid;
         sluice__qset_hold(pl, sid);
         sluice__qset_release(&l->mem, pl, was);
     }
-    uint64_t full = 0, remaining = UINT64_MAX;
-    for (uint32_t j = 0; j < s->n; j++) {
-        put(e, pl->max_quotas, j, o[j].deadline, o[j].token);
-        if (o[j].deadline > full) full = o[j].deadline;
-        if (o[j].remaining < remaining) remaining = o[j].remaining;
-    }
-    e->node.deadline = full;
-    /* a conversion may bring a key's full below the expiry's lower bound */
-    if (full < l->rate_lb) l->rate_lb = full;
-    if (full < l->rate_pass_min) l->rate_pass_min = full;
-    d->kind = SLUICE_EMITTED;
-    d->at = t;
-    d->full = full;
-    d->remaining = remaining;
-    if (det) {
-        det->refused = 0;
-        for (uint32_t j = 0; j < s->n; j++) {
-            det->quotas[j].remaining = o[j].remaining;
-            det->quotas[j].full = o[j].deadline;
-            det->quotas[j].retry = t;
-        }
-    }
+    admit(l, e, s, o, t, d);
     return 0;
+}
+
+bool sluice__plans_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t t, sluice_decision_t *d) {
+    const struct sluice__plans *pl = l->plans;
+    uint32_t sid = pl->table.plan[l->plan_arg].set;
+    if (SLUICE__UNLIKELY(e->token != sid)) return false; /* a conversion: the general path */
+    const struct sluice__qset *s = pl->sets[sid];
+    uint32_t m = pl->max_quotas;
+    struct kstate ks;
+    struct sluice__rate_res o[SLUICE_PLAN_QUOTAS_MAX];
+    uint32_t refused = 0;
+    bool idle = e->node.deadline <= t; /* every TAT passed: fresh */
+    for (uint32_t j = 0; j < s->n; j++) {
+        ks.full[j] = idle ? 0 : get_full(e, m, j);
+        ks.r[j] = idle ? 0 : get_r(e, j);
+        if (!sluice__rate_decide_fast(&s->q[j], ks.full[j], ks.r[j], 1, t, &o[j])) return false;
+        if (o[j].kind == SLUICE_DROPPED) refused |= 1u << j;
+    }
+    if (refused)
+        refuse(l, s, &ks, o, refused, 1, t, d);
+    else
+        admit(l, e, s, o, t, d);
+    return true;
 }
 
 /* The quota read under plan l->plan_arg, each quota to l->detail_arg. */
@@ -291,7 +346,7 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
     if (s->refs < 1) return "plans entry's quota set has no reference";
     uint64_t full = 0;
     for (uint32_t j = 0; j < s->n; j++) {
-        uint64_t f = get_full(e, j), r = get_r(e, pl->max_quotas, j);
+        uint64_t f = get_full(e, pl->max_quotas, j), r = get_r(e, j);
         if (r >= s->q[j].limit) return "plans remainder not below its quota's limit";
         if (f == 0 && r != 0) return "plans TAT below zero";
         if (f > full) full = f;

@@ -36,6 +36,16 @@ struct ref_entry {
     /* rate: TAT * limit, exact (absent for a fresh key) */
     bool has_tat;
     u128 tat_scaled;
+
+    /* rate with plans: the quotas the key was last charged under (a copy of
+     * their names and numbers, not a plan index: set_plans may change the
+     * plan) and each one's TAT * limit; nq == 0 for a key never charged */
+    size_t nq;
+    struct ref_quota {
+        char name[SLUICE_PLAN_NAME_MAX + 1];
+        uint64_t limit, per, burst; /* burst with the default applied */
+        u128 tat;                   /* TAT * limit */
+    } q[SLUICE_PLAN_QUOTAS_MAX];
 };
 
 struct ref_model {
@@ -57,6 +67,15 @@ struct ref_model {
 
     /* totals: decisions by kind, later events by kind */
     uint64_t decided[4], reported[4];
+
+    /* rate with plans (ref_new_plans): a copy of the table */
+    bool has_plans;
+    struct ref_plan {
+        char name[SLUICE_PLAN_NAME_MAX + 1];
+        size_t nq;
+        struct ref_quota q[SLUICE_PLAN_QUOTAS_MAX]; /* tat unused */
+    } *plans;
+    size_t nplans, max_quotas;
 };
 
 /* ------------------------------------------------------------------ */
@@ -216,6 +235,7 @@ void ref_free(ref_model_t *m) {
     }
     free(m->keys);
     free(m->ev);
+    free(m->plans);
     free(m);
 }
 
@@ -504,7 +524,9 @@ int ref_quota(ref_model_t *m, sluice_key_t key, uint64_t cost, uint64_t now, slu
     if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
     int rc = key_check(key);
     if (rc) return rc;
+    if (m->has_plans) return ref_quota_plan(m, key, cost, 0, now, out, NULL); /* the default plan */
     if (now < m->now) now = m->now; /* a peek does not move the clock */
+    out->now = now;
     /* Quota of a key: at time t, with tat = max(TAT, t):
      * remaining = floor((t + burst*T - tat) / T), full = tat,
      * retry(n) = max(t, tat + n*T - burst*T); never when n > burst. */
@@ -534,7 +556,9 @@ int ref_submit_cost(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t c
     if (m->closed) return SLUICE_ECLOSED;
     if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
     if (cost != 1 && m->p.kind != SLUICE_RATE) return SLUICE_EINVAL;
+    if (m->has_plans) return ref_submit_plan(m, key, token, cost, 0, now, decision, NULL); /* the default plan */
     see(m, &now);
+    decision->now = now;
     decision->remaining = decision->full = 0; /* rate only */
     if (pass_through(m)) {
         /* "interval == 0 means pass-through: every call emits at once." */
@@ -617,6 +641,7 @@ int ref_cancel(ref_model_t *m, sluice_key_t key, uint64_t now) {
         /* "cancel(key) forgets the key's history (a fresh quota)" */
         e->has_tat = false;
         e->tat_scaled = 0;
+        e->nq = 0; /* plans: no memory, no plan */
         return 0;
     }
     /* cancel(key): a pending value is dropped; the key returns to IDLE,
@@ -662,6 +687,7 @@ int ref_close(ref_model_t *m, uint64_t now, sluice_close_mode_t mode) {
             log_event(m, mode == SLUICE_CLOSE_DRAIN ? SLUICE_EVENT_EMIT : SLUICE_EVENT_DISCARD, e, e->pending, now);
         to_idle(e);
         e->has_tat = false;
+        e->nq = 0;
     }
     m->closed = true;
     after_transition(m, mark);
@@ -701,10 +727,369 @@ uint64_t ref_live_count(const ref_model_t *m) {
     uint64_t n = 0;
     for (size_t i = 0; i < m->nkeys; i++) {
         const struct ref_entry *e = m->keys[i];
-        if (m->p.kind == SLUICE_RATE)
+        if (m->has_plans) {
+            bool live = false;
+            for (size_t j = 0; j < e->nq; j++) live |= e->q[j].tat > (u128)m->now * e->q[j].limit;
+            n += live;
+        } else if (m->p.kind == SLUICE_RATE)
             n += e->has_tat && e->tat_scaled > (u128)m->now * m->p.limit;
         else
             n += e->state != IDLE;
     }
     return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* several quotas per key, and plans (sluice_plans.h)                  */
+/* ------------------------------------------------------------------ */
+/*
+ * Written from the rules alone:
+ *  - quota q (limit L, per P, burst B): T = P / L; each TAT is kept as
+ *    S = TAT * L, an integer (t*L and n*P are integers);
+ *  - a call of cost n at t is admitted iff for EVERY quota of its plan
+ *    new_q = max(S_q, t*L) + n*P satisfies new_q - t*L <= B*P; then every
+ *    S_q = new_q; otherwise nothing changes;
+ *  - a key charged under other quotas (kept as a copy of their names and
+ *    numbers) is first converted, quota by quota matched by name: for a TAT
+ *    still ahead of t, TAT' = t + (TAT - t) * T' / T, that is
+ *    S' = t*L' + (S - t*L) * P' / P, rounded up to an integer (the next
+ *    1/L' ns, as sluice_plans.h says); every other quota is fresh. Only an
+ *    admitted call stores the converted state.
+ *    One conversion rounded so cannot be told from the exact rational by any
+ *    reported figure. A stored rounded conversion converted again can: the
+ *    error (< 1/L' ns) is scaled by T''/T'. E.g. free s 1/3ms, then at 1 ms
+ *    pro s 7/2ms (stored), then a read under s 1/1e9ms: full 1666667001 ms
+ *    here, 1666666668 ms exactly. This model follows sluice_plans.h (round
+ *    up at each conversion), like an implementation in integers must.
+ * (S - t*L) < 2^105 and P' < 2^60: the product needs up to 165 bits, so it
+ * goes through mul_div_up() below (192-bit product, 64-bit divisor).
+ */
+
+/* ceil(a * b / c) for c >= 1; false when it does not fit in 128 bits. */
+static bool mul_div_up(u128 a, uint64_t b, uint64_t c, u128 *out) {
+    const u128 M = UINT64_MAX;
+    u128 p0 = (a & M) * b, p1 = (a >> 64) * b;
+    u128 mid = (p0 >> 64) + (p1 & M);
+    uint64_t limb[3] = { (uint64_t)p0, (uint64_t)mid, (uint64_t)((p1 >> 64) + (mid >> 64)) };
+    uint64_t q[3];
+    u128 r = 0;
+    for (int i = 2; i >= 0; i--) {
+        u128 cur = (r << 64) | limb[i];
+        q[i] = (uint64_t)(cur / c);
+        r = cur % c;
+    }
+    if (q[2]) return false;
+    u128 v = ((u128)q[1] << 64) | q[0];
+    if (r) {
+        if (v == ~(u128)0) return false;
+        v++;
+    }
+    *out = v;
+    return true;
+}
+
+static bool name_ok(const char *s) {
+    if (!s) return false;
+    size_t n = strlen(s);
+    if (n < 1 || n > SLUICE_PLAN_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                  ch == '.' || ch == '-';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* The rules of sluice_plans_check(). */
+static int plans_check(const sluice_plans_t *t) {
+    if (!t || !t->plans) return SLUICE_EINVAL;
+    if (t->nplans < 1 || t->nplans > SLUICE_PLANS_MAX) return SLUICE_EINVAL;
+    if (t->max_quotas > SLUICE_PLAN_QUOTAS_MAX) return SLUICE_EINVAL;
+    for (size_t i = 0; i < t->nplans; i++) {
+        const sluice_plan_t *p = &t->plans[i];
+        if (!name_ok(p->name)) return SLUICE_EINVAL;
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(p->name, t->plans[j].name)) return SLUICE_EINVAL;
+        if (!p->quotas || p->nquotas < 1 || p->nquotas > SLUICE_PLAN_QUOTAS_MAX) return SLUICE_EINVAL;
+        if (t->max_quotas && p->nquotas > t->max_quotas) return SLUICE_EINVAL;
+        for (size_t k = 0; k < p->nquotas; k++) {
+            const sluice_rate_quota_t *q = &p->quotas[k];
+            if (!name_ok(q->name)) return SLUICE_EINVAL;
+            for (size_t j = 0; j < k; j++)
+                if (!strcmp(q->name, p->quotas[j].name)) return SLUICE_EINVAL;
+            if (q->limit < 1 || q->per_ns < 1) return SLUICE_EINVAL;
+            if (q->limit > SLUICE_RATE_MAX || q->burst > SLUICE_RATE_MAX || q->per_ns > SLUICE_DURATION_MAX)
+                return SLUICE_ERANGE;
+        }
+    }
+    return 0;
+}
+
+static void plans_copy(ref_model_t *m, const sluice_plans_t *t) {
+    struct ref_plan *np = xrealloc(NULL, t->nplans * sizeof *np);
+    memset(np, 0, t->nplans * sizeof *np);
+    for (size_t i = 0; i < t->nplans; i++) {
+        strcpy(np[i].name, t->plans[i].name);
+        np[i].nq = t->plans[i].nquotas;
+        for (size_t k = 0; k < np[i].nq; k++) {
+            const sluice_rate_quota_t *q = &t->plans[i].quotas[k];
+            strcpy(np[i].q[k].name, q->name);
+            np[i].q[k].limit = q->limit;
+            np[i].q[k].per = (uint64_t)q->per_ns;
+            np[i].q[k].burst = q->burst ? q->burst : q->limit; /* 0 means limit */
+        }
+    }
+    free(m->plans);
+    m->plans = np;
+    m->nplans = t->nplans;
+}
+
+int ref_new_plans(ref_model_t **out, const sluice_plans_t *plans) {
+    if (!out) return SLUICE_EINVAL;
+    int rc = plans_check(plans);
+    if (rc) return rc;
+    ref_model_t *m = calloc(1, sizeof *m);
+    if (!m) return SLUICE_ENOMEM;
+    m->p = sluice_rate_plans();
+    m->has_plans = true;
+    size_t mq = plans->max_quotas;
+    if (mq == 0)
+        for (size_t i = 0; i < plans->nplans; i++)
+            if (plans->plans[i].nquotas > mq) mq = plans->plans[i].nquotas;
+    m->max_quotas = mq;
+    plans_copy(m, plans);
+    *out = m;
+    return 0;
+}
+
+int ref_set_plans(ref_model_t *m, const sluice_plans_t *plans) {
+    if (!m || !plans) return SLUICE_EINVAL;
+    if (m->closed) return SLUICE_ECLOSED;
+    if (!m->has_plans) return SLUICE_EINVAL;
+    int rc = plans_check(plans);
+    if (rc) return rc;
+    /* (SLUICE_ERANGE as the core: the header allows either) */
+    if (plans->max_quotas && plans->max_quotas != m->max_quotas) return SLUICE_ERANGE;
+    for (size_t i = 0; i < plans->nplans; i++)
+        if (plans->plans[i].nquotas > m->max_quotas) return SLUICE_ERANGE;
+    /* Keys keep their state (and the quotas it was charged under): each is
+     * converted at its next call. */
+    plans_copy(m, plans);
+    return 0;
+}
+
+int ref_plan_count(const ref_model_t *m) { return m && m->has_plans ? (int)m->nplans : 1; }
+
+int ref_plan_index(const ref_model_t *m, const char *name, uint32_t *out) {
+    if (!m || !name || !out) return SLUICE_EINVAL;
+    if (!m->has_plans) return SLUICE_EINVAL;
+    for (size_t i = 0; i < m->nplans; i++)
+        if (!strcmp(m->plans[i].name, name)) {
+            *out = (uint32_t)i;
+            return 0;
+        }
+    return SLUICE_ENOPLAN;
+}
+
+/* The end of the clock for a quota of limit L, scaled. */
+static u128 q_end(const struct ref_quota *q) { return (u128)UINT64_MAX * q->limit; }
+
+static uint64_t q_ceil_ns(const struct ref_quota *q, u128 x) {
+    u128 v = x / q->limit + (x % q->limit != 0);
+    return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
+/* The key's scaled tat = max(TAT', t*L') of each quota of plan `pl` at t,
+ * its state converted from the quotas it was last charged under. A
+ * converted TAT past the end of the clock is held as end + 1 (no call can
+ * then pass that quota; every figure is the same as for the exact value). */
+static void plan_view(const struct ref_entry *e, const struct ref_plan *pl, uint64_t t, u128 *tat) {
+    for (size_t j = 0; j < pl->nq; j++) {
+        const struct ref_quota *nq = &pl->q[j];
+        u128 ts = (u128)t * nq->limit;
+        tat[j] = ts; /* fresh */
+        if (!e) continue;
+        for (size_t i = 0; i < e->nq; i++) {
+            const struct ref_quota *oq = &e->q[i];
+            if (strcmp(oq->name, nq->name)) continue;
+            u128 ots = (u128)t * oq->limit;
+            if (oq->tat <= ots) break; /* passed: fresh */
+            /* S' = t*L' + ceil((S - t*L) * P' / P) */
+            u128 d;
+            if (!mul_div_up(oq->tat - ots, nq->per, oq->per, &d) || d > q_end(nq) - ts)
+                tat[j] = q_end(nq) + 1;
+            else
+                tat[j] = ts + d;
+            break;
+        }
+    }
+}
+
+/* One quota's figures at t for a cost n, given its scaled tat (>= t*L). */
+static void q_figures(const struct ref_quota *q, u128 tat, uint64_t t, uint64_t n, sluice_quota_figures_t *f,
+                      bool *admits) {
+    u128 P = q->per, BP = (u128)q->burst * P, ts = (u128)t * q->limit, end = q_end(q);
+    u128 room = ts + BP < end ? ts + BP : end;
+    u128 fresh = tat + (u128)n * P;
+    f->remaining = tat >= room ? 0 : (uint64_t)((room - tat) / P);
+    f->full = q_ceil_ns(q, tat);
+    f->burst = q->burst;
+    f->limit = q->limit;
+    f->per_ns = q->per;
+    /* admitted iff n <= burst, new - t <= burst*T, and new within the clock */
+    *admits = n <= q->burst && fresh <= end && fresh - ts <= BP;
+    if (n > q->burst || fresh > end)
+        f->retry = SLUICE_NEVER;
+    else if (fresh - ts > BP)
+        f->retry = q_ceil_ns(q, fresh - BP);
+    else
+        f->retry = t;
+}
+
+/* Detail of a model without plans: one plan of the policy's one quota. */
+static void single_detail(const ref_model_t *m, sluice_plan_detail_t *det) {
+    memset(det, 0, sizeof *det);
+    det->plan = 0;
+    det->nquotas = 1;
+    det->quotas[0].burst = m->burst;
+    det->quotas[0].limit = m->p.limit;
+    det->quotas[0].per_ns = (uint64_t)m->p.per_ns;
+}
+
+static int plan_call(ref_model_t *m, struct ref_entry *e, uint64_t cost, uint32_t plan, uint64_t t,
+                     sluice_decision_t *d, sluice_plan_detail_t *det) {
+    const struct ref_plan *pl = &m->plans[plan];
+    u128 tat[SLUICE_PLAN_QUOTAS_MAX];
+    plan_view(e, pl, t, tat);
+    memset(det, 0, sizeof *det);
+    det->plan = plan;
+    det->nquotas = (uint32_t)pl->nq;
+    bool all = true;
+    bool admits[SLUICE_PLAN_QUOTAS_MAX];
+    for (size_t j = 0; j < pl->nq; j++) {
+        q_figures(&pl->q[j], tat[j], t, cost, &det->quotas[j], &admits[j]);
+        if (!admits[j]) {
+            all = false;
+            det->refused |= 1u << j;
+        }
+    }
+    d->now = t;
+    if (all) {
+        /* every quota admits: charge them all, and the key is now under this plan */
+        e->nq = pl->nq;
+        d->remaining = UINT64_MAX;
+        d->full = 0;
+        for (size_t j = 0; j < pl->nq; j++) {
+            e->q[j] = pl->q[j];
+            e->q[j].tat = tat[j] + (u128)cost * pl->q[j].per;
+            bool ok;
+            q_figures(&e->q[j], e->q[j].tat, t, cost, &det->quotas[j], &ok);
+            det->quotas[j].retry = t; /* it passed, now */
+            if (det->quotas[j].remaining < d->remaining) d->remaining = det->quotas[j].remaining;
+            if (det->quotas[j].full > d->full) d->full = det->quotas[j].full;
+        }
+        d->kind = SLUICE_EMITTED;
+        d->at = t;
+    } else {
+        /* refused: nothing changes, in any quota (the conversion is not kept) */
+        d->kind = SLUICE_DROPPED;
+        d->remaining = 0;
+        d->full = 0;
+        d->at = t;
+        for (size_t j = 0; j < pl->nq; j++) {
+            if (det->quotas[j].full > d->full) d->full = det->quotas[j].full;
+            if (det->quotas[j].retry > d->at) d->at = det->quotas[j].retry; /* NEVER is the largest */
+        }
+    }
+    return 0;
+}
+
+int ref_submit_plan(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t cost, uint32_t plan, uint64_t now,
+                    sluice_decision_t *decision, sluice_plan_detail_t *detail) {
+    sluice_decision_t dummy;
+    sluice_plan_detail_t ddummy;
+    if (!decision) decision = &dummy;
+    if (!detail) detail = &ddummy;
+    if (!m) return SLUICE_EINVAL;
+    int rc = key_check(key);
+    if (rc) return rc;
+    if (m->closed) return SLUICE_ECLOSED;
+    if (m->p.kind != SLUICE_RATE) return SLUICE_EINVAL;
+    /* (a bad plan is reported before a bad cost, as the core does: the
+     * header leaves the order open) */
+    if (m->has_plans ? plan >= m->nplans : plan != 0) return SLUICE_ENOPLAN; /* nothing changes, not even the clock */
+    if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
+    if (!m->has_plans) {
+        /* only plan 0, the policy's one quota */
+        sluice_quota_t q;
+        rc = ref_quota(m, key, cost, now, &q); /* the figures as the key stands */
+        if (rc) return rc;
+        rc = ref_submit_cost(m, key, token, cost, now, decision);
+        if (rc) return rc;
+        single_detail(m, detail);
+        if (decision->kind == SLUICE_EMITTED) {
+            detail->quotas[0].remaining = decision->remaining;
+            detail->quotas[0].full = decision->full;
+            detail->quotas[0].retry = decision->now;
+        } else {
+            detail->refused = 1;
+            detail->quotas[0].remaining = q.remaining;
+            detail->quotas[0].full = q.full;
+            detail->quotas[0].retry = q.retry;
+        }
+        return 0;
+    }
+    (void)token; /* rate decides at once: no token is kept */
+    see(m, &now);
+    struct ref_entry *e = find(m, key, true);
+    plan_call(m, e, cost, plan, now, decision, detail);
+    m->decided[decision->kind & 3]++;
+    return 0;
+}
+
+int ref_quota_plan(ref_model_t *m, sluice_key_t key, uint64_t cost, uint32_t plan, uint64_t now, sluice_quota_t *out,
+                   sluice_plan_detail_t *detail) {
+    sluice_plan_detail_t ddummy;
+    if (!detail) detail = &ddummy;
+    if (!m || !out) return SLUICE_EINVAL;
+    if (m->closed) return SLUICE_ECLOSED;
+    if (m->p.kind != SLUICE_RATE) return SLUICE_EINVAL;
+    if (m->has_plans ? plan >= m->nplans : plan != 0) return SLUICE_ENOPLAN; /* (before cost and key, as the core) */
+    if (cost == 0 || cost > SLUICE_RATE_MAX) return SLUICE_ERANGE;
+    int rc = key_check(key);
+    if (rc) return rc;
+    if (!m->has_plans) {
+        rc = ref_quota(m, key, cost, now, out);
+        if (rc) return rc;
+        single_detail(m, detail);
+        detail->quotas[0].remaining = out->remaining;
+        detail->quotas[0].full = out->full;
+        detail->quotas[0].retry = out->retry;
+        detail->refused = out->retry != out->now;
+        return 0;
+    }
+    if (now < m->now) now = m->now; /* a peek does not move the clock */
+    const struct ref_plan *pl = &m->plans[plan];
+    u128 tat[SLUICE_PLAN_QUOTAS_MAX];
+    plan_view(find(m, key, false), pl, now, tat);
+    memset(detail, 0, sizeof *detail);
+    detail->plan = plan;
+    detail->nquotas = (uint32_t)pl->nq;
+    out->remaining = UINT64_MAX;
+    out->full = 0;
+    out->retry = now;
+    out->burst = UINT64_MAX;
+    out->now = now;
+    for (size_t j = 0; j < pl->nq; j++) {
+        bool admits;
+        sluice_quota_figures_t *f = &detail->quotas[j];
+        q_figures(&pl->q[j], tat[j], now, cost, f, &admits);
+        if (!admits) detail->refused |= 1u << j;
+        if (f->remaining < out->remaining) out->remaining = f->remaining;
+        if (f->full > out->full) out->full = f->full;
+        if (f->retry > out->retry) out->retry = f->retry;
+        if (f->burst < out->burst) out->burst = f->burst;
+    }
+    return 0;
 }

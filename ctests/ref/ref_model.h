@@ -125,4 +125,49 @@ void ref_set_hook(ref_model_t *m, ref_hook_fn fn, void *user);
  *  integer). Returns true when they are the same key. */
 bool ref_key_equal(sluice_key_t a, sluice_key_t b);
 
+/* ------------------------------------------------------------------ */
+/* Several quotas per key, and plans (sluice_plans.h)                  */
+/* ------------------------------------------------------------------ */
+/*
+ * A model of plans keeps, per key, a copy of the quotas (names and numbers)
+ * it was last charged under and each one's TAT * limit, exactly; a call or a
+ * quota read under other quotas converts that state by quota name (rounded
+ * up to the next 1/limit ns, as sluice_plans.h says), and only an admitted
+ * call stores it. ref_submit_cost() and ref_quota() use plan 0 on such a
+ * model; ref_submit_plan() and ref_quota_plan() on a rate model without
+ * plans accept plan 0 only (its one quota).
+ */
+
+/** Creates a rate model of plans (the table is copied; checked as
+ *  sluice_plans_check() does). Returns 0, SLUICE_EINVAL or SLUICE_ERANGE. */
+int ref_new_plans(ref_model_t **out, const sluice_plans_t *plans);
+
+/** Replaces the plans (keys keep their state, converted at their next call).
+ *  Returns 0, SLUICE_EINVAL (invalid table, a model without plans),
+ *  SLUICE_ERANGE (numbers out of range, a plan of more quotas than the
+ *  model's max_quotas, a max_quotas other than 0 or the model's) or
+ *  SLUICE_ECLOSED. */
+int ref_set_plans(ref_model_t *m, const sluice_plans_t *plans);
+
+/** Number of plans (1 for a model without plans). */
+int ref_plan_count(const ref_model_t *m);
+
+/** A plan's index by name: 0, SLUICE_ENOPLAN or SLUICE_EINVAL. */
+int ref_plan_index(const ref_model_t *m, const char *name, uint32_t *out);
+
+/** A call under plan `plan`: as sluice_limiter_submit_plan(). `detail` (may
+ *  be NULL) gets each quota's figures: after an admitted call its remaining
+ *  and full after it and retry = the call's time; after a dropped one the
+ *  figures as the key stands (converted) and the refusing quotas' bits.
+ *  Returns 0, SLUICE_ENOPLAN (nothing changed), or as ref_submit_cost(). */
+int ref_submit_plan(ref_model_t *m, sluice_key_t key, uint64_t token, uint64_t cost, uint32_t plan, uint64_t now,
+                    sluice_decision_t *decision, sluice_plan_detail_t *detail);
+
+/** A quota read under plan `plan` (a peek: nothing changes): overall
+ *  remaining = the least, full = the latest, retry = the latest, burst = the
+ *  least; `detail` (may be NULL) each quota's, with bit i of `refused` set
+ *  when quota i would refuse a call of that cost now. */
+int ref_quota_plan(ref_model_t *m, sluice_key_t key, uint64_t cost, uint32_t plan, uint64_t now, sluice_quota_t *out,
+                   sluice_plan_detail_t *detail);
+
 #endif /* SLUICE_REF_MODEL_H */

@@ -1,5 +1,5 @@
 /*
- * ref-trace.c — runs a conformance trace (format v2, docs/trace-format.md)
+ * ref-trace.c — runs a conformance trace (format v3, docs/trace-format.md)
  * against the reference model (ctests/ref/ref_model.c), not the core.
  * Used to cross-check the .expected files of Tests/Vectors, which are written
  * by hand. It has its own small parser on purpose: it shares no code with the
@@ -112,12 +112,15 @@ static void drain_events(ref_model_t *m) {
     ref_clear_events(m);
 }
 
+static char quota_name[64]; /* the name= of the last policy line parsed, or "" */
+
 static sluice_policy_t parse_policy(char **f, int n) {
     sluice_policy_t p;
+    quota_name[0] = 0;
     memset(&p, 0, sizeof p);
     if (n < 2) fail("missing policy kind");
     bool seen[16] = { false };
-    const char *opts[] = { "interval", "leading", "trailing", "pick", "maxwait", "limit", "per", "burst" };
+    const char *opts[] = { "interval", "leading", "trailing", "pick", "maxwait", "limit", "per", "burst", "name" };
     bool have_interval = false, have_limit = false, have_per = false;
     if (!strcmp(f[1], "throttle"))
         p = sluice_throttle(0, true, true, SLUICE_PICK_LATEST);
@@ -135,7 +138,7 @@ static sluice_policy_t parse_policy(char **f, int n) {
         *eq = 0;
         const char *name = f[i], *val = eq + 1;
         int o = -1;
-        for (int j = 0; j < 8; j++)
+        for (int j = 0; j < 9; j++)
             if (!strcmp(name, opts[j])) o = j;
         if (o < 0) fail("unknown option '%s'", name);
         if (seen[o]) fail("option '%s' repeats", name);
@@ -147,6 +150,7 @@ static sluice_policy_t parse_policy(char **f, int n) {
                       ((o == 1 || o == 2) && (kind == SLUICE_THROTTLE || kind == SLUICE_DEBOUNCE)) ||
                       (o == 3 && kind == SLUICE_THROTTLE) || (o == 4 && kind == SLUICE_DEBOUNCE) ||
                       (o >= 5 && kind == SLUICE_RATE);
+        if (o == 8 && kind != SLUICE_RATE) fail("unknown option 'name'");
         if (!ok_for) fail("option '%s' does not apply to this policy", name);
         switch (o) {
         case 0:
@@ -189,11 +193,121 @@ static sluice_policy_t parse_policy(char **f, int n) {
             if (parse_u64(val, SLUICE_RATE_MAX, &v) || v < 1) fail("bad burst");
             p.burst = v;
             break;
+        case 8:
+            if (!*val) fail("missing value for name");
+            if (strlen(val) > 32) fail("bad name '%s'", val);
+            strcpy(quota_name, val);
+            break;
         }
     }
     if (p.kind == SLUICE_RATE && (!have_limit || !have_per)) fail("rate needs limit and per");
     if (p.kind != SLUICE_RATE && !have_interval) fail("missing interval");
     return p;
+}
+
+/* v3 header: rate quotas, in plans or not. */
+#define MAXQ 8
+#define MAXP 64
+static struct hplan {
+    char name[64];
+    size_t nq;
+    char qname[MAXQ][64];
+    sluice_rate_quota_t q[MAXQ];
+} hplans[MAXP];
+static size_t nhplans;
+static bool saw_plan_line;
+static sluice_policy_t first_policy;
+static size_t npolicies;
+
+static void header_plan(char **f, int n) {
+    if (n < 2) fail("missing field");
+    if (n > 2) fail("extra field '%s'", f[2]);
+    if (nhplans && !saw_plan_line) fail("quota outside a plan");
+    if (nhplans && hplans[nhplans - 1].nq == 0) fail("plan without quota");
+    if (nhplans == MAXP) fail("too many plans");
+    for (size_t i = 0; i < nhplans; i++)
+        if (!strcmp(hplans[i].name, f[1])) fail("duplicate plan '%s'", f[1]);
+    if (strlen(f[1]) > 32) fail("bad name '%s'", f[1]);
+    saw_plan_line = true;
+    strcpy(hplans[nhplans++].name, f[1]);
+}
+
+static void header_policy(char **f, int n) {
+    sluice_policy_t p = parse_policy(f, n);
+    if (npolicies == 0) first_policy = p;
+    npolicies++;
+    if (npolicies > 1 && (p.kind != SLUICE_RATE || first_policy.kind != SLUICE_RATE))
+        fail("only rate policies can be combined");
+    if (saw_plan_line && p.kind != SLUICE_RATE) fail("only rate policies can be combined");
+    if (p.kind != SLUICE_RATE) return;
+    if (!nhplans) strcpy(hplans[nhplans++].name, "default");
+    struct hplan *h = &hplans[nhplans - 1];
+    if (h->nq == MAXQ) fail("too many quotas");
+    for (size_t i = 0; i < h->nq; i++)
+        if (quota_name[0] && !strcmp(h->qname[i], quota_name)) fail("duplicate quota '%s'", quota_name);
+    strcpy(h->qname[h->nq], quota_name);
+    h->q[h->nq].limit = p.limit;
+    h->q[h->nq].per_ns = p.per_ns;
+    h->q[h->nq].burst = p.burst;
+    h->nq++;
+}
+
+/* TIME VERB KEY ... [cost=N] [plan=NAME]: takes the options off the end */
+static void step_options(char **f, int *n, int fixed, uint64_t *cost, const char **plan) {
+    *cost = 1;
+    *plan = NULL;
+    bool seen_cost = false;
+    while (*n > fixed) {
+        char *o = f[*n - 1];
+        if (!strncmp(o, "cost=", 5) && !seen_cost) {
+            if (parse_u64(o + 5, UINT64_C(1000000000000), cost) || *cost == 0) fail("bad cost");
+            seen_cost = true;
+        } else if (!strncmp(o, "plan=", 5) && !*plan) {
+            if (!o[5]) fail("missing value for plan");
+            *plan = o + 5;
+        } else {
+            break;
+        }
+        (*n)--;
+    }
+}
+
+static void print_ms_up(uint64_t ns) {
+    if (ns == SLUICE_NEVER)
+        printf("never");
+    else
+        printf("%" PRIu64, ns / MS + (ns % MS != 0));
+}
+
+static ref_model_t *build_model(bool force_plans, bool *plans_mode) {
+    ref_model_t *m = NULL;
+    if (!npolicies) fail("expected a policy line");
+    if (nhplans && hplans[nhplans - 1].nq == 0) fail("plan without quota");
+    if (first_policy.kind == SLUICE_RATE && (npolicies > 1 || saw_plan_line || force_plans)) {
+        sluice_plan_t pl[MAXP];
+        const char *dflt = "default";
+        for (size_t i = 0; i < nhplans; i++) {
+            struct hplan *h = &hplans[i];
+            for (size_t k = 0; k < h->nq; k++) {
+                if (!h->qname[k][0]) {
+                    if (h->nq > 1) fail("quota needs a name");
+                    strcpy(h->qname[k], dflt);
+                }
+                h->q[k].name = h->qname[k];
+            }
+            pl[i].name = h->name;
+            pl[i].quotas = h->q;
+            pl[i].nquotas = h->nq;
+        }
+        sluice_plans_t table = { pl, nhplans, 0 };
+        int rc = ref_new_plans(&m, &table);
+        if (rc) fail("invalid plans (%d)", rc);
+        *plans_mode = true;
+    } else {
+        int rc = ref_new(&m, &first_policy);
+        if (rc) fail("invalid policy (%d)", rc);
+    }
+    return m;
 }
 
 int main(int argc, char **argv) {
@@ -202,8 +316,13 @@ int main(int argc, char **argv) {
         perror(argv[1]);
         return 2;
     }
+    /* REF_TRACE_PLANS=1: run a trace of one rate policy as a table of one
+     * plan (a cross-check of the model's plans against the v2 vectors) */
+    const char *force = getenv("REF_TRACE_PLANS");
+    bool force_plans = force && *force == '1';
     char buf[8192];
     ref_model_t *m = NULL;
+    bool plans_mode = false;
     uint64_t last = 0;
     bool closed = false;
     while (fgets(buf, sizeof buf, in)) {
@@ -215,13 +334,15 @@ int main(int argc, char **argv) {
         int n = split(buf, f, 15);
         if (n == 0) continue;
         if (n > 15) fail("too many fields");
-        if (!m) {
-            if (strcmp(f[0], "policy")) fail("expected a policy line");
-            sluice_policy_t p = parse_policy(f, n);
-            int rc = ref_new(&m, &p);
-            if (rc) fail("invalid policy (%d)", rc);
+        if (!m && !strcmp(f[0], "policy")) {
+            header_policy(f, n);
             continue;
         }
+        if (!m && !strcmp(f[0], "plan")) {
+            header_plan(f, n);
+            continue;
+        }
+        if (!m) m = build_model(force_plans, &plans_mode);
         if (closed) fail("line after close");
         uint64_t ms;
         if (parse_u64(f[0], TIME_MAX_MS, &ms)) fail("bad time");
@@ -233,18 +354,27 @@ int main(int argc, char **argv) {
         ref_advance(m, t);
         drain_events(m);
         const char *verb = f[1];
-        if (!strcmp(verb, "call")) {
-            /* v2: an optional cost=N (rate only; the model refuses it elsewhere) */
-            uint64_t cost = 1;
-            if (n == 5 && !strncmp(f[4], "cost=", 5)) {
-                if (parse_u64(f[4] + 5, UINT64_C(1000000000000), &cost) || cost == 0) fail("bad cost");
-                n = 4;
+        uint64_t cost = 1;
+        const char *plan_name = NULL;
+        uint32_t plan = 0;
+        if (!strcmp(verb, "call") || !strcmp(verb, "quota")) {
+            step_options(f, &n, !strcmp(verb, "call") ? 4 : 3, &cost, &plan_name);
+            if (plan_name) {
+                if (first_policy.kind != SLUICE_RATE) fail("plan needs a rate policy");
+                if (plans_mode) {
+                    if (ref_plan_index(m, plan_name, &plan)) fail("unknown plan '%s'", plan_name);
+                } else if (strcmp(plan_name, "default")) {
+                    fail("unknown plan '%s'", plan_name);
+                }
             }
+        }
+        if (!strcmp(verb, "call")) {
             if (n != 4) fail("call needs KEY VALUE");
             sluice_key_t k = sluice_key_bytes(f[2], strlen(f[2]));
             uint64_t tok = intern_value(f[3]);
             sluice_decision_t d;
-            int rc = ref_submit_cost(m, k, tok, cost, t, &d);
+            int rc = first_policy.kind == SLUICE_RATE ? ref_submit_plan(m, k, tok, cost, plan, t, &d, NULL)
+                                                      : ref_submit_cost(m, k, tok, cost, t, &d);
             if (rc) fail("submit failed (%d)", rc);
             drain_events(m);
             if (d.kind == SLUICE_EMITTED)
@@ -252,22 +382,27 @@ int main(int argc, char **argv) {
             else if (d.kind == SLUICE_DROPPED)
                 printf("%" PRIu64 " drop %s %s\n", ms, f[2], f[3]);
         } else if (!strcmp(verb, "quota")) {
-            /* v2: TIME quota KEY [cost=N] -> remaining, full and retry (ms rounded up) */
-            uint64_t cost = 1;
-            if (n == 4 && !strncmp(f[3], "cost=", 5)) {
-                if (parse_u64(f[3] + 5, UINT64_C(1000000000000), &cost) || cost == 0) fail("bad cost");
-                n = 3;
-            }
+            /* TIME quota KEY [cost=N] [plan=NAME] -> remaining, full and retry (ms rounded
+             * up), then each quota's when the plan has more than one */
             if (n != 3) fail("quota needs KEY");
             sluice_quota_t q;
-            int rc = ref_quota(m, sluice_key_bytes(f[2], strlen(f[2])), cost, t, &q);
+            sluice_plan_detail_t det;
+            int rc = ref_quota_plan(m, sluice_key_bytes(f[2], strlen(f[2])), cost, plan, t, &q, &det);
             if (rc) fail("quota failed (%d)", rc);
-            printf("%" PRIu64 " quota %s remaining=%" PRIu64 " full=%" PRIu64, ms, f[2], q.remaining,
-                   q.full / MS + (q.full % MS != 0));
-            if (q.retry == SLUICE_NEVER)
-                printf(" retry=never\n");
-            else
-                printf(" retry=%" PRIu64 "\n", q.retry / MS + (q.retry % MS != 0));
+            printf("%" PRIu64 " quota %s remaining=%" PRIu64 " full=", ms, f[2], q.remaining);
+            print_ms_up(q.full);
+            printf(" retry=");
+            print_ms_up(q.retry);
+            printf("\n");
+            if (det.nquotas > 1)
+                for (uint32_t i = 0; i < det.nquotas; i++) {
+                    printf("%" PRIu64 " quota %s policy=%s remaining=%" PRIu64 " full=", ms, f[2],
+                           hplans[plan].qname[i], det.quotas[i].remaining);
+                    print_ms_up(det.quotas[i].full);
+                    printf(" retry=");
+                    print_ms_up(det.quotas[i].retry);
+                    printf("\n");
+                }
         } else if (!strcmp(verb, "flush") || !strcmp(verb, "cancel") || !strcmp(verb, "pending")) {
             if (n != 3) fail("%s needs KEY", verb);
             sluice_key_t k = sluice_key_bytes(f[2], strlen(f[2]));
@@ -293,7 +428,8 @@ int main(int argc, char **argv) {
     }
     if (!m) {
         lineno++;
-        fail("no policy");
+        if (!npolicies) fail("no policy");
+        m = build_model(force_plans, &plans_mode);
     }
     if (!closed) {
         /* let time run on until no deadline is left */

@@ -1,6 +1,6 @@
 /*
  * tracecmp — compares the output of a trace runner with an expected output
- * (trace format v2, docs/trace-format.md).
+ * (trace format v3, docs/trace-format.md).
  *
  *   tracecmp EXPECTED ACTUAL     exit 0 when they match, 1 when they differ,
  *                                2 on a usage or I/O error
@@ -9,7 +9,9 @@
  * Output lines are `TIME emit|drop|discard KEY VALUE`,
  * `TIME pending KEY yes|no` or
  * `TIME quota KEY remaining=R full=F retry=S|never` (R, F, S decimal
- * numbers without leading zeros), fields separated by one space. The order of
+ * numbers without leading zeros; v3: one quota's line of a plan of several
+ * has `policy=NAME` after KEY, NAME 1 to 32 of A-Z a-z 0-9 _ . -),
+ * fields separated by one space. The order of
  * lines of different keys at the same instant is unspecified, so two outputs
  * match when:
  *   1. every line of both is well formed;
@@ -70,8 +72,21 @@ static bool take_number(const char **p, const char *name) {
     return true;
 }
 
-/* The tail of a quota line: "remaining=R full=F retry=S|never". */
+static bool is_name_char(char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+           c == '-';
+}
+
+/* The tail of a quota line: "[policy=NAME ]remaining=R full=F retry=S|never". */
 static const char *check_quota_tail(const char *p) {
+    if (strncmp(p, "policy=", 7) == 0) {
+        size_t n = 0;
+        p += 7;
+        while (is_name_char(p[n])) n++;
+        if (n == 0 || n > 32 || p[n] != ' ')
+            return "policy= must name a quota (1 to 32 of A-Z a-z 0-9 _ . -) and one space";
+        p += n + 1;
+    }
     if (!take_number(&p, "remaining") || *p++ != ' ') return "a quota line must go on with remaining=R and one space";
     if (!take_number(&p, "full") || *p++ != ' ') return "a quota line must go on with full=F and one space";
     if (strcmp(p, "retry=never") == 0) return NULL;
@@ -460,6 +475,21 @@ static int self_test(void) {
         { "quota empty number", "0 quota A remaining=2 full=0 retry=0\n", "0 quota A remaining= full=0 retry=0\n", 1 },
         { "quota retry garbage", "0 quota A remaining=2 full=0 retry=0\n",
           "0 quota A remaining=2 full=0 retry=nevermore\n", 1 },
+        { "quota lines of a plan",
+          "0 quota A remaining=0 full=9 retry=5\n0 quota A policy=s remaining=0 full=4 retry=5\n"
+          "0 quota A policy=day.1 remaining=7 full=9 retry=0\n",
+          "0 quota A remaining=0 full=9 retry=5\n0 quota A policy=s remaining=0 full=4 retry=5\n"
+          "0 quota A policy=day.1 remaining=7 full=9 retry=0\n",
+          0 },
+        { "quota lines of a plan swapped",
+          "0 quota A policy=s remaining=0 full=4 retry=5\n0 quota A policy=d remaining=7 full=9 retry=0\n",
+          "0 quota A policy=d remaining=7 full=9 retry=0\n0 quota A policy=s remaining=0 full=4 retry=5\n", 1 },
+        { "other quota name", "0 quota A policy=s remaining=0 full=4 retry=5\n",
+          "0 quota A policy=t remaining=0 full=4 retry=5\n", 1 },
+        { "quota name empty", "0 quota A policy=s remaining=0 full=4 retry=5\n",
+          "0 quota A policy= remaining=0 full=4 retry=5\n", 1 },
+        { "quota name bad", "0 quota A policy=s remaining=0 full=4 retry=5\n",
+          "0 quota A policy=s/t remaining=0 full=4 retry=5\n", 1 },
     };
     int failed = 0;
     size_t n = sizeof cases / sizeof cases[0];

@@ -117,6 +117,12 @@ extension BenchResults {
                     extra.append("peak +\(Format.mib(r.peak_rss_bytes)), refused \(r.refused ?? 0)")
                 case "threads":
                     if let c = r.cpu_ns_per_op { extra.append("cpu \(Format.ns(c)) ns/op") }
+                case "quotas":
+                    if let a = r.admitted, r.ops > 0 {
+                        extra.append(String(format: "admitted %.1f %%", 100 * Double(a) / Double(r.ops)))
+                    }
+                    if let b = r.bytes_per_key { extra.append("\(Format.bytes(b)) B/key") }
+                    if r.threads > 1, let c = r.cpu_ns_per_op { extra.append("cpu \(Format.ns(c)) ns/op") }
                 default:
                     if let w = r.wall_ns_per_op { extra.append("wall \(Format.ns(w)) ns/op") }
                 }

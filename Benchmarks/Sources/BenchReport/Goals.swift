@@ -141,6 +141,7 @@ extension BenchResults {
         }
         goals += coarseClockGoals()
         goals += batchGoals()
+        goals += quotasGoals()
         goals += fleetGoals()
         return goals
     }
@@ -239,5 +240,72 @@ extension BenchResults {
                 name: name, measured: parts.joined(separator: "; "), holds: holds,
                 detail: "ns per call over dispatch-tuned's, same keys and threads")
         ]
+    }
+}
+
+extension BenchResults {
+    /// Goals of the quotas scenario (three quotas per key on one plan): the
+    /// cost of three quotas against sluice-c's own single quota, against a
+    /// dispatch-tuned that keeps three GCRA states per key, and the memory.
+    func quotasGoals() -> [Goal] {
+        var goals: [Goal] = []
+        func value(_ impl: String, _ n: Int, _ threads: Int) -> Double? {
+            row("quotas", impl, keys: n, threads: threads).flatMap(Metric.value)
+        }
+        func cases(_ base: String) -> [(keys: Int, threads: Int, c: Double, b: Double)] {
+            var out: [(Int, Int, Double, Double)] = []
+            for threads in [1, 2] {
+                let sizes = Set(rows.filter { $0.scenario == "quotas" && $0.threads == threads }.map(\.keys)).sorted()
+                for n in sizes {
+                    if let c = value("sluice-c", n, threads), let b = value(base, n, threads), b > 0 {
+                        out.append((n, threads, c, b))
+                    }
+                }
+            }
+            return out
+        }
+        func label(_ n: Int, _ threads: Int) -> String {
+            "\(Format.keys(n)) ×\(threads)"
+        }
+        // Q1. sluice-c with three quotas <= 1.6x sluice-c with one (every size and thread count).
+        let q1 = "quotas: sluice-c (three quotas) ≤ 1.6× its own single-quota time (sluice-c-1q)"
+        let one = cases("sluice-c-1q")
+        goals.append(
+            one.isEmpty
+                ? Goal(name: q1, measured: "not measured", holds: nil, detail: "")
+                : Goal(
+                    name: q1,
+                    measured: one.map { "\(label($0.keys, $0.threads)): \(Format.ratio($0.c / $0.b))" }
+                        .joined(separator: "; "),
+                    holds: one.allSatisfy { $0.c <= 1.6 * $0.b },
+                    detail:
+                        "keys × threads: ns per call over sluice-c-1q's (sluice_rate() with the first quota, sluice_limiter_submit_u64 / sluice_mt_submit_u64)"
+                ))
+        // Q2. sluice-c <= 0.5x dispatch-tuned with three GCRA states per key.
+        let q2 = "quotas: sluice-c ≤ 0.5× dispatch-tuned (three GCRA states per key)"
+        let dt = cases("dispatch-tuned")
+        goals.append(
+            dt.isEmpty
+                ? Goal(name: q2, measured: "not measured", holds: nil, detail: "")
+                : Goal(
+                    name: q2,
+                    measured: dt.map { "\(label($0.keys, $0.threads)): \(Format.ratio($0.c / $0.b))" }
+                        .joined(separator: "; "),
+                    holds: dt.allSatisfy { $0.c <= 0.5 * $0.b },
+                    detail: "keys × threads: ns per call over dispatch-tuned's"))
+        // Q3. memory: sluice-c <= 96 B per key with three quotas, at 1M keys (a full run).
+        let q3 = "quotas memory at 1M keys: sluice-c ≤ 96 B per key with three quotas"
+        let n = 1_000_000
+        if let b = row("quotas", "sluice-c", keys: n)?.bytes_per_key {
+            var detail = "RSS growth over the setup of every key, one thread"
+            let others = ["sluice-c-1q", "dispatch-tuned"].compactMap { impl in
+                row("quotas", impl, keys: n)?.bytes_per_key.map { "\(impl) \(Format.bytes($0)) B/key" }
+            }
+            if !others.isEmpty { detail += "; " + others.joined(separator: ", ") }
+            goals.append(Goal(name: q3, measured: "\(Format.bytes(b)) B/key", holds: b <= 96, detail: detail))
+        } else {
+            goals.append(Goal(name: q3, measured: "not measured", holds: nil, detail: ""))
+        }
+        return goals
     }
 }

@@ -132,7 +132,7 @@ public struct Row: Codable, Sendable {
     public var workload: String?
     /// fleet: admissions beyond what the quota allows (burst + elapsed/T per key; must be 0).
     public var over_admitted: Int?
-    /// fleet: calls admitted, and calls Redis could not decide (timeouts, errors).
+    /// fleet and quotas: calls admitted; fleet: calls Redis could not decide (timeouts, errors).
     public var admitted: Int?
     public var failures: Int?
     /// fleet: the load. Closed loop ("mixed", "abuse"): `in_flight` calls
@@ -205,12 +205,14 @@ public struct Row: Codable, Sendable {
 /// The names used in the JSON, in display order.
 public enum Names {
     public static let scenarios = [
-        "throttle-hot", "debounce-rearm", "fire", "memory", "lateness", "spray", "threads",
+        "throttle-hot", "debounce-rearm", "fire", "memory", "lateness", "spray", "threads", "quotas",
     ]
     public static let impls = [
         "sluice-c", "sluice-swift", "dispatch-naive", "dispatch-tuned", "libevent-timers", "floor",
-        "sluice-c-batch", "sluice-swift-batch", "sluice-c-coarse",
+        "sluice-c-batch", "sluice-swift-batch", "sluice-c-coarse", "sluice-c-1q",
     ]
+    /// quotas: the implementations that run it (sluice-c-1q: sluice-c with one quota).
+    public static let quotasImpls: Set<String> = ["sluice-c", "sluice-c-1q", "dispatch-tuned"]
     /// Implementations that submit in batches (`submit_many`, `submit(contentsOf:)`):
     /// throttle-hot and debounce-rearm only.
     public static let batchImpls: Set<String> = ["sluice-c-batch", "sluice-swift-batch"]

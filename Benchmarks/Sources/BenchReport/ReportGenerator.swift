@@ -208,6 +208,9 @@ public struct ReportGenerator {
               time, at the time the clock step gives them: `sluice_limiter_submit_many()` and
               `Limiter.submit(contentsOf:)` (same results as single calls; the keys of a batch
               are hashed first and their state prefetched, so the cache misses overlap).
+            - **`sluice-c-1q`** (`quotas` only) — `sluice-c` with one quota: `sluice_rate()` with
+              the plan's first quota, through `sluice_limiter_submit_u64()` /
+              `sluice_mt_submit_u64()`, the cheapest single-quota calls.
 
             Dispatch's timers need the real clock: the Dispatch baselines read `DispatchTime.now()`
             on every call (about 20–25 ns here), which is part of what they cost.
@@ -244,6 +247,7 @@ public struct ReportGenerator {
             "A stream of unique keys on a rate limiter (1 per minute) with a cap of 10 000 live keys: every new key past the cap is refused (Sluice: `SLUICE_EFULL` / `LimiterError.full`; the baselines check their own count). ns per call, and the peak RSS growth during the spray, which must stay bounded."
         )
         s += threadsSection(chartsDir)
+        s += quotasSection()
         s += """
             ## Reproducing
 
@@ -251,6 +255,7 @@ public struct ReportGenerator {
             make bench              # the full suite (≤ 10 min on 2 cores), then the table and the goals
             make bench QUICK=1      # every scenario at keys ≤ 100k (≤ 3 min)
             Benchmarks/.build/release/sluice-bench run --scenario fire --impl sluice-c --impl libevent-timers
+            Benchmarks/.build/release/sluice-bench run --scenario quotas --output /tmp/quotas.json  # this scenario alone (≈ 20 s)
             Benchmarks/.build/release/sluice-bench report   # this page and docs/charts/ from results/latest.json
             cd Benchmarks && swift package benchmark        # single-operation microbenchmarks (package-benchmark)
             ```
@@ -409,6 +414,60 @@ public struct ReportGenerator {
                             Format.ratio(results.ratio(r, to: "sluice-c")),
                             Format.ratio(results.ratio(r, to: "sluice-swift")),
                             Format.ns(r.cpu_ns_per_op),
+                        ].joined(separator: " | ") + " |\n"
+                }
+            }
+        }
+        return s + "\n"
+    }
+
+    func quotasSection() -> String {
+        let rows = results.rows.filter { $0.scenario == "quotas" }
+        guard !rows.isEmpty else { return "" }
+        var s = """
+            ### `quotas`
+
+            A rate limiter with three quotas per key on one plan — `second` 10 per second (burst
+            10), `minute` 300 per minute, `hour` 10 000 per hour (bursts = limits) — on calls to
+            existing keys in random order (every key charged once first, untimed). The emission
+            intervals (100, 200, 360 ms) are whole nanoseconds, so every implementation's GCRA is
+            exact. At the manual clock's pace (100 ns per call) a key is called every N × 100 ns:
+            at 1k keys `second` refuses nearly every call, at 100k it admits about a third (four
+            fifths in a quick run, whose span is shorter), at 1M all; `minute` and `hour` are charged on every admitted
+            call but never bind within the measured span, so `sluice-c-1q` makes the same
+            decisions on one thread (the `admitted` column; the real-clock cases differ a little,
+            their pace is their own). One thread: `sluice-c` is the core
+            (`sluice_limiter_submit_plan()`) on the manual clock, as `throttle-hot`; two threads:
+            the loop layer (`sluice_mt_submit_plan()`, real clock), each thread its own half of the
+            keys, as `threads`. `sluice-c-1q` runs the same calls under `sluice_rate()` with the
+            first quota alone (`sluice_limiter_submit_u64()` / `sluice_mt_submit_u64()`).
+            `dispatch-tuned` keeps a struct of three TATs per key in its 16 `Mutex`-guarded
+            dictionaries (one lookup, updated in place; all or nothing; swept every second) and
+            reads `DispatchTime.now()` per call. One thread: process CPU ns per call; two threads:
+            wall ns per call (throughput). Bytes per key: RSS growth over the setup of every key
+            (one thread). Goals: `sluice-c` ≤ 1.6× `sluice-c-1q`, ≤ 0.5× `dispatch-tuned`, and
+            ≤ 96 B per key with three quotas at 1M keys.
+
+
+            """
+        s += header([
+            "keys", "threads", "implementation", "ns/call", "÷ sluice-c-1q", "÷ dispatch-tuned", "admitted", "B/key",
+        ])
+        for keys in Set(rows.map(\.keys)).sorted() {
+            for threads in [1, 2] {
+                for impl in Names.impls {
+                    guard let r = results.row("quotas", impl, keys: keys, threads: threads) else { continue }
+                    s +=
+                        "| "
+                        + [
+                            Format.keys(keys), "\(threads)", "`\(impl)`", Format.ns(r.ns_per_op),
+                            Format.ratio(results.ratio(r, to: "sluice-c-1q")),
+                            Format.ratio(results.ratio(r, to: "dispatch-tuned")),
+                            r.admitted.map {
+                                r.ops > 0 ? String(format: "%.1f %%", 100 * Double($0) / Double(r.ops)) : "–"
+                            }
+                                ?? "–",
+                            Format.bytes(r.bytes_per_key),
                         ].joined(separator: " | ") + " |\n"
                 }
             }

@@ -40,6 +40,7 @@ public enum Plan {
         case "lateness": return [1000, 100_000, 1_000_000]
         case "spray": return [1000, 100_000, 1_000_000]
         case "threads": return [1000, 100_000]
+        case "quotas": return [1000, 100_000, 1_000_000]
         default: return []
         }
     }
@@ -49,6 +50,9 @@ public enum Plan {
         if impl == "floor" { return ["throttle-hot", "debounce-rearm", "fire", "threads"].contains(scenario) }
         if Names.batchImpls.contains(impl) { return ["throttle-hot", "debounce-rearm"].contains(scenario) }
         if impl == "sluice-c-coarse" { return scenario == "threads" }
+        // quotas: sluice-c (three quotas), sluice-c-1q (one) and dispatch-tuned (three GCRA states).
+        if scenario == "quotas" { return Names.quotasImpls.contains(impl) }
+        if impl == "sluice-c-1q" { return false }
         if dispatchImpls.contains(impl) {
             // Dispatch baselines stop at 1M keys (a timer source per key); lateness at 100k.
             if keys > 1_000_000 { return false }
@@ -59,7 +63,7 @@ public enum Plan {
 
     /// The scenarios the runner schedules ("memory" comes with "fire").
     public static let runScenarios = [
-        "throttle-hot", "debounce-rearm", "fire", "lateness", "spray", "threads", "fleet",
+        "throttle-hot", "debounce-rearm", "fire", "lateness", "spray", "threads", "quotas", "fleet",
     ]
 
     /// fleet: the workload is named by the key count (10,000 keys "mixed", 4 keys "abuse").
@@ -84,7 +88,7 @@ public enum Plan {
                 continue
             }
             for keys in sizes(scenario, quick: quick) {
-                for threads in scenario == "threads" ? [1, 2] : [1] {
+                for threads in ["threads", "quotas"].contains(scenario) ? [1, 2] : [1] {
                     for impl in Names.impls where impls?.contains(impl) ?? true {
                         if applies(scenario, impl, keys: keys) {
                             out.append(PlannedCase(scenario: scenario, impl: impl, keys: keys, threads: threads))
@@ -124,6 +128,10 @@ public enum Plan {
         case "threads":
             p.ops = 1 << 20
             p.budget = quick ? 0.25 : 1.0
+        case "quotas":
+            // one thread: the core on the manual clock, as throttle-hot; two: the loop, as threads
+            p.ops = c.threads > 1 ? 1 << 20 : quick ? 1_000_000 : 4_000_000
+            p.budget = c.threads > 1 ? (quick ? 0.25 : 1.0) : (quick ? 0.25 : 0.8)
         default:
             break
         }
@@ -164,7 +172,7 @@ public enum CaseRunner {
     /// The implementation's measurements of the case's scenario.
     static func measure(_ c: PlannedCase, _ p: CaseParams, _ w: Workload) throws -> [String: Measured] {
         switch c.impl {
-        case "sluice-c", "sluice-c-batch", "sluice-c-coarse", "libevent-timers", "floor":
+        case "sluice-c", "sluice-c-batch", "sluice-c-coarse", "sluice-c-1q", "libevent-timers", "floor":
             return try runC(c, p, w)
         case "sluice-swift":
             return try SluiceSwiftScenarios.run(p, w)
@@ -279,6 +287,7 @@ public enum CaseRunner {
         case "fire": CB_FIRE
         case "lateness": CB_LATENESS
         case "spray": CB_SPRAY
+        case "quotas": CB_QUOTAS
         default: CB_THREADS
         }
     }
@@ -289,7 +298,16 @@ public enum CaseRunner {
         let code = scenarioCode(c.scenario)
         let rc: Int32 =
             switch c.impl {
-            case "sluice-c": cb_sluice_c(code, &params, &r)
+            case "sluice-c":
+                { () -> Int32 in
+                    params.quotas = Int32(CB_QUOTA_COUNT)
+                    return cb_sluice_c(code, &params, &r)
+                }()
+            case "sluice-c-1q":
+                { () -> Int32 in
+                    params.quotas = 1
+                    return cb_sluice_c(code, &params, &r)
+                }()
             case "sluice-c-coarse":
                 { () -> Int32 in
                     params.coarse_clock = 1
@@ -353,6 +371,14 @@ public enum CaseRunner {
             row.ns_per_op = m.nsPerOp
             row.cpu_ns_per_op = m.cpuNsPerOp
             row.wall_ns_per_op = m.nsPerOp
+        case "quotas":
+            // One thread: process CPU time per call (as throttle-hot), and the RSS growth per key
+            // of the setup; two threads: wall time per call (throughput, as threads).
+            row.ns_per_op = c.threads > 1 ? m.nsPerOp : m.cpuNsPerOp ?? m.nsPerOp
+            row.cpu_ns_per_op = m.cpuNsPerOp
+            row.wall_ns_per_op = m.nsPerOp
+            row.bytes_per_key = m.bytesPerKey
+            row.admitted = m.admitted
         default:
             // The process's CPU time (all threads): on a shared machine a
             // descheduled process does not count, and work that an

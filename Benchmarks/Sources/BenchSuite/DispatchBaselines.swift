@@ -9,6 +9,25 @@ enum BasePolicy: Sendable {
     case debounce(interval: UInt64)
     /// GCRA: `limit` per `per`, bursts of `burst`.
     case rate(limit: UInt64, per: UInt64, burst: UInt64)
+    /// Three GCRA quotas on every key, all or nothing (the quotas scenario;
+    /// dispatch-tuned only). Each `per` a whole multiple of its `limit`.
+    case quotas([RateQuota])
+
+    /// The quotas scenario's plan (cb_quota(), the same numbers as sluice-c's).
+    static var quotaPlan: BasePolicy {
+        .quotas(
+            (0..<Int(CB_QUOTA_COUNT)).map { i in
+                let q = cb_quota(Int32(i))
+                return RateQuota(limit: q.limit, per: q.per_ns, burst: q.burst)
+            })
+    }
+}
+
+/// One GCRA quota: `limit` per `per` ns, bursts of `burst`.
+struct RateQuota: Sendable {
+    var limit: UInt64
+    var per: UInt64
+    var burst: UInt64
 }
 
 /// What a submit did.
@@ -64,6 +83,7 @@ final class DispatchNaive: DispatchLimiter, @unchecked Sendable {
             switch policy {
             case let .throttle(i), let .debounce(i): i
             case let .rate(limit, per, _): per / limit
+            case .quotas: ms
             }
         return min(max(interval / 10, ms), 60 * sec)
     }
@@ -132,6 +152,9 @@ final class DispatchNaive: DispatchLimiter, @unchecked Sendable {
             lock.unlock()
             queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: newTat), execute: item)
             return .emitted
+
+        case .quotas:
+            preconditionFailure("dispatch-naive does not run the quotas scenario")
         }
     }
 
@@ -174,7 +197,8 @@ final class DispatchNaive: DispatchLimiter, @unchecked Sendable {
 /// shards, each a `Mutex` from Synchronization; deadlines on monotonic
 /// `DispatchTime`; leeway 1 ms (Sluice's tick); every handler on one serial
 /// queue. Rate needs no timers: a TAT dictionary per shard, swept once a
-/// second.
+/// second; three quotas (the quotas scenario): a struct of three TATs per key
+/// in a dictionary of its own, one lookup per call, all or nothing.
 final class DispatchTuned: DispatchLimiter, @unchecked Sendable {
     /// A live key (guarded by its shard's mutex).
     final class Entry: @unchecked Sendable {
@@ -194,9 +218,18 @@ final class DispatchTuned: DispatchLimiter, @unchecked Sendable {
         }
     }
 
+    /// quotas: a key's three GCRA states, each quota's theoretical arrival time (ns).
+    struct Tats3 {
+        var a: UInt64
+        var b: UInt64
+        var c: UInt64
+        var latest: UInt64 { max(a, max(b, c)) }
+    }
+
     final class Shard: Sendable {
         let entries = Mutex<[UInt64: Entry]>([:])
         let tats = Mutex<[UInt64: UInt64]>([:])
+        let tats3 = Mutex<[UInt64: Tats3]>([:])
     }
 
     static let shardCount = 16
@@ -207,6 +240,9 @@ final class DispatchTuned: DispatchLimiter, @unchecked Sendable {
     let shardCap: Int
     let leeway: UInt64 = ms
     private let sweeper: DispatchSourceTimer?
+    /// quotas: each quota's emission interval T = per / limit (exact) and tolerance (burst - 1) × T.
+    private let step: (UInt64, UInt64, UInt64)
+    private let tau: (UInt64, UInt64, UInt64)
 
     init(policy: BasePolicy, queue: DispatchQueue, cap: Int?, consumer: Consumer) {
         self.policy = policy
@@ -214,7 +250,17 @@ final class DispatchTuned: DispatchLimiter, @unchecked Sendable {
         self.consumer = consumer
         shards = (0..<Self.shardCount).map { _ in Shard() }
         shardCap = cap.map { ($0 + Self.shardCount - 1) / Self.shardCount } ?? Int.max
-        if case .rate = policy {
+        if case let .quotas(q) = policy {
+            precondition(q.count == 3 && q.allSatisfy { $0.limit > 0 && $0.per % $0.limit == 0 && $0.burst > 0 })
+            let t = q.map { $0.per / $0.limit }
+            step = (t[0], t[1], t[2])
+            tau = ((q[0].burst - 1) * t[0], (q[1].burst - 1) * t[1], (q[2].burst - 1) * t[2])
+        } else {
+            step = (0, 0, 0)
+            tau = (0, 0, 0)
+        }
+        switch policy {
+        case .rate, .quotas:
             let timer = DispatchSource.makeTimerSource(queue: queue)
             sweeper = timer
             let shards = self.shards
@@ -224,11 +270,16 @@ final class DispatchTuned: DispatchLimiter, @unchecked Sendable {
                     shard.tats.withLock { tats in
                         if tats.contains(where: { $0.value <= now }) { tats = tats.filter { $0.value > now } }
                     }
+                    shard.tats3.withLock { tats in
+                        if tats.contains(where: { $0.value.latest <= now }) {
+                            tats = tats.filter { $0.value.latest > now }
+                        }
+                    }
                 }
             }
             timer.schedule(deadline: .now() + .seconds(1), repeating: .seconds(1), leeway: .milliseconds(10))
             timer.activate()
-        } else {
+        default:
             sweeper = nil
         }
     }
@@ -298,6 +349,24 @@ final class DispatchTuned: DispatchLimiter, @unchecked Sendable {
                 }
                 guard tats.count < shardCap else { return .full }
                 tats[key] = now + t
+                return .emitted
+            }
+
+        case .quotas:
+            let (t0, t1, t2) = step
+            let (u0, u1, u2) = tau
+            return shard.tats3.withLock { tats -> Outcome in
+                // One hash lookup; the state is updated in place through the index.
+                if let i = tats.index(forKey: key) {
+                    let s = tats.values[i]
+                    let a = max(s.a, now), b = max(s.b, now), c = max(s.c, now)
+                    // All or nothing: admitted only when every quota has room, then charged in all.
+                    guard a - now <= u0 && b - now <= u1 && c - now <= u2 else { return .dropped }
+                    tats.values[i] = Tats3(a: a + t0, b: b + t1, c: c + t2)
+                    return .emitted
+                }
+                guard tats.count < shardCap else { return .full }
+                tats[key] = Tats3(a: now + t0, b: now + t1, c: now + t2)  // a fresh key: every burst ≥ 1
                 return .emitted
             }
         }

@@ -14,6 +14,7 @@ enum DispatchScenarios {
         case "lateness": return ["lateness": lateness(type, p, w)]
         case "spray": return ["spray": spray(type, p, w)]
         case "threads": return ["threads": threads(type, p, w)]
+        case "quotas": return ["quotas": p.threads > 1 ? quotasThreads(type, p, w) : quotas(type, p, w)]
         default: return [:]
         }
     }
@@ -181,6 +182,86 @@ enum DispatchScenarios {
         }
         return .rate(ops: ops, wall: wall, cpu: cpu)
     }
+}
+
+extension DispatchScenarios {
+    /// quotas, one thread: every key charged once under the three quotas
+    /// (untimed; the RSS growth over it is the memory figure), then calls on
+    /// existing keys in random order, the real clock read on every call.
+    static func quotas<L: DispatchLimiter>(_ type: L.Type, _ p: CaseParams, _ w: Workload) -> Measured {
+        let consumer = Consumer(target: .max)
+        let q = queue()
+        let limiter = L(policy: BasePolicy.quotaPlan, queue: q, cap: nil, consumer: consumer)
+        waitUntilQuiet(limit: 2)
+        let rss0 = cb_rss()
+        for k in 0..<w.n where limiter.submit(k, for: w.key(k)) == .emitted { consumer.consume(k) }
+        let rss1 = cb_rss()
+        waitUntilQuiet(limit: 5)
+        var admitted = 0
+        let c0 = cb_process_cpu()
+        let t0 = cb_now()
+        var i = 0
+        while i < w.ops {
+            let end = min(i + 4096, w.ops)
+            while i < end {
+                if limiter.submit(i, for: w.orderedKey(i)) == .emitted {
+                    consumer.consume(i)
+                    admitted += 1
+                }
+                i += 1
+            }
+            if p.budget > 0 && Double(cb_now() - t0) > p.budget * 1e9 { break }
+        }
+        q.sync {}
+        let wall = cb_now() - t0
+        let cpu = cb_process_cpu() - c0
+        cb_keep(consumer.sum)
+        var m = Measured.rate(ops: i, wall: wall, cpu: cpu)
+        m.admitted = admitted
+        m.bytesPerKey = (Double(rss1) - Double(rss0)) / Double(w.n)
+        return m
+    }
+
+    /// quotas, several threads: as `threads` (each thread its own share of
+    /// the keys), under the three quotas.
+    static func quotasThreads<L: DispatchLimiter>(_ type: L.Type, _ p: CaseParams, _ w: Workload) -> Measured {
+        let consumer = Consumer(target: .max)
+        let q = queue()
+        let limiter = L(policy: BasePolicy.quotaPlan, queue: q, cap: nil, consumer: consumer)
+        for k in 0..<w.n { _ = limiter.submit(k, for: w.key(k)) }
+        q.sync {}
+        waitUntilQuiet(limit: 5)
+        let per = w.n / p.threads
+        let admitted = AdmittedCount()
+        let (ops, wall, cpu) = runThreads(p.threads, budget: p.budget) { t, stop in
+            var i = 0
+            var n = 0
+            var sum: UInt64 = 0
+            let lo = t * per
+            let start = t * 7919
+            while !stop.load(ordering: .relaxed) {
+                for _ in 0..<256 {
+                    let k = lo + Int(w.order[(start + i) % w.ops]) % per
+                    if limiter.submit(i, for: w.key(k)) == .emitted {
+                        sum &+= UInt64(i)
+                        n += 1
+                    }
+                    i += 1
+                }
+            }
+            cb_keep(sum)
+            admitted.n.wrappingAdd(n, ordering: .relaxed)
+            return i
+        }
+        var m = Measured.rate(ops: ops, wall: wall, cpu: cpu)
+        m.admitted = admitted.n.load(ordering: .relaxed)
+        return m
+    }
+}
+
+/// Calls admitted by the threads of a case (each adds its own count once, at the end).
+final class AdmittedCount: Sendable {
+    let n = Atomic<Int>(0)
 }
 
 /// Calls `body(k)` for k in 0..<n, in batches every 100 µs spread evenly over

@@ -91,6 +91,7 @@ struct Measured {
     var peakRSS: Double?
     var refused: Int?
     var early: Int?
+    var admitted: Int?
     var lateness: [UInt64]?
     var note: String?
 
@@ -105,6 +106,7 @@ struct Measured {
         peakRSS = r.peak_rss_bytes >= 0 ? r.peak_rss_bytes : nil
         refused = Int(r.refused)
         early = Int(r.early)
+        admitted = Int(r.admitted)
         if let v = r.lateness_ns {
             lateness = Array(UnsafeBufferPointer(start: v, count: r.lateness_n))
         }

@@ -225,3 +225,12 @@ void cb_gate_run(cb_gate_t *g, int n, void *(*fn)(void *), void *args, size_t st
     *wall_ns = cb_now() - t0;
     *cpu_ns = cb_process_cpu() - c0;
 }
+
+cb_quota_t cb_quota(int i) {
+    static const cb_quota_t plan[CB_QUOTA_COUNT] = {
+        { 10, 1 * CB_S, 10 },          /* "second": 10 per second, burst 10 */
+        { 300, 60 * CB_S, 300 },       /* "minute": 300 per minute */
+        { 10000, 3600 * CB_S, 10000 }, /* "hour": 10 000 per hour */
+    };
+    return plan[i < 0 ? 0 : i >= CB_QUOTA_COUNT ? CB_QUOTA_COUNT - 1 : i];
+}

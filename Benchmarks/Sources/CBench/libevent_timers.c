@@ -386,6 +386,7 @@ int cb_libevent(cb_scenario_t scenario, const cb_params_t *p, cb_result_t *out) 
     case CB_LATENESS: return lateness(p, out);
     case CB_SPRAY: return spray(p, out);
     case CB_THREADS: return threads(p, out);
+    case CB_QUOTAS: return -1; /* not a libevent case (quotas: sluice-c and dispatch-tuned) */
     }
     return -1;
 }

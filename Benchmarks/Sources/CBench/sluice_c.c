@@ -1,6 +1,7 @@
 /* sluice_c.c — "sluice-c": the C core on a manual clock (throttle-hot,
- * debounce-rearm, fire + memory, spray), the loop layer on the real clock
- * (lateness, threads). */
+ * debounce-rearm, fire + memory, spray, quotas on one thread), the loop
+ * layer on the real clock (lateness, threads, quotas on two threads);
+ * "sluice-c-1q" is quotas with one quota. */
 #include "cbench-internal.h"
 #include "sluice.h"
 #include "sluice_loop.h"
@@ -25,10 +26,11 @@ static void core_event(void *user, const sluice_event_t *ev) {
     }
 }
 
-static sluice_limiter_t *make_core(sluice_policy_t policy, size_t max_keys) {
+static sluice_limiter_t *make_core_plans(sluice_policy_t policy, size_t max_keys, const sluice_plans_t *plans) {
     sluice_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.policy = policy;
+    cfg.plans = plans;
     cfg.on_event = core_event;
     /* the tokens are loop indices that own nothing, and core_event ignores
      * drops: what a user who does not need them writes (libevent-timers
@@ -49,6 +51,10 @@ static sluice_limiter_t *make_core(sluice_policy_t policy, size_t max_keys) {
         exit(3);
     }
     return l;
+}
+
+static sluice_limiter_t *make_core(sluice_policy_t policy, size_t max_keys) {
+    return make_core_plans(policy, max_keys, NULL);
 }
 
 /* Submits order[0..ops) with the manual clock from `start`; stops early past
@@ -262,6 +268,161 @@ static int threads(const cb_params_t *p, cb_result_t *out) {
     return 0;
 }
 
+/* ------------------------------------------------------------ quotas */
+
+/* The scenario's plan (cb_quota()): "second", "minute", "hour". */
+struct quota_plan {
+    sluice_rate_quota_t q[CB_QUOTA_COUNT];
+    sluice_plan_t plan;
+    sluice_plans_t table;
+};
+
+static const sluice_plans_t *quota_plan(struct quota_plan *qp) {
+    static const char *const names[CB_QUOTA_COUNT] = { "second", "minute", "hour" };
+    for (int i = 0; i < CB_QUOTA_COUNT; i++) {
+        cb_quota_t c = cb_quota(i);
+        qp->q[i] = (sluice_rate_quota_t){ names[i], c.limit, (int64_t)c.per_ns, c.burst };
+    }
+    qp->plan = (sluice_plan_t){ "plan", qp->q, CB_QUOTA_COUNT };
+    qp->table = (sluice_plans_t){ &qp->plan, 1, 0 };
+    return &qp->table;
+}
+
+static sluice_policy_t one_quota(void) {
+    cb_quota_t c = cb_quota(0);
+    return sluice_rate(c.limit, (int64_t)c.per_ns, c.burst);
+}
+
+/* The measured calls of one thread on the core, manual clock from `start`
+ * (as hot_loop); CALL decides call i on key `key` at `now` into `d`. */
+#define QUOTA_LOOP(CALL)                                                                                               \
+    do {                                                                                                               \
+        while (i < p->ops) {                                                                                           \
+            size_t end = i + 4096 < p->ops ? i + 4096 : p->ops;                                                        \
+            for (; i < end; i++) {                                                                                     \
+                uint64_t key = p->key[p->order[i]], now = cb_manual_now(start, i);                                     \
+                CALL;                                                                                                  \
+                if (d.kind == SLUICE_EMITTED) {                                                                        \
+                    cb_consume(i);                                                                                     \
+                    admitted++;                                                                                        \
+                }                                                                                                      \
+            }                                                                                                          \
+            if (cb_over_budget(t0, p->budget_s)) break;                                                                \
+        }                                                                                                              \
+    } while (0)
+
+/* One thread, the core on the manual clock: every key charged once at T0
+ * (untimed; the RSS growth over it is the memory figure), then calls on
+ * existing keys in random order. quotas 3: the plan through
+ * sluice_limiter_submit_plan(); 1: sluice_rate() with quota 0's numbers
+ * through sluice_limiter_submit_u64(), the cheapest single-quota call. */
+static int quotas_core(const cb_params_t *p, cb_result_t *out) {
+    bool plan = p->quotas > 1;
+    struct quota_plan qp;
+    sluice_limiter_t *l = plan ? make_core_plans(sluice_rate_plans(), 0, quota_plan(&qp)) : make_core(one_quota(), 0);
+    sluice_decision_t d;
+    uint64_t rss0 = cb_rss();
+    for (size_t k = 0; k < p->keys; k++) {
+        int rc = plan ? sluice_limiter_submit_plan(l, sluice_key_u64(p->key[k]), k, 1, 0, T0, &d, NULL)
+                      : sluice_limiter_submit_u64(l, p->key[k], k, T0, &d);
+        if (rc != 0 || d.kind != SLUICE_EMITTED) {
+            fprintf(stderr, "sluice-c: quotas setup: key %zu: rc %d, kind %d\n", k, rc, (int)d.kind);
+            sluice_limiter_free(l);
+            return -1;
+        }
+    }
+    uint64_t rss1 = cb_rss();
+    uint64_t admitted = 0, start = T0 + 1;
+    size_t i = 0;
+    uint64_t c0 = cb_process_cpu(), t0 = cb_now();
+    if (plan)
+        QUOTA_LOOP(sluice_limiter_submit_plan(l, sluice_key_u64(key), i, 1, 0, now, &d, NULL));
+    else
+        QUOTA_LOOP(sluice_limiter_submit_u64(l, key, i, now, &d));
+    uint64_t wall = cb_now() - t0, cpu = cb_process_cpu() - c0;
+    finish_rate(out, i, wall, cpu);
+    out->admitted = admitted;
+    out->bytes_per_key = ((double)rss1 - (double)rss0) / (double)p->keys;
+    sluice_limiter_free(l);
+    return 0;
+}
+
+struct qt {
+    sluice_mt_t *m;
+    const cb_params_t *p;
+    size_t lo, range, start;
+    cb_gate_t *gate;
+    bool plan;
+    uint64_t ops, admitted;
+};
+
+static void *qt_worker(void *arg) {
+    struct qt *t = arg;
+    const cb_params_t *p = t->p;
+    sluice_decision_t d;
+    sluice_mt_submit_options_t o;
+    memset(&o, 0, sizeof o); /* cost 1, now, plan 0 */
+    uint64_t i = 0, admitted = 0;
+    cb_gate_ready(t->gate);
+    while (!cb_gate_stopped(t->gate)) {
+        for (int j = 0; j < 256; j++, i++) {
+            size_t k = t->lo + p->order[(t->start + i) % p->ops] % t->range;
+            if (t->plan)
+                sluice_mt_submit_plan(t->m, sluice_key_u64(p->key[k]), i, &o, &d, NULL);
+            else
+                sluice_mt_submit_u64(t->m, p->key[k], i, &d);
+            if (d.kind == SLUICE_EMITTED) {
+                cb_consume(i);
+                admitted++;
+            }
+        }
+    }
+    t->ops = i;
+    t->admitted = admitted;
+    return NULL;
+}
+
+/* Two (or more) threads on the loop layer, real clock, each thread its own
+ * share of the keys (as `threads`); every key charged once first. */
+static int quotas_mt(const cb_params_t *p, cb_result_t *out) {
+    bool plan = p->quotas > 1;
+    struct quota_plan qp;
+    sluice_loop_t *loop;
+    if (sluice_loop_start(&loop, NULL) != 0) cb_die("sluice_loop_start");
+    sluice_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = plan ? sluice_rate_plans() : one_quota();
+    c.plans = plan ? quota_plan(&qp) : NULL;
+    sluice_mt_t *m;
+    if (sluice_mt_new(&m, loop, &c, 0) != 0) cb_die("sluice_mt_new");
+    sluice_decision_t d;
+    for (size_t k = 0; k < p->keys; k++) {
+        int rc = plan ? sluice_mt_submit_plan(m, sluice_key_u64(p->key[k]), k, NULL, &d, NULL)
+                      : sluice_mt_submit_u64(m, p->key[k], k, &d);
+        if (rc != 0) cb_die("quotas setup");
+    }
+    cb_gate_t gate;
+    int n = p->threads < 1 ? 1 : p->threads > 8 ? 8 : p->threads;
+    struct qt w[8];
+    size_t per = p->keys / (size_t)n;
+    for (int t = 0; t < n; t++) w[t] = (struct qt){ m, p, (size_t)t * per, per, (size_t)t * 7919, &gate, plan, 0, 0 };
+    uint64_t wall, cpu, ops = 0, admitted = 0;
+    cb_gate_run(&gate, n, qt_worker, w, sizeof w[0], p->budget_s, &wall, &cpu);
+    for (int t = 0; t < n; t++) {
+        ops += w[t].ops;
+        admitted += w[t].admitted;
+    }
+    finish_rate(out, ops, wall, cpu);
+    out->admitted = admitted;
+    sluice_mt_free(m);
+    sluice_loop_free(loop);
+    return 0;
+}
+
+static int quotas(const cb_params_t *p, cb_result_t *out) {
+    return p->threads > 1 ? quotas_mt(p, out) : quotas_core(p, out);
+}
+
 int cb_sluice_c(cb_scenario_t scenario, const cb_params_t *p, cb_result_t *out) {
     cb_result_reset(out);
     switch (scenario) {
@@ -271,6 +432,7 @@ int cb_sluice_c(cb_scenario_t scenario, const cb_params_t *p, cb_result_t *out) 
     case CB_LATENESS: return lateness(p, out);
     case CB_SPRAY: return spray(p, out);
     case CB_THREADS: return threads(p, out);
+    case CB_QUOTAS: return quotas(p, out);
     }
     return -1;
 }

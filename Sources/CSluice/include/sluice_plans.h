@@ -20,9 +20,11 @@
  *  - A quota read gives the key's overall figures (the least remaining, the
  *    latest full, the latest retry) and each quota's own.
  *
- * Exact: times are kept scaled by each quota's limit, and a converted time
- * is rounded up to the next 1/limit ns, which no reported figure can tell
- * from the exact rational result.
+ * Exact but for conversions: times are kept scaled by each quota's limit,
+ * so calls, reads and one conversion give the exact rational figures; a
+ * converted time is rounded up to the next 1/limit ns when it is stored,
+ * so a key converted again later carries that fraction of a nanosecond,
+ * scaled by the next ratio T''/T', toward later (refusing), never earlier.
  *
  * Use
  * ---

@@ -41,15 +41,32 @@ typedef enum cb_scenario {
     CB_LATENESS = 3,
     CB_SPRAY = 4,
     CB_THREADS = 5,
+    CB_QUOTAS = 6, /* rate: a plan of CB_QUOTA_COUNT quotas, or one (1 thread: core; 2: loop) */
 } cb_scenario_t;
+
+/** One quota of the `quotas` scenario's plan: limit calls per per_ns, burst. */
+typedef struct cb_quota {
+    uint64_t limit;
+    uint64_t per_ns;
+    uint64_t burst;
+} cb_quota_t;
+
+/** The `quotas` scenario's plan, shared by sluice-c and dispatch-tuned: 10 per
+ *  second (burst 10), 300 per minute, 10 000 per hour (bursts = limits).
+ *  Every period is a whole multiple of its limit (emission intervals of 100,
+ *  200 and 360 ms), so a GCRA in integer nanoseconds is exact. Quota 0 alone
+ *  is the single-quota companion (sluice-c-1q). */
+#define CB_QUOTA_COUNT 3
+cb_quota_t cb_quota(int i);
 
 /** Workload parameters: one case of one scenario. */
 typedef struct cb_params {
-    size_t keys;           /**< N: distinct keys */
-    size_t ops;            /**< upper bound on measured operations */
-    double budget_s;       /**< upper bound on the measured phase's wall time (0: none) */
-    int threads;           /**< threads scenario: 1 or 2 */
-    int coarse_clock;      /**< threads scenario, sluice-c: the loop limiter reads the coarse clock */
+    size_t keys;      /**< N: distinct keys */
+    size_t ops;       /**< upper bound on measured operations */
+    double budget_s;  /**< upper bound on the measured phase's wall time (0: none) */
+    int threads;      /**< threads scenario: 1 or 2 */
+    int coarse_clock; /**< threads scenario, sluice-c: the loop limiter reads the coarse clock */
+    int quotas;       /**< quotas scenario, sluice-c: 3 (a plan, cb_quota(0..2)) or 1 (sluice_rate(), cb_quota(0)) */
     uint64_t interval_ns;  /**< the policy's interval (scenario-specific) */
     uint64_t spread_ns;    /**< lateness: submissions spread over this time */
     size_t cap;            /**< spray: the key cap */
@@ -69,6 +86,7 @@ typedef struct cb_result {
     uint64_t delivered;        /**< emissions delivered to the consumer */
     uint64_t refused;          /**< spray: calls refused by the key cap */
     uint64_t early;            /**< lateness: deliveries before their deadline (must be 0) */
+    uint64_t admitted;         /**< quotas: measured calls admitted */
     uint64_t *lateness_ns;     /**< lateness: one sample per delivery (malloc'ed; cb_result_free) */
     size_t lateness_n;
 } cb_result_t;
