@@ -168,8 +168,9 @@ struct CLITests {
         #expect(result.status == 0 && result.out.sorted() == expected.sorted())
     }
 
-    /// The shared v3 vectors rate-plans and rate-several-quotas, inline:
-    /// Tests/Vectors also feeds the C reference model, which has no plans.
+    /// Two v3 traces (several quotas; plans and a plan change) with their
+    /// expected lines, inline: the exact order of one key's lines, quota
+    /// lines per quota included (the vectors are compared per key, sorted).
     static let v3Traces: [(name: String, trace: String, expected: String)] = [
         (
             "rate-plans",

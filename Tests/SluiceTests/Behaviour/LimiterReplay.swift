@@ -26,6 +26,7 @@ struct LimiterReplay {
 
     /// The output lines, on `engine` (whose clock must start at 0).
     func run(on engine: some ManualTimeEngine) async throws -> [String] {
+        if !trace.plans.isEmpty { return try await runPlans(on: engine) }
         let log = Locked<[String]>([])
         let record: @Sendable (String) -> Void = { line in log.withLock { $0.append(line) } }
         let limiter = try Limiter<String, String>(
@@ -81,6 +82,48 @@ struct LimiterReplay {
             return lines
         }
         return log.withLock { $0 }
+    }
+}
+
+extension LimiterReplay {
+    /// A trace of plans (format v3) through `RateLimiter<String>(plans:)`:
+    /// each call under its plan (`check(_:plan:cost:)`), each quota line
+    /// read under its plan, with a line per quota when the plan has several.
+    func runPlans(on engine: some ManualTimeEngine) async throws -> [String] {
+        let limiter = try RateLimiter<String>(plans: trace.plans, scheduler: engine.scheduler)
+        func ms(_ instant: LimiterInstant?) -> String {
+            guard let instant else { return "never" }
+            let ns = instant.nanoseconds
+            return String(ns / 1_000_000 + (ns % 1_000_000 == 0 ? 0 : 1))
+        }
+        var lines: [String] = []
+        for (index, step) in trace.steps.enumerated() {
+            await engine.advanceTime(to: LimiterInstant(nanoseconds: step.time * 1_000_000 + (stepDelay?(index) ?? 0)))
+            let plan = try #require(step.plan, "line \(step.line): a step of a trace of plans names its plan")
+            switch step.verb {
+            case let .call(value, cost):
+                let decision = try limiter.check(step.key, plan: plan, cost: Int(cost))
+                lines.append("\(step.time) \(decision.isAdmitted ? "emit" : "drop") \(step.key) \(value)")
+            case let .quota(cost):
+                let quota = try limiter.quota(for: step.key, plan: plan, cost: Int(cost))
+                lines.append(
+                    "\(step.time) quota \(step.key) remaining=\(quota.remaining) full=\(ms(quota.fullAt)) retry=\(ms(quota.retryAt))"
+                )
+                if quota.quotas.count > 1 {
+                    for figures in quota.quotas {
+                        lines.append(
+                            "\(step.time) quota \(step.key) policy=\(figures.name) remaining=\(figures.remaining) "
+                                + "full=\(ms(figures.fullAt)) retry=\(ms(figures.retryAt))")
+                    }
+                }
+            case .close:
+                try limiter.close()
+            default:
+                Issue.record("line \(step.line): \(step.verb) is not replayed on a limiter of plans")
+            }
+        }
+        try? limiter.close()
+        return lines
     }
 }
 
