@@ -228,8 +228,8 @@ static void compare(const struct sluice_limiter *l, uint64_t dl, uint64_t tok, u
           "rate(%" PRIu64 ", %" PRIu64 ", %" PRIu64 ") state (deadline %" PRIu64 ", token %" PRIu64 ") cost %" PRIu64
           " at %" PRIu64 ": fast kind %d at %" PRIu64 " full %" PRIu64 " rem %" PRIu64 " dl %" PRIu64 " tok %" PRIu64
           "; exact kind %d at %" PRIu64 " full %" PRIu64 " rem %" PRIu64 " dl %" PRIu64 " tok %" PRIu64,
-          l->rate.limit, l->rate.per, l->rate.burst, dl, tok, cost, t, a.kind, a.at, a.full, a.remaining, a.deadline, a.token, b.kind,
-          b.at, b.full, b.remaining, b.deadline, b.token);
+          l->rate.limit, l->rate.per, l->rate.burst, dl, tok, cost, t, a.kind, a.at, a.full, a.remaining, a.deadline,
+          a.token, b.kind, b.at, b.full, b.remaining, b.deadline, b.token);
     sluice_quota_t qa, qb;
     memset(&qa, 0xA5, sizeof qa);
     memset(&qb, 0xA5, sizeof qb);
@@ -239,8 +239,8 @@ static void compare(const struct sluice_limiter *l, uint64_t dl, uint64_t tok, u
           "quota rate(%" PRIu64 ", %" PRIu64 ", %" PRIu64 ") state (%" PRIu64 ", %" PRIu64 ") cost %" PRIu64
           " at %" PRIu64 ": fast rem %" PRIu64 " full %" PRIu64 " retry %" PRIu64 "; exact rem %" PRIu64
           " full %" PRIu64 " retry %" PRIu64,
-          l->rate.limit, l->rate.per, l->rate.burst, dl, tok, cost, t, qa.remaining, qa.full, qa.retry, qb.remaining, qb.full,
-          qb.retry);
+          l->rate.limit, l->rate.per, l->rate.burst, dl, tok, cost, t, qa.remaining, qa.full, qa.retry, qb.remaining,
+          qb.full, qb.retry);
 }
 
 static void test_decisions(void) {
@@ -370,8 +370,8 @@ static void test_runs(void) {
                   "run %ld call %ld rate(%" PRIu64 ", %" PRIu64 ", %" PRIu64 ") key %u cost %" PRIu64 " at %" PRIu64
                   ": got kind %d at %" PRIu64 " rem %" PRIu64 " full %" PRIu64 ", exact kind %d at %" PRIu64
                   " rem %" PRIu64 " full %" PRIu64,
-                  run, i, l->rate.limit, l->rate.per, l->rate.burst, k, cost, t, (int)d.kind, d.at, d.remaining, d.full, want.kind,
-                  want.at, want_rem, want.full);
+                  run, i, l->rate.limit, l->rate.per, l->rate.burst, k, cost, t, (int)d.kind, d.at, d.remaining, d.full,
+                  want.kind, want.at, want_rem, want.full);
             if (want.kind == SLUICE_EMITTED) {
                 mdl[k] = want.deadline;
                 mtok[k] = want.token;

@@ -721,8 +721,7 @@ static void test_v3_parse(void) {
     expect_error("plan a b\n", 1, "extra field 'b'");
     expect_error("plan a.b-c_D9!\n", 1, "bad name 'a.b-c_D9!'");
     expect_error("plan a\npolicy rate limit=1 per=1\n0 call A x\nplan b\n", 4, "plan after the first step");
-    expect_error("plan a\npolicy rate limit=1 per=1\n0 call A x\npolicy rate limit=1 per=1\n", 4,
-                 "duplicate policy");
+    expect_error("plan a\npolicy rate limit=1 per=1\n0 call A x\npolicy rate limit=1 per=1\n", 4, "duplicate policy");
     expect_error("plan a\npolicy rate limit=1 per=1\n0 call A x plan=b\n", 3, "unknown plan 'b'");
     expect_error("policy rate limit=1 per=1\n0 call A x plan=default plan=default\n", 2, "duplicate option 'plan'");
     expect_error("policy rate limit=1 per=1\n0 quota A plan=\n", 2, "missing value for plan");
@@ -733,7 +732,8 @@ static void test_v3_parse(void) {
     static char big[32768];
     size_t n = 0;
     n += (size_t)snprintf(big + n, sizeof big - n, "plan p\n");
-    for (int i = 0; i < 9; i++) n += (size_t)snprintf(big + n, sizeof big - n, "policy rate limit=1 per=1 name=q%d\n", i);
+    for (int i = 0; i < 9; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "policy rate limit=1 per=1 name=q%d\n", i);
     expect_error(big, 10, "too many quotas");
     n = 0;
     for (int i = 0; i < 65; i++)

@@ -22,8 +22,8 @@
 
 /* A quota set: the quotas of one plan as a table defined them. */
 struct sluice__qset {
-    uint32_t refs; /* entries that record it, + 1 while a plan of the table names it */
-    uint32_t n;    /* quotas, 1..SLUICE_PLAN_QUOTAS_MAX */
+    uint32_t refs;  /* entries that record it, + 1 while a plan of the table names it */
+    uint32_t n;     /* quotas, 1..SLUICE_PLAN_QUOTAS_MAX */
     uint64_t every; /* the longest of its quotas' expiry spacings (sluice__gcra.every) */
     uint64_t min_burst;
     struct sluice__gcra q[SLUICE_PLAN_QUOTAS_MAX];

@@ -58,7 +58,8 @@ int sluice__plans_check(const sluice_plans_t *p, char *buf, size_t cap) {
             excerpt(pl->name, ex);
             SAY(SLUICE_EINVAL, "plans[%zu].name '%s' is not 1 to 32 characters of A-Z a-z 0-9 _ . -", i, ex);
         }
-        if (pl->nquotas < 1 || !pl->quotas) SAY(SLUICE_EINVAL, "plans[%zu].nquotas is 0: plan '%s' has no quota", i, pl->name);
+        if (pl->nquotas < 1 || !pl->quotas)
+            SAY(SLUICE_EINVAL, "plans[%zu].nquotas is 0: plan '%s' has no quota", i, pl->name);
         if (pl->nquotas > SLUICE_PLAN_QUOTAS_MAX)
             SAY(SLUICE_ERANGE, "plans[%zu].nquotas is %zu: plan '%s' has more than 8 quotas", i, pl->nquotas, pl->name);
         if (p->max_quotas && pl->nquotas > p->max_quotas)
@@ -68,8 +69,8 @@ int sluice__plans_check(const sluice_plans_t *p, char *buf, size_t cap) {
             const sluice_rate_quota_t *q = &pl->quotas[j];
             if (!name_ok(q->name, &len)) {
                 excerpt(q->name, ex);
-                SAY(SLUICE_EINVAL, "plans[%zu].quotas[%zu].name '%s' is not 1 to 32 characters of A-Z a-z 0-9 _ . -",
-                    i, j, ex);
+                SAY(SLUICE_EINVAL, "plans[%zu].quotas[%zu].name '%s' is not 1 to 32 characters of A-Z a-z 0-9 _ . -", i,
+                    j, ex);
             }
             for (size_t k = 0; k < j; k++)
                 if (strcmp(pl->quotas[k].name, q->name) == 0)

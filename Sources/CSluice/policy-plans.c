@@ -152,7 +152,8 @@ static void figures_of(const struct sluice__gcra *g, sluice_quota_figures_t *f) 
 /* A refused call: nothing changes; the overall retry, the key's full as it
  * stands (converted), and each quota's figures when asked for. */
 static void refuse(const struct sluice_limiter *l, const struct sluice__qset *s, const struct kstate *ks,
-                   const struct sluice__rate_res *o, uint32_t refused, uint64_t cost, uint64_t t, sluice_decision_t *d) {
+                   const struct sluice__rate_res *o, uint32_t refused, uint64_t cost, uint64_t t,
+                   sluice_decision_t *d) {
     uint64_t at = t, full = t;
     for (uint32_t j = 0; j < s->n; j++) {
         if (o[j].kind == SLUICE_DROPPED && o[j].at > at) at = o[j].at;

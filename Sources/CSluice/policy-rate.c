@@ -183,7 +183,6 @@ static inline uint64_t floor_per(const struct sluice__gcra *g, u128 x) {
     return (x >> 64) == 0 ? (uint64_t)x / g->per : (uint64_t)(x / g->per);
 }
 
-
 /* ---- decisions ---- */
 
 void sluice__rate_decide_exact(const struct sluice__gcra *g, uint64_t deadline, uint64_t token, uint64_t cost,
@@ -419,8 +418,7 @@ void sluice__rate_quota(const struct sluice__gcra *g, uint64_t deadline, uint64_
         out->retry = SLUICE_NEVER;
     } else {
         uint64_t fresh = x + cost * g->per;
-        out->retry =
-            fresh > g->bt ? t + sluice__recip_div(g->inv_limit, fresh - g->bt + g->limit - 1) : t;
+        out->retry = fresh > g->bt ? t + sluice__recip_div(g->inv_limit, fresh - g->bt + g->limit - 1) : t;
     }
 }
 

@@ -60,9 +60,8 @@ void sluice__rate_decide_exact(const struct sluice__gcra *g, uint64_t deadline, 
  * divisions (the new TAT by limit, remaining by per, a retry time by limit)
  * are multiplications by reciprocals (numerators below 2^62). Inline for
  * the short path of submit (sluice__rate_live). */
-static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice__gcra *g, uint64_t deadline,
-                                                        uint64_t token, uint64_t cost, uint64_t t,
-                                                        struct sluice__rate_res *o) {
+static SLUICE__HOT_INLINE bool sluice__rate_decide_fast(const struct sluice__gcra *g, uint64_t deadline, uint64_t token,
+                                                        uint64_t cost, uint64_t t, struct sluice__rate_res *o) {
     uint64_t xq = 0, xr = 0, full = t;
     if (deadline > t) {
         xq = deadline - (token != 0) - t;

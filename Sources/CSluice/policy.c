@@ -39,7 +39,8 @@ const char *sluice__config_check(const sluice_config_t *c, int *code) {
     const char *why;
     if (c->plans) {
         /* plans replace the policy's numbers: sluice_rate_plans() */
-        if (c->policy.kind != SLUICE_RATE) return "plans is set but policy.kind is not SLUICE_RATE: plans are rate quotas";
+        if (c->policy.kind != SLUICE_RATE)
+            return "plans is set but policy.kind is not SLUICE_RATE: plans are rate quotas";
         if ((why = sluice__plans_ops.explain(&c->policy, code)) != NULL) return why;
         static _Thread_local char plans_why[SLUICE_PLANS_MESSAGE_MAX];
         if ((*code = sluice__plans_check(c->plans, plans_why, sizeof plans_why)) != 0) return plans_why;

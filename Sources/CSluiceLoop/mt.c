@@ -370,7 +370,8 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             for (size_t j = i; j < last; j++) {
                 if (done[j] || krc[j] || shard_of[j] != si) continue;
                 const sluice_call_t *cl = &calls[base + j];
-                struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0, decisions ? &decisions[base + j] : NULL, 0, NULL };
+                struct call c = { CALL_SUBMIT, cl->token, cl->cost, false, 0, decisions ? &decisions[base + j] : NULL,
+                                  0,           NULL };
                 int rc = shard_call_locked(m, s, &k[j], &c, now, &unlocked);
                 if (results) results[base + j] = rc;
                 if (rc && base + j < first_at) {

@@ -74,7 +74,7 @@ struct ref_model {
         char name[SLUICE_PLAN_NAME_MAX + 1];
         size_t nq;
         struct ref_quota q[SLUICE_PLAN_QUOTAS_MAX]; /* tat unused */
-    } *plans;
+    } * plans;
     size_t nplans, max_quotas;
 };
 
@@ -525,7 +525,7 @@ int ref_quota(ref_model_t *m, sluice_key_t key, uint64_t cost, uint64_t now, slu
     int rc = key_check(key);
     if (rc) return rc;
     if (m->has_plans) return ref_quota_plan(m, key, cost, 0, now, out, NULL); /* the default plan */
-    if (now < m->now) now = m->now; /* a peek does not move the clock */
+    if (now < m->now) now = m->now;                                           /* a peek does not move the clock */
     out->now = now;
     /* Quota of a key: at time t, with tat = max(TAT, t):
      * remaining = floor((t + burst*T - tat) / T), full = tat,

@@ -21,7 +21,7 @@
 #define SLUICE_ERROR_LIST(X)                                                                                           \
     X(OK, 0, "success")                                                                                                \
     X(ENOPERM, -1, "the Redis user lacks a permission the fleet needs (NOPERM): see the ACL line in docs/fleet.md")    \
-    X(ENOPLAN, -2, "no plan of the limiter has that index or name")                                                   \
+    X(ENOPLAN, -2, "no plan of the limiter has that index or name")                                                    \
     X(EREDIS, -5, "Redis answered with an error this list does not name (the message is reported with it)")            \
     X(ENOMASTER, -6, "Redis Sentinel knows no primary by the configured master name (see the message)")                \
     X(ELIMIT, -7, "a configured limit was reached (a trace run's max_advances)")                                       \
