@@ -173,12 +173,17 @@ static void test_owned(void) {
         bool all = lt_wait_locked(&c.sync, &c.emitted, KEYS);
         pthread_mutex_unlock(&c.sync.mu);
         LT_CHECK(all, "emitted %llu of %u", (unsigned long long)c.emitted, KEYS);
+        /* The keys' table is most of the peak; what stays is the empty
+         * limiter plus the outboxes, which keep the capacity their largest
+         * pass of events needed (more when a loaded machine drains in fewer,
+         * larger passes: a CI run under ASan kept 2.67 MB of a 7.96 MB peak,
+         * a third was 2.65 MB). An untidied table keeps nearly all of it. */
         uint64_t give_up = sluice_clock_now() + (uint64_t)LT_PATIENCE_MS * LT_MS, mem = mem_of(m);
-        while (at_once && mem > peak / 3 && sluice_clock_now() < give_up) {
+        while (at_once && mem > peak / 2 && sluice_clock_now() < give_up) {
             lt_sleep_ms(1);
             mem = mem_of(m);
         }
-        LT_CHECK(!at_once || mem <= peak / 3, "memory after the drain %llu (peak %llu)", (unsigned long long)mem,
+        LT_CHECK(!at_once || mem <= peak / 2, "memory after the drain %llu (peak %llu)", (unsigned long long)mem,
                  (unsigned long long)peak);
         sluice_mt_free(m);
     }
