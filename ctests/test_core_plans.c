@@ -315,6 +315,13 @@ static void errors(void) {
         CHECK(sluice_limiter_new(&l, &c) == cases[i].code && l == NULL, "case %zu: new refused", i);
         CHECK(strstr(sluice_config_explain(&c), cases[i].says) != NULL, "case %zu: config_explain", i);
     }
+    /* the name rule, by length (not the NUL): 1 to 32 of A-Z a-z 0-9 _ . - */
+    CHECK(sluice_plan_name_valid("a", 1) && sluice_plan_name_valid("Pro_1.x-y", 9), "valid names");
+    CHECK(!sluice_plan_name_valid("", 0) && !sluice_plan_name_valid(NULL, 0), "empty");
+    CHECK(sluice_plan_name_valid("abcdefghijklmnopqrstuvwxyz012345", 32), "32 characters");
+    CHECK(!sluice_plan_name_valid("abcdefghijklmnopqrstuvwxyz0123456", 33), "33 characters");
+    CHECK(!sluice_plan_name_valid("a\0b", 3) && !sluice_plan_name_valid("a b", 3) && !sluice_plan_name_valid("a\"", 2),
+          "a NUL, a space, a quote");
     /* plans with a rate's numbers, or on another policy */
     sluice_plan_t p[] = { { "p", ok, 1 } };
     sluice_plans_t t = { p, 1, 0 };

@@ -11,18 +11,22 @@
 
 /* ---- checks ---- */
 
-/* 1..SLUICE_PLAN_NAME_MAX characters of A-Z a-z 0-9 _ . - */
+bool sluice_plan_name_valid(const char *s, size_t n) {
+    if (!s || n < 1 || n > SLUICE_PLAN_NAME_MAX) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+              c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* A NUL-terminated name of the table, checked (its length to *len). */
 static bool name_ok(const char *s, size_t *len) {
     if (!s) return false;
-    size_t n = 0;
-    for (; s[n]; n++) {
-        char c = s[n];
-        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-                  c == '-';
-        if (!ok || n >= SLUICE_PLAN_NAME_MAX) return false;
-    }
-    *len = n;
-    return n > 0;
+    *len = strnlen(s, SLUICE_PLAN_NAME_MAX + 1);
+    return sluice_plan_name_valid(s, *len);
 }
 
 #define SAY(code_, ...)                                                                                                \

@@ -486,13 +486,14 @@ int sluice_mt_set_plans(sluice_mt_t *m, const sluice_plans_t *plans) {
     if (atomic_load(&m->state) != MT_OPEN) return SLUICE_ECLOSED;
     void *built[SLUICE_MT_SHARDS_MAX];
     int rc = 0;
-    unsigned done = 0;
+    unsigned done = 0; /* shards whose table is built */
     for (unsigned i = 0; i < m->nshards; i++) sluice__lock(sluice__shard_at(m, i)->lk);
     if (atomic_load(&m->state) != MT_OPEN) rc = SLUICE_ECLOSED;
     /* every shard's table is built before any shard takes its own */
-    for (; rc == 0 && done < m->nshards; done++)
+    while (rc == 0 && done < m->nshards) {
         rc = sluice__limiter_plans_prepare(sluice__shard_at(m, done)->core, plans, &built[done]);
-    if (rc) done = done ? done - 1 : 0;
+        if (rc == 0) done++;
+    }
     for (unsigned i = 0; i < done; i++) {
         sluice_limiter_t *core = sluice__shard_at(m, i)->core;
         if (rc == 0)

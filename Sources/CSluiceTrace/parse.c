@@ -224,18 +224,8 @@ static int parse_bool(const struct field *v, bool *out) {
     return -1;
 }
 
-/* A plan or quota name: 1 to SLUICE_PLAN_NAME_MAX characters of
- * A-Z a-z 0-9 _ . - (format v3). */
-static bool name_ok(const struct field *f) {
-    if (f->n < 1 || f->n > SLUICE_PLAN_NAME_MAX) return false;
-    for (size_t i = 0; i < f->n; i++) {
-        char c = f->s[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-              c == '-'))
-            return false;
-    }
-    return true;
-}
+/* A plan or quota name (format v3): the core's rule. */
+static bool name_ok(const struct field *f) { return sluice_plan_name_valid(f->s, f->n); }
 
 /* The policy line; `p` points after the word "policy". */
 static int parse_policy(struct parser *ps, const char *p, const char *end, struct policy_ms *pol) {

@@ -112,6 +112,17 @@ typedef struct sluice_plan_detail {
     sluice_quota_figures_t quotas[SLUICE_PLAN_QUOTAS_MAX]; /**< in the plan's order */
 } sluice_plan_detail_t;
 
+/**
+ * Whether `len` bytes at `name` are a valid plan or quota name: 1 to
+ * SLUICE_PLAN_NAME_MAX characters of `A-Z a-z 0-9 _ . -` (so no NUL, no
+ * space, nothing that needs quoting in a header).
+ *
+ * @param name the bytes (need not be NUL-terminated; may be NULL when len is 0).
+ * @param len their count.
+ * @return true when valid.
+ */
+SLUICE_EXTERN bool sluice_plan_name_valid(const char *name, size_t len);
+
 /** Size of a buffer that holds any message of sluice_plans_check(), NUL included. */
 #define SLUICE_PLANS_MESSAGE_MAX 160
 

@@ -178,3 +178,14 @@ extension CLoopLimiter {
         sluice_mt_plan_name(handle, plan, quota, buffer.baseAddress, buffer.count)
     }
 }
+
+/// The core's plan calls that take no limiter.
+enum CPlans {
+    /// Whether `name` is a valid plan or quota name (`sluice_plan_name_valid`).
+    static func isValidName(_ name: String) -> Bool {
+        var name = name
+        return name.withUTF8 {
+            sluice_plan_name_valid(UnsafeRawPointer($0.baseAddress)?.assumingMemoryBound(to: CChar.self), $0.count)
+        }
+    }
+}

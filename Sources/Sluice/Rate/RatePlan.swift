@@ -129,15 +129,9 @@ public struct RatePlan: Hashable, Sendable, CustomStringConvertible {
         return table
     }
 
-    /// Whether `name` is 1 to 32 characters of `A-Z a-z 0-9 _ . -`.
-    static func isValidName(_ name: String) -> Bool {
-        let bytes = name.utf8
-        guard !bytes.isEmpty, bytes.count <= maxNameLength else { return false }
-        return bytes.allSatisfy { b in
-            (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || (b >= 0x30 && b <= 0x39) || b == 0x5F
-                || b == 0x2E || b == 0x2D
-        }
-    }
+    /// Whether `name` is 1 to 32 characters of `A-Z a-z 0-9 _ . -` (the
+    /// core's rule, `sluice_plan_name_valid`).
+    static func isValidName(_ name: String) -> Bool { CPlans.isValidName(name) }
 
     /// The first rule a table breaks, with its code and a sentence naming
     /// the plan and the quota, or `nil`.
