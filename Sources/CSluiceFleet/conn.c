@@ -70,7 +70,7 @@ struct sluice__conn {
     SSL_CTX *ctx;   /* TLS only */
     char peer[300]; /* "host:port" or "unix:path", for messages */
 
-    int state;
+    int state; /* ST_*; stored atomically (sluice__conn_ready reads it from any thread) */
     uint64_t gen;
     int fd; /* CONNECTING: the socket being connected */
     struct event *connect_ev;
@@ -207,7 +207,7 @@ static void conn_fail(struct sluice__conn *c) {
     if (c->state == ST_IDLE || c->state == ST_FREED) return;
     bool was_ready = c->state == ST_READY;
     teardown(c);
-    c->state = ST_IDLE;
+    __atomic_store_n(&c->state, ST_IDLE, __ATOMIC_RELAXED);
     sluice__fleet_arm(c->retry,
                       sluice__conn_backoff(c->o.backoff_min_ns, c->o.backoff_max_ns, c->attempt, next_rand(c)));
     if (c->attempt < 64) c->attempt++;
@@ -237,7 +237,7 @@ void sluice__conn_drop(sluice__conn_t *c, int err) {
 
 static void become_ready(struct sluice__conn *c) {
     evtimer_del(c->timer);
-    c->state = ST_READY;
+    __atomic_store_n(&c->state, ST_READY, __ATOMIC_RELAXED);
     c->attempt = 0;
     c->err = 0;
     c->msg[0] = '\0';
@@ -465,7 +465,7 @@ static void on_socket_connected(struct sluice__conn *c) {
             return;
         }
     }
-    c->state = ST_SETUP;
+    __atomic_store_n(&c->state, ST_SETUP, __ATOMIC_RELAXED);
     c->reader = redisReaderCreate();
     bufferevent_setcb(c->bev, read_cb, NULL, event_cb, c);
     if (!c->reader || bufferevent_enable(c->bev, EV_READ | EV_WRITE) != 0 || send_setup(c) != 0)
@@ -569,7 +569,7 @@ static void begin_connect(struct sluice__conn *c) {
 
 /* An attempt: CONNECTING, bounded by the connect timeout. */
 static void start_attempt(struct sluice__conn *c) {
-    c->state = ST_CONNECTING;
+    __atomic_store_n(&c->state, ST_CONNECTING, __ATOMIC_RELAXED);
     sluice__fleet_arm(c->timer, c->o.connect_timeout_ns);
     begin_connect(c);
 }
@@ -744,12 +744,12 @@ int sluice__conn_new(sluice__conn_t **out, struct event_base *base, const sluice
     c->held_buf = evbuffer_new();
     if (!rc && (!c->timer || !c->retry || !c->held_buf)) rc = SLUICE_ENOMEM;
     if (rc) {
-        c->state = ST_FREED;
+        __atomic_store_n(&c->state, ST_FREED, __ATOMIC_RELAXED);
         sluice__conn_free(c);
         return rc;
     }
     *out = c;
-    c->state = ST_CONNECTING; /* commands sent now wait for the connection */
+    __atomic_store_n(&c->state, ST_CONNECTING, __ATOMIC_RELAXED); /* commands sent now wait for the connection */
     sluice__fleet_arm(c->timer, c->o.connect_timeout_ns);
     sluice__fleet_arm(c->retry, 0);
     return 0;
@@ -775,7 +775,7 @@ int sluice__conn_send(sluice__conn_t *c, int argc, const char *const *argv, cons
 void sluice__conn_free(sluice__conn_t *c) {
     if (!c) return;
     if (c->held_buf) teardown(c);
-    c->state = ST_FREED;
+    __atomic_store_n(&c->state, ST_FREED, __ATOMIC_RELAXED);
     answer_all(&c->pending, SLUICE_ECLOSED);
     answer_all(&c->held, SLUICE_ECLOSED);
     if (c->timer) event_free(c->timer);
@@ -790,7 +790,11 @@ bool sluice__conn_sendable(const sluice__conn_t *c) {
     return c && (c->state == ST_READY || c->state == ST_CONNECTING || c->state == ST_SETUP);
 }
 
-bool sluice__conn_ready(const sluice__conn_t *c) { return c && c->state == ST_READY; }
+/* Any thread may ask (sluice_fleet_connected): the loop thread stores the
+ * state atomically (relaxed: a hint, ordering nothing else). */
+bool sluice__conn_ready(const sluice__conn_t *c) {
+    return c && __atomic_load_n(&c->state, __ATOMIC_RELAXED) == ST_READY;
+}
 
 int sluice__conn_error(const sluice__conn_t *c, const char **msg) {
     if (msg) *msg = c->msg;

@@ -397,7 +397,7 @@ static void conn_event(void *owner, sluice__conn_event_t ev, int err) {
     if (ev == SLUICE__CONN_FAILED && (err == SLUICE_EAUTH || err == SLUICE_ENOPERM || err == SLUICE_EOOM ||
                                       err == SLUICE_EREADONLY || err == SLUICE_EREDIS))
         count_error_class(f, err);
-    f->degraded = false;
+    __atomic_store_n(&f->degraded, false, __ATOMIC_RELAXED);
     evtimer_del(f->stall);
     if (ev == SLUICE__CONN_UP) {
         STAT_INC(f, connects);
@@ -723,7 +723,7 @@ static void tmo_cb(evutil_socket_t fd, short what, void *arg) {
         if (r->in_redis && !f->degraded && sluice__conn_sendable(f->conn)) {
             /* Redis is late: answer new requests by the failure policy until a
              * reply comes; reconnect if none comes for stall_ns */
-            f->degraded = true;
+            __atomic_store_n(&f->degraded, true, __ATOMIC_RELAXED);
             sluice__fleet_arm(f->stall, f->cfg.stall_ns);
         }
         answer_failure(f, r, SLUICE_ETIMEDOUT);
@@ -773,7 +773,7 @@ static int interpret_item(struct sluice_fleet *f, const struct req *r, redisRepl
 
 /* Any reply: Redis is alive. */
 static void alive(struct sluice_fleet *f) {
-    f->degraded = false;
+    __atomic_store_n(&f->degraded, false, __ATOMIC_RELAXED);
     evtimer_del(f->stall);
 }
 
@@ -1365,7 +1365,7 @@ int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {
 
 bool sluice_fleet_connected(sluice_fleet_t *f) {
     if (f && f->cluster) return sluice__cluster_ready(f->cluster);
-    return f && sluice__conn_ready(f->conn) && !f->degraded;
+    return f && sluice__conn_ready(f->conn) && !__atomic_load_n(&f->degraded, __ATOMIC_RELAXED);
 }
 
 int sluice_fleet_last_error(sluice_fleet_t *f, char *msg, size_t msg_len) {
