@@ -197,17 +197,20 @@ __attribute__((unused)) static bool tf_is_rate_trace(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return false;
     char line[512];
-    bool rate = false;
+    bool rate = true;
     int header = 0;
     while (fgets(line, sizeof line, f)) {
         char *t = line;
         while (*t == ' ' || *t == '\t') t++;
         if (*t == '#' || *t == '\n' || *t == '\0') continue;
         if (*t >= '0' && *t <= '9') break; /* the first step */
-        if (++header == 1) rate = strncmp(t, "policy", 6) == 0 && strstr(t, " rate") != NULL;
+        /* v3: several rate quotas, in plans or not */
+        header++;
+        if (strncmp(t, "plan ", 5) != 0 && !(strncmp(t, "policy", 6) == 0 && strstr(t, " rate") != NULL))
+            rate = false;
     }
     fclose(f);
-    return rate && header == 1;
+    return rate && header >= 1;
 }
 
 /* Runs every rate vector of `dir` (Tests/Vectors) through `exe --redis URL`

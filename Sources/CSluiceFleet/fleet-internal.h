@@ -45,6 +45,15 @@ SLUICE_FLEET_HIDDEN int sluice__fleet_call_decision(const struct sluice__fleet_r
 SLUICE_FLEET_HIDDEN int sluice__fleet_quota_from(const struct sluice__fleet_rate *r, uint64_t cost, uint64_t t,
                                                  fl_u128 tat, sluice_quota_t *q);
 
+/** A call's decision or a quota read under several quotas (a plan), from the
+ *  script's answer: the time `t` and each quota's TAT (scaled by its own
+ *  limit): after the call when `admitted`, else max(TAT, t*limit) converted
+ *  to the quota. Fills *d (a call) or *out (`is_quota`), and *det (each
+ *  quota's figures, the refused ones). @return 0 or -1 (a bad reply). */
+SLUICE_FLEET_HIDDEN int sluice__fleet_plan_answer(const struct sluice__fleet_rate *q, uint32_t n, bool is_quota,
+                                                  uint64_t cost, bool admitted, uint64_t t, const fl_u128 *tat,
+                                                  sluice_decision_t *d, sluice_quota_t *out, sluice_plan_detail_t *det);
+
 /* Redis key names (fleet_key.c: the layout and why it is unambiguous). */
 
 /** Bytes of E(s): `s` with '%' and '}' escaped (three bytes each). */

@@ -48,6 +48,31 @@
 
 #define MS 1000000ull
 
+/* A table of plans as the limiter uses it (config.plans, sluice_fleet_set_plans()):
+ * immutable, shared by the limiter and the requests made under it (each
+ * holds a reference), freed with the last. */
+struct fquota {
+    struct sluice__fleet_rate rate;
+    uint8_t name_len;
+    char name[SLUICE_PLAN_NAME_MAX + 1];
+};
+
+struct fplan {
+    uint32_t first, n; /* its quotas: q[first .. first + n) */
+    uint64_t min_burst;
+    uint8_t name_len;
+    char name[SLUICE_PLAN_NAME_MAX + 1];
+};
+
+struct fplans {
+    uint64_t refs; /* atomic */
+    uint64_t gen;  /* which table: the TAT cache's entries are for one */
+    uint32_t nplans;
+    struct fplan *plan;
+    struct fquota *q;
+    uint32_t *by_name; /* plan indices sorted by name (sluice_fleet_plan_index) */
+};
+
 struct req {
     struct req *prev, *next; /* the waiting list (answered requests are out of it) */
     struct req *qnext;       /* the submit queue */
@@ -64,6 +89,8 @@ struct req {
     unsigned redirects; /* a cancel's MOVED and ASK followed (Redis Cluster) */
     sluice_key_kind_t kind;
     uint64_t u64;
+    struct fplans *plans; /* a limiter of plans: the table it was made under (a reference) */
+    uint32_t plan;        /* ... and its plan there */
     size_t raw_len, rkey_len;
     uint64_t hash;
     char data[]; /* raw key bytes, then the Redis key */
@@ -73,6 +100,9 @@ struct slot {
     char *key;
     size_t len;
     fl_u128 tat;      /* a lower bound of the key's TAT (scaled) */
+    fl_u128 *ptat;    /* plans: a lower bound of each quota's TAT (scaled by its limit), or NULL */
+    uint64_t gen;     /* plans: the table (fplans.gen) ... */
+    uint32_t plan;    /* ... and the plan they are for */
     uint64_t learned; /* CLOCK_MONOTONIC ns */
     uint64_t min_seq; /* replies to requests sent before this cancel sequence are ignored */
 };
@@ -122,6 +152,11 @@ struct sluice_fleet {
     struct stats st;
 
     sluice_loop_t *loop; /* sluice_fleet_new_on_loop(): freed on its thread */
+
+    bool has_plans;          /* made with config.plans */
+    struct fplans *plans;    /* a limiter of plans: the current table (under mu), else NULL */
+    uint64_t plans_gen;      /* the last table's gen (under mu) */
+    pthread_mutex_t fb_mu;   /* the fallback limiter of a limiter of plans (replaced from any thread) */
 };
 
 /* A sluice_fleet_free() from a thread other than the loop's waits here
@@ -149,10 +184,135 @@ static uint64_t hash_bytes(uint64_t seed, const char *p, size_t n) {
     return h ^ (h >> 29);
 }
 
+/* ------------------------------------------------------------------ plans */
+
+static void fplans_unref(struct fplans *p) {
+    if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    free(p->plan);
+    free(p->q);
+    free(p->by_name);
+    free(p);
+}
+
+static struct fplans *fplans_ref(struct fplans *p) {
+    __atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+    return p;
+}
+
+static int name_cmp(const char *a, size_t an, const char *b, size_t bn) {
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+static const struct fplans *sort_ctx; /* qsort has no context argument; under sort_mu */
+static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int by_name_cmp(const void *x, const void *y) {
+    const struct fplan *a = &sort_ctx->plan[*(const uint32_t *)x], *b = &sort_ctx->plan[*(const uint32_t *)y];
+    return name_cmp(a->name, a->name_len, b->name, b->name_len);
+}
+
+/* A plan's index by name, or -1. */
+static int64_t fplans_find(const struct fplans *p, const char *name, size_t len) {
+    size_t lo = 0, hi = p->nplans;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct fplan *m = &p->plan[p->by_name[mid]];
+        int c = name_cmp(m->name, m->name_len, name, len);
+        if (c == 0) return p->by_name[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* Builds the limiter's form of a table sluice_plans_check() accepts. */
+static int fplans_build(const sluice_plans_t *t, uint64_t gen, struct fplans **out) {
+    size_t nq = 0;
+    for (size_t i = 0; i < t->nplans; i++) nq += t->plans[i].nquotas;
+    struct fplans *p = calloc(1, sizeof *p);
+    if (!p) return SLUICE_ENOMEM;
+    p->refs = 1;
+    p->gen = gen;
+    p->nplans = (uint32_t)t->nplans;
+    p->plan = calloc(t->nplans, sizeof *p->plan);
+    p->q = calloc(nq, sizeof *p->q);
+    p->by_name = malloc(t->nplans * sizeof *p->by_name);
+    if (!p->plan || !p->q || !p->by_name) {
+        fplans_unref(p);
+        return SLUICE_ENOMEM;
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < p->nplans; i++) {
+        const sluice_plan_t *sp = &t->plans[i];
+        struct fplan *fp = &p->plan[i];
+        fp->first = k;
+        fp->n = (uint32_t)sp->nquotas;
+        fp->name_len = (uint8_t)strlen(sp->name);
+        memcpy(fp->name, sp->name, fp->name_len);
+        fp->min_burst = UINT64_MAX;
+        for (uint32_t j = 0; j < fp->n; j++, k++) {
+            const sluice_rate_quota_t *sq = &sp->quotas[j];
+            struct fquota *q = &p->q[k];
+            q->name_len = (uint8_t)strlen(sq->name);
+            memcpy(q->name, sq->name, q->name_len);
+            q->rate.limit = sq->limit;
+            q->rate.per = (uint64_t)sq->per_ns;
+            q->rate.burst = sq->burst ? sq->burst : sq->limit;
+            q->rate.bper = (fl_u128)q->rate.burst * q->rate.per;
+            if (q->rate.burst < fp->min_burst) fp->min_burst = q->rate.burst;
+        }
+        p->by_name[i] = i;
+    }
+    pthread_mutex_lock(&sort_mu);
+    sort_ctx = p;
+    qsort(p->by_name, p->nplans, sizeof *p->by_name, by_name_cmp);
+    pthread_mutex_unlock(&sort_mu);
+    *out = p;
+    return 0;
+}
+
+/* A fallback table's plans must be the table's, by name and in order. */
+static bool same_plan_names(const sluice_plans_t *a, const sluice_plans_t *b) {
+    if (a->nplans != b->nplans) return false;
+    for (size_t i = 0; i < a->nplans; i++)
+        if (strcmp(a->plans[i].name, b->plans[i].name) != 0) return false;
+    return true;
+}
+
+/* A limiter of plans for the fallback: room for any quota count, so that
+ * sluice_fleet_set_plans() never fails on it. */
+static int fallback_of_plans(const sluice_plans_t *t, bool manual, sluice_limiter_t **out) {
+    sluice_plans_t copy = *t;
+    copy.max_quotas = SLUICE_PLAN_QUOTAS_MAX;
+    sluice_config_t lc;
+    memset(&lc, 0, sizeof lc);
+    lc.policy = sluice_rate_plans();
+    lc.plans = &copy;
+    lc.start_ns = manual ? 0 : sluice__fleet_clock_ns(CLOCK_REALTIME);
+    return sluice_limiter_new(out, &lc);
+}
+
+static const struct fplan *req_plan(const struct req *r) { return &r->plans->plan[r->plan]; }
+
+/* The quotas of a request's plan, in order, into q[]. @return their count. */
+static uint32_t plan_rates(const struct req *r, struct sluice__fleet_rate *q) {
+    const struct fplan *pp = req_plan(r);
+    for (uint32_t j = 0; j < pp->n; j++) q[j] = r->plans->q[pp->first + j].rate;
+    return pp->n;
+}
+
 /* ------------------------------------------------------------------ answering */
 
+static void req_free(struct req *r) {
+    fplans_unref(r->plans);
+    free(r);
+}
+
 static void req_release(struct req *r) {
-    if (r->answered && r->in_redis == 0) free(r);
+    if (r->answered && r->in_redis == 0) req_free(r);
 }
 
 static void unlist(struct sluice_fleet *f, struct req *r) {
@@ -203,7 +363,18 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
     res.cause = cause;
     uint64_t now = f->cfg.manual_time ? r->now : real_now();
     res.now = now;
-    bool never = r->cost > f->rate.burst;
+    uint64_t burst = r->plans ? req_plan(r)->min_burst : f->rate.burst;
+    bool never = r->cost > burst;
+    /* a limiter of plans: its fallback decides under the plan of that name */
+    int64_t fb_plan = -1;
+    if (r->plans && f->fallback && f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && r->op != SLUICE_FLEET_CANCEL) {
+        uint32_t idx;
+        pthread_mutex_lock(&f->fb_mu);
+        if (sluice_limiter_plan_index(f->fallback, req_plan(r)->name, req_plan(r)->name_len, &idx) == 0)
+            fb_plan = idx;
+        else
+            pthread_mutex_unlock(&f->fb_mu);
+    }
     uint64_t retry =
         never ? SLUICE_NEVER
               : (now > UINT64_MAX - 1 - f->cfg.closed_retry_ns ? UINT64_MAX - 1 : now + f->cfg.closed_retry_ns);
@@ -211,7 +382,17 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
     case SLUICE_FLEET_CALL: {
         sluice_decision_t *d = &res.decision;
         int rc = -1;
-        if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback) {
+        if (fb_plan >= 0) {
+            rc = sluice_limiter_submit_plan(f->fallback, req_key(r), 0, r->cost, (uint32_t)fb_plan, now, d,
+                                            &res.detail);
+            pthread_mutex_unlock(&f->fb_mu);
+            if (rc == 0) {
+                if (d->kind == SLUICE_EMITTED)
+                    STAT_INC(f, fallback_admitted);
+                else
+                    STAT_INC(f, fallback_dropped);
+            }
+        } else if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback && !r->plans) {
             rc = sluice_limiter_submit_cost(f->fallback, req_key(r), 0, r->cost, now, d);
             if (rc == 0) {
                 if (d->kind == SLUICE_EMITTED)
@@ -221,6 +402,7 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
             }
         }
         if (rc != 0) {
+            memset(&res.detail, 0, sizeof res.detail);
             if (f->cfg.on_failure == SLUICE_FLEET_FAIL_OPEN && !never) {
                 d->kind = SLUICE_EMITTED;
                 d->at = now;
@@ -242,13 +424,18 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
     case SLUICE_FLEET_QUOTA: {
         sluice_quota_t *q = &res.quota;
         int rc = -1;
-        if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback)
+        if (fb_plan >= 0) {
+            rc = sluice_limiter_quota_plan(f->fallback, req_key(r), r->cost, (uint32_t)fb_plan, now, q, &res.detail);
+            pthread_mutex_unlock(&f->fb_mu);
+        } else if (f->cfg.on_failure == SLUICE_FLEET_FAIL_LOCAL && f->fallback && !r->plans) {
             rc = sluice_limiter_quota(f->fallback, req_key(r), r->cost, now, q);
+        }
         if (rc != 0) {
-            q->burst = f->rate.burst;
+            memset(&res.detail, 0, sizeof res.detail);
+            q->burst = burst;
             q->full = now;
             if (f->cfg.on_failure == SLUICE_FLEET_FAIL_OPEN) {
-                q->remaining = f->rate.burst;
+                q->remaining = burst;
                 q->retry = never ? SLUICE_NEVER : now;
             } else {
                 q->remaining = 0;
@@ -272,11 +459,25 @@ static bool slot_holds(const struct slot *s, const struct req *r) {
     return s->key && s->len == r->rkey_len && memcmp(s->key, r->data + r->raw_len, r->rkey_len) == 0;
 }
 
-static void cache_learn(struct sluice_fleet *f, const struct req *r, uint64_t t, fl_u128 tat) {
+/* What a reply teaches: the key's TAT (one quota: tat[0], scaled), or each
+ * quota's under the request's plan. */
+static void cache_learn(struct sluice_fleet *f, const struct req *r, uint64_t t, const fl_u128 *tat) {
     struct slot *s = cache_slot(f, r);
     if (!s || r->seq < s->min_seq) return;
     /* max(TAT, t) with TAT <= t says nothing about later calls at earlier times */
-    if (tat <= (fl_u128)t * f->rate.limit) return;
+    const struct fplan *pp = r->plans ? req_plan(r) : NULL;
+    bool ahead = false;
+    if (pp) {
+        for (uint32_t j = 0; j < pp->n; j++)
+            if (tat[j] > (fl_u128)t * r->plans->q[pp->first + j].rate.limit) ahead = true;
+    } else {
+        ahead = tat[0] > (fl_u128)t * f->rate.limit;
+    }
+    if (!ahead) return;
+    if (pp && !s->ptat) {
+        s->ptat = malloc(SLUICE_PLAN_QUOTAS_MAX * sizeof *s->ptat);
+        if (!s->ptat) return;
+    }
     if (!slot_holds(s, r)) {
         char *k = malloc(r->rkey_len ? r->rkey_len : 1);
         if (!k) return;
@@ -285,7 +486,13 @@ static void cache_learn(struct sluice_fleet *f, const struct req *r, uint64_t t,
         s->key = k;
         s->len = r->rkey_len;
     }
-    s->tat = tat;
+    if (pp) {
+        memcpy(s->ptat, tat, pp->n * sizeof *tat);
+        s->gen = r->plans->gen;
+        s->plan = r->plan;
+    } else {
+        s->tat = tat[0];
+    }
     s->learned = mono_now();
 }
 
@@ -313,12 +520,41 @@ static bool estimate_now(struct sluice_fleet *f, const struct req *r, uint64_t *
 }
 
 /* Answers a call locally when its drop is certain. */
+/* A call under a plan: answered from the cache when its entry is for this
+ * table and plan and one quota certainly refuses. */
+static bool cache_answer_plan(struct sluice_fleet *f, struct req *r, const struct slot *s, uint64_t t) {
+    const struct fplan *pp = req_plan(r);
+    if (s->gen != r->plans->gen || s->plan != r->plan || !s->ptat) return false;
+    fl_u128 tat[SLUICE_PLAN_QUOTAS_MAX];
+    bool refused = false;
+    for (uint32_t j = 0; j < pp->n; j++) {
+        const struct sluice__fleet_rate *rt = &r->plans->q[pp->first + j].rate;
+        fl_u128 ts = (fl_u128)t * rt->limit, nper = (fl_u128)r->cost * rt->per;
+        tat[j] = s->ptat[j] > ts ? s->ptat[j] : ts;
+        if (ts + rt->bper < tat[j] + nper) refused = true;
+    }
+    if (!refused) return false;
+    sluice_fleet_result_t res;
+    memset(&res, 0, sizeof res);
+    res.source = SLUICE_FLEET_SOURCE_CACHE;
+    res.now = t;
+    res.detail.plan = r->plan;
+    struct sluice__fleet_rate q[SLUICE_PLAN_QUOTAS_MAX];
+    plan_rates(r, q);
+    if (sluice__fleet_plan_answer(q, pp->n, false, r->cost, false, t, tat, &res.decision, NULL, &res.detail) != 0)
+        return false;
+    STAT_INC(f, cache_dropped);
+    answer(f, r, &res);
+    return true;
+}
+
 static bool cache_answer(struct sluice_fleet *f, struct req *r) {
     struct slot *s = cache_slot(f, r);
     if (!s || !slot_holds(s, r)) return false;
     if (mono_now() - s->learned >= f->cfg.cache_ttl_ns) return false;
     uint64_t t;
     if (!estimate_now(f, r, &t)) return false;
+    if (r->plans) return cache_answer_plan(f, r, s, t);
     const struct sluice__fleet_rate *rt = &f->rate;
     fl_u128 ts = (fl_u128)t * rt->limit, nper = (fl_u128)r->cost * rt->per;
     fl_u128 tat = s->tat > ts ? s->tat : ts;
@@ -513,6 +749,46 @@ struct route {
     unsigned redirects;
 };
 
+/* The arguments of a script run under plans (the script's 'P' form) after
+ * the keys: the quota sets of the requests' plans, each once, then each
+ * request's op, time, set and cost. `nums` has room for 72 bytes per
+ * request and 160 per quota. @return the count written at argv[k]. */
+static size_t plan_args(struct sluice_fleet *f, struct req *const *reqs, size_t n, const char **argv, size_t *lens,
+                        size_t k, char *nums, const struct fplan **seen) {
+    size_t k0 = k, nsets = 0;
+    char *p = nums;
+    argv[k] = "P", lens[k++] = 1;
+    argv[k] = f->extra_s, lens[k++] = strlen(f->extra_s);
+    size_t nsets_at = k++;
+    for (size_t i = 0; i < n; i++) {
+        const struct fplan *pp = req_plan(reqs[i]);
+        size_t s = 0;
+        while (s < nsets && seen[s] != pp) s++;
+        if (s < nsets) continue;
+        seen[nsets++] = pp;
+        argv[k] = p, lens[k++] = sluice__fleet_u128_str(pp->n, p), p += 4;
+        for (uint32_t j = 0; j < pp->n; j++) {
+            const struct fquota *q = &reqs[i]->plans->q[pp->first + j];
+            argv[k] = q->name, lens[k++] = q->name_len;
+            argv[k] = p, lens[k] = sluice__fleet_u128_str(q->rate.limit, p), p += lens[k++] + 1;
+            argv[k] = p, lens[k] = sluice__fleet_u128_str(q->rate.per, p), p += lens[k++] + 1;
+            argv[k] = p, lens[k] = sluice__fleet_u128_str(q->rate.bper, p), p += lens[k++] + 1;
+            argv[k] = p, lens[k] = sluice__fleet_u128_str((fl_u128)UINT64_MAX * q->rate.limit, p), p += lens[k++] + 1;
+        }
+    }
+    argv[nsets_at] = p, lens[nsets_at] = sluice__fleet_u128_str(nsets, p), p += lens[nsets_at] + 1;
+    for (size_t i = 0; i < n; i++) {
+        const struct req *r = reqs[i];
+        size_t s = 0;
+        while (seen[s] != req_plan(r)) s++;
+        argv[k] = r->op == SLUICE_FLEET_QUOTA ? "Q" : "C", lens[k++] = 1;
+        argv[k] = p, lens[k++] = f->cfg.manual_time ? sluice__fleet_u128_str(r->now, p) : 0, p += 24;
+        argv[k] = p, lens[k++] = sluice__fleet_u128_str(s + 1, p), p += 8;
+        argv[k] = p, lens[k++] = sluice__fleet_u128_str(r->cost, p), p += 24;
+    }
+    return k - k0;
+}
+
 /* Sends reqs[0..n) as one EVALSHA (EVAL when rt->eval; after ASKING when
  * rt->asking) to rt->conn. Each request must hold one in_redis count, which
  * becomes the batch's. @return 0, or -1 when nothing was sent (the caller
@@ -520,11 +796,17 @@ struct route {
 static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n, const struct route *rt) {
     if (n == 0 || !rt->conn) return -1;
     bool eval = rt->eval;
-    size_t argc = 3 + n + 5 + 3 * n;
+    bool plans = reqs[0]->plans != NULL;
+    /* one quota: 5 arguments, then 3 per request; plans: 3, then per request
+     * 4 and at most a set of 8 quotas (1 + 5 * 8) */
+    size_t argc = plans ? 3 + n + 3 + 45 * n : 3 + n + 5 + 3 * n;
     struct batch *b = malloc(sizeof *b + n * sizeof b->r[0]);
     const char **argv = malloc(argc * sizeof *argv);
     size_t *lens = malloc(argc * sizeof *lens);
-    char *nums = malloc(n * 64); /* per request: now (24 bytes) and cost*per (40) */
+    /* per request: now (24 bytes) and cost*per (40); plans: 72 bytes per
+     * request, 160 per quota, and the sets' indices */
+    size_t nums_len = plans ? n * (72 + 8 * 160 + sizeof(void *)) + 64 + 8 : n * 64;
+    char *nums = malloc(nums_len);
     int rc = -1;
     if (!b || !argv || !lens || !nums) goto out;
     b->f = f;
@@ -544,6 +826,13 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
     }
     argv[k] = nkeys, lens[k++] = sluice__fleet_u128_str(n, nkeys);
     for (size_t i = 0; i < n; i++) argv[k] = reqs[i]->data + reqs[i]->raw_len, lens[k++] = reqs[i]->rkey_len;
+    if (plans) {
+        /* the plans seen, at the end of nums (aligned) */
+        size_t at = (n * (72 + 8 * 160) + 64 + 7) & ~(size_t)7;
+        k += plan_args(f, reqs, n, argv, lens, k, nums, (const struct fplan **)(void *)(nums + at));
+        argc = k;
+        goto send;
+    }
     argv[k] = "B", lens[k++] = 1;
     argv[k] = f->limit_s, lens[k++] = strlen(f->limit_s);
     argv[k] = f->bper_s, lens[k++] = strlen(f->bper_s);
@@ -556,6 +845,7 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
         argv[k] = now_s, lens[k++] = f->cfg.manual_time ? sluice__fleet_u128_str(r->now, now_s) : 0;
         argv[k] = nper_s, lens[k++] = sluice__fleet_u128_str((fl_u128)r->cost * f->rate.per, nper_s);
     }
+send:;
     static const char *const asking[1] = { "ASKING" };
     static const size_t asking_len[1] = { 6 };
     if (rt->asking && sluice__conn_send(rt->conn, 1, asking, asking_len, ignore_reply, NULL) != 0) goto out;
@@ -645,9 +935,19 @@ static void process(struct sluice_fleet *f, struct req *r) {
          * the cache (they are sent with the sequence before the cancel) */
         flush_batch(f, true);
         cache_forget(f, r);
-        if (f->fallback) sluice_limiter_cancel(f->fallback, req_key(r), f->cfg.manual_time ? r->now : real_now());
+        if (f->fallback) {
+            pthread_mutex_lock(&f->fb_mu);
+            sluice_limiter_cancel(f->fallback, req_key(r), f->cfg.manual_time ? r->now : real_now());
+            pthread_mutex_unlock(&f->fb_mu);
+        }
     } else if (r->op == SLUICE_FLEET_CALL && cache_answer(f, r)) {
         return;
+    } else if (r->op == SLUICE_FLEET_CALL && r->plans) {
+        /* a call under another plan (or table) than the cache's entry may
+         * convert the key: what the entry says, and what replies to the
+         * requests sent before this one would teach, no longer holds */
+        struct slot *s = cache_slot(f, r);
+        if (s && slot_holds(s, r) && (s->gen != r->plans->gen || s->plan != r->plan)) cache_forget(f, r);
     }
     sluice__conn_t *c = req_conn(f, r);
     if (!sluice__conn_sendable(c)) {
@@ -770,6 +1070,35 @@ static int interpret_item(struct sluice_fleet *f, const struct req *r, redisRepl
     *tat_out = tat;
     return 0;
 }
+
+/* interpret_item() for a request under a plan: {status, t, one TAT per
+ * quota}; *tat_out receives the TATs. */
+static int interpret_plan_item(struct sluice_fleet *f, const struct req *r, redisReply *const *e,
+                               sluice_fleet_result_t *res, uint64_t *t_out, fl_u128 *tat_out) {
+    memset(res, 0, sizeof *res);
+    res->source = SLUICE_FLEET_SOURCE_REDIS;
+    struct sluice__fleet_rate q[SLUICE_PLAN_QUOTAS_MAX];
+    uint32_t n = plan_rates(r, q);
+    uint64_t t;
+    if (e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer == -1) return 1;
+    if (e[0]->type != REDIS_REPLY_INTEGER || (e[0]->integer != 0 && e[0]->integer != 1) || !bulk_u64(e[1], &t))
+        return -1;
+    for (uint32_t j = 0; j < n; j++)
+        if (!bulk_u128(e[2 + j], &tat_out[j])) return -1;
+    bool admitted = e[0]->integer == 1;
+    if (r->op == SLUICE_FLEET_QUOTA && admitted) return -1;
+    res->detail.plan = r->plan;
+    if (sluice__fleet_plan_answer(q, n, r->op == SLUICE_FLEET_QUOTA, r->cost, admitted, t, tat_out, &res->decision,
+                                  &res->quota, &res->detail) != 0)
+        return -1;
+    if (f->cfg.manual_time && t != r->now) return -1;
+    res->now = t;
+    *t_out = t;
+    return 0;
+}
+
+/* The values of a request's answer in a batch reply. */
+static size_t item_width(const struct req *r) { return r->plans ? 2 + req_plan(r)->n : 3; }
 
 /* Any reply: Redis is alive. */
 static void alive(struct sluice_fleet *f) {
@@ -959,14 +1288,20 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         return;
     }
     /* a reply of the wrong shape: the stream cannot be trusted */
-    bool shape = rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 * n;
+    size_t width = 0;
+    for (size_t i = 0; i < n; i++) width += item_width(b->r[i]);
+    bool shape = rep->type == REDIS_REPLY_ARRAY && rep->elements == width;
     bool bad = !shape;
+    size_t at = 0;
     for (size_t i = 0; i < n; i++) {
         struct req *r = b->r[i];
         sluice_fleet_result_t res;
         uint64_t t = 0;
-        fl_u128 tat = 0;
-        int rc = shape ? interpret_item(f, r, rep->element + 3 * i, &res, &t, &tat) : -1;
+        fl_u128 tat[SLUICE_PLAN_QUOTAS_MAX] = { 0 };
+        int rc = !shape     ? -1
+                 : r->plans ? interpret_plan_item(f, r, rep->element + at, &res, &t, tat)
+                            : interpret_item(f, r, rep->element + at, &res, &t, &tat[0]);
+        at += item_width(r);
         if (rc == 1) {
             /* this key's value is not Sluice state: it fails alone */
             if (r->answered) {
@@ -1071,15 +1406,27 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     if (!out || !base || !config) return SLUICE_EINVAL;
     const sluice_policy_t *p = &config->policy;
     if (p->kind != SLUICE_RATE) return SLUICE_EINVAL;
-    int rc = sluice_policy_validate(p);
-    if (rc) return rc;
+    int rc;
+    const sluice_plans_t *plans = config->plans;
+    if (plans) {
+        /* sluice_rate_plans(): the numbers are the plans' quotas */
+        if (p->limit || p->per_ns || p->burst || config->fallback_policy.kind) return SLUICE_EINVAL;
+        if (sluice_plans_check(plans, NULL, 0) != 0) return SLUICE_EINVAL;
+        if (config->fallback_plans && (sluice_plans_check(config->fallback_plans, NULL, 0) != 0 ||
+                                       !same_plan_names(plans, config->fallback_plans)))
+            return SLUICE_EINVAL;
+    } else {
+        if (config->fallback_plans) return SLUICE_EINVAL;
+        rc = sluice_policy_validate(p);
+        if (rc) return rc;
+    }
     if (config->prefix_len > 256 || (config->prefix_len && !config->prefix)) return SLUICE_EINVAL;
     if (config->local_clock && config->manual_time) return SLUICE_EINVAL;
     if (config->on_failure != SLUICE_FLEET_FAIL_CLOSED && config->on_failure != SLUICE_FLEET_FAIL_OPEN &&
         config->on_failure != SLUICE_FLEET_FAIL_LOCAL)
         return SLUICE_EINVAL;
     sluice_policy_t fb = config->fallback_policy.kind ? config->fallback_policy : *p;
-    if (config->on_failure == SLUICE_FLEET_FAIL_LOCAL) {
+    if (config->on_failure == SLUICE_FLEET_FAIL_LOCAL && !plans) {
         if (fb.kind != SLUICE_RATE) return SLUICE_EINVAL;
         rc = sluice_policy_validate(&fb);
         if (rc) return rc;
@@ -1138,7 +1485,17 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     }
     f->hash_seed = real_now() ^ (uint64_t)(uintptr_t)f;
 
-    if (c->on_failure == SLUICE_FLEET_FAIL_LOCAL) {
+    if (plans) {
+        f->plans_gen = 1;
+        f->has_plans = true;
+        if (fplans_build(plans, f->plans_gen, &f->plans) != 0) goto nomem;
+        if (c->on_failure == SLUICE_FLEET_FAIL_LOCAL &&
+            fallback_of_plans(config->fallback_plans ? config->fallback_plans : plans, c->manual_time,
+                              &f->fallback) != 0)
+            goto nomem;
+    }
+    c->plans = c->fallback_plans = NULL; /* copied */
+    if (c->on_failure == SLUICE_FLEET_FAIL_LOCAL && !plans) {
         sluice_config_t lc;
         memset(&lc, 0, sizeof lc);
         lc.policy = fb;
@@ -1146,17 +1503,23 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
         if (sluice_limiter_new(&f->fallback, &lc) != 0) goto nomem;
     }
 
-    if (pthread_mutex_init(&f->mu, NULL) != 0) goto nomem;
+    if (pthread_mutex_init(&f->fb_mu, NULL) != 0) goto nomem;
+    if (pthread_mutex_init(&f->mu, NULL) != 0) {
+        pthread_mutex_destroy(&f->fb_mu);
+        goto nomem;
+    }
     f->wake = event_new(base, -1, 0, wake_cb, f);
     f->tmo = evtimer_new(base, tmo_cb, f);
     f->stall = evtimer_new(base, stall_cb, f);
     if (!f->prefix || !f->wake || !f->tmo || !f->stall) {
         pthread_mutex_destroy(&f->mu);
+        pthread_mutex_destroy(&f->fb_mu);
         goto nomem;
     }
     rc = open_conn(f, config);
     if (rc != 0) {
         pthread_mutex_destroy(&f->mu);
+        pthread_mutex_destroy(&f->fb_mu);
         goto fail;
     }
     *out = f;
@@ -1169,6 +1532,7 @@ fail:
     if (f->tmo) event_free(f->tmo);
     if (f->stall) event_free(f->stall);
     if (f->fallback) sluice_limiter_free(f->fallback);
+    fplans_unref(f->plans);
     free(f->batch);
     free(f->cache);
     free(f->prefix);
@@ -1176,8 +1540,10 @@ fail:
     return rc;
 }
 
-static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key, uint64_t cost, uint64_t now,
-                  sluice_fleet_fn fn, void *user) {
+/* Queues a request; `plan` is its plan's index for a call or quota read of a
+ * limiter of plans (-1: plan 0; a limiter without plans takes only -1). */
+static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key, int64_t plan, uint64_t cost,
+                  uint64_t now, sluice_fleet_fn fn, void *user) {
     if (!f || (op != SLUICE_FLEET_CANCEL && !fn)) return SLUICE_EINVAL;
     if (f->cfg.local_clock) now = real_now();
     if (op != SLUICE_FLEET_CANCEL && (cost < 1 || cost > SLUICE_RATE_MAX)) return SLUICE_ERANGE;
@@ -1225,6 +1591,16 @@ static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key
         free(r);
         return SLUICE_ECLOSED;
     }
+    if (op != SLUICE_FLEET_CANCEL && f->plans) {
+        uint32_t idx = plan < 0 ? 0 : (uint32_t)plan;
+        if (plan > (int64_t)UINT32_MAX || idx >= f->plans->nplans) {
+            pthread_mutex_unlock(&f->mu);
+            free(r);
+            return SLUICE_ENOPLAN;
+        }
+        r->plans = fplans_ref(f->plans);
+        r->plan = idx;
+    }
     if (f->qtail)
         f->qtail->qnext = r;
     else
@@ -1245,16 +1621,73 @@ static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key
 
 int sluice_fleet_call(sluice_fleet_t *f, sluice_key_t key, uint64_t cost, uint64_t now, sluice_fleet_fn fn,
                       void *user) {
-    return submit(f, SLUICE_FLEET_CALL, key, cost, now, fn, user);
+    return submit(f, SLUICE_FLEET_CALL, key, -1, cost, now, fn, user);
 }
 
 int sluice_fleet_quota(sluice_fleet_t *f, sluice_key_t key, uint64_t cost, uint64_t now, sluice_fleet_fn fn,
                        void *user) {
-    return submit(f, SLUICE_FLEET_QUOTA, key, cost, now, fn, user);
+    return submit(f, SLUICE_FLEET_QUOTA, key, -1, cost, now, fn, user);
 }
 
 int sluice_fleet_cancel(sluice_fleet_t *f, sluice_key_t key, uint64_t now, sluice_fleet_fn fn, void *user) {
-    return submit(f, SLUICE_FLEET_CANCEL, key, 1, now, fn, user);
+    return submit(f, SLUICE_FLEET_CANCEL, key, -1, 1, now, fn, user);
+}
+
+/* A plans request: only on a limiter of plans (whose table may change: the
+ * index is checked under the lock, in submit()). */
+static int submit_plan(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key, uint32_t plan, uint64_t cost,
+                       uint64_t now, sluice_fleet_fn fn, void *user) {
+    if (!f || !f->has_plans) return SLUICE_EINVAL;
+    return submit(f, op, key, plan, cost, now, fn, user);
+}
+
+int sluice_fleet_call_plan(sluice_fleet_t *f, sluice_key_t key, uint32_t plan, uint64_t cost, uint64_t now,
+                           sluice_fleet_fn fn, void *user) {
+    return submit_plan(f, SLUICE_FLEET_CALL, key, plan, cost, now, fn, user);
+}
+
+int sluice_fleet_quota_plan(sluice_fleet_t *f, sluice_key_t key, uint32_t plan, uint64_t cost, uint64_t now,
+                            sluice_fleet_fn fn, void *user) {
+    return submit_plan(f, SLUICE_FLEET_QUOTA, key, plan, cost, now, fn, user);
+}
+
+int sluice_fleet_plan_index(sluice_fleet_t *f, const char *name, size_t len, uint32_t *out) {
+    if (!f || !f->has_plans || !out || (!name && len)) return SLUICE_EINVAL;
+    pthread_mutex_lock(&f->mu);
+    int64_t i = fplans_find(f->plans, name ? name : "", len);
+    pthread_mutex_unlock(&f->mu);
+    if (i < 0) return SLUICE_ENOPLAN;
+    *out = (uint32_t)i;
+    return 0;
+}
+
+int sluice_fleet_set_plans(sluice_fleet_t *f, const sluice_plans_t *plans, const sluice_plans_t *fallback) {
+    if (!f || !f->has_plans || !plans || sluice_plans_check(plans, NULL, 0) != 0) return SLUICE_EINVAL;
+    if (fallback && (sluice_plans_check(fallback, NULL, 0) != 0 || !same_plan_names(plans, fallback)))
+        return SLUICE_EINVAL;
+    pthread_mutex_lock(&f->mu);
+    uint64_t gen = ++f->plans_gen;
+    pthread_mutex_unlock(&f->mu);
+    struct fplans *np;
+    int rc = fplans_build(plans, gen, &np);
+    if (rc) return rc;
+    if (f->fallback) {
+        sluice_plans_t copy = fallback ? *fallback : *plans;
+        copy.max_quotas = 0;
+        pthread_mutex_lock(&f->fb_mu);
+        rc = sluice_limiter_set_plans(f->fallback, &copy);
+        pthread_mutex_unlock(&f->fb_mu);
+        if (rc) {
+            fplans_unref(np);
+            return rc == SLUICE_ENOMEM ? rc : SLUICE_EINVAL;
+        }
+    }
+    pthread_mutex_lock(&f->mu);
+    struct fplans *old = f->plans;
+    f->plans = np;
+    pthread_mutex_unlock(&f->mu);
+    fplans_unref(old); /* the requests made under it hold their own references */
+    return 0;
 }
 
 int sluice_fleet_new_on_loop(sluice_fleet_t **out, sluice_loop_t *loop, const sluice_fleet_config_t *config) {
@@ -1322,10 +1755,15 @@ static void free_on_loop(struct sluice_fleet *f) {
     event_free(f->stall);
     if (f->fallback) sluice_limiter_free(f->fallback);
     if (f->cache) {
-        for (size_t i = 0; i <= f->cache_mask; i++) free(f->cache[i].key);
+        for (size_t i = 0; i <= f->cache_mask; i++) {
+            free(f->cache[i].key);
+            free(f->cache[i].ptat);
+        }
         free(f->cache);
     }
     pthread_mutex_destroy(&f->mu);
+    pthread_mutex_destroy(&f->fb_mu);
+    fplans_unref(f->plans);
     free(f->batch);
     free(f->prefix);
     free(f);

@@ -89,3 +89,60 @@ int sluice__fleet_quota_from(const struct sluice__fleet_rate *r, uint64_t cost, 
         q->retry = fresh - ts > r->bper ? ceil_ns(r, fresh - r->bper) : t;
     return 0;
 }
+
+/* A key under several quotas (a plan): each quota's figures from its own TAT
+ * (scaled by its limit), combined as the core combines them
+ * (docs/semantics.md, "Several quotas on one key"). */
+int sluice__fleet_plan_answer(const struct sluice__fleet_rate *q, uint32_t n, bool is_quota, uint64_t cost,
+                              bool admitted, uint64_t t, const fl_u128 *tat, sluice_decision_t *d, sluice_quota_t *out,
+                              sluice_plan_detail_t *det) {
+    if (n < 1 || n > SLUICE_PLAN_QUOTAS_MAX) return -1;
+    det->nquotas = n;
+    det->refused = 0;
+    uint64_t remaining = UINT64_MAX, full = t, retry = t, burst = UINT64_MAX;
+    for (uint32_t j = 0; j < n; j++) {
+        sluice_quota_t qq;
+        sluice_quota_figures_t *fig = &det->quotas[j];
+        fig->burst = q[j].burst;
+        fig->limit = q[j].limit;
+        fig->per_ns = q[j].per;
+        if (sluice__fleet_quota_from(&q[j], cost, t, tat[j], &qq) != 0) return -1;
+        if (admitted) {
+            sluice_decision_t dj;
+            if (sluice__fleet_call_decision(&q[j], cost, true, t, tat[j], &dj) != 0) return -1;
+            qq.remaining = dj.remaining;
+            qq.full = dj.full;
+            qq.retry = t;
+        } else if (qq.retry > t) {
+            det->refused |= 1u << j;
+        }
+        fig->remaining = qq.remaining;
+        fig->full = qq.full;
+        fig->retry = qq.retry;
+        if (qq.remaining < remaining) remaining = qq.remaining;
+        if (qq.full > full) full = qq.full;
+        if (qq.retry > retry) retry = qq.retry;
+        if (q[j].burst < burst) burst = q[j].burst;
+    }
+    if (is_quota) {
+        if (admitted) return -1;
+        out->burst = burst;
+        out->remaining = remaining;
+        out->full = full;
+        out->retry = retry;
+        return 0;
+    }
+    memset(d, 0, sizeof *d);
+    if (admitted) {
+        d->kind = SLUICE_EMITTED;
+        d->at = t;
+        d->remaining = remaining;
+        d->full = full;
+        return 0;
+    }
+    if (det->refused == 0) return -1; /* a drop that no quota refused */
+    d->kind = SLUICE_DROPPED;
+    d->at = retry;
+    d->full = full;
+    return 0;
+}

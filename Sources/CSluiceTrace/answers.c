@@ -33,7 +33,8 @@ int sluice_trace_print_answers(const sluice_trace_t *trace, const sluice_trace_a
         else if (s->verb == SLUICE_TRACE_PENDING)
             sluice__trace_put_pending(&sink, s->time_ms, i, false);
         else if (s->verb == SLUICE_TRACE_QUOTA)
-            sluice__trace_put_quota(&sink, s->time_ms, i, &answers[i].quota, NULL);
+            sluice__trace_put_quota(&sink, s->time_ms, i, &answers[i].quota,
+                                    answers[i].detail.nquotas ? &answers[i].detail : NULL);
     }
     sluice__trace_sink_free(&sink);
     return SLUICE_OK;

@@ -47,10 +47,7 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
         fprintf(stderr, "error: --redis runs rate policies only\n");
         return 64;
     }
-    if (sluice_trace_plans(trace) != NULL) {
-        fprintf(stderr, "error: --redis runs one rate quota: the fleet limiter has no plans or several quotas yet\n");
-        return 64;
-    }
+    const sluice_plans_t *plans = sluice_trace_plans(trace); /* v3: several quotas, plans */
     /* a URL, or HOST:PORT (which the URL parser takes as redis://HOST:PORT) */
     char why[256];
     if (sluice_fleet_check_url(addr, why, sizeof why) != 0) {
@@ -73,7 +70,8 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     snprintf(prefix, sizeof prefix, "sluice-trace:%ld:%lld.%09ld", (long)getpid(), (long long)now.tv_sec, now.tv_nsec);
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
-    c.policy = policy;
+    c.policy = plans ? sluice_rate_plans() : policy;
+    c.plans = plans;
     c.url = addr;
     c.prefix = prefix;
     c.prefix_len = strlen(prefix);
@@ -103,8 +101,14 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
             uint64_t t = st.time_ms * NS_PER_MS;
             struct slot *s = &slots[next];
             switch (st.verb) {
-            case SLUICE_TRACE_CALL: rc = sluice_fleet_call(f, key, st.cost, t, on_result, s); break;
-            case SLUICE_TRACE_QUOTA: rc = sluice_fleet_quota(f, key, st.cost, t, on_result, s); break;
+            case SLUICE_TRACE_CALL:
+                rc = plans ? sluice_fleet_call_plan(f, key, st.plan, st.cost, t, on_result, s)
+                           : sluice_fleet_call(f, key, st.cost, t, on_result, s);
+                break;
+            case SLUICE_TRACE_QUOTA:
+                rc = plans ? sluice_fleet_quota_plan(f, key, st.plan, st.cost, t, on_result, s)
+                           : sluice_fleet_quota(f, key, st.cost, t, on_result, s);
+                break;
             case SLUICE_TRACE_CANCEL: rc = sluice_fleet_cancel(f, key, t, on_result, s); break;
             default: /* flush, pending, close: nothing to ask Redis */
                 s->done = 1;
@@ -162,6 +166,7 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
     for (size_t i = 0; i < n; i++) {
         answers[i].emitted = slots[i].res.decision.kind == SLUICE_EMITTED;
         answers[i].quota = slots[i].res.quota;
+        answers[i].detail = slots[i].res.detail;
     }
     sluice_trace_run_options_t opt;
     memset(&opt, 0, sizeof opt);

@@ -1,5 +1,6 @@
 /*
- * redis_run.h — `sluice-trace --redis URL`: runs a rate trace through the
+ * redis_run.h — `sluice-trace --redis URL`: runs a rate trace (format v3:
+ * several quotas and plans too) through the
  * fleet limiter (Redis, manual-time mode) and prints what the local run
  * prints. Built only when the fleet limiter is (hiredis present).
  */

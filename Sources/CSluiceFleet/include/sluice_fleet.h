@@ -138,6 +138,12 @@ typedef struct sluice_fleet_result {
     sluice_decision_t decision;
     /** SLUICE_FLEET_QUOTA: as sluice_limiter_quota() fills it (`now` as above). */
     sluice_quota_t quota;
+    /** A limiter of plans (config.plans), for a call or quota read that
+     *  Redis or the cache answered, or the fallback limiter: each quota's
+     *  figures and the quotas that refused, as sluice_limiter_submit_plan()
+     *  and sluice_limiter_quota_plan() fill them. `nquotas` is 0 otherwise
+     *  (one policy, a cancel, or fail open/closed). */
+    sluice_plan_detail_t detail;
 } sluice_fleet_result_t;
 
 /** A request's callback. `result` is valid only during the call. Runs on the loop thread. */
@@ -181,6 +187,12 @@ typedef struct sluice_fleet_config {
                                        redis+cluster://[[USER]:PASSWORD@]H1:P1[,H2:P2...] (seeds; and
                                        rediss+cluster://; docs/fleet.md, "Redis Cluster"). Read during
                                        sluice_fleet_new() only */
+    const sluice_plans_t *plans;          /**< several quotas per key, in plans (sluice_plans.h), with
+                                          `policy` = sluice_rate_plans(); see "Plans" below. Copied during
+                                          sluice_fleet_new(); NULL = the one quota of `policy` */
+    const sluice_plans_t *fallback_plans; /**< fail local with plans: the local limiter's plans, the same
+                                          plan names in the same order (typically each quota divided by
+                                          the number of processes); NULL = `plans` */
 } sluice_fleet_config_t;
 
 /** An opaque fleet limiter. */
@@ -274,6 +286,77 @@ SLUICE_EXTERN int sluice_fleet_quota(sluice_fleet_t *fleet, sluice_key_t key, ui
  */
 SLUICE_EXTERN int sluice_fleet_cancel(sluice_fleet_t *fleet, sluice_key_t key, uint64_t now, sluice_fleet_fn fn,
                                       void *user);
+
+/* ------------------------------------------------------------------ */
+/* Plans: several quotas per key (docs/fleet.md, "Plans")               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A fleet limiter made with config.plans decides each call under the plan it
+ * names, exactly as a local limiter of plans does (docs/semantics.md,
+ * "Several quotas on one key" and "Plans"): admitted only when every quota
+ * of the plan admits it, then charged to all of them, in one script run; a
+ * refused call writes nothing. A key's value in Redis does not depend on the
+ * plans: it holds each quota's name, limit, period and TAT, so a key called
+ * under another plan, or after sluice_fleet_set_plans() changed a quota, or
+ * by a process whose table differs, keeps its consumed units, converted by
+ * quota name (TAT' = t + (TAT - t) * T'/T, rounded up to 1/limit' ns). Every
+ * quota of a key lives in one Redis key, so in one hash slot.
+ *
+ * The TAT cache is kept per key and plan: a call under another plan, or any
+ * call after sluice_fleet_set_plans(), is not answered from what an earlier
+ * plan taught. (Another process calling the same key under another plan is
+ * seen when the cache entry expires, as its cancels are.)
+ *
+ * sluice_fleet_call() and sluice_fleet_quota() on such a limiter use plan 0.
+ */
+
+/**
+ * sluice_fleet_call() under plan `plan` (an index of the limiter's current
+ * table: sluice_fleet_plan_index()). The result's `detail` gives each quota's
+ * figures.
+ *
+ * @return as sluice_fleet_call(); SLUICE_ENOPLAN when the table has no plan
+ *         `plan`; SLUICE_EINVAL for a limiter made without plans.
+ */
+SLUICE_EXTERN int sluice_fleet_call_plan(sluice_fleet_t *fleet, sluice_key_t key, uint32_t plan, uint64_t cost,
+                                         uint64_t now, sluice_fleet_fn fn, void *user);
+
+/**
+ * sluice_fleet_quota() under plan `plan`: the overall figures in
+ * result->quota, each quota's in result->detail.
+ *
+ * @return as sluice_fleet_call_plan().
+ */
+SLUICE_EXTERN int sluice_fleet_quota_plan(sluice_fleet_t *fleet, sluice_key_t key, uint32_t plan, uint64_t cost,
+                                          uint64_t now, sluice_fleet_fn fn, void *user);
+
+/**
+ * A plan's index in the limiter's current table, by name. Any thread.
+ *
+ * @param name the name's bytes (`len` of them, no NUL needed).
+ * @return 0 (*out set), SLUICE_ENOPLAN (no such plan), SLUICE_EINVAL (NULL
+ *         pointer, or a limiter made without plans).
+ */
+SLUICE_EXTERN int sluice_fleet_plan_index(sluice_fleet_t *fleet, const char *name, size_t len, uint32_t *out);
+
+/**
+ * Replaces the limiter's plans while it runs, all or nothing (any thread).
+ * Requests made from then on use the new table (indices are the new
+ * table's); requests already made keep the plan they named. Keys keep their
+ * consumption: each is converted by quota name at its next call, in Redis.
+ * The TAT cache forgets what the old table taught. With fail local, the
+ * fallback limiter takes `fallback` (NULL: `plans`), keys converted as the
+ * core converts them.
+ *
+ * @param plans the new table (sluice_plans_check() says what is wrong with
+ *        one that is refused); copied.
+ * @return 0; SLUICE_EINVAL (a table sluice_plans_check() refuses, fallback
+ *         plans whose names differ, or a limiter made without plans: nothing
+ *         changed); SLUICE_ENOMEM.
+ */
+SLUICE_EXTERN int sluice_fleet_set_plans(sluice_fleet_t *fleet, const sluice_plans_t *plans,
+                                         const sluice_plans_t *fallback);
 
 /** Counters of a fleet limiter (read on any thread; a consistent-enough snapshot). */
 typedef struct sluice_fleet_stats {

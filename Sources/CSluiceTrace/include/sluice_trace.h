@@ -445,6 +445,10 @@ SLUICE_EXTERN int sluice_trace_run_realtime(const sluice_trace_t *trace, const s
 typedef struct sluice_trace_answer {
     bool emitted;         /**< call steps: true when the call was emitted, false when dropped */
     sluice_quota_t quota; /**< quota steps: the quota read at the step's time (core units, ns) */
+    /** quota steps of a trace with plans (sluice_trace_plans()): each quota's
+     *  figures, printed after the overall line when the plan has several
+     *  (nquotas 0: none printed) */
+    sluice_plan_detail_t detail;
 } sluice_trace_answer_t;
 
 /**
