@@ -189,10 +189,9 @@ __attribute__((unused)) static char *tf_run(const char *command, int *status) {
     return buf;
 }
 
-/* Whether the trace at `path` runs one rate quota: its header (the lines
- * before the first step, comments and blanks aside) is one `policy rate`
- * line. The fleet has no plans or several quotas yet: a v3 trace with `plan`
- * lines or several quota lines is not one of these. */
+/* Whether the trace at `path` is a rate trace: its header (the lines before
+ * the first step, comments and blanks aside) is `policy rate` lines, one or
+ * several (v3: several quotas), and `plan` lines (v3: plans). */
 __attribute__((unused)) static bool tf_is_rate_trace(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return false;
@@ -206,8 +205,7 @@ __attribute__((unused)) static bool tf_is_rate_trace(const char *path) {
         if (*t >= '0' && *t <= '9') break; /* the first step */
         /* v3: several rate quotas, in plans or not */
         header++;
-        if (strncmp(t, "plan ", 5) != 0 && !(strncmp(t, "policy", 6) == 0 && strstr(t, " rate") != NULL))
-            rate = false;
+        if (strncmp(t, "plan ", 5) != 0 && !(strncmp(t, "policy", 6) == 0 && strstr(t, " rate") != NULL)) rate = false;
     }
     fclose(f);
     return rate && header >= 1;

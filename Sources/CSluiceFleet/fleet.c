@@ -153,10 +153,10 @@ struct sluice_fleet {
 
     sluice_loop_t *loop; /* sluice_fleet_new_on_loop(): freed on its thread */
 
-    bool has_plans;          /* made with config.plans */
-    struct fplans *plans;    /* a limiter of plans: the current table (under mu), else NULL */
-    uint64_t plans_gen;      /* the last table's gen (under mu) */
-    pthread_mutex_t fb_mu;   /* the fallback limiter of a limiter of plans (replaced from any thread) */
+    bool has_plans;        /* made with config.plans */
+    struct fplans *plans;  /* a limiter of plans: the current table (under mu), else NULL */
+    uint64_t plans_gen;    /* the last table's gen (under mu) */
+    pthread_mutex_t fb_mu; /* the fallback limiter of a limiter of plans (replaced from any thread) */
 };
 
 /* A sluice_fleet_free() from a thread other than the loop's waits here
@@ -383,8 +383,8 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
         sluice_decision_t *d = &res.decision;
         int rc = -1;
         if (fb_plan >= 0) {
-            rc = sluice_limiter_submit_plan(f->fallback, req_key(r), 0, r->cost, (uint32_t)fb_plan, now, d,
-                                            &res.detail);
+            rc =
+                sluice_limiter_submit_plan(f->fallback, req_key(r), 0, r->cost, (uint32_t)fb_plan, now, d, &res.detail);
             pthread_mutex_unlock(&f->fb_mu);
             if (rc == 0) {
                 if (d->kind == SLUICE_EMITTED)
@@ -1072,17 +1072,19 @@ static int interpret_item(struct sluice_fleet *f, const struct req *r, redisRepl
 }
 
 /* interpret_item() for a request under a plan: {status, t, one TAT per
- * quota}; *tat_out receives the TATs. */
+ * quota}; *tat_out receives the TATs, and *teach whether they may teach
+ * the cache (not when converted from other quotas: a conversion to a slower
+ * quota gives a TAT that falls as t grows, until a call stores it). */
 static int interpret_plan_item(struct sluice_fleet *f, const struct req *r, redisReply *const *e,
-                               sluice_fleet_result_t *res, uint64_t *t_out, fl_u128 *tat_out) {
+                               sluice_fleet_result_t *res, uint64_t *t_out, fl_u128 *tat_out, bool *teach) {
     memset(res, 0, sizeof *res);
     res->source = SLUICE_FLEET_SOURCE_REDIS;
     struct sluice__fleet_rate q[SLUICE_PLAN_QUOTAS_MAX];
     uint32_t n = plan_rates(r, q);
     uint64_t t;
     if (e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer == -1) return 1;
-    if (e[0]->type != REDIS_REPLY_INTEGER || (e[0]->integer != 0 && e[0]->integer != 1) || !bulk_u64(e[1], &t))
-        return -1;
+    if (e[0]->type != REDIS_REPLY_INTEGER || e[0]->integer < 0 || e[0]->integer > 2 || !bulk_u64(e[1], &t)) return -1;
+    *teach = e[0]->integer != 2;
     for (uint32_t j = 0; j < n; j++)
         if (!bulk_u128(e[2 + j], &tat_out[j])) return -1;
     bool admitted = e[0]->integer == 1;
@@ -1298,8 +1300,9 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         sluice_fleet_result_t res;
         uint64_t t = 0;
         fl_u128 tat[SLUICE_PLAN_QUOTAS_MAX] = { 0 };
+        bool teach = true;
         int rc = !shape     ? -1
-                 : r->plans ? interpret_plan_item(f, r, rep->element + at, &res, &t, tat)
+                 : r->plans ? interpret_plan_item(f, r, rep->element + at, &res, &t, tat, &teach)
                             : interpret_item(f, r, rep->element + at, &res, &t, &tat[0]);
         at += item_width(r);
         if (rc == 1) {
@@ -1325,7 +1328,7 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
             f->off = (int64_t)(t - r->sent_real);
             f->have_off = true;
         }
-        cache_learn(f, r, t, tat);
+        if (teach) cache_learn(f, r, t, tat);
         if (r->answered) {
             req_release(r);
             continue;
@@ -1490,8 +1493,8 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
         f->has_plans = true;
         if (fplans_build(plans, f->plans_gen, &f->plans) != 0) goto nomem;
         if (c->on_failure == SLUICE_FLEET_FAIL_LOCAL &&
-            fallback_of_plans(config->fallback_plans ? config->fallback_plans : plans, c->manual_time,
-                              &f->fallback) != 0)
+            fallback_of_plans(config->fallback_plans ? config->fallback_plans : plans, c->manual_time, &f->fallback) !=
+                0)
             goto nomem;
     }
     c->plans = c->fallback_plans = NULL; /* copied */

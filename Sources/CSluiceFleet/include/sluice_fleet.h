@@ -151,34 +151,34 @@ typedef void (*sluice_fleet_fn)(void *user, const sluice_fleet_result_t *result)
 
 /** Configuration of a fleet limiter. Zero-initialise, then set what you need. */
 typedef struct sluice_fleet_config {
-    sluice_policy_t policy;            /**< required: a rate policy (sluice_rate()) */
-    const char *host;                  /**< Redis address, plain TCP (numeric IP recommended);
+    sluice_policy_t policy;               /**< required: a rate policy (sluice_rate()) */
+    const char *host;                     /**< Redis address, plain TCP (numeric IP recommended);
                                        NULL = "127.0.0.1"; ignored when `url` is set */
-    int port;                          /**< Redis port; 0 = 6379; ignored when `url` is set */
-    const void *prefix;                /**< key prefix (any bytes): Redis keys are `{<N>:prefix:...}`
+    int port;                             /**< Redis port; 0 = 6379; ignored when `url` is set */
+    const void *prefix;                   /**< key prefix (any bytes): Redis keys are `{<N>:prefix:...}`
                                        (docs/fleet.md, "Keys"); must identify the policy */
-    size_t prefix_len;                 /**< bytes of prefix (0 with prefix NULL = "sluice") */
-    bool manual_time;                  /**< use the `now` passed with each request instead of Redis's TIME */
-    bool local_clock;                  /**< stamp each request with this process's CLOCK_REALTIME instead of
+    size_t prefix_len;                    /**< bytes of prefix (0 with prefix NULL = "sluice") */
+    bool manual_time;                     /**< use the `now` passed with each request instead of Redis's TIME */
+    bool local_clock;                     /**< stamp each request with this process's CLOCK_REALTIME instead of
                                        Redis's TIME (see "Clock"); not with manual_time */
-    uint64_t timeout_ns;               /**< per-request timeout; 0 = 50 ms */
-    sluice_fleet_failure_t on_failure; /**< the failure policy; default fail closed */
-    uint64_t closed_retry_ns;          /**< fail closed: the retry delay reported; 0 = 1 s */
-    sluice_policy_t fallback_policy;   /**< fail local: the local policy; kind 0 = `policy` */
-    uint64_t backoff_min_ns;           /**< first reconnect delay; 0 = 20 ms */
-    uint64_t backoff_max_ns;           /**< longest reconnect delay; 0 = 1 s */
-    uint64_t stall_ns;                 /**< reconnect when no reply came for this long while
+    uint64_t timeout_ns;                  /**< per-request timeout; 0 = 50 ms */
+    sluice_fleet_failure_t on_failure;    /**< the failure policy; default fail closed */
+    uint64_t closed_retry_ns;             /**< fail closed: the retry delay reported; 0 = 1 s */
+    sluice_policy_t fallback_policy;      /**< fail local: the local policy; kind 0 = `policy` */
+    uint64_t backoff_min_ns;              /**< first reconnect delay; 0 = 20 ms */
+    uint64_t backoff_max_ns;              /**< longest reconnect delay; 0 = 1 s */
+    uint64_t stall_ns;                    /**< reconnect when no reply came for this long while
                                        requests wait; 0 = max(1 s, 10 * timeout) */
-    size_t cache_slots;                /**< TAT cache size (rounded up to a power of two);
+    size_t cache_slots;                   /**< TAT cache size (rounded up to a power of two);
                                        0 = 4096; SIZE_MAX = no cache */
-    uint64_t cache_ttl_ns;             /**< how long a cache entry is trusted; 0 = 1 s */
-    uint64_t manual_ttl_extra_ms;      /**< manual time: added to each key's Redis expiry (trace
+    uint64_t cache_ttl_ns;                /**< how long a cache entry is trusted; 0 = 1 s */
+    uint64_t manual_ttl_extra_ms;         /**< manual time: added to each key's Redis expiry (trace
                                        time is not Redis time); 0 = 10 minutes */
-    size_t max_batch;                  /**< most calls and quota reads decided by one EVALSHA
+    size_t max_batch;                     /**< most calls and quota reads decided by one EVALSHA
                                        (sent together, decided in order; see "Batches");
                                        0 = 32; 1 = one key per command (a Redis Cluster
                                        address always uses 1: a batch would span slots) */
-    const char *url;                   /**< Redis address as a URL (see docs/fleet.md, "Connections");
+    const char *url;                      /**< Redis address as a URL (see docs/fleet.md, "Connections");
                                        replaces host and port when set: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB],
                                        rediss://...?cacert=PATH&cert=PATH&key=PATH&sni=NAME&insecure=1,
                                        unix:///PATH?db=N&user=U&password=P,
