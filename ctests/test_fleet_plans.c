@@ -158,8 +158,8 @@ static sluice_limiter_t *new_core(const sluice_plans_t *plans) {
 
 static void check_detail(const char *what, int i, const sluice_plan_detail_t *got, const sluice_plan_detail_t *want) {
     CHECK(got->nquotas == want->nquotas && got->refused == want->refused && got->plan == want->plan,
-          "%s op %d: detail nquotas %u/%u refused %x/%x plan %u/%u", what, i, got->nquotas, want->nquotas,
-          got->refused, want->refused, got->plan, want->plan);
+          "%s op %d: detail nquotas %u/%u refused %x/%x plan %u/%u", what, i, got->nquotas, want->nquotas, got->refused,
+          want->refused, got->plan, want->plan);
     for (uint32_t j = 0; j < want->nquotas; j++) {
         const sluice_quota_figures_t *a = &got->quotas[j], *b = &want->quotas[j];
         CHECK(a->remaining == b->remaining && a->full == b->full && a->retry == b->retry && a->burst == b->burst &&
@@ -249,8 +249,8 @@ static void differential(int port) {
                 sluice_limiter_cancel(core, key, o->t);
                 continue;
             }
-            CHECK(res->status == 0 && res->source != SLUICE_FLEET_SOURCE_FAILURE, "%s op %d: status %d source %d cause %d",
-                  what, i, res->status, res->source, res->cause);
+            CHECK(res->status == 0 && res->source != SLUICE_FLEET_SOURCE_FAILURE,
+                  "%s op %d: status %d source %d cause %d", what, i, res->status, res->source, res->cause);
             CHECK(res->now == o->t, "%s op %d: decided at %llu, asked at %llu", what, i, (unsigned long long)res->now,
                   (unsigned long long)o->t);
             sluice_plan_detail_t det;
@@ -312,8 +312,8 @@ static sluice_rate_quota_t pro_q[3] = { { "second", 10, 1000000000, 0 },
 static sluice_plan_t two_plans[2] = { { "free", free_q, 2 }, { "pro", pro_q, 3 } };
 static const sluice_plans_t table2 = { two_plans, 2, 0 };
 
-static sluice_fleet_result_t ask(struct event_base *base, sluice_fleet_t *f, int kind, const char *key,
-                                 uint32_t plan, uint64_t cost, uint64_t t) {
+static sluice_fleet_result_t ask(struct event_base *base, sluice_fleet_t *f, int kind, const char *key, uint32_t plan,
+                                 uint64_t cost, uint64_t t) {
     tf_box_t b;
     memset(&b, 0, sizeof b);
     sluice_key_t k = sluice_key_bytes(key, strlen(key));
@@ -379,9 +379,14 @@ static void cache_and_changes(int port) {
 static void values(int port) {
     struct event_base *base = event_base_new();
     sluice_fleet_t *f = new_fleet(base, port, &table2, "vals", false, 0);
-    static const char *const bad[] = { "12345", "P1", "P1 second 1 1000000000", "P1 second 0 1000000000 5",
-                                       "P1 second 1 1000000000 5 ", "P1 second 1 1000000000 5 second 1 2 3",
-                                       "P1 s!x 1 1 1", "P2 second 1 1000000000 5" };
+    static const char *const bad[] = { "12345",
+                                       "P1",
+                                       "P1 second 1 1000000000",
+                                       "P1 second 0 1000000000 5",
+                                       "P1 second 1 1000000000 5 ",
+                                       "P1 second 1 1000000000 5 second 1 2 3",
+                                       "P1 s!x 1 1 1",
+                                       "P2 second 1 1000000000 5" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char key[16], rkey[32];
         snprintf(key, sizeof key, "bad%zu", i);

@@ -37,16 +37,19 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     // @unchecked: the C limiter is thread-safe; `closed` and `finalStats`
     // are guarded by `state`.
 
-    /// The rate policy.
+    /// The rate policy (with plans: the first quota of the first plan).
     public let policy: LimiterPolicy
     /// The loop it runs on (kept alive as long as the limiter).
     public let loop: LimiterLoop
-    private let fleet: OpaquePointer
-    private let manualTime: Bool
+    let fleet: OpaquePointer
+    let manualTime: Bool
     private let fallsBackLocally: Bool
-    private let state = Locked(State())
+    let state = Locked(State())
+    /// A limiter of plans: its table (`nil` for one policy). Taken after
+    /// `state` when both are.
+    let planTable: Locked<FleetPlanTable>?
 
-    private struct State {
+    struct State {
         var closed = false
         var finalStats: sluice_fleet_stats_t? = nil
     }
@@ -63,21 +66,76 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     ///   ``Sluice/LimiterError/outOfRange`` for a policy that is not rate or
     ///   an option that breaks a rule (the ``Sluice/LimiterError/reason``
     ///   names it), ``Sluice/LimiterError/outOfMemory``.
-    public init(
+    public convenience init(
         _ policy: LimiterPolicy, configuration: FleetConfiguration = FleetConfiguration(),
         loop: LimiterLoop = .shared
     ) throws(LimiterError) {
+        try self.init(policy: policy, plans: nil, configuration: configuration, loop: loop)
+    }
+
+    /// A fleet limiter of plans: several quotas per key, the client's plan
+    /// named by each call (``check(_:plan:cost:at:)``), exactly as a local
+    /// ``Sluice/RateLimiter`` of plans decides (docs/fleet.md, "Plans").
+    ///
+    /// A key's state in Redis holds each quota's name and numbers, so every
+    /// process may have its own table while plans roll out, and a key called
+    /// under another plan, or after ``update(plans:fallback:)``, keeps its
+    /// consumed units, converted by quota name. Every quota of a key lives in
+    /// one Redis key, so in one hash slot.
+    ///
+    /// ```swift
+    /// let plans = [
+    ///     RatePlan("free", quotas: [.init("second", limit: 2, per: .seconds(1)), .init("hour", limit: 100, per: .seconds(3600))]),
+    ///     RatePlan("pro", quotas: [.init("second", limit: 20, per: .seconds(1)), .init("hour", limit: 5000, per: .seconds(3600))]),
+    /// ]
+    /// let api = try FleetLimiter<String>(plans: plans, configuration: FleetConfiguration(url: "redis://10.0.0.5:6379"))
+    /// let decision = try await api.check("client-42", plan: "pro")
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - plans: the table, the default plan first (``Sluice/RatePlan/validate(_:maxQuotas:)``'s rules).
+    ///   - fallback: with ``FleetConfiguration/FailurePolicy/local(_:)`` (whose policy must
+    ///     then be `nil`), the local limiter's plans: the same names in the same order,
+    ///     typically each quota divided by the number of processes (`nil`: `plans`).
+    ///   - configuration: as for ``init(_:configuration:loop:)``.
+    ///   - loop: as for ``init(_:configuration:loop:)``.
+    /// - Throws: as ``init(_:configuration:loop:)``; an invalid table is
+    ///   ``Sluice/LimiterError/invalidArgument`` or ``Sluice/LimiterError/outOfRange``
+    ///   naming the plan, the quota and the rule.
+    public convenience init(
+        plans: [RatePlan], fallback: [RatePlan]? = nil, configuration: FleetConfiguration = FleetConfiguration(),
+        loop: LimiterLoop = .shared
+    ) throws(LimiterError) {
+        try self.init(
+            policy: plans.first?.quotas.first?.policy ?? .rate(limit: 1, per: .seconds(1)),
+            plans: (plans, fallback), configuration: configuration, loop: loop)
+    }
+
+    /// Both: one policy, or a table of plans (and the fallback's).
+    private init(
+        policy: LimiterPolicy, plans: ([RatePlan], [RatePlan]?)?, configuration: FleetConfiguration,
+        loop: LimiterLoop
+    ) throws(LimiterError) {
         var c = try cConfig(policy: policy, configuration)
+        var tables: (CPlanTable, CPlanTable?)? = nil
+        if let plans {
+            tables = try FleetPlanTable.cTables(plans.0, fallback: plans.1, configuration: configuration)
+            c.policy = sluice_rate_plans()
+        }
         var out: OpaquePointer?
         let prefix = Array(configuration.prefix.utf8)  // its bytes (a NUL inside is kept): the C side copies them
-        let rc = configuration.host.withCString { host in
-            withOptionalCString(configuration.url) { url in
-                prefix.withUnsafeBytes { prefix in
-                    c.host = host
-                    c.url = url
-                    c.prefix = prefix.baseAddress
-                    c.prefix_len = prefix.count
-                    return sluice_fleet_new_on_loop(&out, loop.cHandle, &c)
+        let rc = try FleetPlanTable.withTables(tables) { (plans, fallback) throws(LimiterError) -> Int32 in
+            c.plans = plans
+            c.fallback_plans = fallback
+            return configuration.host.withCString { host in
+                withOptionalCString(configuration.url) { url in
+                    prefix.withUnsafeBytes { prefix in
+                        c.host = host
+                        c.url = url
+                        c.prefix = prefix.baseAddress
+                        c.prefix_len = prefix.count
+                        return sluice_fleet_new_on_loop(&out, loop.cHandle, &c)
+                    }
                 }
             }
         }
@@ -85,6 +143,7 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
         fleet = out
         self.loop = loop
         self.policy = policy
+        planTable = plans.map { Locked(FleetPlanTable($0.0)) }
         manualTime = configuration.manualTime
         if case .local = configuration.onFailure { fallsBackLocally = true } else { fallsBackLocally = false }
     }
@@ -190,6 +249,11 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
         let answer = try await request(key) { fleet, k, user in
             sluice_fleet_quota(fleet, k, cost, now, fleetCallback, user)
         }
+        return try quota(answer)
+    }
+
+    /// The Swift quota of a quota read's answer, on the local clock.
+    func quota(_ answer: Answer) throws(LimiterError) -> RateQuota {
         let result = answer.result
         if result.source == SLUICE_FLEET_SOURCE_FAILURE { throw LimiterError(rawValue: result.cause) }
         let q = result.quota
@@ -267,13 +331,13 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
 
     // MARK: - Requests
 
-    private static func validCost(_ cost: Int) throws(LimiterError) -> UInt64 {
+    static func validCost(_ cost: Int) throws(LimiterError) -> UInt64 {
         guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
         return UInt64(cost)
     }
 
     /// The C `now` of a request: the caller's time in manual-time mode, 0 otherwise.
-    private func callTime(_ time: LimiterInstant?) throws(LimiterError) -> UInt64 {
+    func callTime(_ time: LimiterInstant?) throws(LimiterError) -> UInt64 {
         switch (manualTime, time) {
         case let (true, time?): return time.nanoseconds
         case (false, nil): return 0
@@ -291,7 +355,7 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
 
     /// Sends one request and waits for its answer, or for the task's
     /// cancellation (then ``Sluice/LimiterError/cancelled`` at once).
-    private func request(
+    func request(
         _ key: Key, _ send: (OpaquePointer, sluice_key_t, UnsafeMutableRawPointer) -> Int32
     ) async throws(LimiterError) -> Answer {
         let pending = Pending()
@@ -325,7 +389,7 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     }
 
     /// The Swift decision of a call's answer, on the local clock.
-    private func decision(_ answer: Answer) -> RateDecision {
+    func decision(_ answer: Answer) -> RateDecision {
         let r = answer.result
         let d = r.decision
         let admitted = d.kind == SLUICE_EMITTED
@@ -350,7 +414,7 @@ public final class FleetLimiter<Key: LimiterKey>: @unchecked Sendable {
     /// answer's `now` (Redis's clock, or the failure policy's local real
     /// time), which is the local clock's reading when the answer came. In
     /// manual-time mode times are the caller's, unchanged.
-    private func clock(of answer: Answer) -> Onto {
+    func clock(of answer: Answer) -> Onto {
         Onto(now: answer.result.now, local: manualTime ? nil : answer.local)
     }
 }
@@ -370,7 +434,7 @@ extension FleetLimiter: RateDecider where Key == String {
 }
 
 /// The answer to one request, and the local clock's reading when it came.
-private struct Answer {
+struct Answer {
     var result: sluice_fleet_result_t
     var local: UInt64
 }
@@ -413,7 +477,7 @@ private final class Pending: @unchecked Sendable {
 }
 
 /// The C callback of every request: the answer, to its `Pending`.
-private let fleetCallback: sluice_fleet_fn = { user, result in
+let fleetCallback: sluice_fleet_fn = { user, result in
     guard let user, let result else { return }
     // The local clock is read here, as the answer comes (on the loop
     // thread), not when the waiting task runs again, which may be later.
@@ -422,7 +486,7 @@ private let fleetCallback: sluice_fleet_fn = { user, result in
 }
 
 /// Times of an answer, counted from its `now`, onto the local clock.
-private struct Onto {
+struct Onto {
     let now: UInt64
     let local: UInt64?
 

@@ -151,37 +151,54 @@ public struct RateLimitGate: Sendable {
     /// and a drop is answered 429 with the draft's `quota-exceeded` problem
     /// naming the quotas that refused (``quotaExceededProblem(detail:violatedPolicies:)``).
     ///
-    /// Plans need the local limiter: with another decider (a fleet limiter)
-    /// no decision is made, and the failure is handled as ``onFailure``
-    /// says (so is an unknown plan, ``Sluice/LimiterError/unknownPlan``).
+    /// Plans need a decider of plans (``Sluice/RatePlanDecider``: the local
+    /// limiter, or a fleet limiter made with plans): with another, no
+    /// decision is made, and the failure is handled as ``onFailure`` says
+    /// (so is an unknown plan, ``Sluice/LimiterError/unknownPlan``). A fleet
+    /// decision made by its failure policy is answered as
+    /// ``evaluate(key:cost:)`` answers one.
     ///
     /// - Parameters:
     ///   - key: the client's key.
     ///   - plan: the name of the client's plan.
     ///   - cost: units (1 by default; below 1 counts as 1).
     /// - Returns: what to answer.
-    public func evaluate(key: String, plan: String, cost: Int = 1) -> Verdict {
-        guard let local else {
-            return failed(
-                key: key,
-                error: LimiterError(
-                    .invalidArgument,
-                    reason: "Plans need a local RateLimiter<String>; this gate's decider is \(type(of: decider))."))
-        }
+    public func evaluate(key: String, plan: String, cost: Int = 1) async -> Verdict {
         let decision: RateDecision
         do {
-            decision = try local.check(key, plan: plan, cost: max(1, cost))
+            if let local {
+                decision = try local.check(key, plan: plan, cost: max(1, cost))
+            } else if let plans = decider as? any RatePlanDecider {
+                decision = try await plans.check(key, plan: plan, cost: max(1, cost))
+            } else {
+                throw LimiterError(
+                    .invalidArgument,
+                    reason: "Plans need a RatePlanDecider (a RateLimiter<String>, or a FleetLimiter<String> made "
+                        + "with plans); this gate's decider is \(type(of: decider)).")
+            }
         } catch {
             return failed(key: key, error: error)
         }
-        return planVerdict(decision)
+        switch decision.source {
+        case .limiter, .cache:
+            return planVerdict(decision)
+        case let .fallback(cause):
+            failureObserver?(key, cause)
+            return planVerdict(decision)
+        case let .failurePolicy(cause):
+            failureObserver?(key, cause)
+            return undecided(decision)
+        }
     }
 
-    /// The plan a request names none of is decided under: the local
-    /// limiter's first plan (`"default"` for a limiter of one policy), or
-    /// `nil` with another decider. The middleware's `plan` closures fall back
-    /// on it, so that the fields list that plan's quotas.
-    public var firstPlan: String? { local?.plans.first?.name }
+    /// The plan a request names none of is decided under: the decider's
+    /// first plan (`"default"` for a local limiter of one policy), or `nil`
+    /// with a decider without plans. The middleware's `plan` closures fall
+    /// back on it, so that the fields list that plan's quotas.
+    public var firstPlan: String? {
+        if let local { return local.plans.first?.name }
+        return (decider as? any RatePlanDecider)?.planNames.first
+    }
 
     /// The verdict of a decision under a plan.
     func planVerdict(_ decision: RateDecision) -> Verdict {

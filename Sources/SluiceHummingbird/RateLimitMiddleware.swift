@@ -161,7 +161,7 @@ public struct RateLimitMiddleware<Context: RequestContext>: RouterMiddleware {
         let units = cost?(request, context) ?? 1
         let verdict: RateLimitGate.Verdict
         if let planOf, let plan = planOf(request, context) ?? gate.firstPlan {
-            verdict = gate.evaluate(key: key, plan: plan, cost: units)
+            verdict = await gate.evaluate(key: key, plan: plan, cost: units)
         } else {
             verdict = await gate.evaluate(key: key, cost: units)
         }

@@ -222,7 +222,7 @@ public struct RateLimitMiddleware: AsyncMiddleware {
         let units = cost?(request) ?? 1
         let verdict: RateLimitGate.Verdict
         if let planOf, let plan = planOf(request) ?? gate.firstPlan {
-            verdict = gate.evaluate(key: key, plan: plan, cost: units)
+            verdict = await gate.evaluate(key: key, plan: plan, cost: units)
         } else {
             verdict = await gate.evaluate(key: key, cost: units)
         }

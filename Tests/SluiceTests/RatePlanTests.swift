@@ -408,12 +408,12 @@ struct RatePlanTests {
         #expect(gate.firstPlan == "pro", "what the middleware decides a request of no plan under")
         let single = try RateLimiter<String>(limit: 1, per: .seconds(1), scheduler: .manual(clock))
         #expect(RateLimitGate(single).firstPlan == "default")
-        let ok = gate.evaluate(key: "k", plan: "pro")
+        let ok = await gate.evaluate(key: "k", plan: "pro")
         #expect(ok.rejection == nil && ok.retryAfter == nil)
         #expect(ok.ratePolicy == #""second";q=2;w=1, "hour";q=3;w=3600"#)
         #expect(ok.rateLimit == #""second";r=1;t=1, "hour";r=2;t=1200"#)
-        _ = gate.evaluate(key: "k", plan: "pro")
-        let refused = gate.evaluate(key: "k", plan: "pro")
+        _ = await gate.evaluate(key: "k", plan: "pro")
+        let refused = await gate.evaluate(key: "k", plan: "pro")
         let rejection = try #require(refused.rejection)
         #expect(rejection.status == 429 && rejection.contentType == "application/problem+json")
         #expect(refused.retryAfter == "1")
@@ -428,20 +428,21 @@ struct RatePlanTests {
 
         // Shadow: decided and counted, never rejected, no Retry-After.
         let shadow = RateLimitGate(limiter, shadow: true)
-        let passed = shadow.evaluate(key: "k", plan: "pro")
+        let passed = await shadow.evaluate(key: "k", plan: "pro")
         #expect(passed.rejection == nil && passed.retryAfter == nil && passed.rateLimit != nil)
 
         // An unknown plan: no decision; a 503 problem (or through, with .allow).
         let seen = Locked<[String]>([])
         let observed = RateLimitGate(limiter, failureObserver: { key, _ in seen.withLock { $0.append(key) } })
-        let unknown = observed.evaluate(key: "k", plan: "gold")
+        let unknown = await observed.evaluate(key: "k", plan: "gold")
         #expect(unknown.rejection?.status == 503 && unknown.decision == nil)
         #expect(seen.withLock { $0 } == ["k"])
         let unknownRejection = try #require(unknown.rejection)
         let unknownBody = try #require(
             try JSONSerialization.jsonObject(with: Data(unknownRejection.body.utf8)) as? [String: Any])
         #expect(unknownBody["status"] as? Int == 503)
-        #expect(RateLimitGate(limiter, onFailure: .allow).evaluate(key: "k", plan: "gold").rejection == nil)
+        let allowed = await RateLimitGate(limiter, onFailure: .allow).evaluate(key: "k", plan: "gold")
+        #expect(allowed.rejection == nil)
 
         // The problem body alone, escaped.
         #expect(
@@ -450,15 +451,15 @@ struct RatePlanTests {
         )
     }
 
-    @Test("the gate refuses plans on a decider that is not the local limiter")
-    func gateNeedsLocal() {
+    @Test("the gate refuses plans on a decider without plans")
+    func gateNeedsLocal() async {
         struct Remote: RateDecider {
             let policy = LimiterPolicy.rate(limit: 1, per: .seconds(1))
             func check(_ key: String, cost: Int) async throws(LimiterError) -> RateDecision { throw .closed }
             var statistics: LimiterStatistics { LimiterStatistics(admitted: 0, dropped: 0, failures: 0) }
             func close() throws(LimiterError) {}
         }
-        let verdict = RateLimitGate(Remote()).evaluate(key: "k", plan: "pro")
+        let verdict = await RateLimitGate(Remote()).evaluate(key: "k", plan: "pro")
         #expect(verdict.rejection?.status == 503 && verdict.decision == nil)
     }
 }

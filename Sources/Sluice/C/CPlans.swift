@@ -13,7 +13,7 @@ import Darwin
 /// object and freed with it. The core copies a table when it takes it
 /// (`sluice_config_t.plans`, `sluice_*_set_plans`), so the table only needs
 /// to live for the call.
-final class CPlanTable {
+package final class CPlanTable {
     /// The table (pointing into the buffers below).
     private(set) var table: sluice_plans_t
     private let plans: UnsafeMutableBufferPointer<sluice_plan_t>
@@ -72,7 +72,9 @@ final class CPlanTable {
     }
 
     /// Runs `body` with a pointer to the table.
-    func withTable<R>(_ body: (UnsafePointer<sluice_plans_t>) throws(LimiterError) -> R) throws(LimiterError) -> R {
+    package func withTable<R>(
+        _ body: (UnsafePointer<sluice_plans_t>) throws(LimiterError) -> R
+    ) throws(LimiterError) -> R {
         var table = self.table
         return try withUnsafePointer(to: &table) { (p) throws(LimiterError) -> R in try body(p) }
     }

@@ -37,3 +37,34 @@ public protocol RateDecider: Sendable {
 }
 
 extension RateLimiter: RateDecider where Key == String {}
+
+/// A ``RateDecider`` with a table of plans: each call names the plan of its
+/// client, and the decision carries each quota's figures
+/// (``RateDecision/quotas``) and the quotas that refused
+/// (``RateDecision/refusedQuotas``).
+///
+/// ``RateLimiter`` with `String` keys conforms (a limiter of one policy has
+/// one plan, `"default"`); so does `SluiceFleet`'s `FleetLimiter` with
+/// `String` keys made with plans. SluiceHTTP's `RateLimitGate` and the
+/// middleware's `plan` option take any of them.
+public protocol RatePlanDecider: RateDecider {
+    /// The names of the plans, the default (the first) first.
+    var planNames: [String] { get }
+
+    /// Decides about one call of `key` under the plan named `plan`, now:
+    /// admitted only when every quota of the plan admits it.
+    ///
+    /// - Parameters:
+    ///   - key: the client's key.
+    ///   - plan: the plan's name.
+    ///   - cost: units, 1 to 10^12.
+    /// - Returns: the decision, with each quota's figures.
+    /// - Throws: ``LimiterError/unknownPlan``, and what
+    ///   ``RateDecider/check(_:cost:)`` throws.
+    func check(_ key: String, plan: String, cost: Int) async throws(LimiterError) -> RateDecision
+}
+
+extension RateLimiter: RatePlanDecider where Key == String {
+    /// The names of ``plans``, the default first.
+    public var planNames: [String] { plans.map(\.name) }
+}

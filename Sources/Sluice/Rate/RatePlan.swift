@@ -117,7 +117,7 @@ public struct RatePlan: Hashable, Sendable, CustomStringConvertible {
     /// The C table of `plans`, checked: first in Swift (for a sentence in
     /// the API's words), then by the core (`sluice_plans_check`), which
     /// decides.
-    static func table(_ plans: [RatePlan], maxQuotas: Int?) throws(LimiterError) -> CPlanTable {
+    package static func table(_ plans: [RatePlan], maxQuotas: Int?) throws(LimiterError) -> CPlanTable {
         if let problem = problem(in: plans, maxQuotas: maxQuotas) {
             throw LimiterError(problem.code, reason: problem.sentence)
         }
