@@ -7,7 +7,8 @@ import SluiceFleet
 import SluiceHTTP
 
 private let free = RatePlan(
-    "free", quotas: [.init("second", limit: 1, per: .seconds(1), burst: 2), .init("hour", limit: 10, per: .seconds(3600))])
+    "free",
+    quotas: [.init("second", limit: 1, per: .seconds(1), burst: 2), .init("hour", limit: 10, per: .seconds(3600))])
 private let pro = RatePlan(
     "pro",
     quotas: [
@@ -82,7 +83,9 @@ struct FleetPlanTests {
         // a new table at run time: the second quota of free doubles; keys keep their units
         let free2 = RatePlan(
             "free",
-            quotas: [.init("second", limit: 2, per: .seconds(1), burst: 4), .init("hour", limit: 10, per: .seconds(3600))])
+            quotas: [
+                .init("second", limit: 2, per: .seconds(1), burst: 4), .init("hour", limit: 10, per: .seconds(3600)),
+            ])
         try fleet.update(plans: [free2, pro])
         try local.update(plans: [free2, pro])
         #expect(fleet.plans == [free2, pro])

@@ -71,6 +71,20 @@ extension BenchResults {
                 goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
             }
         }
+        // F7. Three quotas (a plan, all or nothing) cost <= 1.5x the Redis CPU per decision of one.
+        do {
+            let name = "fleet mixed: three quotas cost ≤ 1.5× the Redis CPU per decision of one (sluice-redis-3q)"
+            if let three = fleetRow("sluice-redis-3q", "mixed")?.redis_cpu_ns_per_op,
+                let one = fleetRow(ours, "mixed")?.redis_cpu_ns_per_op, one > 0
+            {
+                goals.append(
+                    Goal(
+                        name: name, measured: Format.ratio(three / one), holds: three / one <= 1.5,
+                        detail: "three quotas \(Format.ns(three)) ns, one quota \(Format.ns(one)) ns of Redis CPU"))
+            } else {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            }
+        }
         // F4. over_admitted = 0 in every fleet row.
         do {
             let name = "fleet: no call admitted beyond the quota (over_admitted = 0)"

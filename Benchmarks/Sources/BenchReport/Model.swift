@@ -219,5 +219,5 @@ public enum Names {
     /// The fleet scenario (a real redis-server) and its implementations: kept
     /// apart from the lists above, which the report's tables and charts follow.
     public static let fleetScenario = "fleet"
-    public static let fleetImpls = ["sluice-redis", "redis-per-call", "sluice-redis-tls"]
+    public static let fleetImpls = ["sluice-redis", "redis-per-call", "sluice-redis-tls", "sluice-redis-3q"]
 }

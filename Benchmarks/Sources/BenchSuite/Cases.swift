@@ -81,7 +81,8 @@ public enum Plan {
                 for keys in [10_000, 4] {
                     for impl in Names.fleetImpls where impls?.contains(impl) ?? true {
                         // TLS is measured on the mixed keys only (its goal compares them)
-                        if impl == "sluice-redis-tls" && keys <= 16 { continue }
+                        // TLS and three quotas are measured on the mixed keys only (their goals compare them)
+                        if (impl == "sluice-redis-tls" || impl == "sluice-redis-3q") && keys <= 16 { continue }
                         out.append(PlannedCase(scenario: scenario, impl: impl, keys: keys, threads: 1))
                     }
                 }
@@ -211,7 +212,7 @@ public enum CaseRunner {
         let sluice = c.impl.hasPrefix("sluice-redis")
         let inFlight = sluice ? 256 : 4
         var rows = [try fleetMedian(c, workload: workload, calls: quick ? 10_000 : 50_000, inFlight: inFlight, rate: 0)]
-        if workload == "mixed" {
+        if workload == "mixed" && c.impl != "sluice-redis-3q" {
             rows.append(
                 try fleetMedian(
                     c, workload: "mixed-paced", calls: quick ? 5_000 : 15_000, inFlight: inFlight,
@@ -247,6 +248,7 @@ public enum CaseRunner {
         let sluice = c.impl.hasPrefix("sluice-redis")
         p.impl = sluice ? 0 : 1
         p.tls = c.impl == "sluice-redis-tls" ? 1 : 0
+        p.quotas = c.impl == "sluice-redis-3q" ? 3 : 0
         p.workload = workload == "abuse" ? 1 : 0
         p.calls = calls
         p.pool = Int32(inFlight)

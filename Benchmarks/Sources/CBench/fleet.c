@@ -242,11 +242,25 @@ static void *pacer_main(void *arg) {
  * (set by cb_fleet) to the TLS port. */
 static char g_tls_url[600];
 
-/* The limiter both sluice-redis cases use. */
-static sluice_fleet_config_t bench_config(int port) {
+/* sluice-redis-3q: the policy as "second", and two quotas that never bind
+ * within a run (600 a minute, 36,000 an hour). */
+static const sluice_rate_quota_t three_quotas[3] = {
+    { "second", LIMIT, (int64_t)SEC, BURST },
+    { "minute", 60 * LIMIT, 60 * (int64_t)SEC, 0 },
+    { "hour", 3600 * LIMIT, 3600 * (int64_t)SEC, 0 },
+};
+static const sluice_plan_t three_plan[1] = { { "bench", three_quotas, 3 } };
+static const sluice_plans_t three_table = { three_plan, 1, 0 };
+
+/* The limiter the sluice-redis cases use. */
+static sluice_fleet_config_t bench_config(int port, int quotas) {
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = sluice_rate(LIMIT, (int64_t)SEC, BURST);
+    if (quotas == 3) {
+        c.policy = sluice_rate_plans();
+        c.plans = &three_table;
+    }
     c.port = port;
     if (g_tls_url[0]) c.url = g_tls_url;
     c.prefix = "bench";
@@ -255,8 +269,17 @@ static sluice_fleet_config_t bench_config(int port) {
     return c;
 }
 
+/* One call of the sluice-redis cases: under the plan, or the one policy. */
+static void fleet_call(struct run *R, sluice_fleet_t *f, uint64_t i, struct call_ctx *ctx) {
+    sluice_key_t key = sluice_key_u64((uint64_t)key_of(R, i));
+    if (R->p->quotas == 3)
+        sluice_fleet_call_plan(f, key, 0, 1, 0, on_result, ctx);
+    else
+        sluice_fleet_call(f, key, 1, 0, on_result, ctx);
+}
+
 static int run_sluice_paced(struct run *R, int port, cb_fleet_result_t *r) {
-    sluice_fleet_config_t c = bench_config(port);
+    sluice_fleet_config_t c = bench_config(port, R->p->quotas);
     sluice_loop_t *loop = NULL;
     sluice_fleet_t *f = NULL;
     if (sluice_loop_start(&loop, NULL) != 0 || sluice_fleet_new_on_loop(&f, loop, &c) != 0) {
@@ -303,7 +326,7 @@ static int run_sluice(struct run *R, int port, cb_fleet_result_t *r) {
     event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
     struct event_base *base = event_base_new_with_config(ec);
     event_config_free(ec);
-    sluice_fleet_config_t c = bench_config(port);
+    sluice_fleet_config_t c = bench_config(port, R->p->quotas);
     sluice_fleet_t *f = NULL;
     if (sluice_fleet_new(&f, base, &c) != 0) {
         snprintf(r->note, sizeof r->note, "sluice_fleet_new failed");
@@ -327,7 +350,7 @@ static int run_sluice(struct run *R, int port, cb_fleet_result_t *r) {
                 ctx[next].R = R;
                 ctx[next].i = next;
                 R->sent[next] = t0 + (uint64_t)((double)next * interval);
-                sluice_fleet_call(f, sluice_key_u64((uint64_t)key_of(R, next)), 1, 0, on_result, &ctx[next]);
+                fleet_call(R, f, next, &ctx[next]);
                 next++;
             }
             if (next < R->p->calls) {
@@ -341,7 +364,7 @@ static int run_sluice(struct run *R, int port, cb_fleet_result_t *r) {
                 ctx[next].R = R;
                 ctx[next].i = next;
                 R->sent[next] = now_ns();
-                sluice_fleet_call(f, sluice_key_u64((uint64_t)key_of(R, next)), 1, 0, on_result, &ctx[next]);
+                fleet_call(R, f, next, &ctx[next]);
                 next++;
             }
         }

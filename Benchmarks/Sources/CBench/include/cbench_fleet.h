@@ -9,7 +9,10 @@
  *                      each): what a service calling Redis per request does;
  *  - "sluice-redis-tls": sluice-redis over TLS (rediss://, the server's
  *                      certificate verified), to the same server's TLS port,
- *                      with a CA and certificate made at run time by openssl.
+ *                      with a CA and certificate made at run time by openssl;
+ *  - "sluice-redis-3q": sluice-redis with a plan of three quotas per key
+ *                      (all or nothing in one script run): its Redis CPU per
+ *                      decision beside sluice-redis's one quota.
  *
  * Closed loop (rate 0) measures throughput at saturation; open loop (rate > 0)
  * measures the latency of calls at a fixed offered load.
@@ -30,6 +33,9 @@ extern "C" {
 typedef struct cb_fleet_params {
     int impl;       /**< 0 sluice-redis, 1 redis-per-call */
     int tls;        /**< sluice-redis: connect over TLS (needs the openssl command) */
+    int quotas;     /**< sluice-redis: 0 the one policy; 3 a plan of three quotas (the policy as
+                         "second", and "minute" and "hour", which never bind here), called
+                         with sluice_fleet_call_plan() */
     int workload;   /**< 0 mixed, 1 abuse */
     uint64_t calls; /**< calls to make */
     int pool;       /**< redis-per-call: connections (threads); sluice-redis: requests in flight
