@@ -1,7 +1,8 @@
 /*
  * sluice_fleet.h — a rate limiter shared by a fleet of processes through Redis.
  *
- * A fleet limiter applies one GCRA rate policy (sluice_rate()) to keys whose
+ * A fleet limiter applies one GCRA rate policy (sluice_rate()), or a table of
+ * plans of several quotas (config.plans: see "Plans" below), to keys whose
  * state lives in Redis, so every process using the same Redis, key prefix and
  * policy draws from the same quota. Each decision is made atomically in Redis
  * by one Lua script (loaded once with SCRIPT LOAD, run with EVALSHA, with
@@ -207,8 +208,10 @@ typedef struct sluice_fleet sluice_fleet_t;
  * @param base the event_base that will run it (run it on one thread).
  * @param config the configuration; read only during the call (the prefix is copied).
  * @return 0, SLUICE_EINVAL (NULL pointer, not a rate policy, bad fallback
- *         policy, prefix too long, an address this version cannot use: a
- *         Cluster address),
+ *         policy, prefix too long; with plans: a policy other than
+ *         sluice_rate_plans(), a table sluice_plans_check() refuses, a
+ *         fallback_policy, or fallback_plans whose names differ; without
+ *         plans: fallback_plans),
  *         SLUICE_ERANGE (see sluice_policy_validate()), SLUICE_ESYNTAX (a
  *         malformed `url`), SLUICE_ETLS (a TLS CA, certificate or key file that
  *         cannot be loaded) or SLUICE_ENOMEM. Connection failures (refused,
@@ -419,9 +422,11 @@ SLUICE_EXTERN int sluice_fleet_last_error(sluice_fleet_t *fleet, char *msg, size
 
 /**
  * The Lua script the limiter runs in Redis (for inspection and tools). It
- * has two forms, described in its opening comment: one decision (KEYS[1],
- * ARGV op, now, limit, cost*per, burst*per, extra ms, end of the clock), and a
- * batch (ARGV[1] = "B") that decides several keys in order in one run. Each
+ * has three forms, described in its comments: one decision (KEYS[1],
+ * ARGV op, now, limit, cost*per, burst*per, extra ms, end of the clock), a
+ * batch (ARGV[1] = "B") that decides several keys in order in one run, and
+ * a batch under plans (ARGV[1] = "P": the quota sets, then per key its set
+ * and cost; each answer {status, t, one TAT per quota}). Each
  * decision is answered {status, t, TAT}: status 1 admitted, 0 dropped (or a
  * quota read), -1 the key holds a value that is not Sluice state (that key
  * alone fails and is left unchanged). The script checks every argument and
