@@ -1,4 +1,5 @@
-/* test_fleet_vectors.c — every rate vector of Tests/Vectors gives the same
+/* test_fleet_vectors.c — every rate vector of Tests/Vectors (format v3
+ * included: several quotas, plans), and random v3 traces, give the same
  * output through `sluice-trace --redis URL` (the fleet limiter, manual time,
  * private redis-servers) as through the local run, byte for byte, with the
  * address in each form: HOST:PORT, redis:// with a password and a database,
@@ -11,6 +12,79 @@
 
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* Writes a random v3 trace: 1 to 3 plans of 1 to 4 quotas (names shared
+ * between plans, so keys convert when they change plan), then calls and
+ * quota reads under random plans with costs, and cancels. */
+static void write_random_v3(FILE *f, unsigned seed) {
+    static const char *const qn[] = { "s", "m", "h", "d" };
+    static const char *const pn[] = { "free", "pro", "team" };
+    static const unsigned limits[] = { 1, 2, 3, 5, 7, 10, 60 };
+    static const unsigned pers[] = { 1, 100, 1000, 3000, 60000 };
+    tf_rng = (0x9E3779B97F4A7C15ull ^ ((uint64_t)seed * 0x100000001B3ull)) | 1;
+    int np = (int)tf_range(1, 3);
+    fprintf(f, "# random v3 trace %u\n", seed);
+    for (int p = 0; p < np; p++) {
+        if (np > 1 || tf_next() % 2) fprintf(f, "plan %s\n", pn[p]);
+        int nq = (int)tf_range(1, 4);
+        unsigned used = 0;
+        for (int q = 0; q < nq; q++) {
+            unsigned n;
+            do n = (unsigned)(tf_next() % 4);
+            while (used & (1u << n));
+            used |= 1u << n;
+            fprintf(f, "policy rate limit=%u per=%u", limits[tf_next() % 7], pers[tf_next() % 5]);
+            if (tf_next() % 3 == 0) fprintf(f, " burst=%u", (unsigned)tf_range(1, 12));
+            fprintf(f, " name=%s\n", qn[n]);
+        }
+    }
+    uint64_t t = 0;
+    for (int i = 0; i < 70; i++) {
+        t += tf_next() % 3 == 0 ? 0 : tf_range(0, tf_next() % 4 == 0 ? 5000 : 400);
+        const char *key = tf_next() % 2 ? "A" : "B";
+        unsigned r = (unsigned)(tf_next() % 20);
+        char extra[64] = "";
+        int n = 0;
+        if (tf_next() % 3 == 0)
+            n += snprintf(extra + n, sizeof extra - (size_t)n, " cost=%u", (unsigned)tf_range(1, 8));
+        if (np > 1 && tf_next() % 4)
+            snprintf(extra + n, sizeof extra - (size_t)n, " plan=%s", pn[tf_next() % (unsigned)np]);
+        if (r < 13)
+            fprintf(f, "%llu call %s v%d%s\n", (unsigned long long)t, key, i, extra);
+        else if (r < 19)
+            fprintf(f, "%llu quota %s%s\n", (unsigned long long)t, key, extra);
+        else
+            fprintf(f, "%llu cancel %s\n", (unsigned long long)t, key);
+    }
+}
+
+static int compare_random_v3(const char *exe, const char *url) {
+    enum { TRACES = 40 };
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/sluice-random-v3-%ld.trace", (long)getpid());
+    int converted = 0;
+    for (unsigned seed = 1; seed <= TRACES; seed++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f, "cannot write %s", path);
+        write_random_v3(f, seed);
+        fclose(f);
+        char cmd[1024];
+        int st1, st2;
+        snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
+        char *local = tf_run(cmd, &st1);
+        snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, url, path);
+        char *fleet = tf_run(cmd, &st2);
+        CHECK(st1 == 0 && st2 == 0, "random v3 trace %u: exit statuses %d (local) %d (--redis)", seed, st1, st2);
+        CHECK(strcmp(local, fleet) == 0, "random v3 trace %u: outputs differ\n--- local\n%s--- redis\n%s", seed, local,
+              fleet);
+        if (strstr(local, "policy=")) converted++; /* per-quota lines: several quotas were read */
+        free(local);
+        free(fleet);
+    }
+    unlink(path);
+    CHECK(converted > TRACES / 4, "only %d random traces read several quotas", converted);
+    return TRACES;
+}
 
 int main(void) {
     const char *exe = getenv("SLUICE_TRACE");
@@ -37,6 +111,11 @@ int main(void) {
     int compared = tf_compare_rate_vectors(exe, dir, forms, 3);
     CHECK(compared >= 5, "only %d rate vectors found in %s", compared, dir);
     fprintf(stderr, TEST_NAME ": %d rate vectors identical through Redis, 3 address forms each\n", compared);
+
+    /* random v3 traces (several quotas, plans, costs, quota reads, cancels):
+     * the same output through Redis as locally */
+    int random_traces = compare_random_v3(exe, urls[0]);
+    fprintf(stderr, TEST_NAME ": %d random v3 traces identical through Redis\n", random_traces);
     test_redis_stop(&redis);
     test_redis_stop(&locked);
     unlink(sock);
