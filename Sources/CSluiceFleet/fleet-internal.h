@@ -54,6 +54,36 @@ SLUICE_FLEET_HIDDEN int sluice__fleet_plan_answer(const struct sluice__fleet_rat
                                                   uint64_t cost, bool admitted, uint64_t t, const fl_u128 *tat,
                                                   sluice_decision_t *d, sluice_quota_t *out, sluice_plan_detail_t *det);
 
+/* Reading the script's answers (fleet-reply.c). */
+
+struct redisReply;
+
+/** What the reader needs of a request: its kind, cost and (manual time)
+ *  time, and its quotas: one policy (n == 0, q[0]) or a plan's n quotas. */
+struct sluice__fleet_ask {
+    sluice_fleet_op_t op; /* SLUICE_FLEET_CALL or SLUICE_FLEET_QUOTA */
+    uint64_t cost;
+    uint64_t now; /* manual time: the request's time, which the answer must carry */
+    bool manual;
+    uint32_t n;    /* a plan's quotas, 1..SLUICE_PLAN_QUOTAS_MAX; 0 for one policy */
+    uint32_t plan; /* the plan's index (for the detail) */
+    const struct sluice__fleet_rate *q;
+};
+
+/** The values a request's answer takes in a batch reply: 3 for one policy,
+ *  2 + n for a plan of n quotas. */
+SLUICE_FLEET_HIDDEN size_t sluice__fleet_answer_width(uint32_t n);
+
+/** Reads a request's answer from the sluice__fleet_answer_width(a->n)
+ *  values at `e` (each non-NULL): fills *res (source REDIS), the time in
+ *  *t_out, the TATs in tat[] (room for SLUICE_PLAN_QUOTAS_MAX), and *teach
+ *  (whether they may teach the TAT cache). @return 0, 1 when the key's value
+ *  is not Sluice state (this request alone fails), or -1 when the values
+ *  break what the script promises (a bad reply). */
+SLUICE_FLEET_HIDDEN int sluice__fleet_read_answer(const struct sluice__fleet_ask *a, struct redisReply *const *e,
+                                                  sluice_fleet_result_t *res, uint64_t *t_out, fl_u128 *tat,
+                                                  bool *teach);
+
 /* Redis key names (fleet_key.c: the layout and why it is unambiguous). */
 
 /** Bytes of E(s): `s` with '%' and '}' escaped (three bytes each). */

@@ -1034,73 +1034,27 @@ static void tmo_cb(evutil_socket_t fd, short what, void *arg) {
 
 /* ------------------------------------------------------------------ replies */
 
-static bool bulk_u128(const redisReply *e, fl_u128 *out) {
-    return e && e->type == REDIS_REPLY_STRING && sluice__fleet_parse_u128(e->str, (size_t)e->len, out) == 0;
-}
-
-static bool bulk_u64(const redisReply *e, uint64_t *out) {
-    fl_u128 v;
-    if (!bulk_u128(e, &v) || v > UINT64_MAX) return false;
-    *out = (uint64_t)v;
-    return true;
-}
-
-/* Interprets a call's or quota read's three values in a batch reply
- * ({status, t, TAT}: 1 admitted, 0 dropped or a quota read, -1 a key whose
- * value is not Sluice state). @return 0, 1 for a bad value (this request
- * alone fails), or -1 when they are not valid (the stream cannot be trusted). */
-static int interpret_item(struct sluice_fleet *f, const struct req *r, redisReply *const *e, sluice_fleet_result_t *res,
-                          uint64_t *t_out, fl_u128 *tat_out) {
-    memset(res, 0, sizeof *res);
-    res->source = SLUICE_FLEET_SOURCE_REDIS;
-    uint64_t t;
-    fl_u128 tat;
-    if (e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer == -1) return 1;
-    if (e[0]->type != REDIS_REPLY_INTEGER || (e[0]->integer != 0 && e[0]->integer != 1) || !bulk_u64(e[1], &t) ||
-        !bulk_u128(e[2], &tat))
-        return -1;
-    if (r->op == SLUICE_FLEET_QUOTA) {
-        if (e[0]->integer != 0 || sluice__fleet_quota_from(&f->rate, r->cost, t, tat, &res->quota) != 0) return -1;
-    } else if (sluice__fleet_call_decision(&f->rate, r->cost, e[0]->integer == 1, t, tat, &res->decision) != 0) {
-        return -1;
+/* What the reply reader needs to know of a request (fleet-reply.c). */
+static struct sluice__fleet_ask ask_of(const struct sluice_fleet *f, const struct req *r,
+                                       struct sluice__fleet_rate *q) {
+    struct sluice__fleet_ask a;
+    a.op = r->op;
+    a.cost = r->cost;
+    a.now = r->now;
+    a.manual = f->cfg.manual_time;
+    a.plan = r->plan;
+    if (r->plans) {
+        a.n = plan_rates(r, q);
+        a.q = q;
+    } else {
+        a.n = 0;
+        a.q = &f->rate;
     }
-    if (f->cfg.manual_time && t != r->now) return -1;
-    res->now = t;
-    *t_out = t;
-    *tat_out = tat;
-    return 0;
-}
-
-/* interpret_item() for a request under a plan: {status, t, one TAT per
- * quota}; *tat_out receives the TATs, and *teach whether they may teach
- * the cache (not when converted from other quotas: a conversion to a slower
- * quota gives a TAT that falls as t grows, until a call stores it). */
-static int interpret_plan_item(struct sluice_fleet *f, const struct req *r, redisReply *const *e,
-                               sluice_fleet_result_t *res, uint64_t *t_out, fl_u128 *tat_out, bool *teach) {
-    memset(res, 0, sizeof *res);
-    res->source = SLUICE_FLEET_SOURCE_REDIS;
-    struct sluice__fleet_rate q[SLUICE_PLAN_QUOTAS_MAX];
-    uint32_t n = plan_rates(r, q);
-    uint64_t t;
-    if (e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer == -1) return 1;
-    if (e[0]->type != REDIS_REPLY_INTEGER || e[0]->integer < 0 || e[0]->integer > 2 || !bulk_u64(e[1], &t)) return -1;
-    *teach = e[0]->integer != 2;
-    for (uint32_t j = 0; j < n; j++)
-        if (!bulk_u128(e[2 + j], &tat_out[j])) return -1;
-    bool admitted = e[0]->integer == 1;
-    if (r->op == SLUICE_FLEET_QUOTA && admitted) return -1;
-    res->detail.plan = r->plan;
-    if (sluice__fleet_plan_answer(q, n, r->op == SLUICE_FLEET_QUOTA, r->cost, admitted, t, tat_out, &res->decision,
-                                  &res->quota, &res->detail) != 0)
-        return -1;
-    if (f->cfg.manual_time && t != r->now) return -1;
-    res->now = t;
-    *t_out = t;
-    return 0;
+    return a;
 }
 
 /* The values of a request's answer in a batch reply. */
-static size_t item_width(const struct req *r) { return r->plans ? 2 + req_plan(r)->n : 3; }
+static size_t item_width(const struct req *r) { return sluice__fleet_answer_width(r->plans ? req_plan(r)->n : 0); }
 
 /* Any reply: Redis is alive. */
 static void alive(struct sluice_fleet *f) {
@@ -1301,9 +1255,9 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         uint64_t t = 0;
         fl_u128 tat[SLUICE_PLAN_QUOTAS_MAX] = { 0 };
         bool teach = true;
-        int rc = !shape     ? -1
-                 : r->plans ? interpret_plan_item(f, r, rep->element + at, &res, &t, tat, &teach)
-                            : interpret_item(f, r, rep->element + at, &res, &t, &tat[0]);
+        struct sluice__fleet_rate q[SLUICE_PLAN_QUOTAS_MAX];
+        struct sluice__fleet_ask a = ask_of(f, r, q);
+        int rc = shape ? sluice__fleet_read_answer(&a, rep->element + at, &res, &t, tat, &teach) : -1;
         at += item_width(r);
         if (rc == 1) {
             /* this key's value is not Sluice state: it fails alone */

@@ -1,0 +1,74 @@
+/*
+ * fleet-reply.c — one request's answer read from a script reply (RESP,
+ * parsed by hiredis): the values the script gives each request, checked
+ * against everything the script promises, then turned into a decision or a
+ * quota (fleet_math.c). A reply that breaks a promise is a bad reply: the
+ * caller stops trusting the connection. Fuzzed by fuzz/fuzz_fleet_reply.c.
+ */
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+
+#include "fleet-internal.h"
+
+size_t sluice__fleet_answer_width(uint32_t n) { return n ? 2 + (size_t)n : 3; }
+
+static bool bulk_u128(const redisReply *e, fl_u128 *out) {
+    return e && e->type == REDIS_REPLY_STRING && sluice__fleet_parse_u128(e->str, (size_t)e->len, out) == 0;
+}
+
+static bool bulk_u64(const redisReply *e, uint64_t *out) {
+    fl_u128 v;
+    if (!bulk_u128(e, &v) || v > UINT64_MAX) return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* One policy: {status, t, TAT}: 1 admitted, 0 dropped or a quota read. */
+static int read_one(const struct sluice__fleet_ask *a, struct redisReply *const *e, sluice_fleet_result_t *res,
+                    uint64_t *t, fl_u128 *tat) {
+    if (e[0]->type != REDIS_REPLY_INTEGER || (e[0]->integer != 0 && e[0]->integer != 1) || !bulk_u64(e[1], t) ||
+        !bulk_u128(e[2], tat))
+        return -1;
+    if (a->op == SLUICE_FLEET_QUOTA) {
+        if (e[0]->integer != 0 || sluice__fleet_quota_from(a->q, a->cost, *t, *tat, &res->quota) != 0) return -1;
+    } else if (sluice__fleet_call_decision(a->q, a->cost, e[0]->integer == 1, *t, *tat, &res->decision) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* Plans: {status, t, one TAT per quota}: 1 admitted, 0 dropped or a quota
+ * read, 2 the same with TATs converted from other quotas (they may not
+ * teach the cache). */
+static int read_plan(const struct sluice__fleet_ask *a, struct redisReply *const *e, sluice_fleet_result_t *res,
+                     uint64_t *t, fl_u128 *tat, bool *teach) {
+    if (e[0]->type != REDIS_REPLY_INTEGER || e[0]->integer < 0 || e[0]->integer > 2 || !bulk_u64(e[1], t)) return -1;
+    *teach = e[0]->integer != 2;
+    for (uint32_t j = 0; j < a->n; j++)
+        if (!bulk_u128(e[2 + j], &tat[j])) return -1;
+    bool admitted = e[0]->integer == 1;
+    bool quota = a->op == SLUICE_FLEET_QUOTA;
+    if (quota && admitted) return -1;
+    res->detail.plan = a->plan;
+    return sluice__fleet_plan_answer(a->q, a->n, quota, a->cost, admitted, *t, tat, &res->decision, &res->quota,
+                                     &res->detail);
+}
+
+int sluice__fleet_read_answer(const struct sluice__fleet_ask *a, struct redisReply *const *e,
+                              sluice_fleet_result_t *res, uint64_t *t_out, fl_u128 *tat, bool *teach) {
+    memset(res, 0, sizeof *res);
+    res->source = SLUICE_FLEET_SOURCE_REDIS;
+    *teach = true;
+    if (a->op != SLUICE_FLEET_CALL && a->op != SLUICE_FLEET_QUOTA) return -1;
+    for (size_t i = 0; i < sluice__fleet_answer_width(a->n); i++)
+        if (!e[i]) return -1;
+    if (e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer == -1) return 1; /* not Sluice state */
+    uint64_t t;
+    int rc = a->n ? read_plan(a, e, res, &t, tat, teach) : read_one(a, e, res, &t, &tat[0]);
+    if (rc != 0) return -1;
+    if (a->manual && t != a->now) return -1;
+    res->now = t;
+    *t_out = t;
+    return 0;
+}
