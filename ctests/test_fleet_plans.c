@@ -19,9 +19,17 @@
  *     leaves the limiter usable.
  *  5. The failure policy: fail local decides under the plan of the same
  *     name in the fallback table, with each quota's figures; fail closed
- *     says never for a cost above a quota's burst. */
+ *     says never for a cost above a quota's burst.
+ *  6. Threads: calls from one thread and plan replacements from another,
+ *     the fleet on a loop of the loop layer (run under TSan by make
+ *     sanitize-thread): every call answered once, under one table or the
+ *     other. */
 #define TEST_NAME "test_fleet_plans"
 #include "test_fleet_util.h"
+
+#include <pthread.h>
+
+#include "sluice_loop.h"
 
 #define NS 1000000000ull
 
@@ -531,6 +539,105 @@ static void failure(void) {
     event_base_free(base);
 }
 
+/* ---- threads: calls and plan replacements from two threads, the fleet on a loop */
+
+struct race {
+    sluice_fleet_t *f;
+    int answered, bad; /* atomics */
+    int started, sets; /* atomics: calls made before the replacer may start; tables set */
+    uint32_t nq_seen;  /* bit n: a detail with n quotas seen (atomic or) */
+};
+
+static void race_answer(void *user, const sluice_fleet_result_t *res) {
+    struct race *r = user;
+    if (res->status != 0 || res->source == SLUICE_FLEET_SOURCE_FAILURE || res->detail.nquotas < 1 ||
+        res->detail.nquotas > 3)
+        __atomic_add_fetch(&r->bad, 1, __ATOMIC_RELAXED);
+    else
+        __atomic_or_fetch(&r->nq_seen, 1u << res->detail.nquotas, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&r->answered, 1, __ATOMIC_RELAXED);
+}
+
+enum { RACE_CALLS = 2000, RACE_SETS = 61 }; /* odd: the last table set is the second (free of 1 quota) */
+
+static void *race_caller(void *arg) {
+    struct race *r = arg;
+    for (int i = 0; i < RACE_CALLS; i++) {
+        /* the first tenth under the first table (the replacer waits for
+         * it); the second half after at least one replacement */
+        if (i == RACE_CALLS / 10) __atomic_store_n(&r->started, 1, __ATOMIC_RELEASE);
+        uint64_t end = tf_mono() + 60000000000ull;
+        while (i == RACE_CALLS / 2 && __atomic_load_n(&r->sets, __ATOMIC_ACQUIRE) == 0)
+            CHECK(tf_mono() < end, "no replacement within 60 s");
+        char key[16];
+        snprintf(key, sizeof key, "r%d", i % 50);
+        /* plan 1 exists in both tables; its quota count differs */
+        int rc = sluice_fleet_call_plan(r->f, sluice_key_bytes(key, strlen(key)), (uint32_t)(i % 2), 1,
+                                        (uint64_t)i * 1000000, race_answer, r);
+        if (rc != 0) __atomic_add_fetch(&r->bad, 1, __ATOMIC_RELAXED);
+        if (rc != 0) __atomic_add_fetch(&r->answered, 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+static void *race_replacer(void *arg) {
+    struct race *r = arg;
+    sluice_rate_quota_t one[1] = { { "second", 100, 1000000000, 0 } };
+    sluice_plan_t a[2] = { { "free", free_q, 2 }, { "pro", pro_q, 3 } };
+    sluice_plan_t b[2] = { { "free", one, 1 }, { "pro", free_q, 2 } };
+    sluice_plans_t ta = { a, 2, 0 }, tb = { b, 2, 0 };
+    uint64_t end = tf_mono() + 60000000000ull;
+    while (!__atomic_load_n(&r->started, __ATOMIC_ACQUIRE)) CHECK(tf_mono() < end, "the caller never started");
+    for (int i = 0; i < RACE_SETS; i++) {
+        CHECK(sluice_fleet_set_plans(r->f, i % 2 ? &ta : &tb, NULL) == 0, "set_plans from another thread");
+        uint32_t idx;
+        CHECK(sluice_fleet_plan_index(r->f, "pro", 3, &idx) == 0 && idx == 1, "plan_index from another thread");
+        __atomic_add_fetch(&r->sets, 1, __ATOMIC_RELEASE);
+        struct timespec ts = { 0, 200000 };
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void threads(int port) {
+    sluice_loop_t *loop = NULL;
+    CHECK(sluice_loop_start(&loop, NULL) == 0, "sluice_loop_start");
+    sluice_fleet_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_rate_plans();
+    c.plans = &table2;
+    c.port = port;
+    c.prefix = "race";
+    c.prefix_len = 4;
+    c.manual_time = true;
+    c.timeout_ns = 20000000000ull; /* generous: TSan on a loaded machine */
+    struct race r = { 0 };
+    CHECK(sluice_fleet_new_on_loop(&r.f, loop, &c) == 0, "fleet on a loop");
+    pthread_t a, b;
+    CHECK(pthread_create(&a, NULL, race_caller, &r) == 0 && pthread_create(&b, NULL, race_replacer, &r) == 0,
+          "threads");
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    /* one call more, under the last table for sure */
+    CHECK(sluice_fleet_call_plan(r.f, sluice_key_bytes("last", 4), 0, 1, (uint64_t)RACE_CALLS * 1000000, race_answer,
+                                 &r) == 0,
+          "the last call");
+    uint64_t end = tf_mono() + 60000000000ull;
+    while (__atomic_load_n(&r.answered, __ATOMIC_RELAXED) < RACE_CALLS + 1) {
+        CHECK(tf_mono() < end, "only %d of %d answered", __atomic_load_n(&r.answered, __ATOMIC_RELAXED), RACE_CALLS);
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    int bad = __atomic_load_n(&r.bad, __ATOMIC_ACQUIRE);
+    uint32_t seen = __atomic_load_n(&r.nq_seen, __ATOMIC_ACQUIRE);
+    CHECK(bad == 0, "%d bad answers", bad);
+    /* both tables were used: details of 1, 2 and 3 quotas (the first tenth
+     * under the first table, the last call under the second) */
+    CHECK(seen == (2u | 4u | 8u), "quota counts seen: %x", seen);
+    sluice_fleet_free(r.f); /* from this thread while the loop runs */
+    sluice_loop_free(loop);
+}
+
 int main(void) {
     const char *seed = getenv("SLUICE_TEST_SEED");
     if (seed) tf_rng = strtoull(seed, NULL, 0) | 1;
@@ -541,6 +648,7 @@ int main(void) {
     values(redis.port);
     cache_and_changes(redis.port);
     failure();
+    threads(redis.port);
     differential(redis.port);
     test_redis_stop(&redis);
     printf(TEST_NAME ": ok\n");

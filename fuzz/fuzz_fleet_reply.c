@@ -27,7 +27,7 @@
 
 static uint64_t take(const uint8_t **p, size_t *n, int bytes) {
     uint64_t v = 0;
-    for (int i = 0; i < bytes && *n; i++, (*p)++, (*n)--) v |= (uint64_t)**p << (8 * i);
+    for (int i = 0; i < bytes && *n; i++, (*p)++, (*n)--) v |= (uint64_t) * *p << (8 * i);
     return v;
 }
 
