@@ -519,7 +519,6 @@ static bool estimate_now(struct sluice_fleet *f, const struct req *r, uint64_t *
     return true;
 }
 
-/* Answers a call locally when its drop is certain. */
 /* A call under a plan: answered from the cache when its entry is for this
  * table and plan and one quota certainly refuses. */
 static bool cache_answer_plan(struct sluice_fleet *f, struct req *r, const struct slot *s, uint64_t t) {
@@ -548,6 +547,7 @@ static bool cache_answer_plan(struct sluice_fleet *f, struct req *r, const struc
     return true;
 }
 
+/* Answers a call locally when its drop is certain. */
 static bool cache_answer(struct sluice_fleet *f, struct req *r) {
     struct slot *s = cache_slot(f, r);
     if (!s || !slot_holds(s, r)) return false;
