@@ -3,7 +3,10 @@
  * password, on another master name). Discovery (past an unreachable sentinel),
  * the ROLE check that refuses a replica a lagging sentinel could name,
  * an unknown master name (SLUICE_ENOMASTER, fast), a wrong sentinel password
- * (SLUICE_EAUTH), no sentinel reachable (SLUICE_ENOTCONN), then a steady
+ * (SLUICE_EAUTH), no sentinel reachable (SLUICE_ENOTCONN); TLS and
+ * passwords everywhere (a TLS-only primary with a password, a TLS sentinel
+ * with its own, discovery and decisions over rediss+sentinel://, a wrong
+ * data password, a wrong CA); then a steady
  * stream of calls through a forced failover (SENTINEL FAILOVER) and through
  * the SIGKILL of the primary: every call answered within its timeout, the
  * fleet back on the new primary within a bound after Sentinel names it, and
@@ -14,6 +17,7 @@
  * Label "topology" (seconds of real time): `make test-topology`. */
 #define TEST_NAME "test_fleet_sentinel"
 #include "test_fleet_util.h"
+#include "support/tls_certs.h"
 
 #include <hiredis/hiredis.h>
 #include <unistd.h>
@@ -453,6 +457,72 @@ static void test_readonly_rediscovery(void) {
     printf("  READONLY without +switch-master: rediscovered: ok\n");
 }
 
+/* TLS and passwords everywhere: a primary reached only over TLS with a
+ * password, a sentinel reached only over TLS (tls-port, its plain port aside)
+ * with a password of its own, which monitors the primary over TLS
+ * (tls-replication) with the primary's password. The fleet discovers the
+ * primary through the sentinel over TLS and is decided by Redis; a wrong
+ * data password is EAUTH without the password in the message, and a CA
+ * that signed nothing is ETLS. */
+static void test_tls_passwords(void) {
+    if (!test_tls_available()) {
+        printf("  TLS and passwords behind Sentinel: SKIPPED (no openssl command)\n");
+        return;
+    }
+    test_tls_certs_t t;
+    CHECK(test_tls_make(&t) == 0, "cannot make the test certificates");
+    test_redis_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.tls = true;
+    o.tls_cert = t.server_cert;
+    o.tls_key = t.server_key;
+    o.tls_ca = t.ca;
+    o.requirepass = "data-Pw-7";
+    test_redis_t data, sent;
+    memset(&data, 0, sizeof data);
+    CHECK(test_redis_start_opts(&data, 0, &o) == 0, "cannot start the TLS primary");
+    int tls_port = test_free_port();
+    char extra[1024];
+    snprintf(extra, sizeof extra,
+             "sentinel auth-pass tlsm data-Pw-7\n"
+             "requirepass sent-Pw-8\n"
+             "tls-port %d\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\n"
+             "tls-auth-clients no\ntls-replication yes\n",
+             tls_port, t.server_cert, t.server_key, t.ca);
+    start_sentinel(&sent, "tlsm", data.port, extra);
+    char url[768];
+    snprintf(url, sizeof url, "rediss+sentinel://:data-Pw-7@127.0.0.1:%d/tlsm?cacert=%s&sentinel_password=sent-Pw-8",
+             tls_port, t.ca);
+    sluice_fleet_t *f = fleet(url);
+    wait_redis(f, 1);
+    tf_box_t b;
+    memset(&b, 0, sizeof b);
+    CHECK(sluice_fleet_call(f, sluice_key_u64(2), 1, 0, tf_on_result, &b) == 0, "call");
+    tf_wait(base, &b);
+    CHECK(b.res.source == SLUICE_FLEET_SOURCE_REDIS && b.res.decision.kind == SLUICE_EMITTED,
+          "over TLS behind Sentinel: source %d kind %d", b.res.source, b.res.decision.kind);
+    sluice_fleet_free(f);
+
+    char msg[320];
+    snprintf(url, sizeof url, "rediss+sentinel://:wrong-Pw-9@127.0.0.1:%d/tlsm?cacert=%s&sentinel_password=sent-Pw-8",
+             tls_port, t.ca);
+    f = fleet(url);
+    wait_error(f, SLUICE_EAUTH, 10 * SEC, msg, sizeof msg);
+    CHECK(strstr(msg, "wrong-Pw-9") == NULL && strstr(msg, "sent-Pw-8") == NULL, "a password in '%s'", msg);
+    sluice_fleet_free(f);
+
+    snprintf(url, sizeof url, "rediss+sentinel://:data-Pw-7@127.0.0.1:%d/tlsm?cacert=%s&sentinel_password=sent-Pw-8",
+             tls_port, t.other_ca);
+    f = fleet(url);
+    wait_error(f, SLUICE_ETLS, 10 * SEC, msg, sizeof msg);
+    sluice_fleet_free(f);
+
+    test_redis_stop(&sent);
+    test_redis_stop(&data);
+    test_tls_remove(&t);
+    printf("  TLS and passwords behind Sentinel (discovery over TLS, wrong password, wrong CA): ok\n");
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     if (!test_redis_available()) {
@@ -472,6 +542,7 @@ int main(void) {
     test_discovery();
     test_role_check();
     test_errors();
+    test_tls_passwords();
     test_failover();
     test_readonly_rediscovery();
 
