@@ -70,12 +70,8 @@ struct sluice__fleet_ask {
     const struct sluice__fleet_rate *q;
 };
 
-/** The values a request's answer takes in a batch reply: 3 for one policy,
- *  2 + n for a plan of n quotas. */
-SLUICE_FLEET_HIDDEN size_t sluice__fleet_answer_width(uint32_t n);
-
-/** Reads a request's answer from the sluice__fleet_answer_width(a->n)
- *  values at `e` (each non-NULL): fills *res (source REDIS), the time in
+/** Reads a request's answer from the 3 values at `e` (each non-NULL; under
+ *  a plan the third holds every quota's TAT): fills *res (source REDIS), the time in
  *  *t_out, the TATs in tat[] (room for SLUICE_PLAN_QUOTAS_MAX), and *teach
  *  (whether they may teach the TAT cache). @return 0, 1 when the key's value
  *  is not Sluice state (this request alone fails), or -1 when the values

@@ -11,8 +11,6 @@
 
 #include "fleet-internal.h"
 
-size_t sluice__fleet_answer_width(uint32_t n) { return n ? 2 + (size_t)n : 3; }
-
 static bool bulk_u128(const redisReply *e, fl_u128 *out) {
     return e && e->type == REDIS_REPLY_STRING && sluice__fleet_parse_u128(e->str, (size_t)e->len, out) == 0;
 }
@@ -38,15 +36,32 @@ static int read_one(const struct sluice__fleet_ask *a, struct redisReply *const 
     return 0;
 }
 
-/* Plans: {status, t, one TAT per quota}: 1 admitted, 0 dropped or a quota
- * read, 2 the same with TATs converted from other quotas (they may not
- * teach the cache). */
+/* The TATs of a plan's answer: exactly `n` decimal numbers, one space
+ * apart, in one bulk string. */
+static bool plan_tats(const redisReply *e, uint32_t n, fl_u128 *tat) {
+    if (!e || e->type != REDIS_REPLY_STRING) return false;
+    const char *p = e->str, *end = e->str + e->len;
+    for (uint32_t j = 0; j < n; j++) {
+        const char *q = p;
+        while (q < end && *q != ' ') q++;
+        if (sluice__fleet_parse_u128(p, (size_t)(q - p), &tat[j]) != 0) return false;
+        if (j + 1 < n) {
+            if (q == end) return false;
+            q++; /* the space */
+        }
+        p = q;
+    }
+    return p == end;
+}
+
+/* Plans: {status, t, "TAT TAT ..."} (one TAT per quota): 1 admitted, 0
+ * dropped or a quota read, 2 the same with TATs converted from other quotas
+ * (they may not teach the cache). */
 static int read_plan(const struct sluice__fleet_ask *a, struct redisReply *const *e, sluice_fleet_result_t *res,
                      uint64_t *t, fl_u128 *tat, bool *teach) {
     if (e[0]->type != REDIS_REPLY_INTEGER || e[0]->integer < 0 || e[0]->integer > 2 || !bulk_u64(e[1], t)) return -1;
     *teach = e[0]->integer != 2;
-    for (uint32_t j = 0; j < a->n; j++)
-        if (!bulk_u128(e[2 + j], &tat[j])) return -1;
+    if (!plan_tats(e[2], a->n, tat)) return -1;
     bool admitted = e[0]->integer == 1;
     bool quota = a->op == SLUICE_FLEET_QUOTA;
     if (quota && admitted) return -1;
@@ -61,7 +76,8 @@ int sluice__fleet_read_answer(const struct sluice__fleet_ask *a, struct redisRep
     res->source = SLUICE_FLEET_SOURCE_REDIS;
     *teach = true;
     if (a->op != SLUICE_FLEET_CALL && a->op != SLUICE_FLEET_QUOTA) return -1;
-    for (size_t i = 0; i < sluice__fleet_answer_width(a->n); i++)
+    if (a->n > SLUICE_PLAN_QUOTAS_MAX) return -1;
+    for (size_t i = 0; i < 3; i++)
         if (!e[i]) return -1;
     if (e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer == -1) return 1; /* not Sluice state */
     uint64_t t;

@@ -1053,9 +1053,6 @@ static struct sluice__fleet_ask ask_of(const struct sluice_fleet *f, const struc
     return a;
 }
 
-/* The values of a request's answer in a batch reply. */
-static size_t item_width(const struct req *r) { return sluice__fleet_answer_width(r->plans ? req_plan(r)->n : 0); }
-
 /* Any reply: Redis is alive. */
 static void alive(struct sluice_fleet *f) {
     __atomic_store_n(&f->degraded, false, __ATOMIC_RELAXED);
@@ -1244,11 +1241,8 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         return;
     }
     /* a reply of the wrong shape: the stream cannot be trusted */
-    size_t width = 0;
-    for (size_t i = 0; i < n; i++) width += item_width(b->r[i]);
-    bool shape = rep->type == REDIS_REPLY_ARRAY && rep->elements == width;
+    bool shape = rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 * n;
     bool bad = !shape;
-    size_t at = 0;
     for (size_t i = 0; i < n; i++) {
         struct req *r = b->r[i];
         sluice_fleet_result_t res;
@@ -1257,8 +1251,7 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         bool teach = true;
         struct sluice__fleet_rate q[SLUICE_PLAN_QUOTAS_MAX];
         struct sluice__fleet_ask a = ask_of(f, r, q);
-        int rc = shape ? sluice__fleet_read_answer(&a, rep->element + at, &res, &t, tat, &teach) : -1;
-        at += item_width(r);
+        int rc = shape ? sluice__fleet_read_answer(&a, rep->element + 3 * i, &res, &t, tat, &teach) : -1;
         if (rc == 1) {
             /* this key's value is not Sluice state: it fails alone */
             if (r->answered) {

@@ -426,7 +426,7 @@ SLUICE_EXTERN int sluice_fleet_last_error(sluice_fleet_t *fleet, char *msg, size
  * ARGV op, now, limit, cost*per, burst*per, extra ms, end of the clock), a
  * batch (ARGV[1] = "B") that decides several keys in order in one run, and
  * a batch under plans (ARGV[1] = "P": the quota sets, then per key its set
- * and cost; each answer {status, t, one TAT per quota}). Each
+ * and cost; each answer {status, t, the TATs of its quotas in one string}). Each
  * decision is answered {status, t, TAT}: status 1 admitted, 0 dropped (or a
  * quota read), -1 the key holds a value that is not Sluice state (that key
  * alone fails and is left unchanged). The script checks every argument and
