@@ -222,8 +222,8 @@ void sluice__cluster_refresh(sluice__cluster_t *cl) {
 }
 
 /* The periodic map read: every period while every slot's primary is up,
- * every fast period while one is not. A read unanswered for a period (a
- * stalled node) is given up, so that the next goes to another node. */
+ * every fast period while one is not. A read unanswered for max(period,
+ * 1 s) (a stalled node) is given up, so that the next goes to another node. */
 static void tick_cb(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
