@@ -373,11 +373,12 @@ static void test_failover(void) {
             over_live += over;
     }
     printf("  %d calls on %d keys (%d on the dead primary's slots), %d admitted; the kill: %d answered by the "
-           "failure policy (from %.0f to %.0f ms after it); a node named the heir after %llu ms, every survivor "
+           "failure policy (sent from %.0f ms after it, answered until %.0f ms after it); a node named the heir after "
+           "%llu ms, every survivor "
            "after %llu ms; the fleet decided on the heir %llu ms later; worst answer %.1f ms; over-admission: "
            "%d on the dead primary's keys (bound: its %d admissions in the last %llu ms before the kill), "
            "%d elsewhere\n",
-           st.n, KEYS, on_dead, admitted, failures, (double)(fail_first - t_kill) / MS,
+           st.n, KEYS, on_dead, admitted, failures, (double)(int64_t)(fail_first - t_kill) / MS,
            (double)(fail_last - t_kill) / MS, (unsigned long long)((t_first - t_kill) / MS),
            (unsigned long long)((t_all - t_kill) / MS),
            (unsigned long long)(t_back > t_all ? (t_back - t_all) / MS : 0), (double)worst / MS, over_dead, window,
