@@ -12,8 +12,8 @@
 #   make install-test   install into a temporary prefix and build consumers against it: the
 #                   core alone (pkg-config sluice-core) and the loop layer (pkg-config sluice),
 #                   shared and static, and find_package(sluice)
-#   make test-topology  the fleet limiter behind Redis Sentinel, through real failovers
-#                   (ctest label "topology", left out of the other runs; about 20 s)
+#   make test-topology  the fleet limiter behind Redis Sentinel and Redis Cluster, through
+#                   real failovers (ctest label "topology", left out of the other runs; about 40 s)
 #   make core-only  the core builds and links against libc alone (ctest label "split")
 #   make deps       install libevent-dev, libhiredis-dev, redis-server, cmake, pkg-config, curl
 #                   with apt-get when missing
@@ -201,11 +201,14 @@ core-only: build
 	$(CTEST) --test-dir build -L split $(CTEST_FLAGS)
 
 # test-topology: the ctest label "topology" (test_fleet_sentinel: a primary, a replica and
-# sentinels on loopback, forced and SIGKILL failovers); needs redis-server.
+# sentinels on loopback, forced and SIGKILL failovers; test_fleet_cluster: a 3-primary
+# Redis Cluster, slot moves and a node killed; test_fleet_cluster_failover: 3 primaries with
+# a replica each, a primary killed and its replica promoted); needs redis-server and redis-cli.
 .PHONY: test-topology
 test-topology: deps
 	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
-	$(CMAKE) --build build -j$(JOBS) --target test_fleet_sentinel
+	$(CMAKE) --build build -j$(JOBS) --target test_fleet_sentinel test_fleet_cluster \
+		test_fleet_cluster_failover sluice-trace
 	$(CTEST) --test-dir build -L topology $(CTEST_FLAGS)
 
 clean:

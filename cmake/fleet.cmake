@@ -61,10 +61,10 @@ if(SLUICE_BUILD_TESTS)
       list(APPEND _env "SLUICE_REDIS_SERVER=${SLUICE_REDIS_SERVER}")
     endif()
     # 77: redis-server is not installed (the test says so and is skipped).
-    # Topology tests (Sentinel failovers) take seconds of real time: label
+    # Topology tests (Sentinel and Cluster failovers) take seconds of real time: label
     # "topology", left out of the default runs (make test-topology runs them).
     set(_labels "fleet")
-    if(_name STREQUAL "test_fleet_sentinel" OR _name STREQUAL "test_fleet_cluster")
+    if(_name MATCHES "^test_fleet_(sentinel|cluster|cluster_failover)$")
       set(_labels "fleet;topology")
     endif()
     set_tests_properties(${_name} PROPERTIES LABELS "${_labels}" TIMEOUT 180 SKIP_RETURN_CODE 77

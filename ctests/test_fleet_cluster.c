@@ -19,8 +19,11 @@
  * (also with calls streaming from another thread through the whole move);
  * during a migration (key already on the target) ASK is followed with
  * ASKING; a slot no node serves gives SLUICE_ECLUSTERDOWN to calls and
- * cancels until it is served again; and a node killed (SIGKILL): its keys get the failure policy
- * within their timeout, the other nodes' keys are still decided by Redis.
+ * cancels until it is served again; the periodic map read (CLUSTER SLOTS
+ * counted on the nodes, with a 200 ms period); and a node killed (SIGKILL):
+ * its keys get the failure policy within their timeout, the other nodes'
+ * keys are still decided by Redis. Replica failover:
+ * test_fleet_cluster_failover.c.
  *
  * Label "topology" (seconds of real time): `make test-topology`. */
 #define TEST_NAME "test_fleet_cluster"
@@ -568,6 +571,36 @@ static void test_clusterdown(void) {
     sluice_fleet_free(f);
 }
 
+/* The periodic map read (cluster.h): with a period of 200 ms (the test
+ * knob) and every primary up, the fleet reads CLUSTER SLOTS about five times
+ * a second, and no more often than its period allows. */
+static long long slots_reads(void) {
+    long long n = 0;
+    for (int i = 0; i < NODES; i++) n += cmdstat_calls(i, "cluster|slots");
+    return n;
+}
+
+static void test_periodic_refresh(void) {
+    uint64_t was = sluice__cluster_set_refresh_ns(200 * MS);
+    sluice_fleet_t *f = fleet_on(2 * SEC);
+    sluice__cluster_set_refresh_ns(was);
+    uint64_t end = tf_mono() + 10 * SEC;
+    while (!sluice_fleet_connected(f)) {
+        CHECK(tf_mono() < end, "not connected to every primary within 10 s");
+        tf_run_for(base, 10);
+    }
+    long long before = slots_reads();
+    uint64_t t0 = tf_mono();
+    tf_run_for(base, 1500);
+    long long reads = slots_reads() - before;
+    double secs = (double)(tf_mono() - t0) / SEC;
+    /* 1.5 s / 200 ms = 7.5 periods: at least 3 on a loaded machine, at most
+     * one per period (+1 at each edge) */
+    CHECK(reads >= 3 && reads <= (long long)(secs / 0.2) + 2, "periodic map reads: %lld in %.2f s", reads, secs);
+    fprintf(stderr, TEST_NAME ": periodic map read every 200 ms: %lld reads in %.2f s\n", reads, secs);
+    sluice_fleet_free(f);
+}
+
 /* A node killed: calls on its slots get the failure policy within their
  * timeout, calls on the other nodes' slots are still Redis's. */
 static void test_node_killed(void) {
@@ -630,6 +663,7 @@ int main(void) {
     test_moved_live();
     test_ask();
     test_clusterdown();
+    test_periodic_refresh();
     test_node_killed();
     event_base_free(base);
     stop_cluster();

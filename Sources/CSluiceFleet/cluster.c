@@ -8,6 +8,25 @@
 
 #include "cluster-map.h"
 #include "cluster.h"
+#include "fleet-time.h"
+
+#define MS 1000000ull
+#define SEC_NS 1000000000ull
+
+/* The period of the map reads of the routers created from now on (0: the
+ * default); see sluice__cluster_set_refresh_ns(). */
+static uint64_t refresh_knob_ns;
+
+uint64_t sluice__cluster_set_refresh_ns(uint64_t period_ns) {
+    return __atomic_exchange_n(&refresh_knob_ns, period_ns, __ATOMIC_RELAXED);
+}
+
+/* A map read in flight: its node, and its number (a reply to a read that was
+ * given up is ignored). */
+struct map_read {
+    struct node *node;
+    uint64_t seq;
+};
 
 struct node {
     struct sluice__cluster *cl;
@@ -24,8 +43,15 @@ struct sluice__cluster {
     void *owner;
     struct node **nodes;
     size_t n_nodes;
-    bool loaded;     /* a map was read */
-    bool refreshing; /* a CLUSTER SLOTS is in flight */
+    bool loaded;           /* a map was read */
+    bool refreshing;       /* a CLUSTER SLOTS is in flight (read_seq) */
+    uint64_t read_seq;     /* the number of the last read sent */
+    uint64_t read_sent_ns; /* when it was sent (monotonic) */
+    uint64_t period_ns;    /* map reads while every slot's primary is up */
+    uint64_t fast_ns;      /* map reads while one is not (or a node was lost) */
+    uint64_t next_tick_ns; /* when the tick timer fires (monotonic) */
+    uint64_t reads;        /* map reads sent (sluice__cluster_reads()) */
+    struct event *tick;    /* the periodic map read */
     bool freeing;
     bool ready;      /* sluice__cluster_ready(), kept by the loop thread, read from any (atomic) */
     size_t next_try; /* where the next read looks for a node first */
@@ -43,13 +69,30 @@ static void update_ready(struct sluice__cluster *cl) {
     __atomic_store_n(&cl->ready, ready, __ATOMIC_RELAXED);
 }
 
+static uint64_t mono_ns(void) { return sluice__fleet_clock_ns(CLOCK_MONOTONIC); }
+
+/* Makes the tick timer fire within `ns` from now (sooner when it would fire
+ * sooner already). */
+static void tick_within(struct sluice__cluster *cl, uint64_t ns) {
+    if (!cl->tick || cl->freeing) return;
+    uint64_t now = mono_ns();
+    if (evtimer_pending(cl->tick, NULL) && cl->next_tick_ns <= now + ns) return;
+    cl->next_tick_ns = now + ns;
+    sluice__fleet_arm(cl->tick, ns);
+}
+
 static void node_event(void *arg, sluice__conn_event_t ev, int err) {
     struct node *n = arg;
     struct sluice__cluster *cl = n->cl;
     update_ready(cl);
     /* a node lost or unreachable: the map may have changed (and a read sent
-     * to it failed: try another node) */
-    if (ev != SLUICE__CONN_UP) sluice__cluster_refresh(cl);
+     * to it failed: try another node); and the cluster may take a while to
+     * notice (a replica is promoted after the node timeout): read it again
+     * soon, until every slot's primary is up */
+    if (ev != SLUICE__CONN_UP) {
+        sluice__cluster_refresh(cl);
+        tick_within(cl, cl->fast_ns);
+    }
     if (cl->on_event) cl->on_event(cl->owner, n->conn, ev, err);
 }
 
@@ -131,18 +174,21 @@ static void take_map(struct sluice__cluster *cl, const sluice__cluster_map_t *m)
 
 static void slots_reply(void *arg, redisReply *r, int err) {
     (void)err;
-    struct node *n = arg;
+    struct map_read *rd = arg;
+    struct node *n = rd->node;
     struct sluice__cluster *cl = n->cl;
+    uint64_t seq = rd->seq;
+    free(rd);
+    if (cl->freeing || seq != cl->read_seq) return; /* given up (tick_cb): a later read decides */
     cl->refreshing = false;
-    if (cl->freeing) return;
     sluice__cluster_map_t m;
     if (r && sluice__cluster_map_parse(r, n->host, &m) == 0) {
         take_map(cl, &m);
         sluice__cluster_map_free(&m);
     }
     /* a failed read (an error reply, a lost node) is not retried here: the
-     * next redirection, CLUSTERDOWN or node event asks again, and the next
-     * read goes to another node first */
+     * next tick (soon while a primary is missing), redirection, CLUSTERDOWN
+     * or node event asks again, and the next read goes to another node first */
 }
 
 void sluice__cluster_refresh(sluice__cluster_t *cl) {
@@ -159,10 +205,40 @@ void sluice__cluster_refresh(sluice__cluster_t *cl) {
     }
     if (!pick) return; /* every node is between attempts: a node's next event asks again */
     cl->next_try++;
+    struct map_read *rd = malloc(sizeof *rd);
+    if (!rd) return;
+    rd->node = pick;
+    rd->seq = cl->read_seq + 1;
     const char *argv[2] = { "CLUSTER", "SLOTS" };
     size_t lens[2] = { 7, 5 };
-    if (sluice__conn_send(pick->conn, 2, argv, lens, slots_reply, pick) == 0) cl->refreshing = true;
+    if (sluice__conn_send(pick->conn, 2, argv, lens, slots_reply, rd) != 0) {
+        free(rd);
+        return;
+    }
+    cl->read_seq++;
+    cl->refreshing = true;
+    cl->read_sent_ns = mono_ns();
+    cl->reads++;
 }
+
+/* The periodic map read: every period while every slot's primary is up,
+ * every fast period while one is not. A read unanswered for max(period,
+ * 1 s) (a stalled node) is given up, so that the next goes to another node. */
+static void tick_cb(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    struct sluice__cluster *cl = arg;
+    bool ready = __atomic_load_n(&cl->ready, __ATOMIC_RELAXED);
+    uint64_t now = mono_ns();
+    if (cl->refreshing && now - cl->read_sent_ns >= (cl->period_ns > SEC_NS ? cl->period_ns : SEC_NS))
+        cl->refreshing = false, cl->read_seq++; /* its reply, if it comes, is ignored */
+    sluice__cluster_refresh(cl);
+    uint64_t next = ready ? cl->period_ns : cl->fast_ns;
+    cl->next_tick_ns = now + next;
+    sluice__fleet_arm(cl->tick, next);
+}
+
+uint64_t sluice__cluster_reads(const sluice__cluster_t *cl) { return cl->reads; }
 
 bool sluice__cluster_ready(const sluice__cluster_t *cl) { return __atomic_load_n(&cl->ready, __ATOMIC_RELAXED); }
 
@@ -248,6 +324,16 @@ int sluice__cluster_new(sluice__cluster_t **out, struct event_base *base, const 
     cl->opts = *opts;
     cl->on_event = on_event;
     cl->owner = owner;
+    cl->period_ns = __atomic_load_n(&refresh_knob_ns, __ATOMIC_RELAXED);
+    if (!cl->period_ns) cl->period_ns = SLUICE__CLUSTER_REFRESH_NS;
+    cl->fast_ns = cl->period_ns / 10 > 50 * MS ? cl->period_ns / 10 : 50 * MS;
+    if (cl->fast_ns > cl->period_ns) cl->fast_ns = cl->period_ns;
+    cl->tick = evtimer_new(base, tick_cb, cl);
+    if (!cl->tick) {
+        snprintf(why, why_len, "out of memory");
+        sluice__cluster_free(cl);
+        return SLUICE_ENOMEM;
+    }
     for (size_t s = 0; s < SLUICE__CLUSTER_SLOTS; s++) cl->owner_of[s] = SLUICE__CLUSTER_NONE;
     if (!copy_settings(&cl->url, url)) {
         snprintf(why, why_len, "out of memory");
@@ -264,12 +350,15 @@ int sluice__cluster_new(sluice__cluster_t **out, struct event_base *base, const 
     }
     *out = cl;
     sluice__cluster_refresh(cl);
+    cl->next_tick_ns = mono_ns() + cl->fast_ns;
+    sluice__fleet_arm(cl->tick, cl->fast_ns); /* the first read may fail: soon again */
     return 0;
 }
 
 void sluice__cluster_free(sluice__cluster_t *cl) {
     if (!cl) return;
     cl->freeing = true;
+    if (cl->tick) event_free(cl->tick);
     for (size_t i = 0; i < cl->n_nodes; i++) sluice__conn_free(cl->nodes[i]->conn);
     for (size_t i = 0; i < cl->n_nodes; i++) {
         free(cl->nodes[i]->host);

@@ -8,10 +8,16 @@
  *
  * The slot map (cluster-map.h) is read with CLUSTER SLOTS from a node (one
  * ready node, else any node that takes commands: the seeds are tried in
- * turn as their connections fail), at creation and then whenever the owner
- * or a node's failure asks for it (sluice__cluster_refresh()); at most one
- * read is in flight. A slot the map does not name (not loaded yet, or not
- * covered) is sent to any node: it answers MOVED or CLUSTERDOWN.
+ * turn as their connections fail), at creation, whenever the owner or a
+ * node's failure asks for it (sluice__cluster_refresh()), and periodically:
+ * every period (SLUICE__CLUSTER_REFRESH_NS) while the primary of every slot
+ * is connected, and every tenth of it (at least 50 ms) while one is not or
+ * after a node's connection was lost or refused, so that a promoted replica
+ * or a new node is found without waiting for a MOVED. At most one read is in
+ * flight; one unanswered for max(period, 1 s) is given up (its reply is
+ * ignored) and the next goes to another node. A slot the map does not name
+ * (not loaded yet, or not covered) is sent to any node: it answers MOVED or
+ * CLUSTERDOWN.
  *
  * Used from the loop thread only, but for sluice__cluster_ready().
  */
@@ -24,6 +30,17 @@
 #include "redis-url.h"
 
 typedef struct sluice__cluster sluice__cluster_t;
+
+/** The default period of the map reads (5 s). */
+#define SLUICE__CLUSTER_REFRESH_NS 5000000000ull
+
+/** The period of the map reads of the routers created from now on (0: the
+ *  default, SLUICE__CLUSTER_REFRESH_NS); any thread. A knob for the tests.
+ *  @return the previous setting. */
+SLUICE_FLEET_HIDDEN uint64_t sluice__cluster_set_refresh_ns(uint64_t period_ns);
+
+/** How many map reads (CLUSTER SLOTS) the router has sent (loop thread). */
+SLUICE_FLEET_HIDDEN uint64_t sluice__cluster_reads(const sluice__cluster_t *cl);
 
 /** A node connection's state change: as sluice__conn_event_fn, with the
  *  node's connection. */

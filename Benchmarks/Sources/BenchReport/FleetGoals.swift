@@ -85,7 +85,38 @@ extension BenchResults {
                 goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
             }
         }
-        // F4. over_admitted = 0 in every fleet row.
+        // F8, F9. On a 3-primary Redis Cluster: sluice-redis >= 3x (mixed) and >= 10x (abuse)
+        // the decisions/s of redis-per-call routing each EVALSHA to its key's primary.
+        for (workload, goal) in [("mixed", 3.0), ("abuse", 10.0)] {
+            let name = "fleet cluster \(workload): sluice-redis ≥ \(Int(goal))× the decisions/s of redis-per-call"
+            let s = fleetRow("sluice-redis-cluster", workload), b = fleetRow("redis-per-call-cluster", workload)
+            if let sn = s?.ns_per_op, let bn = b?.ns_per_op, sn > 0 {
+                var detail = "3 primaries; sluice-redis \(Format.ns(sn)) ns/decision; redis-per-call \(Format.ns(bn))"
+                if let rs = s?.redis_cpu_ns_per_op, let rb = b?.redis_cpu_ns_per_op {
+                    detail += "; Redis CPU per decision (all nodes) \(Format.ns(rs)) vs \(Format.ns(rb)) ns"
+                }
+                goals.append(Goal(name: name, measured: Format.ratio(bn / sn), holds: bn / sn >= goal, detail: detail))
+            } else {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            }
+        }
+        // F10. On the cluster: p99 decision latency <= 2 ms at the offered load of "mixed-paced".
+        do {
+            let name =
+                "fleet cluster: sluice-redis p99 decision latency ≤ 2 ms (3 primaries, mixed keys, fixed offered load)"
+            if let paced = fleetRow("sluice-redis-cluster", "mixed-paced"), let p99 = paced.lateness_us?.p99 {
+                let load = paced.offered_per_s.map { "\(Int($0)) calls/s offered" } ?? "open loop"
+                var detail = "p50 \(Format.us(paced.lateness_us?.p50)) µs at \(load)"
+                if let sat = fleetRow("sluice-redis-cluster", "mixed"), let sp99 = sat.lateness_us?.p99 {
+                    detail += "; at saturation (closed loop, \(sat.in_flight ?? 0) in flight) p99 \(Format.us(sp99)) µs"
+                }
+                goals.append(
+                    Goal(name: name, measured: "\(Format.us(p99)) µs at \(load)", holds: p99 <= 2000, detail: detail))
+            } else {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            }
+        }
+        // F4. over_admitted = 0 in every fleet row (the cluster's included).
         do {
             let name = "fleet: no call admitted beyond the quota (over_admitted = 0)"
             let fleet = rows.filter { $0.scenario == Names.fleetScenario }

@@ -218,6 +218,10 @@ public enum Names {
     public static let batchImpls: Set<String> = ["sluice-c-batch", "sluice-swift-batch"]
     /// The fleet scenario (a real redis-server) and its implementations: kept
     /// apart from the lists above, which the report's tables and charts follow.
+    /// "-cluster": the same against a 3-primary Redis Cluster the driver starts.
     public static let fleetScenario = "fleet"
-    public static let fleetImpls = ["sluice-redis", "redis-per-call", "sluice-redis-tls", "sluice-redis-3q"]
+    public static let fleetImpls = [
+        "sluice-redis", "redis-per-call", "sluice-redis-tls", "sluice-redis-3q", "sluice-redis-cluster",
+        "redis-per-call-cluster",
+    ]
 }

@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +68,9 @@ static int make_certs(const char *dir) {
 
 /* Starts redis-server on `port` (plain: readiness, INFO and redis-per-call),
  * and, when `tls_port` > 0, on that TLS port too, with the certificates of
- * `cert_dir`. */
-static pid_t start_redis(int port, int tls_port, const char *cert_dir) {
+ * `cert_dir`; or, when `cluster_dir` is set, in cluster mode with its state
+ * (nodes.conf) in that folder. */
+static pid_t start_redis(int port, int tls_port, const char *cert_dir, const char *cluster_dir) {
     char port_s[16], tls_s[16], cert[512], key[512], ca[512];
     snprintf(port_s, sizeof port_s, "%d", port);
     snprintf(tls_s, sizeof tls_s, "%d", tls_port);
@@ -81,7 +84,11 @@ static pid_t start_redis(int port, int tls_port, const char *cert_dir) {
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         freopen("/dev/null", "w", stdout);
-        if (tls_port > 0)
+        if (cluster_dir)
+            execlp("redis-server", "redis-server", "--port", port_s, "--bind", "127.0.0.1", "--save", "",
+                   "--appendonly", "no", "--dir", cluster_dir, "--loglevel", "warning", "--cluster-enabled", "yes",
+                   "--cluster-config-file", "nodes.conf", (char *)NULL);
+        else if (tls_port > 0)
             execlp("redis-server", "redis-server", "--port", port_s, "--bind", "127.0.0.1", "--save", "",
                    "--appendonly", "no", "--dir", "/tmp", "--loglevel", "warning", "--tls-port", tls_s,
                    "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no",
@@ -132,6 +139,197 @@ static uint64_t redis_cpu_ns(int port) {
 static void stop_redis(pid_t pid) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+}
+
+/* ---- a private Redis Cluster: 3 primaries, no replicas */
+
+#define CL_NODES 3
+#define CL_SLOTS 16384
+
+typedef struct bench_cluster {
+    int port[CL_NODES];
+    pid_t pid[CL_NODES];
+    char dir[CL_NODES][40];
+} bench_cluster_t;
+
+/* The cluster's slot map (redis-per-call routes by it): the index in
+ * port[] of each slot's primary. */
+static uint8_t g_slot_node[CL_SLOTS];
+
+/* CRC16 (XMODEM: polynomial 0x1021, initial 0), as Redis Cluster hashes keys. */
+static uint16_t crc16_xmodem(const char *p, size_t len) {
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc = (uint16_t)(crc ^ ((uint16_t)(unsigned char)p[i] << 8));
+        for (int b = 0; b < 8; b++) crc = (uint16_t)((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+    return crc;
+}
+
+/* A key's hash slot: of the text between the first '{' and the next '}'
+ * when that is not empty, else of the whole key. */
+static unsigned key_slot(const char *key, size_t len) {
+    const char *open = memchr(key, '{', len);
+    if (open) {
+        const char *from = open + 1, *close = memchr(from, '}', len - (size_t)(from - key));
+        if (close && close > from) return crc16_xmodem(from, (size_t)(close - from)) % CL_SLOTS;
+    }
+    return crc16_xmodem(key, len) % CL_SLOTS;
+}
+
+static redisReply *cmd_at(int port, const char *fmt, ...) {
+    struct timeval tv = { 2, 0 };
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    redisReply *r = NULL;
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        va_list ap;
+        va_start(ap, fmt);
+        r = redisvCommand(c, fmt, ap);
+        va_end(ap);
+    }
+    if (c) redisFree(c);
+    return r;
+}
+
+/* Whether `port` says the cluster is ok and names all CL_NODES primaries for
+ * every slot; fills g_slot_node from its CLUSTER SLOTS when it does. */
+static bool cluster_ready(const bench_cluster_t *cl, int port) {
+    redisReply *r = cmd_at(port, "CLUSTER INFO");
+    bool ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok");
+    if (r) freeReplyObject(r);
+    if (!ok) return false;
+    r = cmd_at(port, "CLUSTER SLOTS");
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        if (r) freeReplyObject(r);
+        return false;
+    }
+    static uint8_t seen[CL_SLOTS];
+    memset(seen, 0, sizeof seen);
+    size_t covered = 0;
+    for (size_t i = 0; i < r->elements && ok; i++) {
+        const redisReply *e = r->element[i];
+        ok = e->type == REDIS_REPLY_ARRAY && e->elements >= 3 && e->element[2]->type == REDIS_REPLY_ARRAY &&
+             e->element[2]->elements >= 2;
+        if (!ok) break;
+        int node = -1, p = (int)e->element[2]->element[1]->integer;
+        for (int n = 0; n < CL_NODES; n++)
+            if (cl->port[n] == p) node = n;
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        ok = node >= 0 && lo >= 0 && hi < CL_SLOTS && lo <= hi;
+        for (long long slot = lo; ok && slot <= hi; slot++) {
+            g_slot_node[slot] = (uint8_t)node;
+            covered += !seen[slot];
+            seen[slot] = 1;
+        }
+    }
+    freeReplyObject(r);
+    return ok && covered == CL_SLOTS;
+}
+
+static void stop_cluster(bench_cluster_t *cl) {
+    for (int i = 0; i < CL_NODES; i++) {
+        if (cl->pid[i] > 0) stop_redis(cl->pid[i]);
+        cl->pid[i] = 0;
+        if (cl->dir[i][0]) {
+            char rm[96];
+            snprintf(rm, sizeof rm, "rm -rf '%s'", cl->dir[i]);
+            if (system(rm) != 0) { /* a leftover folder in /tmp: harmless */
+            }
+            cl->dir[i][0] = '\0';
+        }
+    }
+}
+
+/* Starts 3 cluster-mode servers, gives each a third of the slots (CLUSTER
+ * ADDSLOTSRANGE) and joins them (CLUSTER MEET); waits (20 s at most) until
+ * every node says ok and names every slot's primary. @return 0 or -1. */
+static int start_cluster(bench_cluster_t *cl) {
+    memset(cl, 0, sizeof *cl);
+    for (int i = 0; i < CL_NODES; i++) {
+        /* the bus port is the port + 10000: a port above 55535 cannot have one */
+        for (int attempt = 0; attempt < 20 && cl->pid[i] <= 0; attempt++) {
+            int port = free_port();
+            if (port <= 0 || port > 55535) continue;
+            snprintf(cl->dir[i], sizeof cl->dir[i], "/tmp/sluice-bench-cl-XXXXXX");
+            if (!mkdtemp(cl->dir[i])) {
+                cl->dir[i][0] = '\0';
+                break;
+            }
+            cl->port[i] = port;
+            cl->pid[i] = start_redis(port, 0, NULL, cl->dir[i]);
+            if (cl->pid[i] <= 0) {
+                char rm[96];
+                snprintf(rm, sizeof rm, "rm -rf '%s'", cl->dir[i]);
+                if (system(rm) != 0) { /* harmless */
+                }
+                cl->dir[i][0] = '\0';
+            }
+        }
+        if (cl->pid[i] <= 0) {
+            stop_cluster(cl);
+            return -1;
+        }
+    }
+    for (int i = 0; i < CL_NODES; i++) {
+        int lo = CL_SLOTS * i / CL_NODES, hi = CL_SLOTS * (i + 1) / CL_NODES - 1;
+        redisReply *r = cmd_at(cl->port[i], "CLUSTER ADDSLOTSRANGE %d %d", lo, hi);
+        bool ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (i > 0) {
+            r = cmd_at(cl->port[0], "CLUSTER MEET 127.0.0.1 %d", cl->port[i]);
+            ok = ok && r && r->type == REDIS_REPLY_STATUS;
+            if (r) freeReplyObject(r);
+        }
+        if (!ok) {
+            stop_cluster(cl);
+            return -1;
+        }
+    }
+    uint64_t end = now_ns() + 20 * SEC;
+    for (int i = 0; i < CL_NODES; i++) {
+        while (!cluster_ready(cl, cl->port[i])) {
+            if (now_ns() > end) {
+                stop_cluster(cl);
+                return -1;
+            }
+            usleep(20000);
+        }
+    }
+    return 0;
+}
+
+/* The cluster of this process: started by the first cluster run and kept
+ * for the next ones (a node refuses to serve for its first 2 s, so a
+ * cluster per run would cost more than most runs), emptied (FLUSHALL on
+ * every primary) before each; stopped at exit. */
+static bench_cluster_t g_cl;
+static bool g_cl_up;
+
+static void cluster_at_exit(void) {
+    if (g_cl_up) stop_cluster(&g_cl);
+    g_cl_up = false;
+}
+
+static int cluster_get(void) {
+    if (g_cl_up) {
+        bool ok = true;
+        for (int i = 0; i < CL_NODES && ok; i++) {
+            redisReply *r = cmd_at(g_cl.port[i], "FLUSHALL");
+            ok = r && r->type == REDIS_REPLY_STATUS;
+            if (r) freeReplyObject(r);
+            ok = ok && cluster_ready(&g_cl, g_cl.port[i]);
+        }
+        if (ok) return 0;
+        stop_cluster(&g_cl); /* not as left: a fresh one */
+        g_cl_up = false;
+    }
+    static bool registered;
+    if (!registered) atexit(cluster_at_exit);
+    registered = true;
+    if (start_cluster(&g_cl) != 0) return -1;
+    g_cl_up = true;
+    return 0;
 }
 
 /* ---- workload and accounting */
@@ -238,9 +436,11 @@ static void *pacer_main(void *arg) {
     return NULL;
 }
 
-/* The address of the sluice-redis cases: the plain port, or a rediss:// URL
- * (set by cb_fleet) to the TLS port. */
-static char g_tls_url[600];
+/* The address of the sluice-redis cases: the plain port, or a URL set by
+ * cb_fleet: rediss:// to the TLS port, or redis+cluster:// to the cluster's
+ * nodes. */
+static char g_url[600];
+static bool g_cluster; /* the case runs against the cluster */
 
 /* sluice-redis-3q: the policy as "second", and two quotas that never bind
  * within a run (600 a minute, 36,000 an hour). */
@@ -262,7 +462,7 @@ static sluice_fleet_config_t bench_config(int port, int quotas) {
         c.plans = &three_table;
     }
     c.port = port;
-    if (g_tls_url[0]) c.url = g_tls_url;
+    if (g_url[0]) c.url = g_url;
     c.prefix = "bench";
     c.prefix_len = 5;
     c.timeout_ns = 2 * SEC;
@@ -287,6 +487,9 @@ static int run_sluice_paced(struct run *R, int port, cb_fleet_result_t *r) {
         if (loop) sluice_loop_free(loop);
         return -1;
     }
+    /* a cluster: the map read and every primary connected first (else the
+     * first calls would measure the redirections of a cold start) */
+    for (int i = 0; g_cluster && !sluice_fleet_connected(f) && i < 10000; i++) usleep(1000);
     struct call_ctx *ctx = calloc(R->p->calls, sizeof *ctx);
     if (!ctx) {
         snprintf(r->note, sizeof r->note, "out of memory");
@@ -338,6 +541,10 @@ static int run_sluice(struct run *R, int port, cb_fleet_result_t *r) {
         sluice_fleet_free(f);
         return -1;
     }
+    for (int i = 0; g_cluster && !sluice_fleet_connected(f) && i < 10000; i++) {
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        usleep(1000);
+    }
     struct event *pace = evtimer_new(base, pace_cb, NULL);
     uint64_t next = 0, window = R->p->pool > 0 ? (uint64_t)R->p->pool : 256;
     double interval = R->p->rate > 0 ? 1e9 / R->p->rate : 0;
@@ -384,7 +591,8 @@ static int run_sluice(struct run *R, int port, cb_fleet_result_t *r) {
 
 struct worker {
     struct run *R;
-    int port, index, count;
+    const int *ports; /* one node, or the cluster's CL_NODES primaries */
+    int nodes, index, count;
     const char *sha;
     int rc;
 };
@@ -392,10 +600,15 @@ struct worker {
 static void *worker_main(void *arg) {
     struct worker *w = arg;
     struct run *R = w->R;
-    redisContext *c = redisConnect("127.0.0.1", w->port);
-    if (!c || c->err) {
-        w->rc = -1;
-        return NULL;
+    redisContext *cs[CL_NODES] = { NULL };
+    for (int n = 0; n < w->nodes; n++) {
+        cs[n] = redisConnect("127.0.0.1", w->ports[n]);
+        if (!cs[n] || cs[n]->err) {
+            for (int m = 0; m <= n; m++)
+                if (cs[m]) redisFree(cs[m]);
+            w->rc = -1;
+            return NULL;
+        }
     }
     char per_s[32], bper_s[48], limit_s[8], cend_s[48];
     snprintf(per_s, sizeof per_s, "%llu", (unsigned long long)SEC);
@@ -431,6 +644,8 @@ static void *worker_main(void *arg) {
         size_t lens[11];
         for (int j = 0; j < 11; j++) lens[j] = strlen(argv[j]);
         lens[3] = (size_t)kl;
+        /* a cluster: the key's node, by its hash slot */
+        redisContext *c = w->nodes > 1 ? cs[g_slot_node[key_slot(key, (size_t)kl)]] : cs[0];
         R->sent[i] = interval > 0 ? due : now_ns();
         redisReply *rep = redisCommandArgv(c, 11, argv, lens);
         bool ok = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3;
@@ -443,32 +658,37 @@ static void *worker_main(void *arg) {
         if (rep) freeReplyObject(rep);
         if (!rep) break;
     }
-    redisFree(c);
+    for (int n = 0; n < w->nodes; n++) redisFree(cs[n]);
     return NULL;
 }
 
-static int run_per_call(struct run *R, int port, cb_fleet_result_t *r) {
-    redisContext *c = redisConnect("127.0.0.1", port);
-    if (!c || c->err) {
-        snprintf(r->note, sizeof r->note, "cannot connect to the redis-server");
-        return -1;
+static int run_per_call(struct run *R, const int *ports, int nodes, cb_fleet_result_t *r) {
+    char sha[48] = "";
+    for (int n = 0; n < nodes; n++) { /* the script on every node */
+        redisContext *c = redisConnect("127.0.0.1", ports[n]);
+        if (!c || c->err) {
+            snprintf(r->note, sizeof r->note, "cannot connect to the redis-server");
+            if (c) redisFree(c);
+            return -1;
+        }
+        redisReply *rep = redisCommand(c, "SCRIPT LOAD %s", sluice_fleet_script());
+        if (!rep || rep->type != REDIS_REPLY_STRING) {
+            snprintf(r->note, sizeof r->note, "SCRIPT LOAD failed");
+            if (rep) freeReplyObject(rep);
+            redisFree(c);
+            return -1;
+        }
+        snprintf(sha, sizeof sha, "%s", rep->str);
+        freeReplyObject(rep);
+        redisFree(c);
     }
-    redisReply *rep = redisCommand(c, "SCRIPT LOAD %s", sluice_fleet_script());
-    if (!rep || rep->type != REDIS_REPLY_STRING) {
-        snprintf(r->note, sizeof r->note, "SCRIPT LOAD failed");
-        return -1;
-    }
-    char sha[48];
-    snprintf(sha, sizeof sha, "%s", rep->str);
-    freeReplyObject(rep);
-    redisFree(c);
     int P = R->p->pool > 0 ? R->p->pool : 4;
     struct worker w[64];
     pthread_t th[64];
     if (P > 64) P = 64;
     R->t0 = now_ns();
     for (int i = 0; i < P; i++) {
-        w[i] = (struct worker){ R, port, i, P, sha, 0 };
+        w[i] = (struct worker){ R, ports, nodes, i, P, sha, 0 };
         pthread_create(&th[i], NULL, worker_main, &w[i]);
     }
     for (int i = 0; i < P; i++) pthread_join(th[i], NULL);
@@ -479,7 +699,7 @@ int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r) {
     memset(r, 0, sizeof *r);
     char cert_dir[] = "/tmp/sluice-bench-tls-XXXXXX";
     int tls_port = 0;
-    g_tls_url[0] = '\0';
+    g_url[0] = '\0';
     if (p->tls) {
         if (p->impl != 0 || !mkdtemp(cert_dir) || make_certs(cert_dir) != 0) {
             snprintf(r->note, sizeof r->note, "cannot make TLS certificates (is openssl installed?)");
@@ -487,13 +707,29 @@ int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r) {
         }
         tls_port = free_port();
     }
-    int port = free_port();
-    pid_t redis = port > 0 ? start_redis(port, tls_port, p->tls ? cert_dir : NULL) : -1;
-    if (redis < 0) {
-        snprintf(r->note, sizeof r->note, "cannot start redis-server (is it installed, with TLS?)");
-        return -1;
+    int port = -1, nodes = 1;
+    const int *ports = &port;
+    pid_t redis = -1;
+    g_cluster = p->cluster != 0;
+    if (p->cluster) {
+        if (p->tls || cluster_get() != 0) {
+            snprintf(r->note, sizeof r->note, "cannot start a 3-node Redis Cluster (redis-server 7 needed)");
+            return -1;
+        }
+        port = g_cl.port[0];
+        ports = g_cl.port;
+        nodes = CL_NODES;
+        snprintf(g_url, sizeof g_url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", g_cl.port[0],
+                 g_cl.port[1], g_cl.port[2]);
+    } else {
+        port = free_port();
+        redis = port > 0 ? start_redis(port, tls_port, p->tls ? cert_dir : NULL, NULL) : -1;
+        if (redis < 0) {
+            snprintf(r->note, sizeof r->note, "cannot start redis-server (is it installed, with TLS?)");
+            return -1;
+        }
     }
-    if (p->tls) snprintf(g_tls_url, sizeof g_tls_url, "rediss://127.0.0.1:%d?cacert=%s/ca.pem", tls_port, cert_dir);
+    if (p->tls) snprintf(g_url, sizeof g_url, "rediss://127.0.0.1:%d?cacert=%s/ca.pem", tls_port, cert_dir);
     struct run R;
     memset(&R, 0, sizeof R);
     R.p = p;
@@ -502,17 +738,23 @@ int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r) {
     R.lat = calloc(p->calls, sizeof *R.lat);
     R.sent = calloc(p->calls, sizeof *R.sent);
     pthread_mutex_init(&R.mu, NULL);
-    uint64_t cpu0 = redis_cpu_ns(port);
+    uint64_t cpu0 = 0, cpu1 = 0;
+    for (int n = 0; n < nodes; n++) cpu0 += redis_cpu_ns(ports[n]);
     uint64_t t0 = now_ns();
-    int rc = p->impl == 0 ? run_sluice(&R, port, r) : run_per_call(&R, port, r);
+    int rc = p->impl == 0 ? run_sluice(&R, port, r) : run_per_call(&R, ports, nodes, r);
     uint64_t elapsed = now_ns() - t0;
-    uint64_t cpu1 = redis_cpu_ns(port);
-    stop_redis(redis);
+    for (int n = 0; n < nodes; n++) cpu1 += redis_cpu_ns(ports[n]);
+    if (p->cluster) { /* kept for the next run of this process (cluster_get) */
+        g_url[0] = '\0';
+        g_cluster = false;
+    } else {
+        stop_redis(redis);
+    }
     if (p->tls) {
         char rm[128];
         snprintf(rm, sizeof rm, "rm -rf '%s'", cert_dir);
         if (system(rm) != 0) snprintf(r->note, sizeof r->note, "could not remove %s", cert_dir);
-        g_tls_url[0] = '\0';
+        g_url[0] = '\0';
     }
     if (rc == 0 && R.done && cpu0 && cpu1 > cpu0) r->redis_cpu_ns_per_op = (double)(cpu1 - cpu0) / (double)R.done;
     if (rc == 0) {

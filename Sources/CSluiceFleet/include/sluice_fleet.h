@@ -29,6 +29,13 @@
  * Redis's cost per decision (one script run, one clock reading, one command).
  * With Redis Cluster (redis+cluster://) every script run decides one key
  * (max_batch is taken as 1): a script may name keys of one slot only.
+ * The slot map is read (CLUSTER SLOTS) at start, after a MOVED, CLUSTERDOWN
+ * or TRYAGAIN, when a node's connection is lost or refused, and
+ * periodically: every 5 s while the primary of every slot is connected,
+ * every 500 ms while one is not, so a replica promoted after its primary
+ * failed (whose slots' calls get the failure policy meanwhile, never
+ * reaching a node that could answer MOVED) is used within about half a
+ * second of the cluster naming it.
  *
  * Threads. A fleet limiter lives on one libevent event_base, run by one
  * thread (the loop thread): a caller's (sluice_fleet_new()) or a loop of the

@@ -12,7 +12,18 @@
  *                      with a CA and certificate made at run time by openssl;
  *  - "sluice-redis-3q": sluice-redis with a plan of three quotas per key
  *                      (all or nothing in one script run): its Redis CPU per
- *                      decision beside sluice-redis's one quota.
+ *                      decision beside sluice-redis's one quota;
+ *  - "sluice-redis-cluster", "redis-per-call-cluster": the same two against a
+ *                      Redis Cluster of 3 primaries (no replicas) that the
+ *                      driver starts (CLUSTER ADDSLOTSRANGE and MEET, no
+ *                      redis-cli): sluice-redis through a redis+cluster://
+ *                      URL (one pipelined connection per primary, one key per
+ *                      script run); redis-per-call with a connection to each
+ *                      primary per thread, each EVALSHA sent to its key's
+ *                      node (the slot by CRC16 of the hash tag, the nodes
+ *                      from CLUSTER SLOTS: hiredis has no cluster support).
+ *                      The cluster is started by a process's first cluster
+ *                      run and kept (FLUSHALL between runs) until it exits.
  *
  * Closed loop (rate 0) measures throughput at saturation; open loop (rate > 0)
  * measures the latency of calls at a fixed offered load.
@@ -36,6 +47,7 @@ typedef struct cb_fleet_params {
     int quotas;     /**< sluice-redis: 0 the one policy; 3 a plan of three quotas (the policy as
                          "second", and "minute" and "hour", which never bind here), called
                          with sluice_fleet_call_plan() */
+    int cluster;    /**< 1: against a 3-primary Redis Cluster (either impl; not with tls) */
     int workload;   /**< 0 mixed, 1 abuse */
     uint64_t calls; /**< calls to make */
     int pool;       /**< redis-per-call: connections (threads); sluice-redis: requests in flight
@@ -56,11 +68,13 @@ typedef struct cb_fleet_result {
     uint64_t over_admitted;        /**< admissions beyond burst + elapsed/T, summed over keys (must be 0) */
     uint64_t failures;             /**< calls not decided by Redis or the cache (timeouts, errors) */
     uint64_t script_runs;          /**< EVALSHA commands Redis ran (sluice-redis: batches) */
-    double redis_cpu_ns_per_op;    /**< the server's CPU time (user + system) per call, or 0 */
+    double redis_cpu_ns_per_op;    /**< the server's CPU time (user + system; a cluster: all its nodes')
+                                        per call, or 0 */
     char note[160];                /**< empty, or what went wrong */
 } cb_fleet_result_t;
 
-/** Runs one fleet case (starts and stops its own redis-server). @return 0 or -1 (see note). */
+/** Runs one fleet case (starts and stops its own redis-server, or cluster).
+ *  @return 0 or -1 (see note). */
 int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r);
 
 #ifdef __cplusplus
