@@ -114,8 +114,8 @@ void sluice__qset_release(struct sluice__mem *mem, struct sluice__plans *pl, uin
  *    `token` (unused otherwise), the others' follow the entry, 8-aligned,
  *    then the m remainders, 5 bytes each. A remainder is read and written
  *    as the top 40 bits of the 8-byte word that ends with it, which stays
- *    inside the record (the 3 bytes below it are kept as they are): one
- *    load, or one load and one store, not five bytes.
+ *    inside the record: one load, not five (it is written as 4 bytes and
+ *    1, sluice__plans_st_r).
  * So m quotas take 13 m - 8 bytes after the entry, rounded up to keep
  * entries 8-aligned: 8, 24, 32 for 1, 2, 3 quotas. */
 #define SLUICE__R_SHIFT 24u
@@ -150,10 +150,17 @@ static inline void sluice__plans_st(struct sluice__entry *e, size_t off, uint64_
     memcpy((unsigned char *)e + off, &v, 8);
 }
 
-/* A quota's remainder into the word at r_off, keeping the word's low 3 bytes. */
+/* A quota's remainder into the top 5 bytes of the word at r_off, by two
+ * stores (4 bytes and 1) and no load: a load of the word would overlap
+ * the remainder just stored below it, which cannot be forwarded from the
+ * store buffer, so the load would wait for that store to leave it, behind
+ * every older instruction (an earlier call's cache misses included). */
 static inline void sluice__plans_st_r(struct sluice__entry *e, size_t r_off, uint64_t r) {
-    uint64_t w = sluice__plans_ld(e, r_off);
-    sluice__plans_st(e, r_off, (w & ((UINT64_C(1) << SLUICE__R_SHIFT) - 1)) | (r << SLUICE__R_SHIFT));
+    unsigned char *p = (unsigned char *)e + r_off + 3;
+    uint32_t lo = (uint32_t)r;
+    uint8_t hi = (uint8_t)(r >> 32);
+    memcpy(p, &lo, 4);
+    memcpy(p + 4, &hi, 1);
 }
 
 extern const struct sluice__policy_ops sluice__plans_ops;
