@@ -1044,19 +1044,34 @@ void sluice__limiter_plan_done(struct sluice_limiter *l, int rc, const sluice_de
     det->refused = 1;
 }
 
-int sluice_limiter_submit_plan(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t cost, uint32_t plan,
-                               uint64_t now, sluice_decision_t *d, sluice_plan_detail_t *det) {
-    if (!l) return SLUICE_EINVAL;
+/* sluice_limiter_submit_plan() on an integer key, cost 1, on a usable
+ * limiter of plans whose index uses the fast hash (`hash`: the key's),
+ * off its short path; `found`: the key's find. */
+static NOINLINE int submit_plan_u64(struct sluice_limiter *l, uint64_t key, uint64_t hash, uint64_t token,
+                                    uint32_t plan, uint64_t now, sluice_decision_t *d, sluice_plan_detail_t *det,
+                                    uint32_t found) {
+    int rc = sluice__limiter_plan_args(l, plan, det);
+    if (rc) return rc;
+    if (found != SLUICE__NONE && call_live(l, found, token, clamp_now(l, now), d, false, 0))
+        rc = 0;
+    else
+        rc = submit_u64_general(l, key, hash, token, now, d, found, false);
+    sluice__limiter_plan_done(l, rc, d, 1, NULL, det);
+    return rc;
+}
+
+/* sluice_limiter_submit_plan() off the short path below, every case. */
+static NOINLINE int submit_plan_slow(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t cost,
+                                     uint32_t plan, uint64_t now, sluice_decision_t *d, sluice_plan_detail_t *det) {
     if (unusable(l)) return SLUICE_ECLOSED;
     sluice_decision_t scratch;
     sluice_decision_t *dd = d ? d : &scratch;
     int rc;
     if (l->plans && key.kind == SLUICE_KEY_U64 && cost == 1 && (l->gate | l->table.strong) == 0) {
         /* an integer key: hashed and found as sluice_limiter_submit_u64() does */
-        if ((rc = sluice__limiter_plan_args(l, plan, det)) != 0) return rc;
-        rc = submit_u64(l, key.u64, sluice__fast_hash_u64_keyed(&l->u64_key, key.u64), token, now, dd, false);
-        sluice__limiter_plan_done(l, rc, dd, cost, NULL, det);
-        return rc;
+        uint64_t hash = sluice__fast_hash_u64_keyed(&l->u64_key, key.u64);
+        return submit_plan_u64(l, key.u64, hash, token, plan, now, dd, det,
+                               sluice__table_find_u64(&l->table, key.u64, hash));
     }
     struct sluice__keyref k;
     if ((rc = sluice__limiter_key(l, key, &k)) != 0) return rc;
@@ -1064,6 +1079,48 @@ int sluice_limiter_submit_plan(sluice_limiter_t *l, sluice_key_t key, uint64_t t
     rc = submit_hot(l, &k, token, cost, now, dd, false);
     sluice__limiter_plan_done(l, rc, dd, cost, &k, det);
     return rc;
+}
+
+/* The short path's way out: the key found again, every case of an
+ * integer key (six arguments: a tail call, so the short path needs no
+ * frame). */
+static NOINLINE int submit_plan_u64_off(struct sluice_limiter *l, uint64_t key, uint64_t token, uint32_t plan,
+                                        uint64_t now, sluice_decision_t *d) {
+    uint64_t hash = sluice__fast_hash_u64_keyed(&l->u64_key, key);
+    return submit_plan_u64(l, key, hash, token, plan, now, d, NULL, sluice__table_find_u64(&l->table, key, hash));
+}
+
+/* The short path of a plan call: an integer key, cost 1, no detail, on a
+ * usable limiter of plans whose index uses the fast hash. A live key (or
+ * one idle in place) whose entry records the plan's quota set is decided
+ * by the plan's row (sluice__plans_row) here, as call_live does for the
+ * other policies; any other case takes submit_plan_u64_off(). */
+static NOINLINE int submit_plan_u64_hot(struct sluice_limiter *l, uint64_t key, uint64_t token, uint32_t plan,
+                                        uint64_t now, sluice_decision_t *d) {
+    const struct sluice__plans *pl = l->plans;
+    uint32_t idx = sluice__table_find_u64(&l->table, key, sluice__fast_hash_u64_keyed(&l->u64_key, key));
+    if (SLUICE__LIKELY(idx != SLUICE__NONE && plan < pl->table.nplans)) {
+        struct sluice__entry *e = sluice__entry_of(l, idx);
+        uint32_t sid = pl->table.plan[plan].set;
+        if (SLUICE__LIKELY(sluice__plans_set_of(e) == sid)) {
+            uint64_t t = clamp_now(l, now);
+            if (SLUICE__LIKELY(sluice__plans_row(e, pl->sets[sid], t, d, NULL))) {
+                d->now = t;
+                l->count.decided[d->kind & 3]++;
+                return 0;
+            }
+        }
+    }
+    return submit_plan_u64_off(l, key, token, plan, now, d);
+}
+
+int sluice_limiter_submit_plan(sluice_limiter_t *l, sluice_key_t key, uint64_t token, uint64_t cost, uint32_t plan,
+                               uint64_t now, sluice_decision_t *d, sluice_plan_detail_t *det) {
+    if (!l) return SLUICE_EINVAL;
+    if (SLUICE__LIKELY(l->plans && key.kind == SLUICE_KEY_U64 && cost == 1 && d && !det &&
+                       (l->gate | l->table.strong) == 0))
+        return submit_plan_u64_hot(l, key.u64, token, plan, now, d);
+    return submit_plan_slow(l, key, token, cost, plan, now, d, det);
 }
 
 int sluice_limiter_quota_plan(sluice_limiter_t *l, sluice_key_t key, uint64_t cost, uint32_t plan, uint64_t now,

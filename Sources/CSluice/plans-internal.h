@@ -4,8 +4,8 @@
  *
  * A plan names a quota set: an immutable list of up to
  * SLUICE_PLAN_QUOTAS_MAX named GCRA quotas. Each key's entry records the
- * set it was last charged under by its id (the entry's `token`), and holds
- * one TAT per quota of that set in its extra bytes (policy-plans.c). A set
+ * set it was last charged under by its id, and holds one TAT per quota of
+ * that set (the entry's layout is below). A set
  * lives while a plan of the current table names it or an entry records it
  * (its reference count), so replacing the plans (sluice_limiter_set_plans)
  * keeps every key's old quotas readable until the key is converted, freed
@@ -20,10 +20,24 @@
 #pragma GCC visibility push(hidden)
 #endif
 
+/* One quota of a set as the short path reads it (sluice__plans_row): the
+ * numbers of rate's fast path (sluice__rate_decide_fast) and where the
+ * quota's TAT lies in an entry, 56 bytes. */
+struct sluice__qfast {
+    uint64_t limit, per;
+    uint64_t bt, bt_q;       /* burst * per (scaled burst * T); floor(bt / limit) */
+    uint64_t c_limit, c_per; /* floor(n / limit), floor(n / per) by reciprocals (sluice__recip) */
+    uint8_t sh_limit, sh_per;
+    uint16_t full_off; /* the entry's bytes: its full (sluice__plans_full_off) */
+    uint16_t r_off;    /* the word whose top 40 bits are its remainder (sluice__plans_r_off) */
+};
+
 /* A quota set: the quotas of one plan as a table defined them. */
 struct sluice__qset {
     uint32_t refs;  /* entries that record it, + 1 while a plan of the table names it */
     uint32_t n;     /* quotas, 1..SLUICE_PLAN_QUOTAS_MAX */
+    uint64_t t_lim; /* the short path applies at t < t_lim: every quota's fast path does (0: never) */
+    struct sluice__qfast f[SLUICE_PLAN_QUOTAS_MAX];
     uint64_t every; /* the longest of its quotas' expiry spacings (sluice__gcra.every) */
     uint64_t min_burst;
     struct sluice__gcra q[SLUICE_PLAN_QUOTAS_MAX];
@@ -87,18 +101,162 @@ uint32_t sluice__plans_find(const struct sluice__plans *pl, const char *name, si
 static inline void sluice__qset_hold(struct sluice__plans *pl, uint32_t id) { pl->sets[id]->refs++; }
 void sluice__qset_release(struct sluice__mem *mem, struct sluice__plans *pl, uint32_t id);
 
-/* The bytes of an entry's quotas for max_quotas quotas: each TAT as its
- * full (8 bytes) and its remainder below the limit (5 bytes: a limit is
- * below 2^40), rounded up to keep entries 8-aligned. */
-static inline size_t sluice__plans_ext(uint32_t max_quotas) { return ((size_t)max_quotas * 13u + 7u) & ~(size_t)7u; }
+/* ---- an entry of a limiter of plans ----
+ * It keeps, besides its key:
+ *  - node.deadline: the latest `full` of its quotas (policy-plans.c);
+ *  - node.link.next: the id of its quota set. The node is never armed
+ *    (link.prev stays SLUICE__WHEEL_NONE), and the wheel reads the `next`
+ *    of no unarmed node (wheel-internal.h);
+ *  - for each of the m = max_quotas quotas it has room for, the quota's TAT
+ *    as rate keeps one (policy-rate.c): `full`, the TAT rounded up (8
+ *    bytes), and the remainder r < limit (5 bytes: a limit is below 2^40),
+ *    TAT = full - (r != 0) + r / limit. Quota 0's full is the entry's
+ *    `token` (unused otherwise), the others' follow the entry, 8-aligned,
+ *    then the m remainders, 5 bytes each. A remainder is read and written
+ *    as the top 40 bits of the 8-byte word that ends with it, which stays
+ *    inside the record: one load, not five (it is written as 4 bytes and
+ *    1, sluice__plans_st_r).
+ * So m quotas take 13 m - 8 bytes after the entry, rounded up to keep
+ * entries 8-aligned: 8, 24, 32 for 1, 2, 3 quotas. */
+#define SLUICE__R_SHIFT 24u
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "a plans entry packs remainders as little-endian words"
+#endif
+
+static inline size_t sluice__plans_ext(uint32_t max_quotas) {
+    return ((size_t)max_quotas * 13u - 8u + 7u) & ~(size_t)7u;
+}
+
+static inline size_t sluice__plans_full_off(uint32_t m, uint32_t j) {
+    (void)m;
+    return j == 0 ? offsetof(struct sluice__entry, token) : sizeof(struct sluice__entry) + 8u * (j - 1u);
+}
+
+static inline size_t sluice__plans_r_off(uint32_t m, uint32_t j) {
+    return sizeof(struct sluice__entry) + 8u * (m - 1u) + 5u * j + 5u - 8u;
+}
+
+static inline uint32_t sluice__plans_set_of(const struct sluice__entry *e) { return e->node.link.next; }
+static inline void sluice__plans_set_set(struct sluice__entry *e, uint32_t id) { e->node.link.next = id; }
+
+static inline uint64_t sluice__plans_ld(const struct sluice__entry *e, size_t off) {
+    uint64_t v;
+    memcpy(&v, (const unsigned char *)e + off, 8);
+    return v;
+}
+
+static inline void sluice__plans_st(struct sluice__entry *e, size_t off, uint64_t v) {
+    memcpy((unsigned char *)e + off, &v, 8);
+}
+
+/* A quota's remainder into the top 5 bytes of the word at r_off, by two
+ * stores (4 bytes and 1) and no load: a load of the word would overlap
+ * the remainder just stored below it, which cannot be forwarded from the
+ * store buffer, so the load would wait for that store to leave it, behind
+ * every older instruction (an earlier call's cache misses included). */
+static inline void sluice__plans_st_r(struct sluice__entry *e, size_t r_off, uint64_t r) {
+    unsigned char *p = (unsigned char *)e + r_off + 3;
+    uint32_t lo = (uint32_t)r;
+    uint8_t hi = (uint8_t)(r >> 32);
+    memcpy(p, &lo, 4);
+    memcpy(p + 4, &hi, 1);
+}
 
 extern const struct sluice__policy_ops sluice__plans_ops;
 
-/* A call of cost 1 under plan l->plan_arg on a key whose entry records
- * that plan's quota set (live, or idle in place), for the short path of
- * submit (limiter.c, call_live): each quota by rate's fast path. Fills the
- * whole of *d (and l->detail_arg); false, having changed nothing, when the
- * key needs converting or a quota is outside the fast path's bounds. */
+/* Each quota's figures of a refused call into *det (policy-plans.c): the
+ * entry as it stands (it records set s), `refused` the refusing quotas. */
+void sluice__plans_refused_detail(const struct sluice__qset *s, const struct sluice__entry *e, uint32_t refused,
+                                  uint64_t t, sluice_plan_detail_t *det);
+
+/* sluice__plans_row (below) on a set of n quotas, for t < s->t_lim. */
+static SLUICE__HOT_INLINE bool sluice__plans_row_n(struct sluice__entry *e, const struct sluice__qset *s, uint64_t t,
+                                                   sluice_decision_t *d, sluice_plan_detail_t *det, uint32_t n) {
+    uint64_t fresh[SLUICE_PLAN_QUOTAS_MAX];
+    uint64_t at = t;
+    uint32_t refused = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        const struct sluice__qfast *q = &s->f[j];
+        uint64_t full = sluice__plans_ld(e, q->full_off), xq = 0, xr = 0;
+        if (full > t) {
+            xr = sluice__plans_ld(e, q->r_off) >> SLUICE__R_SHIFT;
+            xq = full - (xr != 0) - t;
+        }
+        if (SLUICE__UNLIKELY(xq > q->bt_q)) return false;
+        uint64_t f = xq * q->limit + xr + q->per;
+        fresh[j] = f;
+        if (f > q->bt) {
+            struct sluice__recip inv = { q->c_limit, q->sh_limit };
+            uint64_t a = t + sluice__recip_div(inv, f - q->bt + q->limit - 1);
+            if (a > at) at = a;
+            refused |= 1u << j;
+        }
+    }
+    if (refused) {
+        uint64_t dl = e->node.deadline;
+        d->kind = SLUICE_DROPPED;
+        d->at = at;
+        d->full = dl > t ? dl : t; /* the latest full as it stands */
+        d->remaining = 0;
+        if (det) sluice__plans_refused_detail(s, e, refused, t, det);
+        return true;
+    }
+    uint64_t full = 0, remaining = UINT64_MAX;
+    for (uint32_t j = 0; j < n; j++) {
+        const struct sluice__qfast *q = &s->f[j];
+        struct sluice__recip inv_limit = { q->c_limit, q->sh_limit }, inv_per = { q->c_per, q->sh_per };
+        uint64_t f = fresh[j];
+        uint64_t nq = sluice__recip_div(inv_limit, f);
+        uint64_t nr = f - nq * q->limit;
+        uint64_t nf = t + nq + (nr != 0);
+        uint64_t rem = sluice__recip_div(inv_per, q->bt - f);
+        size_t r_off = q->r_off, full_off = q->full_off;
+        sluice__plans_st_r(e, r_off, nr);
+        sluice__plans_st(e, full_off, nf);
+        if (nf > full) full = nf;
+        if (rem < remaining) remaining = rem;
+        if (det) {
+            det->quotas[j].remaining = rem;
+            det->quotas[j].full = nf;
+            det->quotas[j].retry = t;
+        }
+    }
+    e->node.deadline = full;
+    d->kind = SLUICE_EMITTED;
+    d->at = t;
+    d->full = full;
+    d->remaining = remaining;
+    if (det) det->refused = 0;
+    return true;
+}
+
+/* The short path's row: a call of cost 1 at t on a key whose entry records
+ * quota set s (live, or idle in place: a quota whose full <= t is fresh),
+ * each quota by rate's fast path (sluice__rate_decide_fast, the same
+ * arithmetic on the set's packed numbers), all or nothing. Brings the
+ * entry to its new state and fills kind, at, full and remaining of *d, and
+ * each quota's figures into *det when det is not NULL; false, having
+ * changed nothing, when t or a quota's TAT is outside the fast path's
+ * bounds. No conversion, so no lower bound of the lazy expiry moves: an
+ * admitted call only raises every full (a TAT moves to max(TAT, t) + T). */
+static SLUICE__HOT_INLINE bool sluice__plans_row(struct sluice__entry *e, const struct sluice__qset *s, uint64_t t,
+                                                 sluice_decision_t *d, sluice_plan_detail_t *det) {
+    if (SLUICE__UNLIKELY(t >= s->t_lim)) return false;
+    /* the usual counts by a constant, so that the loops unroll */
+    switch (s->n) {
+    case 1: return sluice__plans_row_n(e, s, t, d, det, 1);
+    case 2: return sluice__plans_row_n(e, s, t, d, det, 2);
+    case 3: return sluice__plans_row_n(e, s, t, d, det, 3);
+    default: return sluice__plans_row_n(e, s, t, d, det, s->n);
+    }
+}
+
+/* A call of cost 1 under plan l->plan_arg on a key with an entry, for the
+ * short path of submit (limiter.c, call_live): sluice__plans_row when the
+ * entry records that plan's quota set, each quota's figures to
+ * l->detail_arg. False, having changed nothing, when the key needs
+ * converting or the row's bounds do not hold. */
 bool sluice__plans_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t t, sluice_decision_t *d);
 
 /* Plan `plan`'s quotas (nquotas, burst, limit, per_ns) into *det, zeroing the rest. */

@@ -139,16 +139,32 @@ static int reserve_ids(struct sluice__mem *mem, struct sluice__plans *pl, uint32
     return 0;
 }
 
-static struct sluice__qset *qset_new(struct sluice__mem *mem, const sluice_plan_t *p) {
+/* A set for plan p of a limiter whose entries have room for m quotas. */
+static struct sluice__qset *qset_new(struct sluice__mem *mem, const sluice_plan_t *p, uint32_t m) {
     struct sluice__qset *s = sluice__mem_alloc(mem, sizeof *s);
     if (!s) return NULL;
     memset(s, 0, sizeof *s);
     s->refs = 1; /* the plan's */
     s->n = (uint32_t)p->nquotas;
     s->min_burst = UINT64_MAX;
+    s->t_lim = UINT64_MAX;
     for (uint32_t j = 0; j < s->n; j++) {
         const sluice_rate_quota_t *q = &p->quotas[j];
+        const struct sluice__gcra *g = &s->q[j];
         sluice__gcra_setup(&s->q[j], q->limit, (uint64_t)q->per_ns, q->burst);
+        /* the short path's copy: the fast path's numbers (t_lim 0: never) */
+        struct sluice__qfast *f = &s->f[j];
+        f->limit = g->limit;
+        f->per = g->per;
+        f->bt = g->bt;
+        f->bt_q = g->bt_q;
+        f->c_limit = g->inv_limit.c;
+        f->sh_limit = (uint8_t)g->inv_limit.sh;
+        f->c_per = g->inv_per.c;
+        f->sh_per = (uint8_t)g->inv_per.sh;
+        f->full_off = (uint16_t)sluice__plans_full_off(m, j);
+        f->r_off = (uint16_t)sluice__plans_r_off(m, j);
+        if (g->t_lim < s->t_lim) s->t_lim = g->t_lim;
         size_t len = strlen(q->name);
         memcpy(s->name[j], q->name, len + 1);
         s->name_len[j] = (uint8_t)len;
@@ -192,15 +208,15 @@ int sluice__plans_build(struct sluice__mem *mem, struct sluice__plans *pl, const
     if (!b->table.plan || !b->table.index || !b->sets) goto nomem;
     memset(b->table.index, 0, (size_t)slots * sizeof *b->table.index);
     for (uint32_t i = 0; i < n; i++) {
-        struct sluice__plan *pl = &b->table.plan[i];
+        struct sluice__plan *pn = &b->table.plan[i];
         size_t len = strlen(p->plans[i].name);
-        memcpy(pl->name, p->plans[i].name, len + 1);
-        pl->name_len = (uint8_t)len;
-        pl->set = UINT32_MAX; /* given at install */
-        uint32_t h = name_hash(pl->name, len) & b->table.index_mask;
+        memcpy(pn->name, p->plans[i].name, len + 1);
+        pn->name_len = (uint8_t)len;
+        pn->set = UINT32_MAX; /* given at install */
+        uint32_t h = name_hash(pn->name, len) & b->table.index_mask;
         while (b->table.index[h]) h = (h + 1) & b->table.index_mask;
         b->table.index[h] = i + 1;
-        if (!(b->sets[i] = qset_new(mem, &p->plans[i]))) goto nomem;
+        if (!(b->sets[i] = qset_new(mem, &p->plans[i], pl->max_quotas))) goto nomem;
     }
     return 0;
 nomem:
@@ -276,5 +292,5 @@ uint32_t sluice__plans_find(const struct sluice__plans *pl, const char *name, si
 }
 
 void sluice__plans_forget(struct sluice_limiter *l, struct sluice__entry *e) {
-    sluice__qset_release(&l->mem, l->plans, (uint32_t)e->token);
+    sluice__qset_release(&l->mem, l->plans, sluice__plans_set_of(e));
 }

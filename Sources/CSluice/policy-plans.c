@@ -3,15 +3,15 @@
  * is decided under its plan's quota set, all or nothing, after converting
  * the key's state from the set it was last charged under.
  *
- * An entry of this policy:
+ * An entry of this policy (its layout: plans-internal.h):
  *  - node.deadline: the latest `full` of its quotas, so the lazy expiry of
  *    policy-rate.c (reclaim, the sweep after each created key, the key cap)
  *    frees it exactly when every TAT has passed; the node is never armed;
- *  - token: the id of its quota set (plans-internal.h), held by the entry;
- *  - its extra bytes: for each quota of that set, its TAT as rate keeps one
- *    (policy-rate.c): `full` (the TAT rounded up, 8 bytes) and the
- *    remainder r < limit (5 bytes), TAT = full - (r != 0) + r / limit;
- *    the remainders come first, then the fulls (get_r, get_full).
+ *  - node.link.next: the id of its quota set (plans-internal.h), held by
+ *    the entry;
+ *  - for each quota of that set, its TAT as rate keeps one (policy-rate.c):
+ *    `full` (the TAT rounded up, 8 bytes) and the remainder r < limit (5
+ *    bytes), TAT = full - (r != 0) + r / limit (get_full, get_r, put).
  *
  * Each quota is decided by rate's own arithmetic (sluice__rate_decide, its
  * 64-bit fast path or the exact one), so one quota here is the rate policy.
@@ -36,39 +36,19 @@ struct kstate {
     uint64_t r[SLUICE_PLAN_QUOTAS_MAX];
 };
 
-/* ---- the entry's bytes ---- */
-
-static inline unsigned char *ext_of(const struct sluice__entry *e) { return (unsigned char *)(e + 1); }
-
-/* The extra bytes for m quotas: the m remainders first, 5 bytes each, then
- * the m fulls, 8 bytes each (unaligned). A remainder is read and written as
- * the low 40 bits of an 8-byte word, which stays inside the record (the
- * fulls follow): one load or one load and store, not five bytes. */
-#define R_MASK ((UINT64_C(1) << 40) - 1)
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "policy-plans.c packs remainders as little-endian words"
-#endif
+/* ---- the entry's bytes (plans-internal.h) ---- */
 
 static inline uint64_t get_full(const struct sluice__entry *e, uint32_t m, uint32_t i) {
-    uint64_t v;
-    memcpy(&v, ext_of(e) + 5u * m + 8u * i, 8);
-    return v;
+    return sluice__plans_ld(e, sluice__plans_full_off(m, i));
 }
 
-static inline uint64_t get_r(const struct sluice__entry *e, uint32_t i) {
-    uint64_t v;
-    memcpy(&v, ext_of(e) + 5u * i, 8);
-    return v & R_MASK;
+static inline uint64_t get_r(const struct sluice__entry *e, uint32_t m, uint32_t i) {
+    return sluice__plans_ld(e, sluice__plans_r_off(m, i)) >> SLUICE__R_SHIFT;
 }
 
 static inline void put(struct sluice__entry *e, uint32_t m, uint32_t i, uint64_t full, uint64_t r) {
-    unsigned char *p = ext_of(e) + 5u * i;
-    uint64_t v;
-    memcpy(&v, p, 8);
-    v = (v & ~R_MASK) | r;
-    memcpy(p, &v, 8);
-    memcpy(ext_of(e) + 5u * m + 8u * i, &full, 8);
+    sluice__plans_st_r(e, sluice__plans_r_off(m, i), r);
+    sluice__plans_st(e, sluice__plans_full_off(m, i), full);
 }
 
 /* ---- conversion ---- */
@@ -122,20 +102,20 @@ static void load(const struct sluice_limiter *l, const struct sluice__entry *e, 
         memset(k, 0, sizeof *k);
         return;
     }
-    if (e->token == sid) {
+    if (sluice__plans_set_of(e) == sid) {
         for (uint32_t j = 0; j < s->n; j++) {
             k->full[j] = get_full(e, m, j);
-            k->r[j] = get_r(e, j);
+            k->r[j] = get_r(e, m, j);
         }
         return;
     }
-    const struct sluice__qset *old = l->plans->sets[e->token];
+    const struct sluice__qset *old = l->plans->sets[sluice__plans_set_of(e)];
     for (uint32_t j = 0; j < s->n; j++) {
         k->full[j] = k->r[j] = 0;
         for (uint32_t i = 0; i < old->n; i++) {
             if (old->name_len[i] != s->name_len[j] || memcmp(old->name[i], s->name[j], s->name_len[j]) != 0) continue;
             uint64_t f = get_full(e, m, i);
-            if (f > t) convert(&old->q[i], &s->q[j], f, get_r(e, i), t, &k->full[j], &k->r[j]);
+            if (f > t) convert(&old->q[i], &s->q[j], f, get_r(e, m, i), t, &k->full[j], &k->r[j]);
             break;
         }
     }
@@ -230,15 +210,15 @@ static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32
         int rc = sluice__limiter_add_key(l, k, &idx);
         if (rc) return rc;
         e = sluice__entry_of(l, idx);
-        e->token = sid;
+        sluice__plans_set_set(e, sid);
         sluice__qset_hold(pl, sid);
         admit(l, e, s, o, t, d);
         sluice__rate_step(l, idx, t);
         return 0;
     }
-    if (e->token != sid) {
-        uint32_t was = (uint32_t)e->token;
-        e->token = sid;
+    if (sluice__plans_set_of(e) != sid) {
+        uint32_t was = sluice__plans_set_of(e);
+        sluice__plans_set_set(e, sid);
         sluice__qset_hold(pl, sid);
         sluice__qset_release(&l->mem, pl, was);
     }
@@ -246,27 +226,26 @@ static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32
     return 0;
 }
 
+void sluice__plans_refused_detail(const struct sluice__qset *s, const struct sluice__entry *e, uint32_t refused,
+                                  uint64_t t, sluice_plan_detail_t *det) {
+    det->refused = refused;
+    for (uint32_t j = 0; j < s->n; j++) {
+        sluice_quota_t q;
+        uint64_t full = sluice__plans_ld(e, s->f[j].full_off),
+                 r = sluice__plans_ld(e, s->f[j].r_off) >> SLUICE__R_SHIFT;
+        /* (a full <= t reads as fresh, whatever the remainder) */
+        sluice__rate_quota(&s->q[j], full, r, 1, t, &q);
+        det->quotas[j].remaining = q.remaining;
+        det->quotas[j].full = q.full;
+        det->quotas[j].retry = q.retry;
+    }
+}
+
 bool sluice__plans_live(struct sluice_limiter *l, struct sluice__entry *e, uint64_t t, sluice_decision_t *d) {
     const struct sluice__plans *pl = l->plans;
     uint32_t sid = pl->table.plan[l->plan_arg].set;
-    if (SLUICE__UNLIKELY(e->token != sid)) return false; /* a conversion: the general path */
-    const struct sluice__qset *s = pl->sets[sid];
-    uint32_t m = pl->max_quotas;
-    struct kstate ks;
-    struct sluice__rate_res o[SLUICE_PLAN_QUOTAS_MAX];
-    uint32_t refused = 0;
-    bool idle = e->node.deadline <= t; /* every TAT passed: fresh */
-    for (uint32_t j = 0; j < s->n; j++) {
-        ks.full[j] = idle ? 0 : get_full(e, m, j);
-        ks.r[j] = idle ? 0 : get_r(e, j);
-        if (!sluice__rate_decide_fast(&s->q[j], ks.full[j], ks.r[j], 1, t, &o[j])) return false;
-        if (o[j].kind == SLUICE_DROPPED) refused |= 1u << j;
-    }
-    if (refused)
-        refuse(l, s, &ks, o, refused, 1, t, d);
-    else
-        admit(l, e, s, o, t, d);
-    return true;
+    if (SLUICE__UNLIKELY(sluice__plans_set_of(e) != sid)) return false; /* a conversion: the general path */
+    return sluice__plans_row(e, pl->sets[sid], t, d, l->detail_arg);
 }
 
 /* The quota read under plan l->plan_arg, each quota to l->detail_arg. */
@@ -342,12 +321,13 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
     if (sluice__wheel_node_armed(&e->node)) return "plans entry with an armed timer";
     if (e->node.deadline < l->rate_lb) return "plans entry's full below the sweep's lower bound";
     if (e->flags & (SLUICE__F_PENDING | SLUICE__F_POLICY)) return "plans entry with a flag set";
-    if (e->token >= pl->nsets_cap || !pl->sets[e->token]) return "plans entry records no quota set";
-    const struct sluice__qset *s = pl->sets[e->token];
+    uint32_t sid = sluice__plans_set_of(e);
+    if (sid >= pl->nsets_cap || !pl->sets[sid]) return "plans entry records no quota set";
+    const struct sluice__qset *s = pl->sets[sid];
     if (s->refs < 1) return "plans entry's quota set has no reference";
     uint64_t full = 0;
     for (uint32_t j = 0; j < s->n; j++) {
-        uint64_t f = get_full(e, pl->max_quotas, j), r = get_r(e, j);
+        uint64_t f = get_full(e, pl->max_quotas, j), r = get_r(e, pl->max_quotas, j);
         if (r >= s->q[j].limit) return "plans remainder not below its quota's limit";
         if (f == 0 && r != 0) return "plans TAT below zero";
         if (f > full) full = f;

@@ -56,8 +56,11 @@
 /* Largest record index the wheel accepts. */
 #define SLUICE__WHEEL_INDEX_MAX (SLUICE__WHEEL_HEAD_BASE - 1)
 
+/* prev == SLUICE__WHEEL_NONE: not armed. The wheel reads the `next` of no
+ * unarmed node: a record whose node is never armed may keep 32 bits of its
+ * own there (a limiter of plans keeps its quota set's id, plans-internal.h). */
 struct sluice__wheel_link {
-    uint32_t prev, next; /* prev == SLUICE__WHEEL_NONE: not armed */
+    uint32_t prev, next;
 };
 
 /* Embedded in the caller's record. 16 bytes. */
