@@ -404,8 +404,70 @@ static void churn(void) {
     CHECK(g_live == 0, "%ld blocks leaked", g_live);
 }
 
+/* ---- the integer-key entry ---- */
+
+/* sluice_limiter_submit_plan_u64() decides exactly as
+ * sluice_limiter_submit_plan() with a detail (its general path) on the same
+ * integer key: two limiters, the
+ * same calls (plans alternating, so keys convert, and a table replaced
+ * midway), every decision equal; errors as the general call's. */
+static void integer_entry(void) {
+    sluice_rate_quota_t a[] = { { "s", 3, 100 * MS, 0 }, { "m", 20, 1000 * MS, 0 }, { "h", 50, 5000 * MS, 0 } };
+    sluice_rate_quota_t b[] = { { "s", 9, 100 * MS, 0 }, { "h", 40, 5000 * MS, 0 } };
+    sluice_plan_t p[] = { { "a", a, 3 }, { "b", b, 2 } };
+    sluice_plans_t t = { p, 2, 3 };
+    sluice_limiter_t *gen, *u64;
+    CHECK(make(&gen, &t) == 0 && make(&u64, &t) == 0, "new");
+    uint64_t now = 0;
+    unsigned admitted = 0, dropped = 0;
+    for (int i = 0; i < 6000; i++) {
+        uint64_t k = (uint64_t)(i * 7919) % 17;
+        uint32_t plan = (uint32_t)((i / 13) & 1);
+        sluice_decision_t dg, du;
+        memset(&dg, 0xAB, sizeof dg);
+        memset(&du, 0xCD, sizeof du);
+        sluice_plan_detail_t det; /* a detail: the general path, not the integer short path */
+        CHECK(sluice_limiter_submit_plan(gen, sluice_key_u64(k), 1, 1, plan, now, &dg, &det) == 0, "general");
+        CHECK(sluice_limiter_submit_plan_u64(u64, k, 1, plan, now, &du) == 0, "integer");
+        CHECK(dg.kind == du.kind && dg.at == du.at && dg.full == du.full && dg.remaining == du.remaining &&
+                  dg.now == du.now,
+              "call %d (key %llu, plan %u): general kind %d at %llu, integer kind %d at %llu", i, (unsigned long long)k,
+              plan, dg.kind, (unsigned long long)dg.at, du.kind, (unsigned long long)du.at);
+        if (du.kind == SLUICE_EMITTED)
+            admitted++;
+        else
+            dropped++;
+        if (i == 3000) {
+            a[0].limit = 4; /* a new table midway: keys convert at their next call */
+            CHECK(sluice_limiter_set_plans(gen, &t) == 0 && sluice_limiter_set_plans(u64, &t) == 0, "set_plans");
+        }
+        now += MS / 2;
+    }
+    CHECK(admitted > 500 && dropped > 500, "both outcomes: %u admitted, %u dropped", admitted, dropped);
+    CHECK(sluice_limiter_check(u64) == 0, "invariants");
+    sluice_decision_t d;
+    CHECK(sluice_limiter_submit_plan_u64(u64, 1, 1, 2, now, &d) == SLUICE_ENOPLAN, "plan 2 of 2: ENOPLAN");
+    CHECK(sluice_limiter_submit_plan_u64(NULL, 1, 1, 0, now, &d) == SLUICE_EINVAL, "no limiter");
+    CHECK(sluice_limiter_submit_plan_u64(u64, 1, 1, 0, now, NULL) == 0, "no decision wanted");
+    sluice_limiter_close(u64, now, SLUICE_CLOSE_DISCARD);
+    CHECK(sluice_limiter_submit_plan_u64(u64, 1, 1, 0, now, &d) == SLUICE_ECLOSED, "closed");
+    sluice_limiter_free(gen);
+    sluice_limiter_free(u64);
+    /* a limiter of one policy has no plan call */
+    sluice_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_rate(1, (int64_t)S, 1);
+    sluice_limiter_t *one;
+    CHECK(sluice_limiter_new(&one, &c) == 0, "one policy");
+    int rc = sluice_limiter_submit_plan_u64(one, 1, 1, 0, 0, &d);
+    CHECK(rc == sluice_limiter_submit_plan(one, sluice_key_u64(1), 1, 1, 0, 0, &d, NULL),
+          "one policy: the integer entry answers as the general one (%d)", rc);
+    sluice_limiter_free(one);
+}
+
 int main(void) {
     several_quotas();
+    integer_entry();
     plans_convert();
     fractional();
     set_plans();

@@ -65,6 +65,11 @@ static void test_calls(sluice_loop_t *loop) {
     o.plan = 1;
     LT_OK(sluice_mt_submit_plan(m, sluice_key_u64(42), 1, &o, &d, &det));
     LT_CHECK(d.kind == SLUICE_EMITTED && det.quotas[0].remaining == 49, "integer key under pro");
+    /* and the integer entry decides the same key the same way */
+    LT_OK(sluice_mt_submit_plan_u64(m, 42, 2, 1, &d));
+    LT_CHECK(d.kind == SLUICE_EMITTED && d.remaining == 6, "integer entry under pro: b has 6 left (%llu)",
+             (unsigned long long)d.remaining);
+    LT_CHECK(sluice_mt_submit_plan_u64(m, 42, 3, 2, &d) == SLUICE_ENOPLAN, "integer entry, plan 2: ENOPLAN");
     char name[SLUICE_PLAN_NAME_MAX + 1];
     LT_CHECK(sluice_mt_plan_name(m, 1, -1, name, sizeof name) == 3 && strcmp(name, "pro") == 0, "plan name");
     LT_CHECK(sluice_mt_plan_name(m, 1, 1, name, sizeof name) == 1 && strcmp(name, "b") == 0, "quota name");

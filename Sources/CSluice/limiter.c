@@ -1123,6 +1123,14 @@ int sluice_limiter_submit_plan(sluice_limiter_t *l, sluice_key_t key, uint64_t t
     return submit_plan_slow(l, key, token, cost, plan, now, d, det);
 }
 
+int sluice_limiter_submit_plan_u64(sluice_limiter_t *l, uint64_t key, uint64_t token, uint32_t plan, uint64_t now,
+                                   sluice_decision_t *d) {
+    if (!l) return SLUICE_EINVAL;
+    if (SLUICE__LIKELY(l->plans && d && (l->gate | l->table.strong) == 0))
+        return submit_plan_u64_hot(l, key, token, plan, now, d);
+    return submit_plan_slow(l, sluice_key_u64(key), token, 1, plan, now, d, NULL);
+}
+
 int sluice_limiter_quota_plan(sluice_limiter_t *l, sluice_key_t key, uint64_t cost, uint32_t plan, uint64_t now,
                               sluice_quota_t *out, sluice_plan_detail_t *det) {
     if (!l || !out) return SLUICE_EINVAL;

@@ -450,6 +450,11 @@ int sluice_mt_submit_plan(sluice_mt_t *m, sluice_key_t key, uint64_t token, cons
     return key_call(m, key, &c);
 }
 
+int sluice_mt_submit_plan_u64(sluice_mt_t *m, uint64_t key, uint64_t token, uint32_t plan, sluice_decision_t *d) {
+    struct call c = { CALL_SUBMIT, token, 1, false, 0, d, plan, NULL };
+    return key_call_u64(m, key, &c);
+}
+
 int sluice_mt_quota(sluice_mt_t *m, sluice_key_t key, const sluice_mt_submit_options_t *options, sluice_quota_t *out) {
     return sluice_mt_quota_plan(m, key, options, out, NULL);
 }

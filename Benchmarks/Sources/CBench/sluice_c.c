@@ -314,8 +314,9 @@ static sluice_policy_t one_quota(void) {
 /* One thread, the core on the manual clock: every key charged once at T0
  * (untimed; the RSS growth over it is the memory figure), then calls on
  * existing keys in random order. quotas 3: the plan through
- * sluice_limiter_submit_plan(); 1: sluice_rate() with quota 0's numbers
- * through sluice_limiter_submit_u64(), the cheapest single-quota call. */
+ * sluice_limiter_submit_plan_u64(); 1: sluice_rate() with quota 0's numbers
+ * through sluice_limiter_submit_u64(): each the integer-key call, the
+ * cheapest of its kind. */
 static int quotas_core(const cb_params_t *p, cb_result_t *out) {
     bool plan = p->quotas > 1;
     struct quota_plan qp;
@@ -323,7 +324,7 @@ static int quotas_core(const cb_params_t *p, cb_result_t *out) {
     sluice_decision_t d;
     uint64_t rss0 = cb_rss();
     for (size_t k = 0; k < p->keys; k++) {
-        int rc = plan ? sluice_limiter_submit_plan(l, sluice_key_u64(p->key[k]), k, 1, 0, T0, &d, NULL)
+        int rc = plan ? sluice_limiter_submit_plan_u64(l, p->key[k], k, 0, T0, &d)
                       : sluice_limiter_submit_u64(l, p->key[k], k, T0, &d);
         if (rc != 0 || d.kind != SLUICE_EMITTED) {
             fprintf(stderr, "sluice-c: quotas setup: key %zu: rc %d, kind %d\n", k, rc, (int)d.kind);
@@ -336,7 +337,7 @@ static int quotas_core(const cb_params_t *p, cb_result_t *out) {
     size_t i = 0;
     uint64_t c0 = cb_process_cpu(), t0 = cb_now();
     if (plan)
-        QUOTA_LOOP(sluice_limiter_submit_plan(l, sluice_key_u64(key), i, 1, 0, now, &d, NULL));
+        QUOTA_LOOP(sluice_limiter_submit_plan_u64(l, key, i, 0, now, &d));
     else
         QUOTA_LOOP(sluice_limiter_submit_u64(l, key, i, now, &d));
     uint64_t wall = cb_now() - t0, cpu = cb_process_cpu() - c0;
@@ -360,15 +361,13 @@ static void *qt_worker(void *arg) {
     struct qt *t = arg;
     const cb_params_t *p = t->p;
     sluice_decision_t d;
-    sluice_mt_submit_options_t o;
-    memset(&o, 0, sizeof o); /* cost 1, now, plan 0 */
     uint64_t i = 0, admitted = 0;
     cb_gate_ready(t->gate);
     while (!cb_gate_stopped(t->gate)) {
         for (int j = 0; j < 256; j++, i++) {
             size_t k = t->lo + p->order[(t->start + i) % p->ops] % t->range;
             if (t->plan)
-                sluice_mt_submit_plan(t->m, sluice_key_u64(p->key[k]), i, &o, &d, NULL);
+                sluice_mt_submit_plan_u64(t->m, p->key[k], i, 0, &d);
             else
                 sluice_mt_submit_u64(t->m, p->key[k], i, &d);
             if (d.kind == SLUICE_EMITTED) {

@@ -182,6 +182,20 @@ SLUICE_EXTERN int sluice_limiter_submit_plan(sluice_limiter_t *limiter, sluice_k
                                              sluice_plan_detail_t *detail);
 
 /**
+ * sluice_limiter_submit_plan() on an integer key, cost 1, without each
+ * quota's figures: what sluice_limiter_submit_u64() is to
+ * sluice_limiter_submit(), for servers keyed by integers (the key travels in
+ * a register, not as a struct). Same decisions.
+ *
+ * @param limiter a limiter of plans. @param key the key's integer.
+ * @param token the caller's value handle. @param plan the plan's index.
+ * @param now the time in ns. @param decision receives the decision (may be NULL).
+ * @return as sluice_limiter_submit_plan().
+ */
+SLUICE_EXTERN int sluice_limiter_submit_plan_u64(sluice_limiter_t *limiter, uint64_t key, uint64_t token, uint32_t plan,
+                                                 uint64_t now, sluice_decision_t *decision);
+
+/**
  * Reads a key's quota under a plan without changing anything (a peek: a key
  * charged under other quotas is read as converted, and stays as it was).
  * `out` gets the overall figures: remaining = the least, full = the latest,

@@ -476,6 +476,19 @@ SLUICE_EXTERN int sluice_mt_submit_plan(sluice_mt_t *m, sluice_key_t key, uint64
                                         sluice_plan_detail_t *detail);
 
 /**
+ * sluice_mt_submit_plan() on an integer key, cost 1, now, without each
+ * quota's figures: what sluice_mt_submit_u64() is to sluice_mt_submit(),
+ * for servers keyed by integers.
+ *
+ * @param m a rate limiter of plans. @param key the key's integer.
+ * @param token the caller's value handle. @param plan the plan's index.
+ * @param decision receives the decision (may be NULL).
+ * @return as sluice_mt_submit_plan().
+ */
+SLUICE_EXTERN int sluice_mt_submit_plan_u64(sluice_mt_t *m, uint64_t key, uint64_t token, uint32_t plan,
+                                            sluice_decision_t *decision);
+
+/**
  * sluice_mt_quota() that also reports each quota of the plan:
  * sluice_limiter_quota_plan() on the key's shard.
  *
