@@ -420,6 +420,39 @@ struct LimiterPlanTests {
         }
     }
 
+    /// A timer host whose time is moved by hand; a rate limiter arms no
+    /// wake-up (nothing is ever pending), so none is run.
+    final class StillHost: LimiterTimerHost {
+        let time = Locked<UInt64>(0)
+        var nowNanoseconds: UInt64 { time.withLock { $0 } }
+        struct NoWakeUp: LimiterWakeUp { func cancel() {} }
+        func scheduleWakeUp(at deadline: UInt64, _ body: @escaping @Sendable () -> Void) -> any LimiterWakeUp {
+            NoWakeUp()
+        }
+    }
+
+    @Test("on a timer host (the external engine): the same decisions, values emitted and dropped")
+    func onTimerHost() throws {
+        let host = StillHost()
+        let log = Log<String>()
+        let limiter = try Limiter<Int, String>(
+            plans: [Self.pro], scheduler: .external(host), delivery: .events { log.add($0) })
+        #expect(try limiter.submit("a", for: 1, plan: "pro").quotas.map(\.remaining) == [1, 2])
+        #expect(try limiter.submit("b", for: 1, plan: "pro").outcome == .admitted(remaining: 0))
+        let third = try limiter.submit("c", for: 1, plan: "pro")
+        #expect(third.outcome == .dropped(retryAt: ms(500)) && third.refusedQuotas == ["second"])
+        host.time.withLock { $0 = 1_000_000_000 }  // 1 s
+        #expect(try limiter.submit("d", for: 1, plan: "pro").quotas.map(\.remaining) == [1, 0])
+        #expect(try limiter.submit("e", for: 1, plan: "pro").refusedQuotas == ["hour"])
+        #expect(try limiter.quota(for: 1, plan: "pro").quotas.map(\.remaining) == [1, 0])
+        try limiter.update(plans: [RatePlan("pro", quotas: [.init("hour", limit: 6, per: .seconds(3600))])])
+        // "hour" doubled: TAT' = 1 + (3600 − 1) · 600/1200 s = 1800.5 s; +600 s: ⌊(3600 − 2399.5) / 600⌋ = 2 left.
+        #expect(try limiter.submit("f", for: 1, plan: "pro").outcome == .admitted(remaining: 2))
+        #expect(log.values(.emitted) == ["a", "b", "d", "f"])
+        #expect(log.values(.dropped) == ["c", "e"])
+        #expect(limiter.storage.heldValues == 0)
+    }
+
     @Test(
         "on the loop: every admitted value is emitted, every refused one dropped, nothing lost at close",
         .timeLimit(.minutes(1)))
