@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tests the example server (Hummingbird or Vapor: same routes and answers) with curl on
 # loopback: the quota's status codes and header values (computed by hand below), the
-# problem+json body, the client id rule (raw bytes), the per-document debounce, and the
-# drain of pending saves on SIGTERM. Then, on a second server with short timeouts, the
+# problem+json body, the client id rule (raw bytes), the two plans of two windows on /api
+# (a free client refused by each window in turn, a pro client admitted), the per-document
+# debounce, and the drain of pending saves on SIGTERM. Then, on a second server with short timeouts, the
 # hostile clients of Examples/server-support/hostile_clients.py: idle, slowloris, slow
 # body and a connection flood.
 #
@@ -99,6 +100,57 @@ refused "id café (UTF-8)" "not ASCII" -H "X-Client-Id: café"
 refused "id with a tab" "control character" -H $'X-Client-Id: a\tb'
 refused "id sent twice" "sent more than once" -H "X-Client-Id: dup1" -H "X-Client-Id: dup2"
 refused "id list" "comma" -H "X-Client-Id: dup1, dup2"
+
+# Plans on /api: two windows per plan (free: 2 a second and 5 a minute; pro: 10 a second
+# and 100 a minute), the plan from the API key (a key that starts with "pro-" is on pro).
+# api KEY N: N requests on one connection (one curl, so that they fall well inside half a
+# second); prints "STATUS|Retry-After|RateLimit-Policy|RateLimit|Content-Type" for each,
+# one a line, and leaves the bodies in $work/api1 ... $work/apiN.
+api() {
+  local args=(-s -m 10 -H "X-API-Key: $1")
+  for i in $(seq 1 "$2"); do args+=(-o "$work/api$i" "$base/api"); done
+  curl "${args[@]}" -w '%{http_code}|%header{retry-after}|%header{ratelimit-policy}|%header{ratelimit}|%header{content-type}\n'
+}
+json() { python3 -c 'import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print(v if isinstance(v, (str, int)) else json.dumps(v))' "$1" <"$2" 2>&1; }
+free='"second";q=2;w=1, "minute";q=5;w=60'
+pro='"second";q=10;w=1, "minute";q=100;w=60'
+text='text/plain; charset=utf-8'
+problem='application/problem+json'
+# Free: two at once pass both windows; the third is refused by "second" alone (back in
+# 0.5 s: Retry-After 1), and "minute" is not charged for it (r=3 still).
+mapfile -t answers < <(api free-alice 3)
+check "free 1" "${answers[0]:-}" "200||$free|\"second\";r=1;t=1, \"minute\";r=4;t=12|$text"
+check "free 1 body" "$(cat "$work/api1")" "hello free-alice (free)"
+check "free 2" "${answers[1]:-}" "200||$free|\"second\";r=0;t=1, \"minute\";r=3;t=24|$text"
+check "free 3 (second)" "${answers[2]:-}" "429|1|$free|\"second\";r=0;t=1, \"minute\";r=3;t=24|$problem"
+check "free 3 problem type" "$(json type "$work/api3")" "https://iana.org/assignments/http-problem-types#quota-exceeded"
+check "free 3 problem status" "$(json status "$work/api3")" "429"
+check "free 3 violated-policies" "$(json violated-policies "$work/api3")" '["second"]'
+check "free 3 detail" "$(json detail "$work/api3" | grep -c "retry after 1 second")" "1"
+# After a second "second" is whole again; three more, 0.6 s apart ("second" always
+# admits), use up "minute" (5 in all); the next is refused by "minute" alone, until
+# 12 s after the first request (one unit of "minute" is 12 s).
+sleep 1.1
+# (4: "minute" at 36 s, t rounded up from 36 s less the time since the first request)
+check "free 4" "$(api free-alice 1 | cut -d'|' -f1,4 | sed -E 's/^200\|"second";r=[0-9]+;t=[0-9]+, "minute";r=2;t=3[0-9]$/ok/')" "ok"
+sleep 0.6
+check "free 5" "$(api free-alice 1 | cut -d'|' -f1)" "200"
+sleep 0.6
+check "free 6" "$(api free-alice 1 | cut -d'|' -f1)" "200"
+sleep 0.6
+IFS='|' read -r status retry policy ratelimit type < <(api free-alice 1)
+check "free 7 (minute): status" "$status|$policy|$type" "429|$free|$problem"
+check "free 7 violated-policies" "$(json violated-policies "$work/api1")" '["minute"]'
+check "free 7 Retry-After in 1..11" "$([ "${retry:-0}" -ge 1 ] 2>/dev/null && [ "$retry" -le 11 ] && echo yes || echo "$retry")" "yes"
+check "free 7 RateLimit" "$(sed -E 's/^"second";r=[0-9]+;t=[0-9]+, "minute";r=0;t=(5[0-9]|60)$/ok/' <<<"$ratelimit")" "ok"
+# Pro, meanwhile: admitted, with its own windows.
+mapfile -t answers < <(api pro-bob 3)
+check "pro 1..3" "$(printf '%s\n' "${answers[@]}" | cut -d'|' -f1,2,3,5 | sort | uniq -c | sed 's/^ *//')" "3 200||$pro|$text"
+check "pro 3 minute" "$(cut -d'|' -f4 <<<"${answers[2]:-}" | sed 's/^"second";r=[0-9]*;t=[01], //')" '"minute";r=97;t=2'
+check "pro body" "$(cat "$work/api3")" "hello pro-bob (pro)"
+# No API key: keyed on the address, on free.
+check "no key" "$(api '' 1 | cut -d'|' -f1,3)" "200|$free"
+check "no key body" "$(cat "$work/api1")" "hello 127.0.0.1 (free)"
 
 # Debounce per document: five PUTs in a burst, one save of the last, 300 ms after it.
 # (Bare curls, one process each: request's parsing takes longer than 300 ms on a starved

@@ -174,6 +174,9 @@ struct RatePlanTests {
         let after = try limiter.check("k", plan: handle)
         #expect(after.outcome == .admitted(remaining: 14))
         #expect(after.quotas.first?.limit == 20)
+        // A read by handle, resolved again by name after the update.
+        #expect(try limiter.quota(for: "k", plan: handle).quotas.map(\.remaining) == [14])
+        #expect(throws: LimiterError.unknownPlan) { try limiter.quota(for: "k", plan: goldHandle) }
         #expect(try limiter.check("k", plan: "basic").outcome == .admitted(remaining: 13))
         // The default plan (no plan named) is now trial.
         #expect(try limiter.check("other").outcome == .admitted(remaining: 0))

@@ -142,13 +142,19 @@ final class ExternalEngine: LimiterEngine, @unchecked Sendable {
             let now = host.nowNanoseconds
             let rc = core.submit(key, token: token, cost: cost, now: now, into: &decision)
             guard rc == 0 else { return rc }
-            if decision.kind == SLUICE_EMITTED, reportImmediate {
-                sink?.record(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
-            } else if decision.kind == SLUICE_DROPPED, reportDrops {
-                sink?.record(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
-            }
+            reportDecided(decision, token: token, now: now)
             rearmLocked()
             return rc
+        }
+    }
+
+    /// Reports a token the core emitted or dropped at once, as asked
+    /// (`reportImmediate`, `reportDrops`). Under the lock.
+    private func reportDecided(_ decision: sluice_decision_t, token: UInt64, now: UInt64) {
+        if decision.kind == SLUICE_EMITTED, reportImmediate {
+            sink?.record(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil))
+        } else if decision.kind == SLUICE_DROPPED, reportDrops {
+            sink?.record(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil))
         }
     }
 
@@ -160,13 +166,17 @@ final class ExternalEngine: LimiterEngine, @unchecked Sendable {
     }
 
     func submitPlan(
-        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
+        _ key: sluice_key_t, token: UInt64, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
         detail: inout sluice_plan_detail_t
     ) -> Int32 {
         lock.withLock {
             guard let core else { return LimiterError.closed.rawValue }
-            return core.submitPlan(
-                key, token: 0, cost: cost, plan: plan, now: host.nowNanoseconds, into: &decision, detail: &detail)
+            let now = host.nowNanoseconds
+            let rc = core.submitPlan(
+                key, token: token, cost: cost, plan: plan, now: now, into: &decision, detail: &detail)
+            guard rc == 0 else { return rc }
+            reportDecided(decision, token: token, now: now)
+            return rc
         }
     }
 

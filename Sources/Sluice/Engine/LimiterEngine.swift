@@ -55,10 +55,13 @@ protocol LimiterEngine: AnyObject, Sendable {
     /// Reads a rate key's quota now.
     func quota(_ key: sluice_key_t, cost: UInt64, into quota: inout sluice_quota_t) -> Int32
     /// Decides about a rate call under a plan, now, with each quota's
-    /// figures (`sluice_limiter_submit_plan` semantics; token 0, nothing
-    /// reported to the sink).
+    /// figures (`sluice_limiter_submit_plan` semantics). The token is
+    /// reported as ``submit(_:token:cost:into:)`` reports it: with
+    /// `reportImmediate` an EMIT when admitted, with `reportDrops` a DROP
+    /// when refused (a ``RateLimiter`` asks for neither and passes 0; a
+    /// ``Limiter`` of plans passes its value's token).
     func submitPlan(
-        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
+        _ key: sluice_key_t, token: UInt64, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
         detail: inout sluice_plan_detail_t
     ) -> Int32
     /// Reads a rate key's quota under a plan now (`sluice_limiter_quota_plan`).

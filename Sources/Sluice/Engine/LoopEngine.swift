@@ -73,10 +73,11 @@ final class LoopEngine: LimiterEngine, @unchecked Sendable {
 
     @usableFromInline
     func submitPlan(
-        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
+        _ key: sluice_key_t, token: UInt64, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
         detail: inout sluice_plan_detail_t
     ) -> Int32 {
-        limiter.submitPlan(key, token: 0, cost: cost, plan: plan, into: &decision, detail: &detail)
+        // The C layer reports the token as its flags ask (SLUICE_MT_REPORT_*).
+        limiter.submitPlan(key, token: token, cost: cost, plan: plan, into: &decision, detail: &detail)
     }
 
     @usableFromInline

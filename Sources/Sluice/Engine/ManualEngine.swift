@@ -200,14 +200,21 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
             let now = clock.nowNanoseconds
             let rc = core.submit(key, token: token, cost: cost, now: now, into: &decision)
             guard rc == 0 else { return rc }
-            // Reported here, under the lock, so that they are ordered with
-            // the key's other events exactly as a loop orders them.
-            if decision.kind == SLUICE_EMITTED, reportImmediate {
-                report(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: key.u64))
-            } else if decision.kind == SLUICE_DROPPED, reportDrops {
-                report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil, key: key.u64))
-            }
+            reportDecided(decision, token: token, key: key, now: now)
             return rc
+        }
+    }
+
+    /// Reports a token the core emitted or dropped at once, as asked
+    /// (`reportImmediate`, `reportDrops`), with `lock` held: here, under
+    /// the lock, so that it is ordered with the key's other events exactly
+    /// as a loop orders them.
+    @inline(__always)
+    private func reportDecided(_ decision: sluice_decision_t, token: UInt64, key: sluice_key_t, now: UInt64) {
+        if decision.kind == SLUICE_EMITTED, reportImmediate {
+            report(EngineEvent(kind: SLUICE_EVENT_EMIT, token: token, at: now, successor: nil, key: key.u64))
+        } else if decision.kind == SLUICE_DROPPED, reportDrops {
+            report(EngineEvent(kind: SLUICE_EVENT_DROP, token: token, at: now, successor: nil, key: key.u64))
         }
     }
 
@@ -332,13 +339,17 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
 
     @usableFromInline
     func submitPlan(
-        _ key: sluice_key_t, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
+        _ key: sluice_key_t, token: UInt64, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
         detail: inout sluice_plan_detail_t
     ) -> Int32 {
         serialized {
             guard let core else { return LimiterError.closed.rawValue }
-            return core.submitPlan(
-                key, token: 0, cost: cost, plan: plan, now: clock.nowNanoseconds, into: &decision, detail: &detail)
+            let now = clock.nowNanoseconds
+            let rc = core.submitPlan(
+                key, token: token, cost: cost, plan: plan, now: now, into: &decision, detail: &detail)
+            guard rc == 0 else { return rc }
+            reportDecided(decision, token: token, key: key, now: now)
+            return rc
         }
     }
 

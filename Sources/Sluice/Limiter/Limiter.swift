@@ -142,6 +142,21 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
             delivery: delivery, seed: seed, makeSink: makeSink)
     }
 
+    /// The designated initializer of a limiter of plans (see
+    /// ``init(plans:scheduler:maxKeys:maxQuotas:delivery:)``); `seed` and
+    /// `makeSink` as above.
+    @usableFromInline
+    init(
+        plans: [RatePlan], scheduler: LimiterScheduler, maxKeys: Int?, maxQuotas: Int?,
+        delivery: LimiterDelivery<Key, Value>, seed: (UInt64, UInt64)?,
+        makeSink: (LimiterStorage<Key, Value>) -> EngineSink
+    ) throws(LimiterError) {
+        let setup = try PlanSetup(plans, maxQuotas: maxQuotas)
+        storage = try LimiterStorage(
+            policy: setup.policy, plans: setup, scheduler: scheduler, maxKeys: maxKeys, tick: nil, shards: nil,
+            combine: nil, delivery: delivery, seed: seed, makeSink: makeSink)
+    }
+
     /// Creates a limiter that calls `handler` for every emission, on the
     /// thread that caused it (see ``LimiterDelivery/handler(_:)``).
     ///

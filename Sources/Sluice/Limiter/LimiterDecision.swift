@@ -324,7 +324,7 @@ public struct RateQuota: Hashable, Sendable {
     /// The plan and its quotas' figures (boxed, as in ``RateDecision``).
     var planFigures: RatePlanFigures? = nil
 
-    /// The plan read (``RateLimiter/quota(for:plan:cost:)``), or `nil`.
+    /// The plan read (``RateLimiter/quota(for:plan:cost:)-(_,String,_)``), or `nil`.
     public var plan: String? {
         get { planFigures?.plan }
         set { planFigures = RatePlanFigures.make(plan: newValue, quotas: quotas) }

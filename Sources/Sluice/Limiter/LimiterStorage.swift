@@ -92,6 +92,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @exclusivity(unchecked) @usableFromInline var closed = false
 
     let policy: LimiterPolicy
+    /// The plans of a rate limiter (those given, or for one rate policy a
+    /// plan "default" of one quota "default"); `nil` for the other
+    /// policies, which have none.
+    let planState: PlanState?
     /// Last: its size is not known at compile time (a resilient
     /// `AsyncStream.Continuation`), which would make every later field's
     /// offset a run-time value.
@@ -99,18 +103,29 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
 
     /// Creates the storage and its engine.
     ///
-    /// - Parameter makeSink: makes the engine's sink for this storage; called
-    ///   from `@inlinable` code so that its closures are specialized for Key
-    ///   and Value (unspecialized generic code spends most of an event
-    ///   looking up type metadata).
+    /// - Parameters:
+    ///   - policy: the policy (with `plans`: the default plan's first quota,
+    ///     ``PlanSetup/policy``).
+    ///   - plans: the checked plans of a limiter of plans (`nil`: `policy`
+    ///     alone). The core is then created with the table, as
+    ///     ``RateLimiter`` creates it (``PlanSetup/configuring(_:_:)``).
+    ///   - makeSink: makes the engine's sink for this storage; called
+    ///     from `@inlinable` code so that its closures are specialized for Key
+    ///     and Value (unspecialized generic code spends most of an event
+    ///     looking up type metadata).
     init(
-        policy: LimiterPolicy, scheduler: LimiterScheduler, maxKeys: Int?, tick: Duration?, shards: Int?,
-        combine: (@Sendable (Value, Value) -> Value)?, delivery: LimiterDelivery<Key, Value>,
+        policy: LimiterPolicy, plans: PlanSetup? = nil, scheduler: LimiterScheduler, maxKeys: Int?, tick: Duration?,
+        shards: Int?, combine: (@Sendable (Value, Value) -> Value)?, delivery: LimiterDelivery<Key, Value>,
         seed: (UInt64, UInt64)?, makeSink: (LimiterStorage) -> EngineSink
     ) throws(LimiterError) {
         self.policy = policy
         self.delivery = delivery
         self.combine = combine
+        if let plans {
+            planState = PlanState(plans.directory)
+        } else {
+            planState = policy.isRate ? PlanState(PlanDirectory(single: policy)) : nil
+        }
         let observesDrops = delivery.observesDrops
         var config: sluice_config_t
         do {
@@ -133,10 +148,18 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             compactTypes: Self.compactTypes, combines: combine != nil, observesDrops: observesDrops)
         let engine: any LimiterEngine
         do {
-            engine = try scheduler.makeEngine(
-                EngineSetup(
-                    config: config, reportImmediate: true, reportDrops: observesDrops, shards: nshards,
-                    sink: makeSink(self), callerLock: lock, emitOnly: emitOnly))
+            let setup = EngineSetup(
+                config: config, reportImmediate: true, reportDrops: observesDrops, shards: nshards,
+                sink: makeSink(self), callerLock: lock, emitOnly: emitOnly)
+            if let plans {
+                engine = try plans.configuring(config) { (config) throws(LimiterError) -> any LimiterEngine in
+                    var setup = setup
+                    setup.config = config
+                    return try scheduler.makeEngine(setup)
+                }
+            } else {
+                engine = try scheduler.makeEngine(setup)
+            }
         } catch {
             throw LimiterError.explaining(error, policy: policy, maxKeys: maxKeys, tick: tick)
         }
@@ -558,6 +581,76 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         if mustDrain { deliverOutbox() }
         try LimiterError.check(rc)
         return quota
+    }
+
+    // MARK: - Plans
+
+    /// Submits a value under the plan of index `plan` (resolved by the
+    /// caller, which holds the plan lock shared: see ``PlanState``), as
+    /// ``submitEngine(_:for:cost:loop:)`` submits it on any engine: the
+    /// value held before the core call, released here when not taken or
+    /// dropped unobserved; otherwise the engine reports it (an EMIT, or an
+    /// observed DROP) like any immediate decision.
+    ///
+    /// Nothing is delivered here: the caller delivers when `mustDrain`,
+    /// after giving up the plan lock (a delivery runs the user's code,
+    /// which may call the limiter, even ``Limiter/update(plans:)``).
+    ///
+    /// - Returns: the core's result (0 or a negative `SLUICE_E*`), and
+    ///   whether the caller must deliver the outbox.
+    func submitPlan(
+        _ value: Value, for key: Key, cost: UInt64, plan: UInt32, into decision: inout sluice_decision_t,
+        detail: inout sluice_plan_detail_t
+    ) -> (rc: Int32, mustDrain: Bool) {
+        checkNotCombining()
+        let engine = self.engine!
+        let underLock = manual != nil  // a manual engine runs under `lock`
+        lock.lock()
+        let token = hold(key, value)
+        if !underLock { lock.unlock() }
+        let rc = key.withCoreKey {
+            engine.submitPlan($0, token: token, cost: cost, plan: plan, into: &decision, detail: &detail)
+        }
+        let reported = rc == 0 && (decision.kind != SLUICE_DROPPED || observesDrops)
+        if !underLock {
+            // On a loop the token is the loop's once reported (whoever
+            // records its event claims the delivery): nothing to do here.
+            if reported, case .loop = mode.kind { return (rc, false) }
+            if reported, case .loopCompact = mode.kind { return (rc, false) }
+            lock.lock()
+        }
+        if !reported { release(token) }  // not taken, or dropped without a report
+        let mustDrain = claimDrain()
+        lock.unlock()
+        return (rc, mustDrain)
+    }
+
+    /// Reads a rate key's quota under the plan of index `plan` (the
+    /// caller holds the plan lock shared, and delivers when `mustDrain`
+    /// after giving it up, as after ``submitPlan(_:for:cost:plan:into:detail:)``).
+    func quotaPlan(
+        _ key: Key, cost: UInt64, plan: UInt32, into quota: inout sluice_quota_t, detail: inout sluice_plan_detail_t
+    ) -> (rc: Int32, mustDrain: Bool) {
+        checkNotCombining()
+        return engineCall { engine in
+            key.withCoreKey { engine.quotaPlan($0, cost: cost, plan: plan, into: &quota, detail: &detail) }
+        }
+    }
+
+    /// Replaces the core's plans (the caller holds the plan lock
+    /// exclusive, and delivers when `mustDrain` after giving it up).
+    func setPlans(_ plans: UnsafePointer<sluice_plans_t>) -> (rc: Int32, mustDrain: Bool) {
+        checkNotCombining()
+        return engineCall { $0.setPlans(plans) }
+    }
+
+    /// The core's index of the plan `name` (tests: Swift keeps its own table).
+    func coreIndex(ofPlan name: String) throws(LimiterError) -> Int {
+        var index: UInt32 = 0
+        let (rc, mustDrain) = engineCall { $0.planIndex(name, into: &index) }
+        if mustDrain { deliverOutbox() }
+        try LimiterError.check(rc)
+        return Int(index)
     }
 
     func close(drain drainValues: Bool) throws(LimiterError) {

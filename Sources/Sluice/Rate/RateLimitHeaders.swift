@@ -95,7 +95,7 @@ public struct RateLimitHeaders: Hashable, Sendable {
     }
 
     /// The header fields of a quota read under a plan
-    /// (``RateLimiter/quota(for:plan:cost:)``): as ``init(_:)-(RateDecision)``,
+    /// (``RateLimiter/quota(for:plan:cost:)-(_,String,_)``): as ``init(_:)-(RateDecision)``,
     /// without `Retry-After`.
     ///
     /// - Parameter quota: a read with per-quota figures (`nil` is returned

@@ -4,10 +4,7 @@ extension RateLimiter {
     /// The plans, in the limiter's order (the first is the default). A
     /// limiter of one policy has one plan, "default", whose one quota,
     /// "default", is the policy.
-    public var plans: [RatePlan] {
-        // `reading` throws only what its body throws.
-        (try? planState.reading { $0.plans }) ?? []
-    }
+    public var plans: [RatePlan] { planState.plans }
 
     /// Resolves a plan's name once, for calls that skip the lookup
     /// (``check(_:plan:cost:)-(_,RatePlanHandle,_)``).
@@ -16,9 +13,7 @@ extension RateLimiter {
     /// - Returns: the plan's handle.
     /// - Throws: ``LimiterError/unknownPlan``.
     public func plan(named name: String) throws(LimiterError) -> RatePlanHandle {
-        try planState.reading { (d) throws(LimiterError) in
-            RatePlanHandle(name: name, index: try d.index(of: name), generation: d.generation)
-        }
+        try planState.handle(named: name)
     }
 
     /// Decides about one call of `key` under the plan named `plan`, now:
@@ -40,10 +35,7 @@ extension RateLimiter {
     /// - Returns: the decision, with each quota's figures.
     /// - Throws: ``LimiterError/unknownPlan``, and what ``check(_:cost:)`` throws.
     public func check(_ key: Key, plan: String, cost: Int = 1) throws(LimiterError) -> RateDecision {
-        guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
-        return try planState.reading { (d) throws(LimiterError) in
-            try submitPlan(key, cost: cost, index: try d.index(of: plan), directory: d)
-        }
+        try submitPlan(key, cost: cost, plan: .name(plan))
     }
 
     /// ``check(_:plan:cost:)-(_,String,_)`` with a plan resolved by
@@ -56,29 +48,18 @@ extension RateLimiter {
     /// - Returns: the decision, with each quota's figures.
     /// - Throws: as ``check(_:plan:cost:)-(_,String,_)``.
     public func check(_ key: Key, plan: RatePlanHandle, cost: Int = 1) throws(LimiterError) -> RateDecision {
-        guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
-        return try planState.reading { (d) throws(LimiterError) in
-            let index = d.generation == plan.generation ? plan.index : try d.index(of: plan.name)
-            return try submitPlan(key, cost: cost, index: index, directory: d)
-        }
+        try submitPlan(key, cost: cost, plan: .handle(plan))
     }
 
-    /// The core call of a plan check (the plan lock held shared).
-    private func submitPlan(
-        _ key: Key, cost: Int, index: UInt32, directory: PlanDirectory
-    ) throws(LimiterError) -> RateDecision {
-        var decision = sluice_decision_t()
-        var detail = sluice_plan_detail_t()
+    /// A plan check: the core call under the plan lock, held shared (see ``PlanState``).
+    private func submitPlan(_ key: Key, cost: Int, plan: PlanReference) throws(LimiterError) -> RateDecision {
+        guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
         let engine = self.engine
-        let rc = key.withCoreKey {
-            engine.submitPlan($0, cost: UInt64(cost), plan: index, into: &decision, detail: &detail)
+        return try planState.decide(plan) { index, decision, detail in
+            key.withCoreKey {
+                engine.submitPlan($0, token: 0, cost: UInt64(cost), plan: index, into: &decision, detail: &detail)
+            }
         }
-        try LimiterError.check(rc)
-        var result = RateDecision(decision, now: decision.now)
-        let plan = directory.plans[Int(index)]
-        result.planFigures = RatePlanFigures(
-            plan: plan.name, quotas: quotaFigures(detail, plan: plan, now: result.at.nanoseconds))
-        return result
     }
 
     /// Reads a key's quota under a plan now without changing it: the overall
@@ -93,21 +74,28 @@ extension RateLimiter {
     /// - Returns: the quota.
     /// - Throws: ``LimiterError/unknownPlan``, and what ``quota(for:cost:)`` throws.
     public func quota(for key: Key, plan: String, cost: Int = 1) throws(LimiterError) -> RateQuota {
+        try quotaPlan(key, cost: cost, plan: .name(plan))
+    }
+
+    /// ``quota(for:plan:cost:)-(_,String,_)`` with a plan resolved by
+    /// ``plan(named:)``.
+    ///
+    /// - Parameters:
+    ///   - key: the key.
+    ///   - plan: the plan's handle.
+    ///   - cost: the cost `retryAt` is computed for (1 by default).
+    /// - Returns: the quota.
+    /// - Throws: as ``quota(for:plan:cost:)-(_,String,_)``.
+    public func quota(for key: Key, plan: RatePlanHandle, cost: Int = 1) throws(LimiterError) -> RateQuota {
+        try quotaPlan(key, cost: cost, plan: .handle(plan))
+    }
+
+    /// A plan quota read: the core call under the plan lock, held shared.
+    private func quotaPlan(_ key: Key, cost: Int, plan: PlanReference) throws(LimiterError) -> RateQuota {
         guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
-        return try planState.reading { (d) throws(LimiterError) in
-            let index = try d.index(of: plan)
-            var quota = sluice_quota_t()
-            var detail = sluice_plan_detail_t()
-            let engine = self.engine
-            let rc = key.withCoreKey {
-                engine.quotaPlan($0, cost: UInt64(cost), plan: index, into: &quota, detail: &detail)
-            }
-            try LimiterError.check(rc)
-            var result = RateQuota(quota, now: quota.now)
-            let plan = d.plans[Int(index)]
-            result.planFigures = RatePlanFigures(
-                plan: plan.name, quotas: quotaFigures(detail, plan: plan, now: quota.now))
-            return result
+        let engine = self.engine
+        return try planState.read(plan) { index, quota, detail in
+            key.withCoreKey { engine.quotaPlan($0, cost: UInt64(cost), plan: index, into: &quota, detail: &detail) }
         }
     }
 
@@ -128,19 +116,9 @@ extension RateLimiter {
     ///   why) or a limiter created without plans, ``LimiterError/outOfMemory``,
     ///   ``LimiterError/closed``.
     public func update(plans: [RatePlan]) throws(LimiterError) {
-        try planState.writing { (d) throws(LimiterError) -> PlanDirectory in
-            guard d.hasPlans else {
-                throw LimiterError(
-                    .invalidArgument,
-                    reason:
-                        "This rate limiter was created with one policy, not plans: create it with RateLimiter(plans:) to update its plans."
-                )
-            }
-            // The limiter's maxQuotas: a plan with more quotas is refused here, by name.
-            let table = try RatePlan.table(plans, maxQuotas: d.maxQuotas)
-            let engine = self.engine
-            try LimiterError.check(try table.withTable { engine.setPlans($0) })
-            return PlanDirectory(plans, hasPlans: true, maxQuotas: d.maxQuotas)
+        let engine = self.engine
+        try planState.update(plans, limiter: "rate limiter", createWith: "RateLimiter(plans:)") {
+            engine.setPlans($0)
         }
     }
 

@@ -64,15 +64,7 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
             throw LimiterError(.invalidArgument, reason: "A RateLimiter needs a rate policy, not \(policy).")
         }
         self.policy = policy
-        let numbers = policy.rateLimit!
-        planState = PlanState(
-            PlanDirectory(
-                [
-                    RatePlan(
-                        "default",
-                        quotas: [.init("default", limit: numbers.limit, per: numbers.per, burst: numbers.burst)])
-                ],
-                hasPlans: false, maxQuotas: 1))
+        planState = PlanState(PlanDirectory(single: policy))
         do {
             let config = try LimiterStorage<Key, Never>.coreConfig(
                 policy: policy, maxKeys: maxKeys, tick: nil, seed: nil)
@@ -133,20 +125,16 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     public init(
         plans: [RatePlan], scheduler: LimiterScheduler = .default, maxKeys: Int? = nil, maxQuotas: Int? = nil
     ) throws(LimiterError) {
-        let table = try RatePlan.table(plans, maxQuotas: maxQuotas)
+        let setup = try PlanSetup(plans, maxQuotas: maxQuotas)
         if let problem = LimiterError.problem(maxKeys: maxKeys) {
             throw LimiterError(problem.code, reason: problem.sentence)
         }
-        policy = plans[0].quotas[0].policy
-        planState = PlanState(
-            PlanDirectory(
-                plans, hasPlans: true, maxQuotas: maxQuotas ?? plans.map(\.quotas.count).max()!))
+        policy = setup.policy
+        planState = PlanState(setup.directory)
         var config = sluice_config_t()
-        config.policy = sluice_rate_plans()
         if let maxKeys { config.max_keys = UInt64(maxKeys) }
-        let engine = try table.withTable { (table) throws(LimiterError) -> any LimiterEngine in
-            config.plans = table
-            return try scheduler.makeEngine(
+        let engine = try setup.configuring(config) { (config) throws(LimiterError) -> any LimiterEngine in
+            try scheduler.makeEngine(
                 EngineSetup(config: config, reportImmediate: false, reportDrops: false, shards: 0, sink: .none))
         }
         self.engine = engine

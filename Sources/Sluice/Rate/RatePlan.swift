@@ -396,3 +396,150 @@ final class PlanState: @unchecked Sendable {
         directory = try body(directory)
     }
 }
+
+// MARK: - What every limiter of plans shares
+
+/// The plan a call names: by name, or by a handle from `plan(named:)`.
+enum PlanReference {
+    case name(String)
+    case handle(RatePlanHandle)
+}
+
+extension PlanDirectory {
+    /// The directory of a limiter of one rate policy: a plan "default" of
+    /// one quota "default", the policy (which cannot be updated).
+    init(single policy: LimiterPolicy) {
+        let numbers = policy.rateLimit!
+        self.init(
+            [
+                RatePlan(
+                    "default", quotas: [.init("default", limit: numbers.limit, per: numbers.per, burst: numbers.burst)])
+            ],
+            hasPlans: false, maxQuotas: 1)
+    }
+
+    /// The index of the plan `reference` names: a handle of this table
+    /// without a lookup, any other by name.
+    func index(of reference: PlanReference) throws(LimiterError) -> UInt32 {
+        switch reference {
+        case .name(let name): return try index(of: name)
+        case .handle(let handle):
+            return handle.generation == generation ? handle.index : try index(of: handle.name)
+        }
+    }
+}
+
+/// A table of plans checked for a new limiter: the core's table, Swift's
+/// directory and the policy the limiter reports (the default plan's first
+/// quota). ``RateLimiter`` and ``Limiter`` are created from one.
+struct PlanSetup {
+    let table: CPlanTable
+    let directory: PlanDirectory
+    let policy: LimiterPolicy
+
+    /// Checks `plans` (see ``RatePlan/table(_:maxQuotas:)``).
+    ///
+    /// - Throws: ``LimiterError/invalidArgument`` or
+    ///   ``LimiterError/outOfRange`` naming the plan, the quota and the rule.
+    init(_ plans: [RatePlan], maxQuotas: Int?) throws(LimiterError) {
+        table = try RatePlan.table(plans, maxQuotas: maxQuotas)
+        directory = PlanDirectory(plans, hasPlans: true, maxQuotas: maxQuotas ?? plans.map(\.quotas.count).max()!)
+        policy = plans[0].quotas[0].policy
+    }
+
+    /// Runs `body` with `config` made a configuration of plans (the core's
+    /// `sluice_rate_plans()` policy, and this table, valid during `body`:
+    /// the core copies it).
+    func configuring<R>(
+        _ config: sluice_config_t, _ body: (sluice_config_t) throws(LimiterError) -> R
+    ) throws(LimiterError) -> R {
+        var config = config
+        config.policy = sluice_rate_plans()
+        return try table.withTable { (table) throws(LimiterError) -> R in
+            config.plans = table
+            return try body(config)
+        }
+    }
+}
+
+extension PlanState {
+    /// A handle of the plan `name` (`plan(named:)`).
+    func handle(named name: String) throws(LimiterError) -> RatePlanHandle {
+        try reading { (d) throws(LimiterError) in
+            RatePlanHandle(name: name, index: try d.index(of: name), generation: d.generation)
+        }
+    }
+
+    /// A call under a plan: resolves `plan`, and with the lock held shared
+    /// runs `call`, the core call of the plan's index (returns its result,
+    /// 0 or a negative `SLUICE_E*`); then makes the decision with each
+    /// quota's figures.
+    func decide(
+        _ plan: PlanReference, _ call: (UInt32, inout sluice_decision_t, inout sluice_plan_detail_t) -> Int32
+    ) throws(LimiterError) -> RateDecision {
+        try reading { (d) throws(LimiterError) in
+            let index = try d.index(of: plan)
+            var decision = sluice_decision_t()
+            var detail = sluice_plan_detail_t()
+            try LimiterError.check(call(index, &decision, &detail))
+            var result = RateDecision(decision, now: decision.now)
+            let plan = d.plans[Int(index)]
+            result.planFigures = RatePlanFigures(
+                plan: plan.name, quotas: quotaFigures(detail, plan: plan, now: decision.now))
+            return result
+        }
+    }
+
+    /// A quota read under a plan: as ``decide(_:_:)``, for the core's read.
+    func read(
+        _ plan: PlanReference, _ call: (UInt32, inout sluice_quota_t, inout sluice_plan_detail_t) -> Int32
+    ) throws(LimiterError) -> RateQuota {
+        try reading { (d) throws(LimiterError) in
+            let index = try d.index(of: plan)
+            var quota = sluice_quota_t()
+            var detail = sluice_plan_detail_t()
+            try LimiterError.check(call(index, &quota, &detail))
+            var result = RateQuota(quota, now: quota.now)
+            let plan = d.plans[Int(index)]
+            result.planFigures = RatePlanFigures(
+                plan: plan.name, quotas: quotaFigures(detail, plan: plan, now: quota.now))
+            return result
+        }
+    }
+
+    /// Replaces the plans (`update(plans:)`): checks the table against the
+    /// limiter's `maxQuotas`, then with the lock held exclusive runs
+    /// `replace`, the core's replacement (0 or a negative `SLUICE_E*`).
+    ///
+    /// - Parameters:
+    ///   - plans: the new table.
+    ///   - limiter: what the limiter is called in the error of a limiter
+    ///     created with one policy ("rate limiter").
+    ///   - createWith: how to create it with plans, for that error
+    ///     ("RateLimiter(plans:)").
+    ///   - replace: the core call.
+    func update(
+        _ plans: [RatePlan], limiter: String, createWith: String,
+        _ replace: (UnsafePointer<sluice_plans_t>) -> Int32
+    ) throws(LimiterError) {
+        try writing { (d) throws(LimiterError) -> PlanDirectory in
+            guard d.hasPlans else {
+                throw LimiterError(
+                    .invalidArgument,
+                    reason:
+                        "This \(limiter) was created with one policy, not plans: create it with \(createWith) to update its plans."
+                )
+            }
+            // The limiter's maxQuotas: a plan with more quotas is refused here, by name.
+            let table = try RatePlan.table(plans, maxQuotas: d.maxQuotas)
+            try LimiterError.check(table.withTable { replace($0) })
+            return PlanDirectory(plans, hasPlans: true, maxQuotas: d.maxQuotas)
+        }
+    }
+
+    /// The plans, in the limiter's order.
+    var plans: [RatePlan] {
+        // `reading` throws only what its body throws.
+        (try? reading { $0.plans }) ?? []
+    }
+}

@@ -11,6 +11,13 @@
 //                   has been quiet for --debounce-ms (a debounce per document, on a
 //                   NIO event loop); 202.
 //   GET /docs/ID    "saves=N content=LAST" (404 before the first save).
+//   GET /api        "hello KEY (PLAN)": two plans of two windows each (free: 2 a second
+//                   and 5 a minute; pro: 10 a second and 100 a minute) per API key (the
+//                   X-API-Key header, else the client address). A key that starts with
+//                   "pro-" is on pro (standing for a look-up in your accounts), any other
+//                   request on free. 429 + Retry-After + a quota-exceeded problem naming
+//                   the refusing windows (violated-policies); RateLimit-Policy and RateLimit
+//                   list both windows of the plan.
 //
 // Against hostile clients: --idle-timeout (Hummingbird's own), --header-timeout,
 // --request-timeout and --max-connections (the connection guard of server-support,
@@ -73,6 +80,26 @@ let quota = try RateLimiter<String>(
     limit: options.limit, per: options.perDuration,
     scheduler: options.quotaOnSluiceLoop ? .default : .eventLoop(serverLoops.next()),
     maxKeys: 1_000_000)
+// The plans of /api: a RateLimiter of plans, each of two windows that must both admit
+// a request (a refused request is charged to neither).
+let apiPlans = try RateLimiter<String>(
+    plans: [
+        RatePlan(
+            "free",
+            quotas: [.init("second", limit: 2, per: .seconds(1)), .init("minute", limit: 5, per: .seconds(60))]),
+        RatePlan(
+            "pro",
+            quotas: [.init("second", limit: 10, per: .seconds(1)), .init("minute", limit: 100, per: .seconds(60))]),
+    ],
+    scheduler: options.quotaOnSluiceLoop ? .default : .eventLoop(serverLoops.next()),
+    maxKeys: 1_000_000)
+let apiKey = HTTPField.Name("X-API-Key")!
+/// The plan of a request to /api: "pro" for an API key that starts with "pro-", else
+/// nil (the limiter's first plan, "free"). An invalid key is answered 400 by the
+/// middleware before this matters.
+func plan(of request: Request) -> String? {
+    (try? Middleware.clientID(request, field: apiKey))?.hasPrefix("pro-") == true ? "pro" : nil
+}
 // The debounced saves: a Limiter whose timers are tasks of a NIO event loop.
 let store = DocumentStore()
 let saves = try Limiter<String, String>(
@@ -92,6 +119,16 @@ limited.get("/") { request, context -> String in
     // (With --no-limit an id the middleware would refuse is shown as "?".)
     let client = try? Middleware.clientKey(request, context, clientIDField: clientID, forwarded)
     return "hello \(client ?? "?")\n"
+}
+// /api: keyed by X-API-Key (by the rule of ClientID), else the client address; the
+// request's plan from its key.
+let api = router.group("api")
+api.add(
+    middleware: Middleware(apiPlans, clientIDField: "X-API-Key", forwardedHeaders: forwarded, shadow: options.shadow)
+        .plan { request, _ in plan(of: request) })
+api.get { request, context -> String in
+    let client = try? Middleware.clientKey(request, context, clientIDField: apiKey, forwarded)
+    return "hello \(client ?? "?") (\(plan(of: request) ?? "free"))\n"
 }
 router.put("/docs/:id") { request, context -> Response in
     let id = try context.parameters.require("id")
@@ -127,7 +164,8 @@ let app = Application(
     logger: logger)
 // The limiters first: the group stops its services in reverse order, so the server
 // stops taking requests before the limiters are drained.
-let limiters = LimiterService([.limiter("saves", saves), .rateLimiter("quota", quota)], logger: logger)
+let limiters = LimiterService(
+    [.limiter("saves", saves), .rateLimiter("quota", quota), .rateLimiter("plans", apiPlans)], logger: logger)
 let group = ServiceGroup(
     configuration: .init(services: [limiters, app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
 try await group.run()

@@ -7,6 +7,11 @@
 //                   An X-Client-Id sent twice or not of visible ASCII: 400.
 //   PUT /docs/ID    saved once a burst of PUTs on ID is quiet for --debounce-ms; 202.
 //   GET /docs/ID    "saves=N content=LAST" (404 before the first save).
+//   GET /api        "hello KEY (PLAN)": two plans of two windows each (free: 2 a second
+//                   and 5 a minute; pro: 10 a second and 100 a minute) per API key
+//                   (X-API-Key, else the client address); a key that starts with "pro-"
+//                   is on pro, any other request on free. 429 + Retry-After + a
+//                   quota-exceeded problem naming the refusing windows.
 //
 // Every save prints "saved ID CONTENT". On SIGTERM/SIGINT the server stops, then the
 // debounce limiter is drained (pending saves are made) before the process exits.
@@ -58,6 +63,23 @@ let forwarded: ForwardedHeaders = options.trustedProxies.isEmpty ? .ignore : .tr
 let quota = try RateLimiter<String>(
     limit: options.limit, per: options.perDuration,
     scheduler: options.quotaOnSluiceLoop ? .default : .eventLoop(app.eventLoopGroup.next()), maxKeys: 1_000_000)
+// The plans of /api: a RateLimiter of plans, each of two windows that must both admit
+// a request (a refused request is charged to neither).
+let apiPlans = try RateLimiter<String>(
+    plans: [
+        RatePlan(
+            "free",
+            quotas: [.init("second", limit: 2, per: .seconds(1)), .init("minute", limit: 5, per: .seconds(60))]),
+        RatePlan(
+            "pro",
+            quotas: [.init("second", limit: 10, per: .seconds(1)), .init("minute", limit: 100, per: .seconds(60))]),
+    ],
+    scheduler: options.quotaOnSluiceLoop ? .default : .eventLoop(app.eventLoopGroup.next()), maxKeys: 1_000_000)
+/// The plan of a request to /api: "pro" for an API key that starts with "pro-" (standing
+/// for a look-up in your accounts), else nil (the limiter's first plan, "free").
+func plan(of request: Request) -> String? {
+    (try? RateLimitMiddleware.clientID(request, field: "X-API-Key"))?.hasPrefix("pro-") == true ? "pro" : nil
+}
 let store = DocumentStore()
 // The debounced saves: timers are tasks of one of Vapor's event loops.
 let saves = try Limiter<String, String>(
@@ -77,6 +99,15 @@ limited.get { request in
     // (With --no-limit an id the middleware would refuse is shown as "?".)
     let client = try? RateLimitMiddleware.clientKey(request, clientIDField: "X-Client-Id", forwarded)
     return "hello \(client ?? "?")\n"
+}
+// /api: keyed by X-API-Key (by the rule of ClientID), else the client address; the
+// request's plan from its key.
+app.grouped(
+    RateLimitMiddleware(apiPlans, clientIDField: "X-API-Key", forwardedHeaders: forwarded, shadow: options.shadow)
+        .plan { plan(of: $0) }
+).get("api") { request in
+    let client = try? RateLimitMiddleware.clientKey(request, clientIDField: "X-API-Key", forwarded)
+    return "hello \(client ?? "?") (\(plan(of: request) ?? "free"))\n"
 }
 app.put("docs", ":id") { request -> HTTPStatus in
     let id = try request.parameters.require("id")
