@@ -2,7 +2,7 @@
 /// weighs `cost` units, admitted or dropped now, as a ``RateDecision``.
 ///
 /// ``RateLimiter`` with `String` keys conforms (the local limiter); so does
-/// `SluiceFleet`'s `FleetLimiter` with `String` keys (one quota shared by a
+/// `SluiceFleet`'s `FleetLimiter` with `String` keys (quotas shared by a
 /// fleet of servers through Redis). The server middleware (SluiceHummingbird,
 /// SluiceVapor, through SluiceHTTP's `RateLimitGate`) takes any
 /// `RateDecider`, ``RateLimitHeaders`` formats the decision of any of them
