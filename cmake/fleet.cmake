@@ -42,7 +42,8 @@ target_link_libraries(sluice_fleet PUBLIC sluice_static PkgConfig::HIREDIS sluic
 # sluice::sluice_fleet in sluiceFleetTargets.cmake, which sluiceConfig.cmake
 # loads when it exists and hiredis is found.
 install(TARGETS sluice_fleet EXPORT sluiceFleetTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(FILES "${SLUICE_FLEET_DIR}/include/sluice_fleet.h" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES "${SLUICE_FLEET_DIR}/include/sluice_fleet.h" "${SLUICE_FLEET_DIR}/include/sluice_fleet_timed.h"
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT sluiceFleetTargets NAMESPACE sluice:: FILE sluiceFleetTargets.cmake
         DESTINATION "${SLUICE_CMAKE_INSTALL_DIR}")
 sluice_install_pkgconfig(sluice-fleet)
@@ -72,10 +73,11 @@ if(SLUICE_BUILD_TESTS)
   endforeach()
 endif()
 
-# sluice-trace --redis URL (tools/sluice-trace/redis_run.c): the hook is
+# sluice-trace --redis URL (tools/sluice-trace/redis_run.c, redis_timed.c): the hook is
 # compiled in only here, where the fleet limiter exists.
 if(TARGET sluice-trace)
-  target_sources(sluice-trace PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/tools/sluice-trace/redis_run.c")
+  target_sources(sluice-trace PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/tools/sluice-trace/redis_run.c"
+                                      "${CMAKE_CURRENT_SOURCE_DIR}/tools/sluice-trace/redis_timed.c")
   target_compile_definitions(sluice-trace PRIVATE SLUICE_TRACE_WITH_REDIS=1)
   target_link_libraries(sluice-trace PRIVATE sluice_fleet)
 endif()

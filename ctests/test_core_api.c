@@ -259,9 +259,9 @@ static void test_error_list(void) {
     for (size_t i = 1; i < n; i++)
         CHECK(sluice_error_code(i) < sluice_error_code(i - 1), "order of the list at %zu", i);
     /* every module's codes are in the one list: traces and the fleet too */
-    const int modules[] = { SLUICE_ESYNTAX,   SLUICE_ELIMIT,  SLUICE_EPROTO,    SLUICE_ENOTCONN,    SLUICE_ETIMEDOUT,
-                            SLUICE_EAUTH,     SLUICE_ENOPERM, SLUICE_ETLS,      SLUICE_EOOM,        SLUICE_EREADONLY,
-                            SLUICE_EBADVALUE, SLUICE_EREDIS,  SLUICE_ENOMASTER, SLUICE_ECLUSTERDOWN };
+    const int modules[] = { SLUICE_ESYNTAX,   SLUICE_ELIMIT,  SLUICE_EPROTO,    SLUICE_ENOTCONN,     SLUICE_ETIMEDOUT,
+                            SLUICE_EAUTH,     SLUICE_ENOPERM, SLUICE_ETLS,      SLUICE_EOOM,         SLUICE_EREADONLY,
+                            SLUICE_EBADVALUE, SLUICE_EREDIS,  SLUICE_ENOMASTER, SLUICE_ECLUSTERDOWN, SLUICE_ELEASE };
     for (size_t i = 0; i < sizeof modules / sizeof modules[0]; i++) {
         bool listed = false;
         for (size_t j = 0; j < n; j++) listed = listed || sluice_error_code(j) == modules[i];

@@ -244,4 +244,56 @@ __attribute__((unused)) static int tf_compare_rate_vectors(const char *exe, cons
     return compared;
 }
 
+/* Whether two trace outputs match by tracecmp's rules (`cmp` the tracecmp
+ * binary): the order of different keys' lines at one instant is free. */
+__attribute__((unused)) static bool tf_outputs_match(const char *cmp, const char *a, const char *b) {
+    char pa[128], pb[128], cmd[512];
+    snprintf(pa, sizeof pa, "/tmp/sluice-cmp-a-%ld.txt", (long)getpid());
+    snprintf(pb, sizeof pb, "/tmp/sluice-cmp-b-%ld.txt", (long)getpid());
+    FILE *fa = fopen(pa, "w"), *fb = fopen(pb, "w");
+    CHECK(fa && fb, "cannot write %s or %s", pa, pb);
+    fputs(a, fa);
+    fputs(b, fb);
+    fclose(fa);
+    fclose(fb);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' >/dev/null 2>&1", cmp, pa, pb);
+    int st = system(cmd);
+    unlink(pa);
+    unlink(pb);
+    return st == 0;
+}
+
+/* Runs every throttle, audit and debounce vector of `dir` through `exe
+ * --redis URL` for each of the `n` URLs and checks each output matches the
+ * local run's (tf_outputs_match). @return the number of vectors compared. */
+__attribute__((unused)) static int tf_compare_timed_vectors(const char *exe, const char *cmp, const char *dir,
+                                                            const char *const *urls, int n) {
+    DIR *d = opendir(dir);
+    CHECK(d, "cannot open %s", dir);
+    struct dirent *e;
+    int compared = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
+        char path[2048], cmd[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (tf_is_rate_trace(path)) continue;
+        int st1, st2;
+        snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
+        char *local = tf_run(cmd, &st1);
+        for (int u = 0; u < n; u++) {
+            snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, urls[u], path);
+            char *fleet = tf_run(cmd, &st2);
+            CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (--redis %s)", e->d_name, st1, st2, urls[u]);
+            CHECK(tf_outputs_match(cmp, local, fleet), "%s through %s: outputs differ\n--- local\n%s--- redis\n%s",
+                  e->d_name, urls[u], local, fleet);
+            free(fleet);
+        }
+        free(local);
+        compared++;
+    }
+    closedir(d);
+    return compared;
+}
+
 #endif

@@ -345,7 +345,8 @@ static void api_misuse(void) {
                           SLUICE_ELIMIT,  SLUICE_ENOMEM,    SLUICE_EAUTH,        SLUICE_EBUSY,     SLUICE_EINVAL,
                           SLUICE_EFULL,   SLUICE_EREADONLY, SLUICE_ERANGE,       SLUICE_EKEYLEN,   SLUICE_EPROTO,
                           SLUICE_ESYNTAX, SLUICE_EBADVALUE, SLUICE_ECLUSTERDOWN, SLUICE_EOOM,      SLUICE_ENOTCONN,
-                          SLUICE_ECLOSED, SLUICE_ETIMEDOUT, SLUICE_ECORRUPT,     SLUICE_ECANCELED, SLUICE_ETLS };
+                          SLUICE_ECLOSED, SLUICE_ETIMEDOUT, SLUICE_ECORRUPT,     SLUICE_ECANCELED, SLUICE_ETLS,
+                          SLUICE_ELEASE };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         CHECK(sluice_strerror(codes[i]) && strcmp(sluice_strerror(codes[i]), "unknown error") != 0, "strerror %d",
               codes[i]);

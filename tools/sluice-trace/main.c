@@ -14,7 +14,7 @@
 #include "sluice.h"
 #include "sluice_trace.h"
 #ifdef SLUICE_TRACE_WITH_REDIS
-#include "redis_run.h" /* --redis URL (fleet limiter) */
+#include "redis_run.h" /* --redis URL (the fleet limiters) */
 #endif
 
 #define EXIT_USAGE 64
@@ -34,10 +34,12 @@ static void usage(FILE *f) {
           "  --realtime  replay the trace on a real libevent loop and the real monotonic\n"
           "              clock, each line at its time after start; prints the actual\n"
           "              times in ms since start (never early; --check is ignored)\n"
-          "  --redis URL  run a rate trace (v3 plans too) through the fleet limiter in Redis\n"
-          "              (manual time) and print what the local run prints (builds with\n"
-          "              hiredis); URL:\n"
-          "              HOST:PORT, redis://, rediss://, unix:// (docs/fleet.md, Addresses)\n"
+          "  --redis URL  run the trace through Redis (manual time) and print what the\n"
+          "              local run prints: a rate trace (v3 plans too) through the fleet\n"
+          "              limiter, a throttle, audit or debounce trace through the fleet's\n"
+          "              timed limiter (builds with hiredis); URL: HOST:PORT, redis://,\n"
+          "              rediss://, unix://, redis+sentinel://, redis+cluster://\n"
+          "              (docs/fleet.md, Connections)\n"
           "  --batch N   submit consecutive calls at the same time in batches of up to N\n"
           "              (sluice_limiter_submit_many); prints exactly what the run\n"
           "              without --batch prints (N from 1 to 1000000; not with --realtime)\n"

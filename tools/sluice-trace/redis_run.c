@@ -43,17 +43,14 @@ static void on_result(void *user, const sluice_fleet_result_t *res) {
 int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluice_trace_output_fn on_output,
                             void *user) {
     sluice_policy_t policy = sluice_trace_policy(trace);
-    if (policy.kind != SLUICE_RATE) {
-        fprintf(stderr, "error: --redis runs rate policies only\n");
-        return 64;
-    }
-    const sluice_plans_t *plans = sluice_trace_plans(trace); /* v3: several quotas, plans */
     /* a URL, or HOST:PORT (which the URL parser takes as redis://HOST:PORT) */
     char why[256];
     if (sluice_fleet_check_url(addr, why, sizeof why) != 0) {
         fprintf(stderr, "error: --redis: %s\n", why); /* never echoes a password */
         return 64;
     }
+    if (policy.kind != SLUICE_RATE) return sluice_trace_redis_timed(trace, addr, on_output, user);
+    const sluice_plans_t *plans = sluice_trace_plans(trace); /* v3: several quotas, plans */
 
     size_t n = sluice_trace_step_count(trace);
     struct slot *slots = calloc(n ? n : 1, sizeof *slots);

@@ -6,7 +6,8 @@
  * returns these codes: the core, the loop layer, the trace library and the
  * fleet limiter (ESYNTAX and ELIMIT come from traces; EPROTO, ENOTCONN,
  * ETIMEDOUT, EAUTH, ENOPERM, ETLS, EOOM, EREADONLY, EBADVALUE, ECLUSTERDOWN and EREDIS
- * from Redis; ECANCELED from a fleet call its caller gave up). sluice.h builds
+ * from Redis; ECANCELED from a fleet call its caller gave up; ELEASE from an
+ * acknowledgement that came after its delivery's lease ended). sluice.h builds
  * `enum sluice_error` from this list and error.c builds sluice_strerror(),
  * sluice_error_count() and sluice_error_code() from it, so a code added here
  * is added everywhere (the Swift layer checks its own list against
@@ -41,6 +42,7 @@
     X(ENOTCONN, -107, "no connection to Redis (down, refused or reconnecting)")                                        \
     X(ECLOSED, -108, "limiter closed")                                                                                 \
     X(ETIMEDOUT, -110, "Redis did not answer within the timeout")                                                      \
+    X(ELEASE, -116, "the lease of a delivery ended before its acknowledgement: a later claim holds it")                \
     X(ECORRUPT, -117, "internal invariant broken: a bug in Sluice (details on stderr or in the message)")              \
     X(ECANCELED, -125, "the caller cancelled the call before its answer came")                                         \
     X(ETLS, -129, "TLS failed: handshake refused, server without TLS, or a certificate that did not verify")

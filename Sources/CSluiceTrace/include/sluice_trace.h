@@ -479,6 +479,39 @@ SLUICE_EXTERN int sluice_trace_print_answers(const sluice_trace_t *trace, const 
                                              const sluice_trace_run_options_t *options,
                                              sluice_trace_run_result_t *result);
 
+/** One line that another limiter produced, for sluice_trace_print_events(). */
+typedef struct sluice_trace_event {
+    /** SLUICE_TRACE_OUT_EMIT, _DROP or _DISCARD: the value of call step
+     *  `step`; SLUICE_TRACE_OUT_PENDING: the answer to pending step `step`. */
+    sluice_trace_output_kind_t kind;
+    uint64_t time_ms; /**< TIME */
+    size_t step;      /**< index of the step (sluice_trace_step()) */
+    size_t successor; /**< DROP: the call step that replaced the value, or SIZE_MAX */
+    bool yes;         /**< PENDING: the answer */
+} sluice_trace_event_t;
+
+/**
+ * Prints the lines of a throttle, audit or debounce trace that another
+ * limiter ran (for example the fleet's timed limiter in Redis:
+ * `sluice-trace --redis`), in the order given, exactly as sluice_trace_run()
+ * prints the same events, and checks that every call's value ends exactly
+ * once (emit, drop or discard) and every pending step has its answer.
+ *
+ * @param trace a parsed trace whose policy is throttle, audit or debounce.
+ * @param events the lines, in the order to print; NULL when n is 0.
+ * @param options on_output and user are used, the rest is ignored; NULL: the
+ *        lines are produced, not delivered.
+ * @param result receives the line count, and on failure the message; may be NULL.
+ * @return SLUICE_OK; SLUICE_EINVAL (no trace, a rate trace, an event naming
+ *         a step out of range or of the wrong verb, a kind that is not one of
+ *         the four: nothing printed); SLUICE_ECORRUPT (a value reported twice
+ *         or never, a pending step answered twice or never: the lines before
+ *         the fault were printed); SLUICE_ENOMEM.
+ */
+SLUICE_EXTERN int sluice_trace_print_events(const sluice_trace_t *trace, const sluice_trace_event_t *events, size_t n,
+                                            const sluice_trace_run_options_t *options,
+                                            sluice_trace_run_result_t *result);
+
 #ifdef __cplusplus
 }
 #endif

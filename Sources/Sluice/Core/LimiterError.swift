@@ -130,6 +130,9 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
     /// ``RateLimiter/init(plans:scheduler:maxKeys:maxQuotas:)`` and
     /// ``RateLimiter/update(plans:)``.
     public static let unknownPlan = LimiterError(rawValue: SLUICE_ENOPLAN.rawValue)
+    /// A fleet delivery's lease was lost: its lease ended before the
+    /// acknowledgement, and it was claimed again (a later attempt holds it).
+    public static let leaseLost = LimiterError(rawValue: SLUICE_ELEASE.rawValue)
 
     /// Every error Sluice reports: one for each code of the C list
     /// (`sluice_errors.h`), which every module shares.
@@ -137,7 +140,7 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         .outOfMemory, .busy, .invalidArgument, .full, .outOfRange, .keyTooLong, .closed, .corrupted,
         .notConnected, .timedOut, .badReply, .malformedInput, .limitReached, .authenticationFailed,
         .permissionDenied, .tlsFailed, .redisOutOfMemory, .readOnly, .badStoredValue, .redisError,
-        .cancelled, .unknownMaster, .clusterDown, .unknownPlan,
+        .cancelled, .unknownMaster, .clusterDown, .unknownPlan, .leaseLost,
     ]
 
     /// What went wrong, as one sentence: the ``reason`` when there is one,
@@ -183,6 +186,8 @@ public struct LimiterError: Error, RawRepresentable, Hashable, Sendable, CustomS
         case .cancelled: "The call was cancelled before its answer came."
         case .unknownMaster: "Redis Sentinel knows no primary by the configured master name."
         case .unknownPlan: "The rate limiter has no plan by that name."
+        case .leaseLost:
+            "The delivery's lease ended before the acknowledgement: it was claimed again, and a later attempt holds it."
         default: "Unknown Sluice error (code \(rawValue))."
         }
     }

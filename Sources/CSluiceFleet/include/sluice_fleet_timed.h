@@ -1,0 +1,254 @@
+/*
+ * sluice_fleet_timed.h — throttle, audit and debounce shared by a fleet of
+ * processes through Redis.
+ *
+ * A fleet timed limiter applies one throttle, audit or debounce policy
+ * (sluice_throttle(), sluice_audit(), sluice_debounce()) to keys whose state
+ * lives in Redis, with the semantics of docs/semantics.md: a burst that
+ * starts on one process and goes on on another is one burst. Values are
+ * bytes, stored in Redis while they wait (at most config.max_value bytes).
+ * Every operation is one run of a Lua script that changes the key's state
+ * atomically, so any process may call, flush, cancel or ask about any key.
+ *
+ * Emissions. What a call emits at once (a leading edge) is answered to that
+ * call (SLUICE_EMITTED, with a generation): the caller does the work, as with
+ * the local limiter. What becomes due later (a trailing edge, a flush, a
+ * draining close) becomes a delivery in Redis, which a worker claims
+ * (sluice_fleet_timed_claim()): the claim fires the due timers at their exact
+ * deadlines, in time order, and leases each emission to the claiming process
+ * until now + config.lease_ns. The worker does the work, then acknowledges
+ * (sluice_fleet_timed_ack()). A lease that ends without an acknowledgement
+ * (the worker died, hung or lost Redis) makes the same delivery, with the
+ * same generation, claimable again, with the next attempt number; a worker
+ * that stops on purpose hands its leases back at once
+ * (sluice_fleet_timed_release()). An acknowledgement or release that names
+ * an attempt older than the delivery's current one is refused
+ * (SLUICE_ELEASE): another worker holds it now. So every emission is
+ * delivered at least once; a handler that records the generation it applied
+ * per key makes its effect exactly once.
+ *
+ * Generations. Every emission gets a generation from its partition's counter
+ * (INCR): strictly increasing for each key, across bursts, processes and
+ * idle periods, as long as Redis keeps its data (docs/fleet.md says what a
+ * failover can lose).
+ *
+ * Partitions. Keys are spread over config.partitions partitions by a fixed
+ * hash of the key (the same in every process). All of a partition's Redis
+ * keys share one hash tag, so under Redis Cluster a key's state, its place in
+ * the due index and its deliveries are in one slot, and one script run can
+ * change them together. A claim works on one partition; give every process
+ * the same partition count.
+ *
+ * Clock. By default a decision's time is the Redis server's clock (TIME in
+ * the script, Unix time), so deadlines are never early by that clock. With
+ * config.manual_time every operation gives its own time, for traces and
+ * tests. Times and durations: up to SLUICE_FLEET_TIMED_TIME_MAX ns.
+ *
+ * Threads. A timed limiter lives on one libevent event_base and is used from
+ * the thread that runs it (the loop thread) only. Every answer comes by the
+ * operation's callback on that thread, never inside the submitting call,
+ * exactly once, within config.timeout_ns (or SLUICE_ECLOSED when the limiter
+ * is freed first).
+ */
+#ifndef SLUICE_FLEET_TIMED_H
+#define SLUICE_FLEET_TIMED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct event_base;
+
+/** The latest time (ns) an operation may give, and the longest interval,
+ *  maxWait or lease: their sums stay below 2^64. */
+#define SLUICE_FLEET_TIMED_TIME_MAX UINT64_C(17000000000000000000)
+
+/** The largest config.max_value (Redis's own limit on a string is 512 MiB). */
+#define SLUICE_FLEET_TIMED_VALUE_MAX ((size_t)64 << 20)
+
+/** Configuration of a fleet timed limiter. Zero-initialise, then set what you need. */
+typedef struct sluice_fleet_timed_config {
+    sluice_policy_t policy; /**< required: sluice_throttle(), sluice_audit() or sluice_debounce() */
+    const char *url;        /**< Redis address, as sluice_fleet_config_t.url (redis://, rediss://,
+                                 unix://, redis+sentinel://, redis+cluster://); required */
+    const void *prefix;     /**< key prefix (any bytes) naming the limiter's namespace; every
+                                 process of the limiter uses the same one and the same policy */
+    size_t prefix_len;      /**< bytes of prefix (0 with prefix NULL = "sluice") */
+    uint32_t partitions;    /**< 0 = 1, or 16 with a Redis Cluster address; at most 4096 */
+    uint64_t lease_ns;      /**< how long a claimed delivery is held before it may be claimed
+                                 again; 0 = 30 s */
+    uint64_t retain_ms;     /**< expiry of a key's state beyond its deadline and of an unacknowledged
+                                 delivery: nothing stays in Redis forever after a crash; 0 = 24 h */
+    size_t max_value;       /**< largest value accepted (bytes); 0 = 64 KiB */
+    bool manual_time;       /**< use the `now` of each operation instead of Redis's TIME */
+    uint64_t timeout_ns;    /**< per-operation timeout; 0 = 1 s */
+} sluice_fleet_timed_config_t;
+
+/** An opaque fleet timed limiter. */
+typedef struct sluice_fleet_timed sluice_fleet_timed_t;
+
+/** One emission handed to a worker by a claim. Pointers are valid during the
+ *  callback only: copy what you keep. */
+typedef struct sluice_fleet_delivery {
+    sluice_key_t key;       /**< the key (bytes or integer, as it was called) */
+    const void *value;      /**< the emitted value */
+    size_t value_len;
+    uint64_t at;            /**< when it was emitted by the rules (ns): the deadline, or the flush or close time */
+    uint64_t generation;    /**< strictly increasing per key */
+    uint32_t attempt;       /**< 1 at the first lease; one more at each later claim of it */
+    uint32_t partition;     /**< its partition (ack and release need it) */
+} sluice_fleet_delivery_t;
+
+/** The kind of an operation. */
+typedef enum sluice_fleet_timed_op {
+    SLUICE_FLEET_TIMED_CALL = 1,
+    SLUICE_FLEET_TIMED_FLUSH = 2,
+    SLUICE_FLEET_TIMED_CANCEL = 3,
+    SLUICE_FLEET_TIMED_PENDING = 4,
+    SLUICE_FLEET_TIMED_CLAIM = 5,
+    SLUICE_FLEET_TIMED_ACK = 6,
+    SLUICE_FLEET_TIMED_RELEASE = 7,
+    SLUICE_FLEET_TIMED_CLOSE = 8
+} sluice_fleet_timed_op_t;
+
+/** The answer to one operation, passed to its callback on the loop thread.
+ *  Pointers are valid during the callback only. */
+typedef struct sluice_fleet_timed_result {
+    sluice_fleet_timed_op_t op;
+    /** 0, or why the operation was not done: SLUICE_ECLOSED (the namespace was
+     *  closed, or the limiter freed first), SLUICE_ELEASE (ack, release: a later
+     *  attempt holds the delivery), SLUICE_ETIMEDOUT, SLUICE_ENOTCONN, the
+     *  class of a Redis error reply (SLUICE_EAUTH, _ENOPERM, _EOOM,
+     *  _EREADONLY, _ECLUSTERDOWN, _EREDIS) or SLUICE_EPROTO (not a valid
+     *  answer). When it is not 0 nothing below is set, and a call's value was
+     *  not taken. */
+    int status;
+    /** call: as sluice_limiter_submit() fills it (EMITTED: do the work now;
+     *  DROPPED: the call's own value will never be emitted; SCHEDULED: it
+     *  waits until decision.at unless replaced). */
+    sluice_decision_t decision;
+    /** call, EMITTED: the emission's generation. */
+    uint64_t generation;
+    /** call: the waiting value this call replaced, now dropped; cancel: the
+     *  waiting value, dropped. NULL when there was none. */
+    const void *dropped;
+    size_t dropped_len;
+    /** pending: whether a value waits; flush and cancel: whether one waited
+     *  (flush: it is now a delivery, ready to claim). ack and release: false
+     *  when the delivery no longer exists (acknowledged already, or expired). */
+    bool had;
+    /** claim: the deliveries leased to this process, in the order they were
+     *  made (due timers in deadline order). */
+    const sluice_fleet_delivery_t *deliveries;
+    size_t n_deliveries;
+    /** claim: the earliest deadline left in the partition's due index and the
+     *  earliest end of a lease (whole ms, Redis clock; 0 for none): when the
+     *  next claim has work. */
+    uint64_t next_due_ms, next_lease_ms;
+    /** close with discard: values handed back (keys in `discarded_keys`). */
+    const sluice_fleet_delivery_t *discarded;
+    size_t n_discarded;
+} sluice_fleet_timed_result_t;
+
+/** An operation's callback. Runs on the loop thread. */
+typedef void (*sluice_fleet_timed_fn)(void *user, const sluice_fleet_timed_result_t *result);
+
+/**
+ * Creates a fleet timed limiter on `base` and starts connecting.
+ *
+ * @return 0; SLUICE_EINVAL (no url, a policy that is not throttle, audit or
+ *         debounce or that sluice_policy_validate() refuses, partitions above
+ *         4096, max_value above SLUICE_FLEET_TIMED_VALUE_MAX, a lease or
+ *         timeout above SLUICE_FLEET_TIMED_TIME_MAX); SLUICE_ESYNTAX (a
+ *         malformed url); SLUICE_ETLS (a CA, certificate or key that cannot be
+ *         loaded); SLUICE_ENOMEM. Connection failures are not reported here:
+ *         operations fail with SLUICE_ENOTCONN until Redis answers.
+ */
+SLUICE_EXTERN int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
+                                         const sluice_fleet_timed_config_t *config);
+
+/** Frees the limiter: every operation waiting for Redis is answered first
+ *  with SLUICE_ECLOSED. Not inside one of its callbacks. Leases held stay in
+ *  Redis until they end (release them first for a prompt hand-over). */
+SLUICE_EXTERN void sluice_fleet_timed_free(sluice_fleet_timed_t *t);
+
+/**
+ * A call with `value` (copied) on `key` at `now` (manual time; ignored
+ * otherwise), decided in Redis by the policy's rules (timers first: the
+ * key's due timer fires before the call, its emission becoming a delivery).
+ *
+ * @return 0 (fn will be called once); SLUICE_EINVAL (NULL limiter or fn, bad
+ *         key, value NULL with a length); SLUICE_EKEYLEN; SLUICE_ERANGE
+ *         (value longer than config.max_value, or now above
+ *         SLUICE_FLEET_TIMED_TIME_MAX); SLUICE_ENOMEM. On error fn is not called.
+ */
+SLUICE_EXTERN int sluice_fleet_timed_call(sluice_fleet_timed_t *t, sluice_key_t key, const void *value,
+                                          size_t value_len, uint64_t now, sluice_fleet_timed_fn fn, void *user);
+
+/** flush(key) of docs/semantics.md: a waiting value becomes a delivery ready
+ *  to claim (at = now), and the key goes idle. Returns as sluice_fleet_timed_call(). */
+SLUICE_EXTERN int sluice_fleet_timed_flush(sluice_fleet_timed_t *t, sluice_key_t key, uint64_t now,
+                                           sluice_fleet_timed_fn fn, void *user);
+
+/** cancel(key): a waiting value is dropped (result.dropped) and the key goes idle. */
+SLUICE_EXTERN int sluice_fleet_timed_cancel(sluice_fleet_timed_t *t, sluice_key_t key, uint64_t now,
+                                            sluice_fleet_timed_fn fn, void *user);
+
+/** pending(key): whether a value waits (result.had). */
+SLUICE_EXTERN int sluice_fleet_timed_pending(sluice_fleet_timed_t *t, sluice_key_t key, uint64_t now,
+                                             sluice_fleet_timed_fn fn, void *user);
+
+/**
+ * Claims up to `max` (1..1024) deliveries of `partition` at `now`: first the
+ * deliveries that are ready or whose lease ended, then the due timers, fired
+ * at their deadlines in time order. Each is leased to this process until
+ * now + lease_ns.
+ *
+ * @return 0, SLUICE_EINVAL (partition out of range, max 0 or above 1024),
+ *         SLUICE_ERANGE (now), SLUICE_ENOMEM.
+ */
+SLUICE_EXTERN int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t partition, uint64_t now, size_t max,
+                                           sluice_fleet_timed_fn fn, void *user);
+
+/** Acknowledges a delivery (its generation, attempt and partition): it is
+ *  done and forgotten. result.status SLUICE_ELEASE when a later attempt holds
+ *  it; result.had false when it no longer exists. */
+SLUICE_EXTERN int sluice_fleet_timed_ack(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d,
+                                         sluice_fleet_timed_fn fn, void *user);
+
+/** Hands a leased delivery back: claimable again at once (same generation). */
+SLUICE_EXTERN int sluice_fleet_timed_release(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d,
+                                             sluice_fleet_timed_fn fn, void *user);
+
+/**
+ * close(drain or discard) of docs/semantics.md over the whole namespace, at
+ * `now`: each partition is marked closed (every later call, flush, cancel and
+ * pending answers SLUICE_ECLOSED, in every process), its due timers fire, and
+ * every waiting value becomes a delivery ready to claim (drain) or is handed
+ * back (discard: result.discarded, possibly over several callbacks). Claims
+ * and acknowledgements go on working, so workers deliver what was drained.
+ * `fn` is called once per batch; the last call has result.had false.
+ */
+SLUICE_EXTERN int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, uint64_t now,
+                                           sluice_fleet_timed_fn fn, void *user);
+
+/** The partition count (config.partitions as resolved). */
+SLUICE_EXTERN uint32_t sluice_fleet_timed_partitions(const sluice_fleet_timed_t *t);
+
+/** The partition of `key` (0..partitions-1): the same in every process. */
+SLUICE_EXTERN uint32_t sluice_fleet_timed_partition_of(const sluice_fleet_timed_t *t, sluice_key_t key);
+
+/** The Lua script every operation runs (for audits and for pre-loading). */
+SLUICE_EXTERN const char *sluice_fleet_timed_script(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_FLEET_TIMED_H */

@@ -1,0 +1,754 @@
+/*
+ * timed.c — the fleet's throttle, audit and debounce (sluice_fleet_timed.h).
+ *
+ * Every operation is one EVALSHA of the script (timed_script.c, whose header
+ * is the protocol) on the connection of its partition: the one connection of
+ * a single node or of a Sentinel-discovered primary, or, under Redis Cluster,
+ * the connection of the node serving the partition's slot. An operation keeps
+ * its command, so that it can be sent again: with EVAL after NOSCRIPT, to the
+ * node a MOVED or ASK names. Operations wait in one list; a periodic tick
+ * answers those past their timeout and those that could not be sent, so no
+ * callback runs inside the submitting call.
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cluster-slot.h"
+#include "cluster.h"
+#include "conn.h"
+#include "redis-url.h"
+#include "sentinel.h"
+#include "timed-internal.h"
+
+#define MS 1000000ull
+#define MAX_REDIRECTS 5
+#define CLAIM_MAX 1024
+#define CLOSE_BATCH "256"
+
+struct op;
+
+struct sluice_fleet_timed {
+    struct event_base *base;
+    sluice__conn_t *conn; /* single node, Unix socket or Sentinel (else NULL) */
+    sluice__sentinel_t *sentinel;
+    sluice__cluster_t *cluster; /* Redis Cluster (else NULL) */
+    struct event *tick;
+    char sha[41];
+    char policy[96]; /* ARGV[3] */
+    char lease[24];  /* ARGV[4] */
+    char keep[24];   /* ARGV[5] */
+    uint32_t partitions;
+    char **pname; /* each partition's name "{...}" */
+    size_t *pname_len;
+    unsigned *pslot;
+    size_t max_value;
+    bool manual;
+    uint64_t timeout_ns;
+    struct op *ops; /* every operation not answered yet, or still awaited from Redis */
+    bool freeing;
+};
+
+struct op {
+    struct sluice_fleet_timed *t;
+    struct op *prev, *next;
+    sluice_fleet_timed_op_t kind;
+    sluice_fleet_timed_fn fn;
+    void *user;
+    uint32_t partition;
+    uint64_t now; /* manual time */
+    uint64_t deadline;
+    int fail;         /* not sent: answer with this from the tick */
+    bool answered;    /* its callback ran (timed out): a late reply is only freed */
+    bool in_redis;    /* a reply or NULL is still to come from a connection */
+    bool evalled;     /* sent with EVAL after NOSCRIPT */
+    unsigned redirects;
+    sluice__conn_t *conn;
+    sluice_close_mode_t close_mode; /* close: the mode, and the partition under way */
+    /* the command: argv[0] "EVALSHA" or "EVAL", argv[1] the SHA or the script */
+    int argc;
+    const char *argv[12];
+    size_t lens[12];
+    char *buf; /* the copies argv points into */
+};
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------ keys */
+
+size_t sluice__timed_member(sluice_key_t key, char *out) {
+    if (key.kind == SLUICE_KEY_U64) {
+        out[0] = 'u';
+        return 1 + (size_t)snprintf(out + 1, 24, "%llu", (unsigned long long)key.u64);
+    }
+    out[0] = 'b';
+    if (key.len) memcpy(out + 1, key.bytes, key.len);
+    return 1 + key.len;
+}
+
+int sluice__timed_member_key(const char *m, size_t len, sluice_key_t *out) {
+    if (len < 1) return -1;
+    if (m[0] == 'b') {
+        if (len - 1 > SLUICE_KEY_MAX) return -1;
+        *out = sluice_key_bytes(m + 1, len - 1);
+        return 0;
+    }
+    if (m[0] != 'u' || len < 2 || len > 21) return -1;
+    if (m[1] == '0' && len > 2) return -1;
+    uint64_t v = 0;
+    for (size_t i = 1; i < len; i++) {
+        if (m[i] < '0' || m[i] > '9') return -1;
+        unsigned dgt = (unsigned)(m[i] - '0');
+        if (v > (UINT64_MAX - dgt) / 10) return -1;
+        v = v * 10 + dgt;
+    }
+    *out = sluice_key_u64(v);
+    return 0;
+}
+
+static int check_key(sluice_key_t key) {
+    if (key.kind == SLUICE_KEY_U64) return 0;
+    if (key.kind != SLUICE_KEY_BYTES) return SLUICE_EINVAL;
+    if (key.len > SLUICE_KEY_MAX) return SLUICE_EKEYLEN;
+    if (key.len > 0 && !key.bytes) return SLUICE_EINVAL;
+    return 0;
+}
+
+uint32_t sluice_fleet_timed_partitions(const sluice_fleet_timed_t *t) { return t ? t->partitions : 0; }
+
+uint32_t sluice_fleet_timed_partition_of(const sluice_fleet_timed_t *t, sluice_key_t key) {
+    if (!t || check_key(key) != 0) return 0;
+    char m[SLUICE_KEY_MAX + 1];
+    size_t n = sluice__timed_member(key, m);
+    return (uint32_t)(sluice__cluster_crc16(m, n) % t->partitions);
+}
+
+/* ------------------------------------------------------------------ answers */
+
+static void op_unlink(struct op *o) {
+    struct sluice_fleet_timed *t = o->t;
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        t->ops = o->next;
+    if (o->next) o->next->prev = o->prev;
+    o->prev = o->next = NULL;
+}
+
+static void op_free(struct op *o) {
+    op_unlink(o);
+    free(o->buf);
+    free(o);
+}
+
+/* Answers the operation with `res` (or only a status) and frees it unless a
+ * reply is still to come. */
+static void answer(struct op *o, sluice_fleet_timed_result_t *res) {
+    res->op = o->kind;
+    o->answered = true;
+    o->fn(o->user, res);
+    if (!o->in_redis) op_free(o);
+}
+
+static void answer_status(struct op *o, int status) {
+    sluice_fleet_timed_result_t res;
+    memset(&res, 0, sizeof res);
+    res.status = status;
+    answer(o, &res);
+}
+
+/* The tick: operations that could not be sent, and those past their timeout. */
+static void on_tick(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    struct sluice_fleet_timed *t = arg;
+    uint64_t now = mono_ns();
+    struct op *o = t->ops;
+    while (o) {
+        struct op *next = o->next;
+        if (!o->answered && o->fail)
+            answer_status(o, o->fail);
+        else if (!o->answered && now >= o->deadline)
+            answer_status(o, SLUICE_ETIMEDOUT);
+        o = next;
+    }
+}
+
+/* ------------------------------------------------------------------ sending */
+
+static void on_reply(void *arg, redisReply *rep, int err);
+
+/* The reply to ASKING: nothing to do (the command after it gets its own). */
+static void on_asking(void *arg, redisReply *rep, int err) {
+    (void)arg;
+    (void)rep;
+    (void)err;
+}
+
+/* Sends the operation's command to `c` (after ASKING when `asking`), or marks
+ * it to fail from the tick. */
+static void send_on(struct op *o, sluice__conn_t *c, bool asking) {
+    o->conn = c;
+    int rc = SLUICE_ENOTCONN;
+    if (c && asking) {
+        static const char *const ask[1] = { "ASKING" };
+        static const size_t ask_len[1] = { 6 };
+        (void)sluice__conn_send(c, 1, ask, ask_len, on_asking, NULL);
+    }
+    if (c) rc = sluice__conn_send(c, o->argc, o->argv, o->lens, on_reply, o);
+    if (rc == 0) {
+        o->in_redis = true;
+        return;
+    }
+    o->fail = rc;
+    event_active(o->t->tick, EV_TIMEOUT, 0);
+}
+
+static void send_op(struct op *o) {
+    struct sluice_fleet_timed *t = o->t;
+    sluice__conn_t *c = t->cluster ? sluice__cluster_route(t->cluster, t->pslot[o->partition]) : t->conn;
+    send_on(o, c, false);
+}
+
+/* Builds an operation: EVALSHA sha nkeys P [state] op now policy lease keep
+ * extra... with `extra` copied. */
+static struct op *op_new(struct sluice_fleet_timed *t, sluice_fleet_timed_op_t kind, uint32_t partition,
+                         const char *opcode, uint64_t now, const char *member, size_t member_len, int nextra,
+                         const char *const *extra, const size_t *extra_len, sluice_fleet_timed_fn fn, void *user) {
+    size_t need = 24 + (member ? t->pname_len[partition] + 3 + member_len : 0);
+    for (int i = 0; i < nextra; i++) need += extra_len[i];
+    struct op *o = calloc(1, sizeof *o);
+    char *buf = malloc(need ? need : 1);
+    if (!o || !buf) {
+        free(o);
+        free(buf);
+        return NULL;
+    }
+    o->t = t;
+    o->kind = kind;
+    o->fn = fn;
+    o->user = user;
+    o->partition = partition;
+    o->now = now;
+    o->buf = buf;
+    o->deadline = mono_ns() + t->timeout_ns;
+    int k = 0;
+    o->argv[k] = "EVALSHA", o->lens[k++] = 7;
+    o->argv[k] = t->sha, o->lens[k++] = 40;
+    o->argv[k] = member ? "2" : "1", o->lens[k++] = 1;
+    o->argv[k] = t->pname[partition], o->lens[k++] = t->pname_len[partition];
+    char *p = buf;
+    if (member) {
+        memcpy(p, t->pname[partition], t->pname_len[partition]);
+        memcpy(p + t->pname_len[partition], ":k:", 3);
+        memcpy(p + t->pname_len[partition] + 3, member, member_len);
+        o->argv[k] = p, o->lens[k++] = t->pname_len[partition] + 3 + member_len;
+        p += o->lens[k - 1];
+    }
+    o->argv[k] = opcode, o->lens[k++] = 1;
+    if (t->manual) {
+        int n = snprintf(p, 24, "%llu", (unsigned long long)now);
+        o->argv[k] = p, o->lens[k++] = (size_t)n;
+        p += n;
+    } else {
+        o->argv[k] = "", o->lens[k++] = 0;
+    }
+    o->argv[k] = t->policy, o->lens[k++] = strlen(t->policy);
+    o->argv[k] = t->lease, o->lens[k++] = strlen(t->lease);
+    o->argv[k] = t->keep, o->lens[k++] = strlen(t->keep);
+    for (int i = 0; i < nextra; i++) {
+        if (extra_len[i]) memcpy(p, extra[i], extra_len[i]);
+        o->argv[k] = p, o->lens[k++] = extra_len[i];
+        p += extra_len[i];
+    }
+    o->argc = k;
+    o->next = t->ops;
+    if (t->ops) t->ops->prev = o;
+    t->ops = o;
+    return o;
+}
+
+/* ------------------------------------------------------------------ replies */
+
+static bool is_int(const redisReply *r) { return r && r->type == REDIS_REPLY_INTEGER; }
+static bool is_str(const redisReply *r) { return r && r->type == REDIS_REPLY_STRING; }
+static bool is_nil(const redisReply *r) { return r && r->type == REDIS_REPLY_NIL; }
+
+static int parse_u64(const redisReply *r, uint64_t *out) {
+    if (is_int(r)) {
+        if (r->integer < 0) return -1;
+        *out = (uint64_t)r->integer;
+        return 0;
+    }
+    if (!is_str(r) || r->len == 0 || r->len > 20) return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < r->len; i++) {
+        if (r->str[i] < '0' || r->str[i] > '9') return -1;
+        unsigned d = (unsigned)(r->str[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A list of (gen, attempt, member, value, at) from element `from`, or of
+ * (member, value) when `pairs`: into a fresh array. @return 0 or -1. */
+static int parse_deliveries(const redisReply *rep, size_t from, bool pairs, uint32_t partition,
+                            sluice_fleet_delivery_t **out, size_t *n_out) {
+    size_t width = pairs ? 2 : 5;
+    if (rep->elements < from || (rep->elements - from) % width) return -1;
+    size_t n = (rep->elements - from) / width;
+    *out = NULL;
+    *n_out = n;
+    if (n == 0) return 0;
+    sluice_fleet_delivery_t *d = calloc(n, sizeof *d);
+    if (!d) return -1;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *const *e = rep->element + from + i * width;
+        uint64_t gen = 0, attempt = 0, at = 0;
+        redisReply *m = pairs ? e[0] : e[2], *v = pairs ? e[1] : e[3];
+        if (!pairs && (parse_u64(e[0], &gen) || parse_u64(e[1], &attempt) || attempt == 0 ||
+                       attempt > UINT32_MAX || parse_u64(e[4], &at))) {
+            free(d);
+            return -1;
+        }
+        if (!is_str(m) || !is_str(v) || sluice__timed_member_key(m->str, m->len, &d[i].key) != 0) {
+            free(d);
+            return -1;
+        }
+        d[i].value = v->str;
+        d[i].value_len = v->len;
+        d[i].at = at;
+        d[i].generation = gen;
+        d[i].attempt = (uint32_t)attempt;
+        d[i].partition = partition;
+    }
+    *out = d;
+    return 0;
+}
+
+static void send_close_step(struct op *o);
+
+/* The reply of a script run: parsed into the operation's answer. @return 0,
+ * or -1 when the reply breaks the protocol. */
+static int read_reply(struct op *o, const redisReply *rep) {
+    sluice_fleet_timed_result_t res;
+    memset(&res, 0, sizeof res);
+    sluice_fleet_delivery_t *list = NULL;
+    switch (o->kind) {
+    case SLUICE_FLEET_TIMED_CALL: {
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || !is_int(rep->element[0])) return -1;
+        long long k = rep->element[0]->integer;
+        if (k == -1 && rep->elements == 1) {
+            answer_status(o, SLUICE_ECLOSED);
+            return 0;
+        }
+        if (rep->elements != 5 || k < 1 || k > 3) return -1;
+        redisReply *const *e = rep->element;
+        uint64_t at, gen, now;
+        if (parse_u64(e[1], &at) || parse_u64(e[2], &gen) || parse_u64(e[4], &now)) return -1;
+        if (!is_str(e[3]) && !is_nil(e[3])) return -1;
+        res.decision.kind = k == 1 ? SLUICE_EMITTED : k == 2 ? SLUICE_DROPPED : SLUICE_SCHEDULED;
+        res.decision.at = at;
+        res.decision.now = now;
+        res.generation = k == 1 ? gen : 0;
+        if (k == 1 && gen == 0) return -1;
+        if (is_str(e[3])) {
+            res.dropped = e[3]->str;
+            res.dropped_len = e[3]->len;
+        }
+        break;
+    }
+    case SLUICE_FLEET_TIMED_FLUSH:
+    case SLUICE_FLEET_TIMED_CANCEL:
+    case SLUICE_FLEET_TIMED_PENDING: {
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || !is_int(rep->element[0])) return -1;
+        long long k = rep->element[0]->integer;
+        if (k == -1 && rep->elements == 1) {
+            answer_status(o, SLUICE_ECLOSED);
+            return 0;
+        }
+        if (rep->elements != 2 || (k != 0 && k != 1)) return -1;
+        redisReply *v = rep->element[1];
+        bool want_value = o->kind == SLUICE_FLEET_TIMED_CANCEL && k == 1;
+        if (want_value ? !is_str(v) : !is_nil(v)) return -1;
+        res.had = k == 1;
+        if (want_value) {
+            res.dropped = v->str;
+            res.dropped_len = v->len;
+        }
+        break;
+    }
+    case SLUICE_FLEET_TIMED_CLAIM: {
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3) return -1;
+        redisReply *const *e = rep->element;
+        if (!is_int(e[0]) || !is_int(e[1]) || e[0]->integer < -1 || e[1]->integer < -1) return -1;
+        res.next_due_ms = e[0]->integer < 0 ? 0 : (uint64_t)e[0]->integer;
+        res.next_lease_ms = e[1]->integer < 0 ? 0 : (uint64_t)e[1]->integer;
+        res.decision.now = 0;
+        if (parse_u64(e[2], &res.decision.now)) return -1;
+        if (parse_deliveries(rep, 3, false, o->partition, &list, &res.n_deliveries) != 0) return -1;
+        res.deliveries = list;
+        break;
+    }
+    case SLUICE_FLEET_TIMED_ACK:
+    case SLUICE_FLEET_TIMED_RELEASE: {
+        if (!is_int(rep) || rep->integer < -1 || rep->integer > 1) return -1;
+        if (rep->integer == -1) {
+            answer_status(o, SLUICE_ELEASE);
+            return 0;
+        }
+        res.had = rep->integer == 1;
+        break;
+    }
+    case SLUICE_FLEET_TIMED_CLOSE: {
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || !is_int(rep->element[0])) return -1;
+        long long left = rep->element[0]->integer;
+        if (left != 0 && left != 1) return -1;
+        if (parse_deliveries(rep, 1, true, o->partition, &list, &res.n_discarded) != 0) return -1;
+        res.discarded = list;
+        if (left == 1 || o->partition + 1 < o->t->partitions) {
+            /* a batch before the last: its discards now, then the next */
+            if (res.n_discarded) {
+                res.had = true;
+                res.op = o->kind;
+                o->fn(o->user, &res);
+            }
+            free(list);
+            if (left == 0) o->partition++;
+            send_close_step(o);
+            return 0;
+        }
+        break;
+    }
+    }
+    answer(o, &res);
+    free(list);
+    return 0;
+}
+
+/* A MOVED or ASK: the command goes to the node it names. */
+static bool follow_redirect(struct op *o, const redisReply *rep) {
+    struct sluice_fleet_timed *t = o->t;
+    bool ask;
+    unsigned slot;
+    char host[256];
+    int port;
+    if (!t->cluster || o->redirects >= MAX_REDIRECTS ||
+        sluice__cluster_redirect_parse(rep->str, rep->len, &ask, &slot, host, sizeof host, &port) != 0)
+        return false;
+    if (!host[0]) {
+        const char *self;
+        int self_port;
+        if (!sluice__cluster_addr(t->cluster, o->conn, &self, &self_port)) return false;
+        snprintf(host, sizeof host, "%s", self);
+    }
+    sluice__conn_t *c =
+        ask ? sluice__cluster_node(t->cluster, host, port) : sluice__cluster_moved(t->cluster, slot, host, port);
+    o->redirects++;
+    send_on(o, c, ask);
+    return true;
+}
+
+static void on_reply(void *arg, redisReply *rep, int err) {
+    struct op *o = arg;
+    struct sluice_fleet_timed *t = o->t;
+    o->in_redis = false;
+    if (o->answered) {
+        op_free(o);
+        return;
+    }
+    if (!rep) {
+        answer_status(o, t->freeing ? SLUICE_ECLOSED : err ? err : SLUICE_ENOTCONN);
+        return;
+    }
+    if (rep->type == REDIS_REPLY_ERROR) {
+        if (follow_redirect(o, rep)) return;
+        if (rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !o->evalled) {
+            o->evalled = true;
+            o->argv[0] = "EVAL", o->lens[0] = 4;
+            o->argv[1] = sluice_fleet_timed_script(), o->lens[1] = sluice__timed_script_len();
+            send_on(o, o->conn, false);
+            return;
+        }
+        int code = sluice__redis_error_code(rep->str, rep->len);
+        sluice__conn_t *c = o->conn;
+        answer_status(o, code);
+        if (code == SLUICE_EREADONLY && c) sluice__conn_drop(c, SLUICE_EREADONLY);
+        if (code == SLUICE_ECLUSTERDOWN && t->cluster) sluice__cluster_refresh(t->cluster);
+        return;
+    }
+    if (read_reply(o, rep) != 0) {
+        sluice__conn_t *c = o->conn;
+        answer_status(o, SLUICE_EPROTO);
+        if (c) sluice__conn_drop(c, SLUICE_EPROTO); /* the stream cannot be trusted */
+    }
+}
+
+/* ------------------------------------------------------------------ operations */
+
+static int check_now(const struct sluice_fleet_timed *t, uint64_t now) {
+    return t->manual && now > SLUICE_FLEET_TIMED_TIME_MAX ? SLUICE_ERANGE : 0;
+}
+
+static int key_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const char *opcode, sluice_key_t key,
+                  const void *value, size_t value_len, uint64_t now, sluice_fleet_timed_fn fn, void *user) {
+    if (!t || !fn) return SLUICE_EINVAL;
+    int rc = check_key(key);
+    if (rc) return rc;
+    if ((rc = check_now(t, now)) != 0) return rc;
+    char m[SLUICE_KEY_MAX + 1];
+    size_t mlen = sluice__timed_member(key, m);
+    uint32_t p = (uint32_t)(sluice__cluster_crc16(m, mlen) % t->partitions);
+    const char *extra[2] = { m, value };
+    size_t extra_len[2] = { mlen, value_len };
+    int nextra = kind == SLUICE_FLEET_TIMED_CALL ? 2 : 1;
+    struct op *o = op_new(t, kind, p, opcode, now, m, mlen, nextra, extra, extra_len, fn, user);
+    if (!o) return SLUICE_ENOMEM;
+    send_op(o);
+    return 0;
+}
+
+int sluice_fleet_timed_call(sluice_fleet_timed_t *t, sluice_key_t key, const void *value, size_t value_len,
+                            uint64_t now, sluice_fleet_timed_fn fn, void *user) {
+    if (!t) return SLUICE_EINVAL;
+    if (!value && value_len) return SLUICE_EINVAL;
+    if (value_len > t->max_value) return SLUICE_ERANGE;
+    return key_op(t, SLUICE_FLEET_TIMED_CALL, "C", key, value ? value : "", value_len, now, fn, user);
+}
+
+int sluice_fleet_timed_flush(sluice_fleet_timed_t *t, sluice_key_t key, uint64_t now, sluice_fleet_timed_fn fn,
+                             void *user) {
+    return key_op(t, SLUICE_FLEET_TIMED_FLUSH, "F", key, NULL, 0, now, fn, user);
+}
+
+int sluice_fleet_timed_cancel(sluice_fleet_timed_t *t, sluice_key_t key, uint64_t now, sluice_fleet_timed_fn fn,
+                              void *user) {
+    return key_op(t, SLUICE_FLEET_TIMED_CANCEL, "X", key, NULL, 0, now, fn, user);
+}
+
+int sluice_fleet_timed_pending(sluice_fleet_timed_t *t, sluice_key_t key, uint64_t now, sluice_fleet_timed_fn fn,
+                               void *user) {
+    return key_op(t, SLUICE_FLEET_TIMED_PENDING, "P", key, NULL, 0, now, fn, user);
+}
+
+int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t partition, uint64_t now, size_t max,
+                             sluice_fleet_timed_fn fn, void *user) {
+    if (!t || !fn || partition >= t->partitions || max == 0 || max > CLAIM_MAX) return SLUICE_EINVAL;
+    int rc = check_now(t, now);
+    if (rc) return rc;
+    char n[24];
+    const char *extra[1] = { n };
+    size_t extra_len[1] = { (size_t)snprintf(n, sizeof n, "%zu", max) };
+    struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLAIM, partition, "W", now, NULL, 0, 1, extra, extra_len, fn, user);
+    if (!o) return SLUICE_ENOMEM;
+    send_op(o);
+    return 0;
+}
+
+static int lease_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const char *opcode,
+                    const sluice_fleet_delivery_t *d, sluice_fleet_timed_fn fn, void *user) {
+    if (!t || !d || !fn || d->partition >= t->partitions || d->attempt == 0) return SLUICE_EINVAL;
+    char g[24], a[24];
+    const char *extra[2] = { g, a };
+    size_t extra_len[2] = { (size_t)snprintf(g, sizeof g, "%llu", (unsigned long long)d->generation),
+                            (size_t)snprintf(a, sizeof a, "%u", (unsigned)d->attempt) };
+    struct op *o = op_new(t, kind, d->partition, opcode, 0, NULL, 0, 2, extra, extra_len, fn, user);
+    if (!o) return SLUICE_ENOMEM;
+    send_op(o);
+    return 0;
+}
+
+int sluice_fleet_timed_ack(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d, sluice_fleet_timed_fn fn,
+                           void *user) {
+    return lease_op(t, SLUICE_FLEET_TIMED_ACK, "K", d, fn, user);
+}
+
+int sluice_fleet_timed_release(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d, sluice_fleet_timed_fn fn,
+                               void *user) {
+    return lease_op(t, SLUICE_FLEET_TIMED_RELEASE, "R", d, fn, user);
+}
+
+/* The close's next script run: its partition, the same mode and time. */
+static void send_close_step(struct op *o) {
+    struct sluice_fleet_timed *t = o->t;
+    uint32_t p = o->partition;
+    o->argv[3] = t->pname[p], o->lens[3] = t->pname_len[p];
+    o->deadline = mono_ns() + t->timeout_ns;
+    o->redirects = 0;
+    send_op(o);
+}
+
+int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, uint64_t now,
+                             sluice_fleet_timed_fn fn, void *user) {
+    if (!t || !fn || (mode != SLUICE_CLOSE_DRAIN && mode != SLUICE_CLOSE_DISCARD)) return SLUICE_EINVAL;
+    int rc = check_now(t, now);
+    if (rc) return rc;
+    const char *how = mode == SLUICE_CLOSE_DRAIN ? "drain" : "discard";
+    const char *extra[2] = { how, CLOSE_BATCH };
+    size_t extra_len[2] = { strlen(how), strlen(CLOSE_BATCH) };
+    struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLOSE, 0, "Z", now, NULL, 0, 2, extra, extra_len, fn, user);
+    if (!o) return SLUICE_ENOMEM;
+    o->close_mode = mode;
+    send_op(o);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ life */
+
+static void cluster_event(void *owner, sluice__conn_t *c, sluice__conn_event_t ev, int err) {
+    (void)owner;
+    (void)c;
+    (void)ev;
+    (void)err;
+}
+
+static int open_link(struct sluice_fleet_timed *t, const char *url_text, bool *cluster) {
+    sluice__redis_url_t url;
+    char why[320];
+    int rc = sluice__redis_url_parse(url_text, &url, why, sizeof why);
+    if (rc != 0) return rc;
+    sluice__conn_opts_t o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ns = t->timeout_ns > 1000 * MS ? t->timeout_ns : 1000 * MS;
+    *cluster = url.topology == SLUICE__REDIS_CLUSTER;
+    if (url.topology == SLUICE__REDIS_SENTINEL) {
+        rc = sluice__sentinel_new(&t->sentinel, t->base, &url, o.connect_timeout_ns, why, sizeof why);
+        o.resolve = sluice__sentinel_resolve;
+        o.resolver = t->sentinel;
+        o.check_primary = true;
+    }
+    if (rc == 0 && *cluster)
+        rc = sluice__cluster_new(&t->cluster, t->base, &url, &o, cluster_event, t, why, sizeof why);
+    else if (rc == 0)
+        rc = sluice__conn_new(&t->conn, t->base, &url, &o, why, sizeof why);
+    sluice__redis_url_free(&url);
+    return rc;
+}
+
+static int policy_arg(const sluice_policy_t *p, char *out, size_t cap) {
+    unsigned long long w = (unsigned long long)p->interval_ns;
+    switch (p->kind) {
+    case SLUICE_THROTTLE:
+        snprintf(out, cap, "T %llu %d %d %d", w, p->leading ? 1 : 0, p->trailing ? 1 : 0,
+                 p->pick == SLUICE_PICK_FIRST ? 1 : 0);
+        return 0;
+    case SLUICE_AUDIT: snprintf(out, cap, "A %llu", w); return 0;
+    case SLUICE_DEBOUNCE:
+        if (p->has_max_wait)
+            snprintf(out, cap, "D %llu %d %d %llu", w, p->leading ? 1 : 0, p->trailing ? 1 : 0,
+                     (unsigned long long)p->max_wait_ns);
+        else
+            snprintf(out, cap, "D %llu %d %d -", w, p->leading ? 1 : 0, p->trailing ? 1 : 0);
+        return 0;
+    default: return SLUICE_EINVAL;
+    }
+}
+
+int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
+                           const sluice_fleet_timed_config_t *config) {
+    if (!out) return SLUICE_EINVAL;
+    *out = NULL;
+    if (!base || !config || !config->url) return SLUICE_EINVAL;
+    const sluice_fleet_timed_config_t *c = config;
+    if (sluice_policy_validate(&c->policy) != 0) return SLUICE_EINVAL;
+    if (c->partitions > 4096 || c->max_value > SLUICE_FLEET_TIMED_VALUE_MAX) return SLUICE_EINVAL;
+    if (c->lease_ns > SLUICE_FLEET_TIMED_TIME_MAX || c->timeout_ns > SLUICE_FLEET_TIMED_TIME_MAX)
+        return SLUICE_EINVAL;
+    if (c->prefix_len && !c->prefix) return SLUICE_EINVAL;
+    struct sluice_fleet_timed *t = calloc(1, sizeof *t);
+    if (!t) return SLUICE_ENOMEM;
+    t->base = base;
+    int rc = policy_arg(&c->policy, t->policy, sizeof t->policy);
+    if (rc) {
+        free(t);
+        return rc;
+    }
+    snprintf(t->lease, sizeof t->lease, "%llu", (unsigned long long)(c->lease_ns ? c->lease_ns : 30000 * MS));
+    snprintf(t->keep, sizeof t->keep, "%llu", (unsigned long long)(c->retain_ms ? c->retain_ms : 86400000ull));
+    t->max_value = c->max_value ? c->max_value : 64 * 1024;
+    t->manual = c->manual_time;
+    t->timeout_ns = c->timeout_ns ? c->timeout_ns : 1000 * MS;
+    sluice__fleet_sha1_hex(sluice_fleet_timed_script(), sluice__timed_script_len(), t->sha);
+    bool cluster = false;
+    t->tick = event_new(base, -1, EV_PERSIST, on_tick, t);
+    if (!t->tick) {
+        free(t);
+        return SLUICE_ENOMEM;
+    }
+    rc = open_link(t, c->url, &cluster);
+    if (rc != 0) {
+        sluice_fleet_timed_free(t);
+        return rc;
+    }
+    t->partitions = c->partitions ? c->partitions : cluster ? 16 : 1;
+    const char *prefix = c->prefix ? c->prefix : "sluice";
+    size_t plen = c->prefix ? c->prefix_len : 6;
+    char *enc = malloc(22 + 3 * plen);
+    t->pname = calloc(t->partitions, sizeof *t->pname);
+    t->pname_len = calloc(t->partitions, sizeof *t->pname_len);
+    t->pslot = calloc(t->partitions, sizeof *t->pslot);
+    if (!enc || !t->pname || !t->pname_len || !t->pslot) {
+        free(enc);
+        sluice_fleet_timed_free(t);
+        return SLUICE_ENOMEM;
+    }
+    size_t elen = sluice__fleet_prefix_encode(prefix, plen, enc);
+    for (uint32_t p = 0; p < t->partitions; p++) {
+        char digits[12];
+        size_t dlen = (size_t)snprintf(digits, sizeof digits, "%u", (unsigned)p);
+        t->pname[p] = malloc(elen + 3 + dlen + 1);
+        if (!t->pname[p]) {
+            free(enc);
+            sluice_fleet_timed_free(t);
+            return SLUICE_ENOMEM;
+        }
+        t->pname_len[p] = sluice__fleet_key_write(t->pname[p], enc, elen, 't', digits, dlen);
+        t->pname[p][t->pname_len[p]] = '\0';
+        t->pslot[p] = sluice__cluster_keyslot(t->pname[p], t->pname_len[p]);
+    }
+    free(enc);
+    /* the tick: timeouts at a tenth of the timeout (at least 1 ms) */
+    uint64_t period = t->timeout_ns / 10 > MS ? t->timeout_ns / 10 : MS;
+    struct timeval tv = { (time_t)(period / 1000000000ull), (suseconds_t)(period % 1000000000ull / 1000) };
+    event_add(t->tick, &tv);
+    *out = t;
+    return 0;
+}
+
+void sluice_fleet_timed_free(sluice_fleet_timed_t *t) {
+    if (!t) return;
+    t->freeing = true;
+    /* the connections answer what they hold (ECLOSED); then the rest */
+    sluice__sentinel_free(t->sentinel);
+    t->sentinel = NULL;
+    if (t->cluster) sluice__cluster_free(t->cluster);
+    if (t->conn) sluice__conn_free(t->conn);
+    t->cluster = NULL;
+    t->conn = NULL;
+    while (t->ops) {
+        struct op *o = t->ops;
+        if (o->answered)
+            op_free(o);
+        else
+            answer_status(o, SLUICE_ECLOSED);
+    }
+    if (t->tick) event_free(t->tick);
+    if (t->pname)
+        for (uint32_t p = 0; p < t->partitions; p++) free(t->pname[p]);
+    free(t->pname);
+    free(t->pname_len);
+    free(t->pslot);
+    free(t);
+}
