@@ -8,8 +8,52 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster.h"
+#include "conn.h"
 #include "fleet-internal.h"
+#include "sentinel.h"
 #include "sluice_fleet_timed.h"
+
+struct event;
+struct op;
+struct sluice__timed_worker;
+
+/* A timed limiter (timed.c); its worker, when started, is timed-worker.c's. */
+struct sluice_fleet_timed {
+    struct event_base *base;
+    sluice__conn_t *conn; /* single node, Unix socket or Sentinel (else NULL) */
+    sluice__sentinel_t *sentinel;
+    sluice__cluster_t *cluster; /* Redis Cluster (else NULL) */
+    struct event *tick;
+    char sha[41];
+    char policy[96]; /* ARGV[3] */
+    char lease[24];  /* ARGV[4] */
+    char keep[24];   /* ARGV[5] */
+    uint32_t partitions;
+    char **pname; /* each partition's name "{...}" */
+    size_t *pname_len;
+    unsigned *pslot;
+    size_t max_value;
+    bool manual;
+    uint64_t timeout_ns;
+    struct op *ops; /* every operation not answered yet, or still awaited from Redis */
+    bool freeing;
+    struct sluice__timed_worker *worker; /* NULL unless started */
+    sluice_fleet_timed_stats_t st;
+};
+
+/* The worker's hooks (timed-worker.c), called by timed.c on the loop thread. */
+
+/** A call of this process scheduled an emission in `partition` at `at`
+ *  (Redis time ns; `now` the script's time): claim it when it is due. */
+SLUICE_FLEET_HIDDEN void sluice__timed_worker_hint(struct sluice_fleet_timed *t, uint32_t partition, uint64_t at,
+                                                   uint64_t now);
+
+/** An acknowledgement of `d` is being sent: the handler no longer holds it. */
+SLUICE_FLEET_HIDDEN void sluice__timed_worker_acked(struct sluice_fleet_timed *t, const sluice_fleet_delivery_t *d);
+
+/** Frees the worker (no release: sluice_fleet_timed_stop() does that). */
+SLUICE_FLEET_HIDDEN void sluice__timed_worker_free(struct sluice_fleet_timed *t);
 
 /** Bytes of the script (without the NUL). */
 SLUICE_FLEET_HIDDEN size_t sluice__timed_script_len(void);

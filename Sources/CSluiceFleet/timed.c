@@ -21,39 +21,13 @@
 #include <time.h>
 
 #include "cluster-slot.h"
-#include "cluster.h"
-#include "conn.h"
 #include "redis-url.h"
-#include "sentinel.h"
 #include "timed-internal.h"
 
 #define MS 1000000ull
 #define MAX_REDIRECTS 5
 #define CLAIM_MAX 1024
 #define CLOSE_BATCH "256"
-
-struct op;
-
-struct sluice_fleet_timed {
-    struct event_base *base;
-    sluice__conn_t *conn; /* single node, Unix socket or Sentinel (else NULL) */
-    sluice__sentinel_t *sentinel;
-    sluice__cluster_t *cluster; /* Redis Cluster (else NULL) */
-    struct event *tick;
-    char sha[41];
-    char policy[96]; /* ARGV[3] */
-    char lease[24];  /* ARGV[4] */
-    char keep[24];   /* ARGV[5] */
-    uint32_t partitions;
-    char **pname; /* each partition's name "{...}" */
-    size_t *pname_len;
-    unsigned *pslot;
-    size_t max_value;
-    bool manual;
-    uint64_t timeout_ns;
-    struct op *ops; /* every operation not answered yet, or still awaited from Redis */
-    bool freeing;
-};
 
 struct op {
     struct sluice_fleet_timed *t;
@@ -64,10 +38,10 @@ struct op {
     uint32_t partition;
     uint64_t now; /* manual time */
     uint64_t deadline;
-    int fail;         /* not sent: answer with this from the tick */
-    bool answered;    /* its callback ran (timed out): a late reply is only freed */
-    bool in_redis;    /* a reply or NULL is still to come from a connection */
-    bool evalled;     /* sent with EVAL after NOSCRIPT */
+    int fail;      /* not sent: answer with this from the tick */
+    bool answered; /* its callback ran (timed out): a late reply is only freed */
+    bool in_redis; /* a reply or NULL is still to come from a connection */
+    bool evalled;  /* sent with EVAL after NOSCRIPT */
     unsigned redirects;
     sluice__conn_t *conn;
     sluice_close_mode_t close_mode; /* close: the mode, and the partition under way */
@@ -155,6 +129,17 @@ static void op_free(struct op *o) {
  * reply is still to come. */
 static void answer(struct op *o, sluice_fleet_timed_result_t *res) {
     res->op = o->kind;
+    struct sluice_fleet_timed *t = o->t;
+    if (res->status != 0 && res->status != SLUICE_ELEASE && res->status != SLUICE_ECLOSED) t->st.failures++;
+    if (o->kind == SLUICE_FLEET_TIMED_ACK && res->status == 0 && res->had) t->st.acked++;
+    if (o->kind == SLUICE_FLEET_TIMED_ACK && res->status == SLUICE_ELEASE) t->st.ack_refused++;
+    if (o->kind == SLUICE_FLEET_TIMED_CALL && res->status == 0 && res->decision.kind == SLUICE_SCHEDULED && t->worker)
+        sluice__timed_worker_hint(t, o->partition, res->decision.at, res->decision.now);
+    if (!o->fn) { /* an acknowledgement nobody waits for */
+        o->answered = true;
+        if (!o->in_redis) op_free(o);
+        return;
+    }
     o->answered = true;
     o->fn(o->user, res);
     if (!o->in_redis) op_free(o);
@@ -318,8 +303,8 @@ static int parse_deliveries(const redisReply *rep, size_t from, bool pairs, uint
         redisReply *const *e = rep->element + from + i * width;
         uint64_t gen = 0, attempt = 0, at = 0;
         redisReply *m = pairs ? e[0] : e[2], *v = pairs ? e[1] : e[3];
-        if (!pairs && (parse_u64(e[0], &gen) || parse_u64(e[1], &attempt) || attempt == 0 ||
-                       attempt > UINT32_MAX || parse_u64(e[4], &at))) {
+        if (!pairs && (parse_u64(e[0], &gen) || parse_u64(e[1], &attempt) || attempt == 0 || attempt > UINT32_MAX ||
+                       parse_u64(e[4], &at))) {
             free(d);
             return -1;
         }
@@ -520,6 +505,12 @@ static int key_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const c
     return 0;
 }
 
+int sluice_fleet_timed_stats(const sluice_fleet_timed_t *t, sluice_fleet_timed_stats_t *out) {
+    if (!t || !out) return SLUICE_EINVAL;
+    *out = t->st;
+    return 0;
+}
+
 int sluice_fleet_timed_call(sluice_fleet_timed_t *t, sluice_key_t key, const void *value, size_t value_len,
                             uint64_t now, sluice_fleet_timed_fn fn, void *user) {
     if (!t) return SLUICE_EINVAL;
@@ -553,19 +544,22 @@ int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t partition, uint64
     size_t extra_len[1] = { (size_t)snprintf(n, sizeof n, "%zu", max) };
     struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLAIM, partition, "W", now, NULL, 0, 1, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
+    t->st.claims++;
     send_op(o);
     return 0;
 }
 
 static int lease_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const char *opcode,
                     const sluice_fleet_delivery_t *d, sluice_fleet_timed_fn fn, void *user) {
-    if (!t || !d || !fn || d->partition >= t->partitions || d->attempt == 0) return SLUICE_EINVAL;
+    if (!t || !d || (!fn && kind != SLUICE_FLEET_TIMED_ACK) || d->partition >= t->partitions || d->attempt == 0)
+        return SLUICE_EINVAL;
     char g[24], a[24];
     const char *extra[2] = { g, a };
     size_t extra_len[2] = { (size_t)snprintf(g, sizeof g, "%llu", (unsigned long long)d->generation),
                             (size_t)snprintf(a, sizeof a, "%u", (unsigned)d->attempt) };
     struct op *o = op_new(t, kind, d->partition, opcode, 0, NULL, 0, 2, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
+    if (kind == SLUICE_FLEET_TIMED_ACK && t->worker) sluice__timed_worker_acked(t, d);
     send_op(o);
     return 0;
 }
@@ -590,8 +584,8 @@ static void send_close_step(struct op *o) {
     send_op(o);
 }
 
-int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, uint64_t now,
-                             sluice_fleet_timed_fn fn, void *user) {
+int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, uint64_t now, sluice_fleet_timed_fn fn,
+                             void *user) {
     if (!t || !fn || (mode != SLUICE_CLOSE_DRAIN && mode != SLUICE_CLOSE_DISCARD)) return SLUICE_EINVAL;
     int rc = check_now(t, now);
     if (rc) return rc;
@@ -664,8 +658,7 @@ int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
     const sluice_fleet_timed_config_t *c = config;
     if (sluice_policy_validate(&c->policy) != 0) return SLUICE_EINVAL;
     if (c->partitions > 4096 || c->max_value > SLUICE_FLEET_TIMED_VALUE_MAX) return SLUICE_EINVAL;
-    if (c->lease_ns > SLUICE_FLEET_TIMED_TIME_MAX || c->timeout_ns > SLUICE_FLEET_TIMED_TIME_MAX)
-        return SLUICE_EINVAL;
+    if (c->lease_ns > SLUICE_FLEET_TIMED_TIME_MAX || c->timeout_ns > SLUICE_FLEET_TIMED_TIME_MAX) return SLUICE_EINVAL;
     if (c->prefix_len && !c->prefix) return SLUICE_EINVAL;
     struct sluice_fleet_timed *t = calloc(1, sizeof *t);
     if (!t) return SLUICE_ENOMEM;
@@ -730,6 +723,7 @@ int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
 void sluice_fleet_timed_free(sluice_fleet_timed_t *t) {
     if (!t) return;
     t->freeing = true;
+    sluice__timed_worker_free(t);
     /* the connections answer what they hold (ECLOSED); then the rest */
     sluice__sentinel_free(t->sentinel);
     t->sentinel = NULL;

@@ -171,7 +171,7 @@ static int claim_all(struct run *r, uint64_t now) {
     }
     /* a stable order: by time, then by step (one key's emissions are at
      * different times, so this keeps each key's order) */
-    qsort(r->em, r->nem, sizeof *r->em, by_time);
+    if (r->nem > 1) qsort(r->em, r->nem, sizeof *r->em, by_time);
     for (size_t i = 0; i < r->nem; i++) {
         sluice_trace_event_t e = { SLUICE_TRACE_OUT_EMIT, r->em[i].at / NS_PER_MS, r->em[i].step, SIZE_MAX, false };
         if (r->em[i].at % NS_PER_MS) return SLUICE_ECORRUPT; /* a trace's deadlines are whole ms */

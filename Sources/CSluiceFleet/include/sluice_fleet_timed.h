@@ -21,11 +21,12 @@
  * (the worker died, hung or lost Redis) makes the same delivery, with the
  * same generation, claimable again, with the next attempt number; a worker
  * that stops on purpose hands its leases back at once
- * (sluice_fleet_timed_release()). An acknowledgement or release that names
- * an attempt older than the delivery's current one is refused
- * (SLUICE_ELEASE): another worker holds it now. So every emission is
- * delivered at least once; a handler that records the generation it applied
- * per key makes its effect exactly once.
+ * (sluice_fleet_timed_release()). An acknowledgement or release from an
+ * attempt whose lease ended is refused (SLUICE_ELEASE) while a later attempt
+ * holds the delivery, and for one lease period after that attempt
+ * acknowledged it; after that it finds nothing (result.had false). So every
+ * emission is delivered at least once; a handler that records the
+ * generation it applied per key makes its effect exactly once.
  *
  * Generations. Every emission gets a generation from its partition's counter
  * (INCR): strictly increasing for each key, across bursts, processes and
@@ -96,13 +97,13 @@ typedef struct sluice_fleet_timed sluice_fleet_timed_t;
 /** One emission handed to a worker by a claim. Pointers are valid during the
  *  callback only: copy what you keep. */
 typedef struct sluice_fleet_delivery {
-    sluice_key_t key;       /**< the key (bytes or integer, as it was called) */
-    const void *value;      /**< the emitted value */
+    sluice_key_t key;  /**< the key (bytes or integer, as it was called) */
+    const void *value; /**< the emitted value */
     size_t value_len;
-    uint64_t at;            /**< when it was emitted by the rules (ns): the deadline, or the flush or close time */
-    uint64_t generation;    /**< strictly increasing per key */
-    uint32_t attempt;       /**< 1 at the first lease; one more at each later claim of it */
-    uint32_t partition;     /**< its partition (ack and release need it) */
+    uint64_t at;         /**< when it was emitted by the rules (ns): the deadline, or the flush or close time */
+    uint64_t generation; /**< strictly increasing per key */
+    uint32_t attempt;    /**< 1 at the first lease; one more at each later claim of it */
+    uint32_t partition;  /**< its partition (ack and release need it) */
 } sluice_fleet_delivery_t;
 
 /** The kind of an operation. */
@@ -217,8 +218,10 @@ SLUICE_EXTERN int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t par
                                            sluice_fleet_timed_fn fn, void *user);
 
 /** Acknowledges a delivery (its generation, attempt and partition): it is
- *  done and forgotten. result.status SLUICE_ELEASE when a later attempt holds
- *  it; result.had false when it no longer exists. */
+ *  done and forgotten. result.status SLUICE_ELEASE when another attempt holds
+ *  it or acknowledged it (within a lease period); result.had false when it no
+ *  longer exists (this attempt acknowledged it already, or it expired).
+ *  `fn` may be NULL. A worker's handler acknowledges this way too. */
 SLUICE_EXTERN int sluice_fleet_timed_ack(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d,
                                          sluice_fleet_timed_fn fn, void *user);
 
@@ -237,6 +240,68 @@ SLUICE_EXTERN int sluice_fleet_timed_release(sluice_fleet_timed_t *t, const slui
  */
 SLUICE_EXTERN int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, uint64_t now,
                                            sluice_fleet_timed_fn fn, void *user);
+
+/* ------------------------------------------------------------------ */
+/* Workers: claiming and delivering by themselves                       */
+/* ------------------------------------------------------------------ */
+
+/**
+ * A worker's handler: do the delivery's work, then acknowledge it with
+ * sluice_fleet_timed_ack() (now, or later from the loop thread; the
+ * delivery's pointers die with this call: keep a copy of its fields). Runs
+ * on the loop thread.
+ */
+typedef void (*sluice_fleet_timed_handler_fn)(void *user, const sluice_fleet_delivery_t *delivery);
+
+/** How a worker claims. Zero-initialise, then set what you need. */
+typedef struct sluice_fleet_timed_worker {
+    sluice_fleet_timed_handler_fn handler; /**< required */
+    void *user;                            /**< passed to handler */
+    uint64_t poll_ns;   /**< the longest a partition goes unclaimed: a deadline set by another process is
+                              claimed within this (plus a round trip); 0 = 100 ms */
+    size_t batch;       /**< deliveries per claim, 1..1024; 0 = 64 */
+    size_t max_in_hand; /**< most deliveries handed to the handler and not yet acknowledged; no claim is
+                              sent while that many are; 0 = 1024 */
+} sluice_fleet_timed_worker_t;
+
+/**
+ * Makes this limiter a worker: every partition is claimed as soon as its
+ * earliest deadline or lease end is due (as the last claim reported, or as a
+ * call of this process scheduled), and at least every poll_ns, and each
+ * delivery goes to the handler. Several processes may work on the same
+ * namespace: a claim is atomic, so each delivery goes to one of them at a
+ * time. Not with manual_time (claims need Redis's clock).
+ *
+ * @return 0; SLUICE_EINVAL (no handler, manual_time, batch above 1024, a
+ *         worker already started); SLUICE_ENOMEM.
+ */
+SLUICE_EXTERN int sluice_fleet_timed_start(sluice_fleet_timed_t *t, const sluice_fleet_timed_worker_t *worker);
+
+/**
+ * Stops claiming, and hands back every delivery the handler holds and has
+ * not acknowledged (sluice_fleet_timed_release()), so that other workers
+ * take them over at once instead of after their lease. An acknowledgement
+ * that comes later is refused (SLUICE_ELEASE) only if another worker claimed
+ * the delivery meanwhile. `fn` (may be NULL) is called once every release
+ * was answered, with result.status the first failure (0 if none).
+ *
+ * @return 0, or SLUICE_EINVAL (not a worker).
+ */
+SLUICE_EXTERN int sluice_fleet_timed_stop(sluice_fleet_timed_t *t, sluice_fleet_timed_fn fn, void *user);
+
+/** Counters of a limiter (loop thread). */
+typedef struct sluice_fleet_timed_stats {
+    uint64_t claims;      /**< claims sent */
+    uint64_t delivered;   /**< deliveries handed to the handler (redeliveries included) */
+    uint64_t redelivered; /**< of those, a later attempt: a lease had ended or was released */
+    uint64_t acked;       /**< acknowledgements Redis accepted */
+    uint64_t ack_refused; /**< acknowledgements refused: a later attempt held the delivery */
+    uint64_t in_hand;     /**< deliveries with the handler, not acknowledged yet */
+    uint64_t failures;    /**< operations answered with an error (timeouts, connection, Redis errors) */
+} sluice_fleet_timed_stats_t;
+
+/** Fills `out` with the limiter's counters. @return 0 or SLUICE_EINVAL. */
+SLUICE_EXTERN int sluice_fleet_timed_stats(const sluice_fleet_timed_t *t, sluice_fleet_timed_stats_t *out);
 
 /** The partition count (config.partitions as resolved). */
 SLUICE_EXTERN uint32_t sluice_fleet_timed_partitions(const sluice_fleet_timed_t *t);

@@ -1,0 +1,411 @@
+/* test_fleet_timed.c — the fleet's timed limiter (sluice_fleet_timed.h)
+ * against a private redis-server: argument checks, values as exact bytes up
+ * to max_value, leases (a delivery claimed again after its lease ends keeps
+ * its generation, the old attempt's acknowledgement is refused), release,
+ * generations strictly increasing per key across bursts, calls during a
+ * lease starting the next burst, close drain and discard over the
+ * namespace, expiries on everything a key leaves in Redis, no server
+ * (answered from the loop, within the timeout), and a worker on the real
+ * clock: never early, calls of another process seen within the poll period,
+ * stop handing its leases to another worker at once. */
+#define TEST_NAME "test_fleet_timed"
+#include "test_fleet_util.h"
+
+#include <unistd.h>
+
+#include "sluice_fleet_timed.h"
+
+#define MS 1000000ull
+
+typedef struct box {
+    int done;
+    sluice_fleet_timed_result_t res;
+    /* copies of what the pointers held */
+    char dropped[256];
+    sluice_fleet_delivery_t d[16];
+    char values[16][256];
+    size_t n;
+    bool inside; /* set while the submitting call runs */
+} box_t;
+
+static bool submitting;
+
+static void on_res(void *user, const sluice_fleet_timed_result_t *res) {
+    box_t *b = user;
+    CHECK(!submitting, "a callback ran inside the submitting call");
+    b->done++;
+    b->res = *res;
+    if (res->dropped) {
+        CHECK(res->dropped_len < sizeof b->dropped, "dropped value too long");
+        memcpy(b->dropped, res->dropped, res->dropped_len);
+        b->dropped[res->dropped_len] = '\0';
+        b->res.dropped = b->dropped;
+    }
+    const sluice_fleet_delivery_t *list = res->deliveries ? res->deliveries : res->discarded;
+    size_t n = res->deliveries ? res->n_deliveries : res->n_discarded;
+    b->n = n;
+    for (size_t i = 0; i < n && i < 16; i++) {
+        b->d[i] = list[i];
+        CHECK(list[i].value_len < sizeof b->values[i], "value too long");
+        memcpy(b->values[i], list[i].value, list[i].value_len);
+        b->d[i].value = b->values[i];
+    }
+}
+
+static struct event_base *base;
+static sluice_fleet_timed_t *T;
+
+static void wait_box(box_t *b) { tf_run_until(base, &b->done, 1, 30000); }
+
+static box_t call(sluice_fleet_timed_t *t, const char *key, const char *value, uint64_t now) {
+    box_t b;
+    memset(&b, 0, sizeof b);
+    submitting = true;
+    int rc = sluice_fleet_timed_call(t, sluice_key_bytes(key, strlen(key)), value, strlen(value), now, on_res, &b);
+    submitting = false;
+    CHECK(rc == 0, "call %s: %d", key, rc);
+    wait_box(&b);
+    CHECK(b.res.status == 0, "call %s at %llu: status %s", key, (unsigned long long)now, sluice_strerror(b.res.status));
+    return b;
+}
+
+static box_t claim(sluice_fleet_timed_t *t, uint32_t p, uint64_t now) {
+    box_t b;
+    memset(&b, 0, sizeof b);
+    CHECK(sluice_fleet_timed_claim(t, p, now, 16, on_res, &b) == 0, "claim");
+    wait_box(&b);
+    CHECK(b.res.status == 0, "claim: %s", sluice_strerror(b.res.status));
+    return b;
+}
+
+static box_t lease_op(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d, bool ack) {
+    box_t b;
+    memset(&b, 0, sizeof b);
+    int rc = ack ? sluice_fleet_timed_ack(t, d, on_res, &b) : sluice_fleet_timed_release(t, d, on_res, &b);
+    CHECK(rc == 0, "ack/release: %d", rc);
+    wait_box(&b);
+    return b;
+}
+
+static sluice_fleet_timed_t *make(const char *url, sluice_policy_t p, const char *prefix, bool manual,
+                                  uint32_t partitions) {
+    sluice_fleet_timed_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = p;
+    c.url = url;
+    c.prefix = prefix;
+    c.prefix_len = strlen(prefix);
+    c.manual_time = manual;
+    c.partitions = partitions;
+    c.lease_ns = 1000 * MS;
+    c.max_value = 200;
+    c.timeout_ns = 2000 * MS;
+    sluice_fleet_timed_t *t = NULL;
+    CHECK(sluice_fleet_timed_new(&t, base, &c) == 0, "new");
+    return t;
+}
+
+static void test_arguments(const char *url) {
+    sluice_fleet_timed_config_t c;
+    memset(&c, 0, sizeof c);
+    c.url = url;
+    sluice_fleet_timed_t *t = NULL;
+    c.policy = sluice_rate(10, 1000 * MS, 10);
+    CHECK(sluice_fleet_timed_new(&t, base, &c) == SLUICE_EINVAL && !t, "a rate policy is refused");
+    c.policy = sluice_debounce(100 * MS, false, true, -1);
+    c.partitions = 4097;
+    CHECK(sluice_fleet_timed_new(&t, base, &c) == SLUICE_EINVAL, "4097 partitions are refused");
+    c.partitions = 0;
+    c.max_value = SLUICE_FLEET_TIMED_VALUE_MAX + 1;
+    CHECK(sluice_fleet_timed_new(&t, base, &c) == SLUICE_EINVAL, "max_value above the maximum is refused");
+    c.max_value = 0;
+    c.url = "redis://127.0.0.1:99999";
+    CHECK(sluice_fleet_timed_new(&t, base, &c) == SLUICE_ESYNTAX, "a bad URL is refused");
+    c.url = NULL;
+    CHECK(sluice_fleet_timed_new(&t, base, &c) == SLUICE_EINVAL, "no URL is refused");
+
+    char big[201];
+    memset(big, 'x', sizeof big);
+    char longkey[SLUICE_KEY_MAX + 1];
+    memset(longkey, 'k', sizeof longkey);
+    box_t b;
+    memset(&b, 0, sizeof b);
+    CHECK(sluice_fleet_timed_call(T, sluice_key_bytes("k", 1), big, 201, 0, on_res, &b) == SLUICE_ERANGE,
+          "a value above max_value is refused");
+    CHECK(sluice_fleet_timed_call(T, sluice_key_bytes(longkey, sizeof longkey), "v", 1, 0, on_res, &b) ==
+              SLUICE_EKEYLEN,
+          "a key above SLUICE_KEY_MAX is refused");
+    CHECK(sluice_fleet_timed_call(T, sluice_key_bytes("k", 1), NULL, 3, 0, on_res, &b) == SLUICE_EINVAL,
+          "a NULL value with a length is refused");
+    CHECK(sluice_fleet_timed_call(T, sluice_key_bytes("k", 1), "v", 1, SLUICE_FLEET_TIMED_TIME_MAX + 1, on_res, &b) ==
+              SLUICE_ERANGE,
+          "a time above the maximum is refused");
+    CHECK(sluice_fleet_timed_claim(T, 99, 0, 1, on_res, &b) == SLUICE_EINVAL, "a partition out of range");
+    CHECK(sluice_fleet_timed_claim(T, 0, 0, 0, on_res, &b) == SLUICE_EINVAL, "a claim of 0");
+    CHECK(sluice_fleet_timed_claim(T, 0, 0, 1025, on_res, &b) == SLUICE_EINVAL, "a claim above 1024");
+    sluice_fleet_delivery_t d = { .attempt = 0 };
+    CHECK(sluice_fleet_timed_ack(T, &d, on_res, &b) == SLUICE_EINVAL, "an ack of attempt 0");
+    sluice_fleet_timed_worker_t w = { .handler = NULL };
+    CHECK(sluice_fleet_timed_start(T, &w) == SLUICE_EINVAL, "a worker without a handler");
+    CHECK(b.done == 0, "a refused call was answered");
+    /* the limiter is still usable: a value of exactly max_value, bytes kept exactly (NUL inside) */
+    char exact[200];
+    for (size_t i = 0; i < sizeof exact; i++) exact[i] = (char)(i * 7);
+    memset(&b, 0, sizeof b);
+    CHECK(sluice_fleet_timed_call(T, sluice_key_u64(77), exact, sizeof exact, 0, on_res, &b) == 0, "exact value");
+    wait_box(&b);
+    CHECK(b.res.status == 0 && b.res.decision.kind == SLUICE_SCHEDULED && b.res.decision.at == 100 * MS,
+          "scheduled at 100 ms");
+    uint32_t p = sluice_fleet_timed_partition_of(T, sluice_key_u64(77));
+    box_t c1 = claim(T, p, 100 * MS);
+    CHECK(c1.n == 1, "one delivery, got %zu", c1.n);
+    CHECK(c1.d[0].key.kind == SLUICE_KEY_U64 && c1.d[0].key.u64 == 77, "an integer key comes back as one");
+    CHECK(c1.d[0].value_len == sizeof exact && memcmp(c1.values[0], exact, sizeof exact) == 0, "bytes kept exactly");
+    CHECK(c1.d[0].at == 100 * MS && c1.d[0].attempt == 1, "at 100 ms, attempt 1");
+    CHECK(lease_op(T, &c1.d[0], true).res.had, "acknowledged");
+}
+
+static void test_leases(void) {
+    const char *k = "doc-1";
+    uint32_t p = sluice_fleet_timed_partition_of(T, sluice_key_bytes(k, strlen(k)));
+    box_t a = call(T, k, "v1", 1000 * MS);
+    CHECK(a.res.decision.kind == SLUICE_SCHEDULED && a.res.decision.at == 1100 * MS, "v1 waits until 1100");
+    box_t b = call(T, k, "v2", 1050 * MS);
+    CHECK(b.res.dropped && strcmp(b.dropped, "v1") == 0, "v2 drops v1, reported to v2's call");
+    CHECK(claim(T, p, 1149 * MS).n == 0, "nothing due before 1150 ms (never early)");
+    box_t c1 = claim(T, p, 1150 * MS);
+    CHECK(c1.n == 1 && strcmp(c1.values[0], "v2") == 0 && c1.d[0].at == 1150 * MS && c1.d[0].attempt == 1,
+          "v2 emitted at 1150 ms, attempt 1");
+    uint64_t gen = c1.d[0].generation;
+    /* a call during the lease starts the next burst; it is never merged into the leased emission */
+    box_t d = call(T, k, "v3", 1200 * MS);
+    CHECK(d.res.decision.kind == SLUICE_SCHEDULED && !d.res.dropped, "v3 starts a new burst, drops nothing");
+    box_t c2 = claim(T, p, 2150 * MS); /* the lease of v2 (1 s from 1150) ended; v3 is due at 1300 */
+    CHECK(c2.n == 2, "two deliveries at 2150 ms, got %zu", c2.n);
+    const sluice_fleet_delivery_t *again = NULL, *v3 = NULL;
+    for (size_t i = 0; i < c2.n; i++) {
+        if (strcmp(c2.values[i], "v2") == 0) again = &c2.d[i];
+        if (strcmp(c2.values[i], "v3") == 0) v3 = &c2.d[i];
+    }
+    CHECK(again && again->generation == gen && again->attempt == 2 && again->at == 1150 * MS,
+          "v2 again: same generation, attempt 2, same time");
+    CHECK(v3 && v3->generation > gen && v3->at == 1300 * MS && v3->attempt == 1, "v3: a later generation, at 1300");
+    /* the first attempt's late acknowledgement is refused; the second's is taken */
+    box_t late = lease_op(T, &c1.d[0], true);
+    CHECK(late.res.status == SLUICE_ELEASE, "late ack refused: %s", sluice_strerror(late.res.status));
+    box_t ok = lease_op(T, again, true);
+    CHECK(ok.res.status == 0 && ok.res.had, "attempt 2 acknowledged");
+    box_t twice = lease_op(T, again, true);
+    CHECK(twice.res.status == 0 && !twice.res.had, "a second ack finds nothing");
+    /* release: claimable again at once, next attempt */
+    box_t r = lease_op(T, v3, false);
+    CHECK(r.res.status == 0 && r.res.had, "released");
+    box_t c3 = claim(T, p, 2151 * MS);
+    CHECK(c3.n == 1 && c3.d[0].generation == v3->generation && c3.d[0].attempt == 2, "released v3 claimed again");
+    CHECK(lease_op(T, &c3.d[0], true).res.had, "v3 acknowledged");
+    /* generations strictly increase per key across bursts */
+    uint64_t last = c3.d[0].generation;
+    for (int i = 0; i < 5; i++) {
+        uint64_t t0 = (3000 + 1000 * (uint64_t)i) * MS;
+        call(T, k, "burst", t0);
+        box_t c = claim(T, p, t0 + 100 * MS);
+        CHECK(c.n == 1 && c.d[0].generation > last, "burst %d: generation %llu after %llu", i,
+              (unsigned long long)c.d[0].generation, (unsigned long long)last);
+        last = c.d[0].generation;
+        CHECK(lease_op(T, &c.d[0], true).res.had, "burst %d acknowledged", i);
+    }
+}
+
+static void test_close(const char *url) {
+    sluice_fleet_timed_t *t = make(url, sluice_throttle(100 * MS, false, true, SLUICE_PICK_LATEST), "close", true, 3);
+    call(t, "a", "a1", 0);
+    call(t, "b", "b1", 10 * MS);
+    call(t, "c", "c1", 20 * MS);
+    box_t b;
+    memset(&b, 0, sizeof b);
+    int batches = 0;
+    CHECK(sluice_fleet_timed_close(t, SLUICE_CLOSE_DISCARD, 105 * MS, on_res, &b) == 0, "close");
+    /* a's deadline (100) fires first; b and c are discarded */
+    while (true) {
+        wait_box(&b);
+        batches++;
+        CHECK(b.res.status == 0, "close: %s", sluice_strerror(b.res.status));
+        if (!b.res.had) break;
+        b.done = 0;
+    }
+    CHECK(batches >= 1, "close answered");
+    box_t after;
+    memset(&after, 0, sizeof after);
+    CHECK(sluice_fleet_timed_call(t, sluice_key_bytes("a", 1), "x", 1, 200 * MS, on_res, &after) == 0, "call");
+    wait_box(&after);
+    CHECK(after.res.status == SLUICE_ECLOSED, "a call after close: %s", sluice_strerror(after.res.status));
+    size_t emitted = 0;
+    for (uint32_t p = 0; p < 3; p++) {
+        box_t c = claim(t, p, 200 * MS);
+        for (size_t i = 0; i < c.n; i++) {
+            CHECK(strcmp(c.values[i], "a1") == 0 && c.d[i].at == 100 * MS, "only a1 fired, at 100");
+            emitted++;
+        }
+    }
+    CHECK(emitted == 1, "a1 emitted once, got %zu", emitted);
+    sluice_fleet_timed_free(t);
+}
+
+/* Everything a key leaves in Redis expires. */
+static void test_expiry(int port) {
+    redisContext *r = redisConnect("127.0.0.1", port);
+    CHECK(r && !r->err, "hiredis connect");
+    redisReply *keys = redisCommand(r, "KEYS *");
+    CHECK(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements > 0, "keys");
+    for (size_t i = 0; i < keys->elements; i++) {
+        redisReply *ttl = redisCommand(r, "PTTL %b", keys->element[i]->str, keys->element[i]->len);
+        bool index = keys->element[i]->len > 2 && (memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":d", 2) ==
+                                                       0 ||
+                                                   memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":l", 2) ==
+                                                       0);
+        CHECK(ttl && ttl->type == REDIS_REPLY_INTEGER && (ttl->integer > 0 || index),
+              "%.*s has no expiry (PTTL %lld)", (int)keys->element[i]->len, keys->element[i]->str,
+              ttl ? ttl->integer : -9);
+        freeReplyObject(ttl);
+    }
+    freeReplyObject(keys);
+    redisFree(r);
+}
+
+static void test_no_server(void) {
+    int port = test_free_port();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    sluice_fleet_timed_t *t = make(url, sluice_audit(100 * MS), "none", true, 1);
+    box_t b;
+    memset(&b, 0, sizeof b);
+    uint64_t t0 = tf_mono();
+    submitting = true;
+    CHECK(sluice_fleet_timed_call(t, sluice_key_bytes("k", 1), "v", 1, 0, on_res, &b) == 0, "call");
+    submitting = false;
+    wait_box(&b);
+    CHECK(b.res.status == SLUICE_ENOTCONN || b.res.status == SLUICE_ETIMEDOUT, "no server: %s",
+          sluice_strerror(b.res.status));
+    CHECK(tf_mono() - t0 < 10000 * MS, "answered within the bound");
+    sluice_fleet_timed_free(t);
+}
+
+/* ---- a worker on the real clock */
+
+typedef struct seen {
+    int n;
+    sluice_fleet_delivery_t d[64];
+    char value[64][32];
+    uint64_t redis_ms[64]; /* Redis time when delivered */
+    bool ack;
+    sluice_fleet_timed_t *t;
+} seen_t;
+
+static int redis_port;
+
+static redisContext *clock_conn;
+
+static uint64_t redis_now_ms(void) {
+    if (!clock_conn) clock_conn = redisConnect("127.0.0.1", redis_port);
+    CHECK(clock_conn && !clock_conn->err, "hiredis connect");
+    redisReply *r = redisCommand(clock_conn, "TIME");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "TIME");
+    uint64_t ms = strtoull(r->element[0]->str, NULL, 10) * 1000 + strtoull(r->element[1]->str, NULL, 10) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+static void handler(void *user, const sluice_fleet_delivery_t *d) {
+    seen_t *s = user;
+    CHECK(s->n < 64, "too many deliveries");
+    s->d[s->n] = *d;
+    snprintf(s->value[s->n], sizeof s->value[s->n], "%.*s", (int)d->value_len, (const char *)d->value);
+    s->d[s->n].value = s->value[s->n];
+    s->redis_ms[s->n] = redis_now_ms();
+    s->n++;
+    if (s->ack) CHECK(sluice_fleet_timed_ack(s->t, d, NULL, NULL) == 0, "ack from the handler");
+}
+
+static void on_stopped(void *user, const sluice_fleet_timed_result_t *res) {
+    int *n = user;
+    CHECK(res->status == 0, "stop: %s", sluice_strerror(res->status));
+    (*n)++;
+}
+
+static void test_worker(const char *url) {
+    sluice_policy_t pol = sluice_debounce(150 * MS, false, true, -1);
+    sluice_fleet_timed_t *w1 = make(url, pol, "work", false, 2);
+    sluice_fleet_timed_t *other = make(url, pol, "work", false, 2); /* a process that only calls */
+    seen_t s1;
+    memset(&s1, 0, sizeof s1);
+    s1.ack = true;
+    s1.t = w1;
+    sluice_fleet_timed_worker_t wc = { .handler = handler, .user = &s1, .poll_ns = 200 * MS };
+    CHECK(sluice_fleet_timed_start(w1, &wc) == 0, "start");
+    CHECK(sluice_fleet_timed_start(w1, &wc) == SLUICE_EINVAL, "a second start is refused");
+    /* a call on the worker, one on the other process: both delivered, never early */
+    box_t a = call(w1, "x", "from-worker", 0);
+    box_t b = call(other, "y", "from-other", 0);
+    tf_run_until(base, &s1.n, 2, 20000);
+    for (int i = 0; i < 2; i++) {
+        bool mine = strcmp(s1.value[i], "from-worker") == 0;
+        uint64_t at = mine ? a.res.decision.at : b.res.decision.at;
+        CHECK(s1.d[i].at == at, "delivery %d at its deadline", i);
+        CHECK(s1.redis_ms[i] >= at / MS, "delivery %d early: Redis time %llu ms < deadline %llu ms", i,
+              (unsigned long long)s1.redis_ms[i], (unsigned long long)(at / MS));
+    }
+    tf_run_for(base, 50);
+    sluice_fleet_timed_stats_t st;
+    sluice_fleet_timed_stats(w1, &st);
+    CHECK(st.delivered == 2 && st.acked == 2 && st.in_hand == 0, "stats: %llu delivered %llu acked %llu in hand",
+          (unsigned long long)st.delivered, (unsigned long long)st.acked, (unsigned long long)st.in_hand);
+    /* a handler that holds its delivery; stop hands it back, another worker takes it over at once */
+    s1.ack = false;
+    call(other, "z", "held", 0);
+    tf_run_until(base, &s1.n, 3, 20000);
+    sluice_fleet_timed_t *w2 = make(url, pol, "work", false, 2);
+    seen_t s2;
+    memset(&s2, 0, sizeof s2);
+    s2.ack = true;
+    s2.t = w2;
+    sluice_fleet_timed_worker_t wc2 = { .handler = handler, .user = &s2, .poll_ns = 200 * MS };
+    CHECK(sluice_fleet_timed_start(w2, &wc2) == 0, "start the second worker");
+    int stopped = 0;
+    CHECK(sluice_fleet_timed_stop(w1, on_stopped, &stopped) == 0, "stop");
+    CHECK(stopped == 0, "stop answered inside the call");
+    tf_run_until(base, &stopped, 1, 20000);
+    uint64_t t0 = tf_mono();
+    tf_run_until(base, &s2.n, 1, 20000);
+    /* well before the 1 s lease would end: the release handed it over */
+    CHECK(tf_mono() - t0 < 900 * MS || s2.d[0].attempt == 2, "taken over late");
+    CHECK(strcmp(s2.value[0], "held") == 0 && s2.d[0].attempt == 2 && s2.d[0].generation == s1.d[2].generation,
+          "the held delivery, attempt 2, same generation");
+    /* the first worker's late acknowledgement is refused */
+    box_t late = lease_op(w1, &s1.d[2], true);
+    CHECK(late.res.status == SLUICE_ELEASE, "late ack: %s", sluice_strerror(late.res.status));
+    sluice_fleet_timed_free(w1);
+    sluice_fleet_timed_free(w2);
+    sluice_fleet_timed_free(other);
+}
+
+int main(void) {
+    test_redis_t redis;
+    tf_start_redis(&redis);
+    redis_port = redis.port;
+    base = event_base_new();
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", redis.port);
+    T = make(url, sluice_debounce(100 * MS, false, true, -1), "api", true, 4);
+    test_arguments(url);
+    test_leases();
+    test_close(url);
+    test_expiry(redis.port);
+    test_no_server();
+    sluice_fleet_timed_free(T);
+    test_worker(url);
+    event_base_free(base);
+    if (clock_conn) redisFree(clock_conn);
+    test_redis_stop(&redis);
+    printf(TEST_NAME ": ok\n");
+    return 0;
+}
