@@ -328,7 +328,9 @@ static void test_setup_errors(void) {
     sluice_fleet_free(f);
 }
 
-/* Every rate vector prints through the cluster what the local run prints. */
+/* Every rate vector prints through the cluster what the local run prints;
+ * every throttle, audit and debounce vector and random timed traces match
+ * the local run through the timed limiter. */
 static void test_vectors(void) {
     const char *exe = getenv("SLUICE_TRACE"), *src = getenv("SLUICE_SOURCE_DIR");
     if (!exe || !src) {
@@ -342,6 +344,14 @@ static void test_vectors(void) {
     int compared = tf_compare_rate_vectors(exe, dir, urls, 1);
     CHECK(compared >= 5, "only %d rate vectors found", compared);
     fprintf(stderr, TEST_NAME ": %d rate vectors identical through the cluster\n", compared);
+    /* throttle, audit and debounce: the timed limiter's 16 partitions over the 3 primaries */
+    const char *cmp = getenv("SLUICE_TRACECMP");
+    CHECK(cmp, "SLUICE_TRACECMP not set");
+    compared = tf_compare_timed_vectors(exe, cmp, dir, urls, 1);
+    CHECK(compared >= 40, "only %d timed vectors found", compared);
+    int random_traces = tf_compare_random_timed(exe, cmp, url, 40);
+    fprintf(stderr, TEST_NAME ": %d timed vectors and %d random timed traces match through the cluster\n", compared,
+            random_traces);
 }
 
 /* Bursts on many keys, spread over the three nodes: exactly the burst
