@@ -259,13 +259,11 @@ static void test_expiry(int port) {
     CHECK(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements > 0, "keys");
     for (size_t i = 0; i < keys->elements; i++) {
         redisReply *ttl = redisCommand(r, "PTTL %b", keys->element[i]->str, keys->element[i]->len);
-        bool index = keys->element[i]->len > 2 && (memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":d", 2) ==
-                                                       0 ||
-                                                   memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":l", 2) ==
-                                                       0);
-        CHECK(ttl && ttl->type == REDIS_REPLY_INTEGER && (ttl->integer > 0 || index),
-              "%.*s has no expiry (PTTL %lld)", (int)keys->element[i]->len, keys->element[i]->str,
-              ttl ? ttl->integer : -9);
+        bool index =
+            keys->element[i]->len > 2 && (memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":d", 2) == 0 ||
+                                          memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":l", 2) == 0);
+        CHECK(ttl && ttl->type == REDIS_REPLY_INTEGER && (ttl->integer > 0 || index), "%.*s has no expiry (PTTL %lld)",
+              (int)keys->element[i]->len, keys->element[i]->str, ttl ? ttl->integer : -9);
         freeReplyObject(ttl);
     }
     freeReplyObject(keys);

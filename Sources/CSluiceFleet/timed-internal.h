@@ -58,6 +58,22 @@ SLUICE_FLEET_HIDDEN void sluice__timed_worker_free(struct sluice_fleet_timed *t)
 /** Bytes of the script (without the NUL). */
 SLUICE_FLEET_HIDDEN size_t sluice__timed_script_len(void);
 
+struct redisReply;
+
+/**
+ * Reads the script's reply to an operation of `kind` on `partition` into
+ * *res (its pointers into `rep`, and into *list, an array the caller frees:
+ * a claim's deliveries or a close batch's discards). For a close, *more is
+ * whether keys remain in the partition.
+ * @return 0; SLUICE_ECLOSED or SLUICE_ELEASE (the script's refusal: the
+ *         operation's status); SLUICE_ENOMEM; -1 when the reply breaks the
+ *         protocol (shape, numbers, a key member, a delivery later than the
+ *         claim's time, an emitted call without a generation).
+ */
+SLUICE_FLEET_HIDDEN int sluice__timed_parse(sluice_fleet_timed_op_t kind, uint32_t partition,
+                                            const struct redisReply *rep, sluice_fleet_timed_result_t *res,
+                                            sluice_fleet_delivery_t **list, bool *more);
+
 /** The member that names a key in Redis: 'b' and the key's bytes, or 'u' and
  *  an integer key in decimal. Writes it into `out` (room for
  *  SLUICE_KEY_MAX + 1 bytes). @return its length. */

@@ -60,36 +60,6 @@ static uint64_t mono_ns(void) {
 
 /* ------------------------------------------------------------------ keys */
 
-size_t sluice__timed_member(sluice_key_t key, char *out) {
-    if (key.kind == SLUICE_KEY_U64) {
-        out[0] = 'u';
-        return 1 + (size_t)snprintf(out + 1, 24, "%llu", (unsigned long long)key.u64);
-    }
-    out[0] = 'b';
-    if (key.len) memcpy(out + 1, key.bytes, key.len);
-    return 1 + key.len;
-}
-
-int sluice__timed_member_key(const char *m, size_t len, sluice_key_t *out) {
-    if (len < 1) return -1;
-    if (m[0] == 'b') {
-        if (len - 1 > SLUICE_KEY_MAX) return -1;
-        *out = sluice_key_bytes(m + 1, len - 1);
-        return 0;
-    }
-    if (m[0] != 'u' || len < 2 || len > 21) return -1;
-    if (m[1] == '0' && len > 2) return -1;
-    uint64_t v = 0;
-    for (size_t i = 1; i < len; i++) {
-        if (m[i] < '0' || m[i] > '9') return -1;
-        unsigned dgt = (unsigned)(m[i] - '0');
-        if (v > (UINT64_MAX - dgt) / 10) return -1;
-        v = v * 10 + dgt;
-    }
-    *out = sluice_key_u64(v);
-    return 0;
-}
-
 static int check_key(sluice_key_t key) {
     if (key.kind == SLUICE_KEY_U64) return 0;
     if (key.kind != SLUICE_KEY_BYTES) return SLUICE_EINVAL;
@@ -265,158 +235,31 @@ static struct op *op_new(struct sluice_fleet_timed *t, sluice_fleet_timed_op_t k
 
 /* ------------------------------------------------------------------ replies */
 
-static bool is_int(const redisReply *r) { return r && r->type == REDIS_REPLY_INTEGER; }
-static bool is_str(const redisReply *r) { return r && r->type == REDIS_REPLY_STRING; }
-static bool is_nil(const redisReply *r) { return r && r->type == REDIS_REPLY_NIL; }
-
-static int parse_u64(const redisReply *r, uint64_t *out) {
-    if (is_int(r)) {
-        if (r->integer < 0) return -1;
-        *out = (uint64_t)r->integer;
-        return 0;
-    }
-    if (!is_str(r) || r->len == 0 || r->len > 20) return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < r->len; i++) {
-        if (r->str[i] < '0' || r->str[i] > '9') return -1;
-        unsigned d = (unsigned)(r->str[i] - '0');
-        if (v > (UINT64_MAX - d) / 10) return -1;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
-}
-
-/* A list of (gen, attempt, member, value, at) from element `from`, or of
- * (member, value) when `pairs`: into a fresh array. @return 0 or -1. */
-static int parse_deliveries(const redisReply *rep, size_t from, bool pairs, uint32_t partition,
-                            sluice_fleet_delivery_t **out, size_t *n_out) {
-    size_t width = pairs ? 2 : 5;
-    if (rep->elements < from || (rep->elements - from) % width) return -1;
-    size_t n = (rep->elements - from) / width;
-    *out = NULL;
-    *n_out = n;
-    if (n == 0) return 0;
-    sluice_fleet_delivery_t *d = calloc(n, sizeof *d);
-    if (!d) return -1;
-    for (size_t i = 0; i < n; i++) {
-        redisReply *const *e = rep->element + from + i * width;
-        uint64_t gen = 0, attempt = 0, at = 0;
-        redisReply *m = pairs ? e[0] : e[2], *v = pairs ? e[1] : e[3];
-        if (!pairs && (parse_u64(e[0], &gen) || parse_u64(e[1], &attempt) || attempt == 0 || attempt > UINT32_MAX ||
-                       parse_u64(e[4], &at))) {
-            free(d);
-            return -1;
-        }
-        if (!is_str(m) || !is_str(v) || sluice__timed_member_key(m->str, m->len, &d[i].key) != 0) {
-            free(d);
-            return -1;
-        }
-        d[i].value = v->str;
-        d[i].value_len = v->len;
-        d[i].at = at;
-        d[i].generation = gen;
-        d[i].attempt = (uint32_t)attempt;
-        d[i].partition = partition;
-    }
-    *out = d;
-    return 0;
-}
-
 static void send_close_step(struct op *o);
 
 /* The reply of a script run: parsed into the operation's answer. @return 0,
  * or -1 when the reply breaks the protocol. */
 static int read_reply(struct op *o, const redisReply *rep) {
     sluice_fleet_timed_result_t res;
-    memset(&res, 0, sizeof res);
     sluice_fleet_delivery_t *list = NULL;
-    switch (o->kind) {
-    case SLUICE_FLEET_TIMED_CALL: {
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || !is_int(rep->element[0])) return -1;
-        long long k = rep->element[0]->integer;
-        if (k == -1 && rep->elements == 1) {
-            answer_status(o, SLUICE_ECLOSED);
-            return 0;
-        }
-        if (rep->elements != 5 || k < 1 || k > 3) return -1;
-        redisReply *const *e = rep->element;
-        uint64_t at, gen, now;
-        if (parse_u64(e[1], &at) || parse_u64(e[2], &gen) || parse_u64(e[4], &now)) return -1;
-        if (!is_str(e[3]) && !is_nil(e[3])) return -1;
-        res.decision.kind = k == 1 ? SLUICE_EMITTED : k == 2 ? SLUICE_DROPPED : SLUICE_SCHEDULED;
-        res.decision.at = at;
-        res.decision.now = now;
-        res.generation = k == 1 ? gen : 0;
-        if (k == 1 && gen == 0) return -1;
-        if (is_str(e[3])) {
-            res.dropped = e[3]->str;
-            res.dropped_len = e[3]->len;
-        }
-        break;
+    bool more = false;
+    int rc = sluice__timed_parse(o->kind, o->partition, rep, &res, &list, &more);
+    if (rc == SLUICE_ECLOSED || rc == SLUICE_ELEASE || rc == SLUICE_ENOMEM) {
+        answer_status(o, rc);
+        return 0;
     }
-    case SLUICE_FLEET_TIMED_FLUSH:
-    case SLUICE_FLEET_TIMED_CANCEL:
-    case SLUICE_FLEET_TIMED_PENDING: {
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || !is_int(rep->element[0])) return -1;
-        long long k = rep->element[0]->integer;
-        if (k == -1 && rep->elements == 1) {
-            answer_status(o, SLUICE_ECLOSED);
-            return 0;
+    if (rc != 0) return -1;
+    if (o->kind == SLUICE_FLEET_TIMED_CLOSE && (more || o->partition + 1 < o->t->partitions)) {
+        /* a batch before the last: its discards now, then the next */
+        if (res.n_discarded) {
+            res.had = true;
+            res.op = o->kind;
+            o->fn(o->user, &res);
         }
-        if (rep->elements != 2 || (k != 0 && k != 1)) return -1;
-        redisReply *v = rep->element[1];
-        bool want_value = o->kind == SLUICE_FLEET_TIMED_CANCEL && k == 1;
-        if (want_value ? !is_str(v) : !is_nil(v)) return -1;
-        res.had = k == 1;
-        if (want_value) {
-            res.dropped = v->str;
-            res.dropped_len = v->len;
-        }
-        break;
-    }
-    case SLUICE_FLEET_TIMED_CLAIM: {
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3) return -1;
-        redisReply *const *e = rep->element;
-        if (!is_int(e[0]) || !is_int(e[1]) || e[0]->integer < -1 || e[1]->integer < -1) return -1;
-        res.next_due_ms = e[0]->integer < 0 ? 0 : (uint64_t)e[0]->integer;
-        res.next_lease_ms = e[1]->integer < 0 ? 0 : (uint64_t)e[1]->integer;
-        res.decision.now = 0;
-        if (parse_u64(e[2], &res.decision.now)) return -1;
-        if (parse_deliveries(rep, 3, false, o->partition, &list, &res.n_deliveries) != 0) return -1;
-        res.deliveries = list;
-        break;
-    }
-    case SLUICE_FLEET_TIMED_ACK:
-    case SLUICE_FLEET_TIMED_RELEASE: {
-        if (!is_int(rep) || rep->integer < -1 || rep->integer > 1) return -1;
-        if (rep->integer == -1) {
-            answer_status(o, SLUICE_ELEASE);
-            return 0;
-        }
-        res.had = rep->integer == 1;
-        break;
-    }
-    case SLUICE_FLEET_TIMED_CLOSE: {
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || !is_int(rep->element[0])) return -1;
-        long long left = rep->element[0]->integer;
-        if (left != 0 && left != 1) return -1;
-        if (parse_deliveries(rep, 1, true, o->partition, &list, &res.n_discarded) != 0) return -1;
-        res.discarded = list;
-        if (left == 1 || o->partition + 1 < o->t->partitions) {
-            /* a batch before the last: its discards now, then the next */
-            if (res.n_discarded) {
-                res.had = true;
-                res.op = o->kind;
-                o->fn(o->user, &res);
-            }
-            free(list);
-            if (left == 0) o->partition++;
-            send_close_step(o);
-            return 0;
-        }
-        break;
-    }
+        free(list);
+        if (!more) o->partition++;
+        send_close_step(o);
+        return 0;
     }
     answer(o, &res);
     free(list);
