@@ -65,7 +65,7 @@ if(SLUICE_BUILD_TESTS)
     # Topology tests (Sentinel and Cluster failovers) take seconds of real time: label
     # "topology", left out of the default runs (make test-topology runs them).
     set(_labels "fleet")
-    if(_name MATCHES "^test_fleet_(sentinel|cluster|cluster_failover)$")
+    if(_name MATCHES "^test_fleet_(sentinel|cluster|cluster_failover|timed_procs)$")
       set(_labels "fleet;topology")
     endif()
     set_tests_properties(${_name} PROPERTIES LABELS "${_labels}" TIMEOUT 180 SKIP_RETURN_CODE 77

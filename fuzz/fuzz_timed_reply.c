@@ -78,8 +78,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int rc = sluice__timed_parse(kind, partition, rep, &res, &list, &more);
         CHECK(rc == 0 || rc == -1 || rc == SLUICE_ECLOSED || rc == SLUICE_ELEASE || rc == SLUICE_ENOMEM);
         if (rc == SLUICE_ELEASE) CHECK(kind == SLUICE_FLEET_TIMED_ACK || kind == SLUICE_FLEET_TIMED_RELEASE);
-        if (rc == SLUICE_ECLOSED) CHECK(kind == SLUICE_FLEET_TIMED_CALL || kind == SLUICE_FLEET_TIMED_FLUSH ||
-                                        kind == SLUICE_FLEET_TIMED_CANCEL || kind == SLUICE_FLEET_TIMED_PENDING);
+        if (rc == SLUICE_ECLOSED)
+            CHECK(kind == SLUICE_FLEET_TIMED_CALL || kind == SLUICE_FLEET_TIMED_FLUSH ||
+                  kind == SLUICE_FLEET_TIMED_CANCEL || kind == SLUICE_FLEET_TIMED_PENDING);
         if (rc == 0) {
             CHECK(res.op == kind);
             if (kind == SLUICE_FLEET_TIMED_CALL) {

@@ -22,11 +22,11 @@
  * same generation, claimable again, with the next attempt number; a worker
  * that stops on purpose hands its leases back at once
  * (sluice_fleet_timed_release()). An acknowledgement or release from an
- * attempt whose lease ended is refused (SLUICE_ELEASE) while a later attempt
- * holds the delivery, and for one lease period after that attempt
- * acknowledged it; after that it finds nothing (result.had false). So every
- * emission is delivered at least once; a handler that records the
- * generation it applied per key makes its effect exactly once.
+ * attempt that no longer holds the delivery is refused (SLUICE_ELEASE):
+ * its lease ended and another attempt holds the delivery or acknowledged
+ * it, or the delivery expired. So every emission is delivered at least
+ * once; a handler that records the generation it applied per key makes its
+ * effect exactly once.
  *
  * Generations. Every emission gets a generation from its partition's counter
  * (INCR): strictly increasing for each key, across bursts, processes and
@@ -141,8 +141,8 @@ typedef struct sluice_fleet_timed_result {
     const void *dropped;
     size_t dropped_len;
     /** pending: whether a value waits; flush and cancel: whether one waited
-     *  (flush: it is now a delivery, ready to claim). ack and release: false
-     *  when the delivery no longer exists (acknowledged already, or expired). */
+     *  (flush: it is now a delivery, ready to claim). ack and release: true
+     *  when done, false when this attempt had acknowledged it already. */
     bool had;
     /** claim: the deliveries leased to this process, in the order they were
      *  made (due timers in deadline order). */
@@ -218,10 +218,11 @@ SLUICE_EXTERN int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t par
                                            sluice_fleet_timed_fn fn, void *user);
 
 /** Acknowledges a delivery (its generation, attempt and partition): it is
- *  done and forgotten. result.status SLUICE_ELEASE when another attempt holds
- *  it or acknowledged it (within a lease period); result.had false when it no
- *  longer exists (this attempt acknowledged it already, or it expired).
- *  `fn` may be NULL. A worker's handler acknowledges this way too. */
+ *  done and forgotten. result.status SLUICE_ELEASE when it is not leased to
+ *  this attempt (another attempt holds it or acknowledged it, or it
+ *  expired); result.had false when this attempt acknowledged it already
+ *  (within a lease period). `fn` may be NULL. A worker's handler
+ *  acknowledges this way too. */
 SLUICE_EXTERN int sluice_fleet_timed_ack(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d,
                                          sluice_fleet_timed_fn fn, void *user);
 
