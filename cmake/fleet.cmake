@@ -68,7 +68,11 @@ if(SLUICE_BUILD_TESTS)
     if(_name MATCHES "^test_fleet_(sentinel|cluster|cluster_failover|timed_procs)$")
       set(_labels "fleet;topology")
     endif()
-    set_tests_properties(${_name} PROPERTIES LABELS "${_labels}" TIMEOUT 180 SKIP_RETURN_CODE 77
+    set(_timeout 180)
+    if(_name STREQUAL "test_fleet_timed_procs")
+      set(_timeout 600) # three runs of 8-20 s of load, each followed by seconds of draining
+    endif()
+    set_tests_properties(${_name} PROPERTIES LABELS "${_labels}" TIMEOUT ${_timeout} SKIP_RETURN_CODE 77
                          ENVIRONMENT "${_env}")
   endforeach()
 endif()
