@@ -287,7 +287,7 @@ public enum CaseRunner {
         let how =
             cluster
             ? (sluice
-                ? "3-primary Redis Cluster (redis+cluster://): one pipelined connection per primary, one key per EVALSHA, certain drops answered locally"
+                ? "3-primary Redis Cluster (redis+cluster://): one pipelined connection per primary, one batch per node (keys of many slots, up to 32 per EVALSHA), certain drops answered locally"
                     + (rate > 0 ? ", on its own loop thread; " : "; ")
                 : "3-primary Redis Cluster: blocking EVALSHA per call to the key's primary (CRC16 slot, CLUSTER SLOTS map), 4 threads with a connection to each primary; ")
             : (sluice
