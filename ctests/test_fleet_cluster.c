@@ -523,18 +523,28 @@ static void test_moved_live(void) {
 
 /* ---- one batch per node: keys of many slots in one script run */
 
+/* Two plans (two and three quotas) for the run under plans. */
+static sluice_rate_quota_t xq_a[2] = { { "second", 3, 1000000000, 3 }, { "minute", 20, 60000000000, 0 } };
+static sluice_rate_quota_t xq_b[3] = { { "second", 5, 1000000000, 0 },
+                                       { "minute", 30, 60000000000, 0 },
+                                       { "day", 1000, 86400000000000, 0 } };
+static sluice_plan_t x_plans[2] = { { "a", xq_a, 2 }, { "b", xq_b, 3 } };
+
 /* 4,000 calls on 400 keys at increasing times, submitted at once: decided in
  * batches of keys of many slots (one per node, each run at most max_batch),
- * and each answer is exactly the core's. */
-static void test_cross_exact(void) {
+ * and each answer is exactly the core's; with one quota, and under plans
+ * (each key's plan fixed: a or b by the key). */
+static void test_cross_exact(bool plans) {
     char url[256];
     snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", node[1].port);
     sluice_fleet_config_t fc;
     memset(&fc, 0, sizeof fc);
-    fc.policy = sluice_rate(3, (int64_t)SEC, 3);
+    sluice_plans_t table = { x_plans, 2, 0 };
+    fc.policy = plans ? sluice_rate_plans() : sluice_rate(3, (int64_t)SEC, 3);
+    if (plans) fc.plans = &table;
     fc.url = url;
-    fc.prefix = "xexact";
-    fc.prefix_len = 6;
+    fc.prefix = plans ? "xexactp" : "xexact";
+    fc.prefix_len = strlen(fc.prefix);
     fc.manual_time = true;
     fc.timeout_ns = 10 * SEC;
     fc.on_failure = SLUICE_FLEET_FAIL_CLOSED;
@@ -550,7 +560,10 @@ static void test_cross_exact(void) {
     sluice_limiter_t *core = NULL;
     sluice_config_t lc;
     memset(&lc, 0, sizeof lc);
+    sluice_plans_t copy = table;
+    copy.max_quotas = SLUICE_PLAN_QUOTAS_MAX;
     lc.policy = fc.policy;
+    if (plans) lc.plans = &copy;
     CHECK(sluice_limiter_new(&core, &lc) == 0, "core limiter");
     enum { KEYS = 400, CALLS = 4000 };
     static tf_box_t box[CALLS];
@@ -563,14 +576,19 @@ static void test_cross_exact(void) {
         key_of[i] = (int)((seed >> 33) % KEYS);
         t += (seed >> 20) % (400 * 1000); /* 10 calls per key in 0.8 s: about half dropped */
         at[i] = t;
-        CHECK(sluice_fleet_call(f, sluice_key_u64(70000 + (uint64_t)key_of[i]), 1, at[i], tf_on_result, &box[i]) == 0,
+        sluice_key_t key = sluice_key_u64(70000 + (uint64_t)key_of[i]);
+        CHECK((plans ? sluice_fleet_call_plan(f, key, (uint32_t)key_of[i] % 2, 1, at[i], tf_on_result, &box[i])
+                     : sluice_fleet_call(f, key, 1, at[i], tf_on_result, &box[i])) == 0,
               "call");
     }
     for (int i = 0; i < CALLS; i++) tf_wait(base, &box[i]);
     int admitted = 0;
     for (int i = 0; i < CALLS; i++) {
         sluice_decision_t want;
-        CHECK(sluice_limiter_submit(core, sluice_key_u64(70000 + (uint64_t)key_of[i]), 0, at[i], &want) == 0,
+        sluice_plan_detail_t det;
+        sluice_key_t key = sluice_key_u64(70000 + (uint64_t)key_of[i]);
+        CHECK((plans ? sluice_limiter_submit_plan(core, key, 0, 1, (uint32_t)key_of[i] % 2, at[i], &want, &det)
+                     : sluice_limiter_submit(core, key, 0, at[i], &want)) == 0,
               "core submit");
         const sluice_fleet_result_t *r = &box[i].res;
         CHECK(box[i].done == 1 && r->status == 0 && r->source == SLUICE_FLEET_SOURCE_REDIS,
@@ -587,8 +605,8 @@ static void test_cross_exact(void) {
     CHECK(st.batches * 8 <= CALLS, "%llu script runs for %d calls: not batched", (unsigned long long)st.batches, CALLS);
     CHECK(sluice__fleet_elsewhere(f) == 0, "a stable cluster refused %llu batches",
           (unsigned long long)sluice__fleet_elsewhere(f));
-    fprintf(stderr, TEST_NAME ": %d calls on %d keys in %llu script runs, each answer the core's (%d admitted)\n",
-            CALLS, KEYS, (unsigned long long)st.batches, admitted);
+    fprintf(stderr, TEST_NAME ": %d calls on %d keys%s in %llu script runs, each answer the core's (%d admitted)\n",
+            CALLS, KEYS, plans ? " under plans" : "", (unsigned long long)st.batches, admitted);
     sluice_limiter_free(core);
     sluice_fleet_free(f);
 }
@@ -851,7 +869,8 @@ int main(void) {
     test_moved();
     test_moved_live();
     test_ask();
-    test_cross_exact();
+    test_cross_exact(false);
+    test_cross_exact(true);
     test_cross_migrate();
     test_clusterdown();
     test_periodic_refresh();
