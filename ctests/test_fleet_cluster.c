@@ -22,7 +22,15 @@
  * cancels until it is served again; the periodic map read (CLUSTER SLOTS
  * counted on the nodes, with a 200 ms period); and a node killed (SIGKILL):
  * its keys get the failure policy within their timeout, the other nodes'
- * keys are still decided by Redis. Replica failover:
+ * keys are still decided by Redis. One batch per node: 4,000 calls on 400
+ * keys (nearly as many slots) at increasing times, pipelined, go in few script
+ * runs that each name keys of many slots of one node, and every answer is
+ * the core limiter's (sluice_limiter_submit()); a slot holding five of 160
+ * keys moved key by key (IMPORTING, MIGRATING, MIGRATE, SETSLOT NODE) while
+ * rounds of calls on all the keys stream from another thread: the batches
+ * the source refuses as a whole are split and each request decided once, on
+ * the right node (exactly the burst admitted per key, every call answered
+ * once, by Redis). Replica failover:
  * test_fleet_cluster_failover.c.
  *
  * Label "topology" (seconds of real time): `make test-topology`. */
@@ -523,6 +531,205 @@ static void test_moved_live(void) {
     CHECK(sluice_loop_free(loop) == 0, "sluice_loop_free");
 }
 
+/* ---- one batch per node: keys of many slots in one script run */
+
+/* Two plans (two and three quotas) for the run under plans. */
+static sluice_rate_quota_t xq_a[2] = { { "second", 3, 1000000000, 3 }, { "minute", 20, 60000000000, 0 } };
+static sluice_rate_quota_t xq_b[3] = { { "second", 5, 1000000000, 0 },
+                                       { "minute", 30, 60000000000, 0 },
+                                       { "day", 1000, 86400000000000, 0 } };
+static sluice_plan_t x_plans[2] = { { "a", xq_a, 2 }, { "b", xq_b, 3 } };
+
+/* 4,000 calls on 400 keys at increasing times, submitted at once: decided in
+ * batches of keys of many slots (one per node, each run at most max_batch),
+ * and each answer is exactly the core's; with one quota, and under plans
+ * (each key's plan fixed: a or b by the key). */
+static void test_cross_exact(bool plans) {
+    char url[256];
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", node[1].port);
+    sluice_fleet_config_t fc;
+    memset(&fc, 0, sizeof fc);
+    sluice_plans_t table = { x_plans, 2, 0 };
+    fc.policy = plans ? sluice_rate_plans() : sluice_rate(3, (int64_t)SEC, 3);
+    if (plans) fc.plans = &table;
+    fc.url = url;
+    fc.prefix = plans ? "xexactp" : "xexact";
+    fc.prefix_len = strlen(fc.prefix);
+    fc.manual_time = true;
+    fc.timeout_ns = 10 * SEC;
+    fc.on_failure = SLUICE_FLEET_FAIL_CLOSED;
+    fc.cache_slots = SIZE_MAX; /* every call goes to Redis */
+    fc.max_batch = 64;
+    sluice_fleet_t *f = NULL;
+    CHECK(sluice_fleet_new(&f, base, &fc) == 0, "fleet_new %s", url);
+    uint64_t end = tf_mono() + 10 * SEC;
+    while (!sluice_fleet_connected(f)) {
+        CHECK(tf_mono() < end, "not connected to every primary within 10 s");
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    }
+    sluice_limiter_t *core = NULL;
+    sluice_config_t lc;
+    memset(&lc, 0, sizeof lc);
+    sluice_plans_t copy = table;
+    copy.max_quotas = SLUICE_PLAN_QUOTAS_MAX;
+    lc.policy = fc.policy;
+    if (plans) lc.plans = &copy;
+    CHECK(sluice_limiter_new(&core, &lc) == 0, "core limiter");
+    enum { KEYS = 400, CALLS = 4000 };
+    static tf_box_t box[CALLS];
+    static int key_of[CALLS];
+    static uint64_t at[CALLS];
+    memset(box, 0, sizeof box);
+    uint64_t seed = 0x9E3779B97F4A7C15ull, t = 1000 * SEC;
+    for (int i = 0; i < CALLS; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        key_of[i] = (int)((seed >> 33) % KEYS);
+        t += (seed >> 20) % (400 * 1000); /* 10 calls per key in 0.8 s: about half dropped */
+        at[i] = t;
+        sluice_key_t key = sluice_key_u64(70000 + (uint64_t)key_of[i]);
+        CHECK((plans ? sluice_fleet_call_plan(f, key, (uint32_t)key_of[i] % 2, 1, at[i], tf_on_result, &box[i])
+                     : sluice_fleet_call(f, key, 1, at[i], tf_on_result, &box[i])) == 0,
+              "call");
+    }
+    for (int i = 0; i < CALLS; i++) tf_wait(base, &box[i]);
+    int admitted = 0;
+    for (int i = 0; i < CALLS; i++) {
+        sluice_decision_t want;
+        sluice_plan_detail_t det;
+        sluice_key_t key = sluice_key_u64(70000 + (uint64_t)key_of[i]);
+        CHECK((plans ? sluice_limiter_submit_plan(core, key, 0, 1, (uint32_t)key_of[i] % 2, at[i], &want, &det)
+                     : sluice_limiter_submit(core, key, 0, at[i], &want)) == 0,
+              "core submit");
+        const sluice_fleet_result_t *r = &box[i].res;
+        CHECK(box[i].done == 1 && r->status == 0 && r->source == SLUICE_FLEET_SOURCE_REDIS,
+              "call %d: answered %d times, status %d source %d cause %d", i, box[i].done, r->status, r->source,
+              r->cause);
+        CHECK(r->decision.kind == want.kind && r->decision.at == want.at,
+              "call %d (key %d, t %llu): Redis kind %d at %llu, core kind %d at %llu", i, key_of[i],
+              (unsigned long long)at[i], r->decision.kind, (unsigned long long)r->decision.at, want.kind,
+              (unsigned long long)want.at);
+        admitted += want.kind == SLUICE_EMITTED;
+    }
+    sluice_fleet_stats_t st;
+    CHECK(sluice_fleet_stats(f, &st) == 0, "stats");
+    CHECK(st.batches * 8 <= CALLS, "%llu script runs for %d calls: not batched", (unsigned long long)st.batches, CALLS);
+    CHECK(sluice__fleet_elsewhere(f) == 0, "a stable cluster refused %llu batches",
+          (unsigned long long)sluice__fleet_elsewhere(f));
+    fprintf(stderr, TEST_NAME ": %d calls on %d keys%s in %llu script runs, each answer the core's (%d admitted)\n",
+            CALLS, KEYS, plans ? " under plans" : "", (unsigned long long)st.batches, admitted);
+    sluice_limiter_free(core);
+    sluice_fleet_free(f);
+}
+
+/* A slot with five of 160 keys moves, key by key, while rounds of calls at
+ * one instant (one call per key each round) stream from this thread to a
+ * fleet on a loop thread: every call is answered once, by Redis, and exactly
+ * the burst (3) is admitted per key (a decision made twice, or made on the
+ * target without the migrated state, would show); the source refused
+ * batches of keys of several slots, which were split. */
+enum { MV_KEYS = 160, MV_SAME = 5 };
+static int mv_answered[MV_KEYS], mv_admitted[MV_KEYS], mv_not_redis, mv_cause;
+
+static void mv_result(void *user, const sluice_fleet_result_t *res) {
+    int k = (int)(intptr_t)user;
+    if (res->source != SLUICE_FLEET_SOURCE_REDIS) {
+        __atomic_fetch_add(&mv_not_redis, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&mv_cause, res->cause, __ATOMIC_RELAXED);
+    }
+    if (res->decision.kind == SLUICE_EMITTED) __atomic_fetch_add(&mv_admitted[k], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&mv_answered[k], 1, __ATOMIC_RELAXED);
+}
+
+static void mv_round(sluice_fleet_t *f, char (*keys)[32], int *rounds) {
+    for (int k = 0; k < MV_KEYS; k++)
+        CHECK(sluice_fleet_call(f, sluice_key_bytes(keys[k], strlen(keys[k])), 1, 5 * SEC, mv_result,
+                                (void *)(intptr_t)k) == 0,
+              "call");
+    (*rounds)++;
+    sleep_ms(2);
+}
+
+static void test_cross_migrate(void) {
+    static char keys[MV_KEYS][32];
+    char name[256];
+    size_t len;
+    /* the first MV_SAME keys share a slot (searched), the others anywhere */
+    snprintf(keys[0], sizeof keys[0], "xmv-0");
+    unsigned slot = name_slot(keys[0], name, &len);
+    int same = 1;
+    for (int i = 1; same < MV_SAME; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "xmv-%d", i);
+        if (name_slot(k, name, &len) == slot) memcpy(keys[same++], k, sizeof k);
+    }
+    for (int k = MV_SAME; k < MV_KEYS; k++) snprintf(keys[k], sizeof keys[k], "xmv-other-%d", k);
+    int from = owner_of(slot), to = (from + 1) % NODES;
+    char url[256];
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", node[0].port);
+    sluice_fleet_config_t fc;
+    memset(&fc, 0, sizeof fc);
+    fc.policy = sluice_rate(3, (int64_t)SEC, 3);
+    fc.url = url;
+    fc.manual_time = true;
+    fc.timeout_ns = 5 * SEC;
+    fc.cache_slots = SIZE_MAX;
+    fc.max_batch = 32;
+    sluice_loop_t *loop = NULL;
+    CHECK(sluice_loop_start(&loop, NULL) == 0, "sluice_loop_start");
+    sluice_fleet_t *f = NULL;
+    CHECK(sluice_fleet_new_on_loop(&f, loop, &fc) == 0, "fleet on a loop");
+    uint64_t end = tf_mono() + 10 * SEC;
+    while (!sluice_fleet_connected(f)) {
+        CHECK(tf_mono() < end, "not connected to every primary within 10 s");
+        sleep_ms(5);
+    }
+    char from_id[64], to_id[64];
+    node_id(from, from_id, sizeof from_id);
+    node_id(to, to_id, sizeof to_id);
+    int rounds = 0;
+    mv_round(f, keys, &rounds);
+    mv_round(f, keys, &rounds);
+    ok_reply(tf_cmd(node[to].port, "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id), "IMPORTING");
+    mv_round(f, keys, &rounds);
+    ok_reply(tf_cmd(node[from].port, "CLUSTER SETSLOT %u MIGRATING %s", slot, to_id), "MIGRATING");
+    mv_round(f, keys, &rounds);
+    for (int i = 0; i < MV_SAME; i++) { /* one key at a time: the slot's keys on both nodes */
+        size_t nl;
+        name_slot(keys[i], name, &nl);
+        ok_reply(tf_cmd(node[from].port, "MIGRATE 127.0.0.1 %d %b 0 5000", node[to].port, name, nl), "MIGRATE");
+        mv_round(f, keys, &rounds);
+    }
+    for (int i = 0; i < NODES; i++) { /* the target first, then the source (as Redis advises), then the third */
+        ok_reply(tf_cmd(node[(to + NODES - i) % NODES].port, "CLUSTER SETSLOT %u NODE %s", slot, to_id),
+                 "SETSLOT NODE");
+        mv_round(f, keys, &rounds);
+    }
+    mv_round(f, keys, &rounds);
+    end = tf_mono() + 30 * SEC;
+    for (int k = 0; k < MV_KEYS; k++) {
+        while (__atomic_load_n(&mv_answered[k], __ATOMIC_RELAXED) < rounds) {
+            CHECK(tf_mono() < end, "slot move: key %d: %d of %d answered", k, mv_answered[k], rounds);
+            sleep_ms(5);
+        }
+    }
+    sleep_ms(100); /* an answer twice would come by now */
+    uint64_t splits = sluice__fleet_elsewhere(f);
+    sluice_fleet_free(f); /* from this thread: freed on the loop's */
+    CHECK(sluice_loop_free(loop) == 0, "sluice_loop_free");
+    CHECK(mv_not_redis == 0, "slot move: %d answers not Redis's (cause %s)", mv_not_redis, sluice_strerror(mv_cause));
+    for (int k = 0; k < MV_KEYS; k++) {
+        CHECK(mv_answered[k] == rounds, "slot move: key %d answered %d times for %d calls", k, mv_answered[k], rounds);
+        CHECK(mv_admitted[k] == 3, "slot move: key %d (%s slot) admitted %d over %d calls, the burst is 3", k,
+              k < MV_SAME ? "the moved" : "another", mv_admitted[k], rounds);
+    }
+    CHECK(owner_of(slot) == to, "the slot is the new node's");
+    CHECK(splits > 0, "no request was found on another node during the move: the path was not exercised");
+    fprintf(stderr,
+            TEST_NAME ": %d rounds on %d keys while slot %u moved: each call answered once, by Redis, burst "
+                      "admitted per key; %llu requests resent to their slot's node\n",
+            rounds, MV_KEYS, slot, (unsigned long long)splits);
+}
+
 /* During a migration (the key already on the target): ASK is followed with
  * ASKING, the state is the migrated one. */
 static void test_ask(void) {
@@ -672,6 +879,9 @@ int main(void) {
     test_moved();
     test_moved_live();
     test_ask();
+    test_cross_exact(false);
+    test_cross_exact(true);
+    test_cross_migrate();
     test_clusterdown();
     test_periodic_refresh();
     test_node_killed();

@@ -149,6 +149,10 @@ sluice__conn_t *sluice__cluster_route(sluice__cluster_t *cl, unsigned slot) {
     return cl->n_nodes ? cl->nodes[0]->conn : NULL;
 }
 
+bool sluice__cluster_mapped(const sluice__cluster_t *cl, unsigned slot) {
+    return cl->owner_of[slot & (SLUICE__CLUSTER_SLOTS - 1)] != SLUICE__CLUSTER_NONE;
+}
+
 sluice__conn_t *sluice__cluster_moved(sluice__cluster_t *cl, unsigned slot, const char *host, int port) {
     int i = node_index(cl, host, port);
     if (i < 0) return NULL;
@@ -239,6 +243,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg) {
 }
 
 uint64_t sluice__cluster_reads(const sluice__cluster_t *cl) { return cl->reads; }
+
+size_t sluice__cluster_nodes(const sluice__cluster_t *cl) { return cl->n_nodes; }
 
 bool sluice__cluster_ready(const sluice__cluster_t *cl) { return __atomic_load_n(&cl->ready, __ATOMIC_RELAXED); }
 

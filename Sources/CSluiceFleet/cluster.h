@@ -39,6 +39,9 @@ typedef struct sluice__cluster sluice__cluster_t;
  *  @return the previous setting. */
 SLUICE_FLEET_HIDDEN uint64_t sluice__cluster_set_refresh_ns(uint64_t period_ns);
 
+/** How many nodes the router knows (seeds, primaries, redirection targets). */
+SLUICE_FLEET_HIDDEN size_t sluice__cluster_nodes(const sluice__cluster_t *cl);
+
 /** How many map reads (CLUSTER SLOTS) the router has sent (loop thread). */
 SLUICE_FLEET_HIDDEN uint64_t sluice__cluster_reads(const sluice__cluster_t *cl);
 
@@ -62,6 +65,9 @@ SLUICE_FLEET_HIDDEN int sluice__cluster_new(sluice__cluster_t **out, struct even
 /** The connection of the primary of `slot`; for a slot the map does not
  *  name, one that takes commands. NULL when there is none. */
 SLUICE_FLEET_HIDDEN sluice__conn_t *sluice__cluster_route(sluice__cluster_t *cl, unsigned slot);
+
+/** Whether the map names the primary of `slot`. */
+SLUICE_FLEET_HIDDEN bool sluice__cluster_mapped(const sluice__cluster_t *cl, unsigned slot);
 
 /** The connection of the node host:port, created when new (a MOVED or ASK
  *  target). NULL: out of memory. */

@@ -74,8 +74,9 @@ struct sluice__fleet_ask {
  *  a plan the third holds every quota's TAT): fills *res (source REDIS), the time in
  *  *t_out, the TATs in tat[] (room for SLUICE_PLAN_QUOTAS_MAX), and *teach
  *  (whether they may teach the TAT cache). @return 0, 1 when the key's value
- *  is not Sluice state (this request alone fails), or -1 when the values
- *  break what the script promises (a bad reply). */
+ *  is not Sluice state (this request alone fails), 2 when the key is served
+ *  by another node of a Redis Cluster (not decided: to be sent there), or -1
+ *  when the values break what the script promises (a bad reply). */
 SLUICE_FLEET_HIDDEN int sluice__fleet_read_answer(const struct sluice__fleet_ask *a, struct redisReply *const *e,
                                                   sluice_fleet_result_t *res, uint64_t *t_out, fl_u128 *tat,
                                                   bool *teach);
@@ -105,5 +106,10 @@ SLUICE_FLEET_HIDDEN size_t sluice__fleet_key_write(char *out, const char *enc_pr
  *  which is SLUICE_EAUTH. (NOSCRIPT, MOVED and ASK are acted on where they
  *  arrive, before an error is reported.) */
 SLUICE_FLEET_HIDDEN int sluice__redis_error_code(const char *msg, size_t len);
+
+/** How many requests a Redis Cluster node's batch left undecided (their key
+ *  is another node's: a moved or migrating slot), each then sent alone to
+ *  its slot's node (any thread). */
+SLUICE_FLEET_HIDDEN uint64_t sluice__fleet_elsewhere(sluice_fleet_t *f);
 
 #endif

@@ -79,7 +79,11 @@ int sluice__fleet_read_answer(const struct sluice__fleet_ask *a, struct redisRep
     if (a->n > SLUICE_PLAN_QUOTAS_MAX) return -1;
     for (size_t i = 0; i < 3; i++)
         if (!e[i]) return -1;
-    if (e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer == -1) return 1; /* not Sluice state */
+    if (e[0]->type == REDIS_REPLY_INTEGER && e[0]->integer == -1) {
+        /* Redis Cluster: the key is served by another node (not decided) */
+        if (e[2]->type == REDIS_REPLY_STRING && e[2]->len == 9 && memcmp(e[2]->str, "ELSEWHERE", 9) == 0) return 2;
+        return 1; /* not Sluice state */
+    }
     uint64_t t;
     int rc = a->n ? read_plan(a, e, res, &t, tat, teach) : read_one(a, e, res, &t, &tat[0]);
     if (rc != 0) return -1;

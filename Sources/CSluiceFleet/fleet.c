@@ -87,6 +87,7 @@ struct req {
     bool answered, listed;
     int in_redis;       /* connection callbacks outstanding */
     unsigned redirects; /* a cancel's MOVED and ASK followed (Redis Cluster) */
+    sluice__conn_t *to; /* Redis Cluster: the node flush_batch() sends it to */
     sluice_key_kind_t kind;
     uint64_t u64;
     struct fplans *plans; /* a limiter of plans: the table it was made under (a reference) */
@@ -110,7 +111,8 @@ struct slot {
 struct stats {
     uint64_t calls, quotas, cancels, redis_admitted, redis_dropped, cache_dropped, failure_admitted, failure_dropped,
         fallback_admitted, fallback_dropped, timeouts, unavailable, bad_replies, noscript, connects, disconnects,
-        in_flight, closed, batches, bad_values, auth_errors, noperm_errors, oom_errors, readonly_errors, redis_errors;
+        in_flight, closed, batches, bad_values, auth_errors, noperm_errors, oom_errors, readonly_errors, redis_errors,
+        elsewhere; /* not public: sluice__fleet_elsewhere() */
 };
 
 struct sluice_fleet {
@@ -140,6 +142,8 @@ struct sluice_fleet {
 
     struct req **batch; /* requests processed, not sent yet (each holds one in_redis count) */
     size_t batch_n;
+    size_t batch_cap;   /* room in batch: max_batch; on a Redis Cluster, for several nodes' batches */
+    struct req **group; /* Redis Cluster: one node's share of batch, while flush_batch() sends it */
     size_t batches_out; /* batches sent and not replied to */
 
     struct slot *cache;
@@ -735,6 +739,7 @@ struct batch {
     size_t n;
     bool evalled;       /* sent with EVAL after NOSCRIPT: not resent again */
     bool asking;        /* sent after ASKING (an ASK redirection) */
+    bool cross;         /* keys named in ARGV, none declared (the script's 'K' form) */
     unsigned redirects; /* MOVED and ASK followed so far */
     struct req *r[];
 };
@@ -791,15 +796,22 @@ static size_t plan_args(struct sluice_fleet *f, struct req *const *reqs, size_t 
 
 /* Sends reqs[0..n) as one EVALSHA (EVAL when rt->eval; after ASKING when
  * rt->asking) to rt->conn. Each request must hold one in_redis count, which
- * becomes the batch's. @return 0, or -1 when nothing was sent (the caller
- * answers them). */
+ * becomes the batch's. On a Redis Cluster, a batch of several requests
+ * declares no key (a run that declares keys of two slots is refused with
+ * CROSSSLOT) and names them in ARGV (the script's 'K' form): the node runs
+ * it, the script may touch keys of every slot the node serves, and a key it
+ * does not serve is left undecided ('ELSEWHERE': batch_reply_cb() sends that
+ * request alone, declaring its key, so that MOVED and ASK apply). A batch of
+ * one request declares its key. @return 0, or -1 when nothing was sent (the
+ * caller answers them). */
 static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n, const struct route *rt) {
     if (n == 0 || !rt->conn) return -1;
     bool eval = rt->eval;
     bool plans = reqs[0]->plans != NULL;
     /* one quota: 5 arguments, then 3 per request; plans: 3, then per request
      * 4 and at most a set of 8 quotas (1 + 5 * 8) */
-    size_t argc = plans ? 3 + n + 3 + 45 * n : 3 + n + 5 + 3 * n;
+    bool cross = f->cluster && n > 1;
+    size_t argc = (plans ? 3 + n + 3 + 45 * n : 3 + n + 5 + 3 * n) + (cross ? 2 : 0);
     struct batch *b = malloc(sizeof *b + n * sizeof b->r[0]);
     const char **argv = malloc(argc * sizeof *argv);
     size_t *lens = malloc(argc * sizeof *lens);
@@ -814,6 +826,7 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
     b->n = n;
     b->evalled = eval;
     b->asking = rt->asking;
+    b->cross = cross;
     b->redirects = rt->redirects;
     size_t k = 0;
     char nkeys[24];
@@ -824,7 +837,14 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
         argv[k] = "EVALSHA", lens[k++] = 7;
         argv[k] = f->sha, lens[k++] = 40;
     }
-    argv[k] = nkeys, lens[k++] = sluice__fleet_u128_str(n, nkeys);
+    char nargv[24];
+    if (cross) {
+        argv[k] = "0", lens[k++] = 1;
+        argv[k] = "K", lens[k++] = 1;
+        argv[k] = nargv, lens[k++] = sluice__fleet_u128_str(n, nargv);
+    } else {
+        argv[k] = nkeys, lens[k++] = sluice__fleet_u128_str(n, nkeys);
+    }
     for (size_t i = 0; i < n; i++) argv[k] = reqs[i]->data + reqs[i]->raw_len, lens[k++] = reqs[i]->rkey_len;
     if (plans) {
         /* the plans seen, at the end of nums (aligned) */
@@ -877,10 +897,13 @@ out:
  * out at once). Requests answered meanwhile (timeouts) are left out. Without
  * a connection, each is answered by the failure policy. */
 #define BATCHES_OUT 2
+static void send_groups(struct sluice_fleet *f, size_t n);
 static void flush_batch(struct sluice_fleet *f, bool force) {
     if (f->batch_n == 0) return;
-    if (!force && sluice__conn_sendable(f->conn) && f->batch_n < f->cfg.max_batch && f->batches_out >= BATCHES_OUT)
-        return;
+    /* a cluster: BATCHES_OUT per node, while every slot's primary is up */
+    bool up = f->cluster ? sluice__cluster_ready(f->cluster) : sluice__conn_sendable(f->conn);
+    size_t out_max = f->cluster ? BATCHES_OUT * sluice__cluster_nodes(f->cluster) : BATCHES_OUT;
+    if (!force && up && f->batch_n < f->batch_cap && f->batches_out >= out_max) return;
     size_t n = 0;
     for (size_t i = 0; i < f->batch_n; i++) {
         struct req *r = f->batch[i];
@@ -893,13 +916,62 @@ static void flush_batch(struct sluice_fleet *f, bool force) {
     }
     f->batch_n = 0;
     if (n == 0) return;
-    struct route rt = { .conn = req_conn(f, f->batch[0]) }; /* a cluster's batches hold one request */
+    if (f->cluster) {
+        send_groups(f, n);
+        return;
+    }
+    struct route rt = { .conn = f->conn };
     if (send_batch(f, f->batch, n, &rt) == 0) return;
     for (size_t i = 0; i < n; i++) {
         struct req *r = f->batch[i];
         r->in_redis--;
         STAT_INC(f, unavailable);
         answer_failure(f, r, down_cause_of(rt.conn));
+    }
+}
+
+/* A cluster: the n requests in f->batch go out as one batch per node (by the
+ * slot map; at most max_batch each), in their order; a node's batch names
+ * keys of several slots (the script's 'K' form, send_batch()). A request
+ * whose slot the map does not name (not read yet) goes alone, declaring its
+ * key, to any node, which answers MOVED: its requests then follow one
+ * another in order. Those a batch cannot be sent for are answered by the
+ * failure policy. */
+static void send_groups(struct sluice_fleet *f, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        struct req *r = f->batch[i];
+        unsigned slot = sluice__cluster_keyslot(r->data + r->raw_len, r->rkey_len);
+        r->to = sluice__cluster_mapped(f->cluster, slot) ? sluice__cluster_route(f->cluster, slot) : NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!f->batch[i]) continue;
+        sluice__conn_t *c = f->batch[i]->to;
+        if (!c) { /* an unmapped slot: alone */
+            c = req_conn(f, f->batch[i]);
+            f->group[0] = f->batch[i];
+            f->batch[i] = NULL;
+            struct route rt = { .conn = c };
+            if (send_batch(f, f->group, 1, &rt) == 0) continue;
+            f->group[0]->in_redis--;
+            STAT_INC(f, unavailable);
+            answer_failure(f, f->group[0], down_cause_of(c));
+            continue;
+        }
+        size_t m = 0;
+        for (size_t j = i; j < n && m < f->cfg.max_batch; j++) {
+            if (f->batch[j] && f->batch[j]->to == c) {
+                f->group[m++] = f->batch[j];
+                f->batch[j] = NULL;
+            }
+        }
+        struct route rt = { .conn = c };
+        if (send_batch(f, f->group, m, &rt) == 0) continue;
+        for (size_t k = 0; k < m; k++) {
+            struct req *r = f->group[k];
+            r->in_redis--;
+            STAT_INC(f, unavailable);
+            answer_failure(f, r, down_cause_of(c));
+        }
     }
 }
 
@@ -969,10 +1041,10 @@ static void process(struct sluice_fleet *f, struct req *r) {
         /* decided in a batch with the requests queued beside it (flush_batch:
          * sent now, or at the next reply while two batches are out) */
         insert_waiting(f, r);
-        if (f->batch_n == f->cfg.max_batch) flush_batch(f, true);
+        if (f->batch_n == f->batch_cap) flush_batch(f, true);
         r->in_redis++; /* held by f->batch */
         f->batch[f->batch_n++] = r;
-        if (f->batch_n == f->cfg.max_batch) flush_batch(f, true);
+        if (f->batch_n == f->batch_cap) flush_batch(f, true);
         return;
     }
     if (send_req(f, r) != 0) {
@@ -1190,6 +1262,56 @@ static bool follow_redirect(struct sluice_fleet *f, struct batch *b, const redis
     return true;
 }
 
+/* Sends request `r` (undecided: holding no in_redis count) once more alone,
+ * declaring its key, to its slot's node by the map: a MOVED or ASK then
+ * names that key's slot and is followed (follow_redirect()), at most
+ * MAX_REDIRECTS times in all (`redirects` so far); answered by the failure
+ * policy when it cannot be sent. */
+static void send_alone(struct sluice_fleet *f, struct req *r, unsigned redirects) {
+    struct route rt = { .conn = req_conn(f, r), .redirects = redirects };
+    STAT_INC(f, elsewhere);
+    r->in_redis++; /* held for the resend */
+    if (send_batch(f, &r, 1, &rt) != 0) {
+        r->in_redis--;
+        STAT_INC(f, unavailable);
+        answer_failure(f, r, down_cause_of(rt.conn));
+    }
+}
+
+/* A node refused a batch of keys of several slots (b->cross) as a whole,
+ * before writing anything, for one key: a MOVED or ASK, or Redis's "non
+ * local key" error. Not expected (the batch declares no key, and the script
+ * reads each key with redis.pcall and answers 'ELSEWHERE' for it alone); a
+ * guard, so that such a refusal still gets each request decided once. The
+ * map is taken from a MOVED (and read again), and each request goes once
+ * more alone (send_alone()). @return whether `rep` was such a refusal (then
+ * `b` is freed and its requests resent or answered). */
+static bool split_cross(struct sluice_fleet *f, struct batch *b, const redisReply *rep) {
+    bool ask;
+    unsigned slot;
+    char host[256];
+    int port;
+    if (!b->cross) return false;
+    bool redirect = sluice__cluster_redirect_parse(rep->str, rep->len, &ask, &slot, host, sizeof host, &port) == 0;
+    static const char nl[] = "non local key";
+    bool nonlocal = false;
+    for (size_t i = 0; !redirect && !nonlocal && i + sizeof nl - 1 <= rep->len; i++)
+        nonlocal = memcmp(rep->str + i, nl, sizeof nl - 1) == 0;
+    if (!redirect && !nonlocal) return false;
+    if (redirect && !ask && host[0]) sluice__cluster_moved(f->cluster, slot, host, port);
+    if (!redirect || !host[0]) sluice__cluster_refresh(f->cluster);
+    for (size_t i = 0; i < b->n; i++) {
+        struct req *r = b->r[i];
+        if (r->answered)
+            req_release(r);
+        else
+            send_alone(f, r, b->redirects + 1);
+    }
+    free(b);
+    flush_batch(f, false);
+    return true;
+}
+
 /* The reply to a batch: each request answered in order. */
 static void batch_reply_cb(void *arg, redisReply *rep, int err) {
     struct batch *b = arg;
@@ -1215,6 +1337,7 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         return;
     }
     alive(f);
+    if (rep->type == REDIS_REPLY_ERROR && split_cross(f, b, rep)) return;
     if (rep->type == REDIS_REPLY_ERROR && follow_redirect(f, b, rep)) return;
     if (rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !b->evalled) {
         /* the script cache was flushed: the same batch once more with EVAL */
@@ -1252,6 +1375,17 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         struct sluice__fleet_rate q[SLUICE_PLAN_QUOTAS_MAX];
         struct sluice__fleet_ask a = ask_of(f, r, q);
         int rc = shape ? sluice__fleet_read_answer(&a, rep->element + 3 * i, &res, &t, tat, &teach) : -1;
+        if (rc == 2 && b->cross) {
+            /* its key is another node's (Redis Cluster): not decided here;
+             * sent alone, after the requests before it in this batch, so
+             * that a key's requests stay in order */
+            if (r->answered)
+                req_release(r);
+            else
+                send_alone(f, r, b->redirects + 1);
+            continue;
+        }
+        if (rc == 2) rc = 1; /* 'ELSEWHERE' from a run that declared its key: not Sluice's */
         if (rc == 1) {
             /* this key's value is not Sluice state: it fails alone */
             if (r->answered) {
@@ -1336,9 +1470,17 @@ static int open_conn(struct sluice_fleet *f, const sluice_fleet_config_t *config
         o.check_primary = true;
     }
     if (url.topology == SLUICE__REDIS_CLUSTER) {
-        /* one conn per primary; all keys of a script run must share a slot,
-         * so each request is a run of its own (docs/fleet.md) */
-        f->cfg.max_batch = 1;
+        /* one conn per primary, and one batch per node: room for up to 8
+         * nodes' batches of max_batch before a flush (send_groups()) */
+        f->batch_cap = f->cfg.max_batch * 8;
+        struct req **v = realloc(f->batch, f->batch_cap * sizeof *v);
+        if (v) f->batch = v;
+        f->group = malloc(f->cfg.max_batch * sizeof *f->group);
+        if (!v || !f->group) {
+            if (config->url) sluice__redis_url_free(&url);
+            snprintf(f->conn_msg, sizeof f->conn_msg, "out of memory");
+            return SLUICE_ENOMEM;
+        }
         rc = sluice__cluster_new(&f->cluster, f->base, &url, &o, cluster_event, f, why, sizeof why);
     } else if (rc == 0) {
         rc = sluice__conn_new(&f->conn, f->base, &url, &o, why, sizeof why);
@@ -1422,6 +1564,7 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     c->url = NULL;
     c->prefix = NULL;
 
+    f->batch_cap = c->max_batch;
     f->batch = malloc(c->max_batch * sizeof *f->batch);
     if (!f->batch) goto nomem;
 
@@ -1484,6 +1627,7 @@ fail:
     if (f->fallback) sluice_limiter_free(f->fallback);
     fplans_unref(f->plans);
     free(f->batch);
+    free(f->group);
     free(f->cache);
     free(f->prefix);
     free(f);
@@ -1715,6 +1859,7 @@ static void free_on_loop(struct sluice_fleet *f) {
     pthread_mutex_destroy(&f->fb_mu);
     fplans_unref(f->plans);
     free(f->batch);
+    free(f->group);
     free(f->prefix);
     free(f);
 }
@@ -1750,6 +1895,8 @@ int sluice_fleet_stats(sluice_fleet_t *f, sluice_fleet_stats_t *out) {
 #undef LD
     return 0;
 }
+
+uint64_t sluice__fleet_elsewhere(sluice_fleet_t *f) { return __atomic_load_n(&f->st.elsewhere, __ATOMIC_RELAXED); }
 
 bool sluice_fleet_connected(sluice_fleet_t *f) {
     if (f && f->cluster) return sluice__cluster_ready(f->cluster);

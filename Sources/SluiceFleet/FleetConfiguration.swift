@@ -62,7 +62,7 @@ public struct FleetConfiguration: Sendable, CustomStringConvertible {
     public var manualTime: Bool = false
     /// Most calls and quota reads decided by one script run, 1 to 1024
     /// (requests queued together are sent as one batch, decided in order).
-    /// With Redis Cluster (`redis+cluster://`) every script run decides one key, whatever this says.
+    /// With Redis Cluster (`redis+cluster://`) this is per node: one batch per node, keys of many slots.
     public var maxBatch: Int = 32
 
     /// A configuration with the defaults (127.0.0.1:6379, 50 ms timeout, fail closed).

@@ -211,8 +211,8 @@ public enum CaseRunner {
         let workload = Plan.fleetWorkload(keys: c.keys)
         let sluice = c.impl.hasPrefix("sluice-redis")
         let inFlight = sluice ? 256 : 4
-        // the cluster's cases make fewer calls (one key per script run: a run of 50,000
-        // would take several seconds), to keep the scenario's added time within a minute
+        // the cluster's cases make fewer calls (each case also starts or empties the
+        // cluster, and runs three times), to keep the scenario's added time within a minute
         let cluster = c.impl.hasSuffix("-cluster")
         let calls: UInt64 = quick ? 10_000 : cluster ? 20_000 : 50_000
         let pacedCalls: UInt64 = quick ? 5_000 : cluster ? 10_000 : 15_000
@@ -287,7 +287,7 @@ public enum CaseRunner {
         let how =
             cluster
             ? (sluice
-                ? "3-primary Redis Cluster (redis+cluster://): one pipelined connection per primary, one key per EVALSHA, certain drops answered locally"
+                ? "3-primary Redis Cluster (redis+cluster://): one pipelined connection per primary, one batch per node (keys of many slots, up to 32 per EVALSHA), certain drops answered locally"
                     + (rate > 0 ? ", on its own loop thread; " : "; ")
                 : "3-primary Redis Cluster: blocking EVALSHA per call to the key's primary (CRC16 slot, CLUSTER SLOTS map), 4 threads with a connection to each primary; ")
             : (sluice

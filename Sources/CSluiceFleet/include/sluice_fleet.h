@@ -27,8 +27,9 @@
  * request waits for a batch only while two batches await their reply, so at
  * light load it goes out at once, and under load batches grow. This cuts
  * Redis's cost per decision (one script run, one clock reading, one command).
- * With Redis Cluster (redis+cluster://) every script run decides one key
- * (max_batch is taken as 1): a script may name keys of one slot only.
+ * With Redis Cluster (redis+cluster://) a batch goes to one node and names
+ * keys of any slots that node serves (one batch per node; a key the node
+ * no longer serves is sent again alone to its slot's node).
  * The slot map is read (CLUSTER SLOTS) at start, after a MOVED, CLUSTERDOWN
  * or TRYAGAIN, when a node's connection is lost or refused, and
  * periodically: every 5 s while the primary of every slot is connected,
@@ -184,8 +185,8 @@ typedef struct sluice_fleet_config {
                                        time is not Redis time); 0 = 10 minutes */
     size_t max_batch;                     /**< most calls and quota reads decided by one EVALSHA
                                        (sent together, decided in order; see "Batches");
-                                       0 = 32; 1 = one key per command (a Redis Cluster
-                                       address always uses 1: a batch would span slots) */
+                                       0 = 32; 1 = one key per command (a Redis Cluster:
+                                       per node) */
     const char *url;                      /**< Redis address as a URL (see docs/fleet.md, "Connections");
                                        replaces host and port when set: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB],
                                        rediss://...?cacert=PATH&cert=PATH&key=PATH&sni=NAME&insecure=1,
