@@ -5,12 +5,16 @@
  * generations strictly increasing per key across bursts, calls during a
  * lease starting the next burst, close drain and discard over the
  * namespace, expiries on everything a key leaves in Redis, no server
- * (answered from the loop, within the timeout), and a worker on the real
+ * (answered from the loop, within the timeout), a worker on the real
  * clock: never early, calls of another process seen within the poll period,
- * stop handing its leases to another worker at once. */
+ * stop handing its leases to another worker at once; and a limiter on a
+ * loop thread (sluice_fleet_timed_new_on_loop()) called from two other
+ * threads at once, its worker started, stopped and the limiter freed from
+ * them (run under TSan by make sanitize-thread). */
 #define TEST_NAME "test_fleet_timed"
 #include "test_fleet_util.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include "sluice_fleet_timed.h"
@@ -386,6 +390,109 @@ static void test_worker(const char *url) {
     sluice_fleet_timed_free(other);
 }
 
+/* ---- a limiter on a loop thread, called from other threads */
+
+typedef struct mt_count {
+    int answered, emitted_or_scheduled, delivered;
+    pthread_mutex_t mu;
+} mt_count_t;
+
+static mt_count_t mtc = { 0, 0, 0, PTHREAD_MUTEX_INITIALIZER };
+
+static void mt_on_call(void *user, const sluice_fleet_timed_result_t *r) {
+    (void)user;
+    pthread_mutex_lock(&mtc.mu);
+    mtc.answered++;
+    if (r->status == 0 && r->decision.kind == SLUICE_SCHEDULED) mtc.emitted_or_scheduled++;
+    pthread_mutex_unlock(&mtc.mu);
+}
+
+static void mt_handler(void *user, const sluice_fleet_delivery_t *d) {
+    sluice_fleet_timed_t *t = user;
+    pthread_mutex_lock(&mtc.mu);
+    mtc.delivered++;
+    pthread_mutex_unlock(&mtc.mu);
+    CHECK(sluice_fleet_timed_ack(t, d, NULL, NULL) == 0, "ack on the loop thread");
+}
+
+typedef struct mt_arg {
+    sluice_fleet_timed_t *t;
+    int id;
+} mt_arg_t;
+
+static void *mt_caller(void *arg) {
+    mt_arg_t *a = arg;
+    for (int i = 0; i < 200; i++) {
+        char key[32], value[32];
+        snprintf(key, sizeof key, "t%d-k%d", a->id, i);
+        snprintf(value, sizeof value, "v%d", i);
+        CHECK(sluice_fleet_timed_call(a->t, sluice_key_bytes(key, strlen(key)), value, strlen(value), 0, mt_on_call,
+                                      NULL) == 0,
+              "call from thread %d", a->id);
+    }
+    return NULL;
+}
+
+static int mt_read(int *field) {
+    pthread_mutex_lock(&mtc.mu);
+    int v = *field;
+    pthread_mutex_unlock(&mtc.mu);
+    return v;
+}
+
+static void mt_wait(int *field, int want) {
+    uint64_t end = tf_mono() + 30000 * MS;
+    while (mt_read(field) < want) {
+        CHECK(tf_mono() < end, "only %d of %d within 30 s", mt_read(field), want);
+        struct timespec ts = { 0, 2000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void mt_stopped(void *user, const sluice_fleet_timed_result_t *r) {
+    (void)r;
+    __atomic_store_n((int *)user, 1, __ATOMIC_RELEASE);
+}
+
+static void test_threads(const char *url) {
+    sluice_loop_t *loop = NULL;
+    CHECK(sluice_loop_start(&loop, NULL) == 0, "loop");
+    sluice_fleet_timed_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_debounce(20 * MS, false, true, -1);
+    c.url = url;
+    c.prefix = "threads";
+    c.prefix_len = 7;
+    c.partitions = 3;
+    sluice_fleet_timed_t *t = NULL;
+    CHECK(sluice_fleet_timed_new_on_loop(&t, loop, &c) == 0, "new on loop");
+    sluice_fleet_timed_worker_t wc = { .handler = mt_handler, .user = t, .poll_ns = 50 * MS };
+    CHECK(sluice_fleet_timed_start(t, &wc) == 0, "start from another thread");
+    CHECK(sluice_fleet_timed_start(t, &wc) == SLUICE_EINVAL, "a second start");
+    pthread_t th[2];
+    mt_arg_t args[2] = { { t, 0 }, { t, 1 } };
+    for (int i = 0; i < 2; i++) CHECK(pthread_create(&th[i], NULL, mt_caller, &args[i]) == 0, "thread");
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    mt_wait(&mtc.answered, 400);
+    CHECK(mt_read(&mtc.emitted_or_scheduled) == 400, "every call scheduled (%d)", mt_read(&mtc.emitted_or_scheduled));
+    mt_wait(&mtc.delivered, 400);
+    sluice_fleet_timed_stats_t st;
+    CHECK(sluice_fleet_timed_stats(t, &st) == 0 && st.delivered == 400, "stats from another thread: %llu",
+          (unsigned long long)st.delivered);
+    int stopped = 0;
+    CHECK(sluice_fleet_timed_stop(t, mt_stopped, &stopped) == 0, "stop from another thread");
+    CHECK(sluice_fleet_timed_stop(t, mt_stopped, &stopped) == SLUICE_EINVAL, "a second stop");
+    uint64_t end = tf_mono() + 30000 * MS;
+    while (!__atomic_load_n(&stopped, __ATOMIC_ACQUIRE)) {
+        CHECK(tf_mono() < end, "stop not answered");
+        struct timespec ts = { 0, 2000000 };
+        nanosleep(&ts, NULL);
+    }
+    sluice_fleet_timed_free(t); /* from this thread: waits for the loop thread */
+    CHECK(sluice_loop_stop(loop) == 0, "loop stop");
+    CHECK(sluice_loop_free(loop) == 0, "loop free");
+}
+
 int main(void) {
     test_redis_t redis;
     tf_start_redis(&redis);
@@ -401,6 +508,7 @@ int main(void) {
     test_no_server();
     sluice_fleet_timed_free(T);
     test_worker(url);
+    test_threads(url);
     event_base_free(base);
     if (clock_conn) redisFree(clock_conn);
     test_redis_stop(&redis);

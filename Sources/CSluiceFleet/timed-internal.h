@@ -14,9 +14,19 @@
 #include "sentinel.h"
 #include "sluice_fleet_timed.h"
 
+#include <pthread.h>
+
+#include "sluice_loop.h"
+
 struct event;
 struct op;
 struct sluice__timed_worker;
+struct sluice__timed_free_wait;
+
+/* A counter of sluice_fleet_timed_stats_t: written on the loop thread, read
+ * from any (relaxed atomics). */
+#define SLUICE__TIMED_STAT_ADD(t, field, n) __atomic_fetch_add(&(t)->st.field, (uint64_t)(n), __ATOMIC_RELAXED)
+#define SLUICE__TIMED_STAT_SET(t, field, v) __atomic_store_n(&(t)->st.field, (uint64_t)(v), __ATOMIC_RELAXED)
 
 /* A timed limiter (timed.c); its worker, when started, is timed-worker.c's. */
 struct sluice_fleet_timed {
@@ -36,10 +46,19 @@ struct sluice_fleet_timed {
     size_t max_value;
     bool manual;
     uint64_t timeout_ns;
-    struct op *ops; /* every operation not answered yet, or still awaited from Redis */
+    struct op *ops; /* every operation not answered yet, or still awaited from Redis (loop thread) */
     bool freeing;
-    struct sluice__timed_worker *worker; /* NULL unless started */
+    struct sluice__timed_worker *worker; /* NULL unless started (loop thread) */
+    bool worker_started, worker_stopped; /* start and stop taken (atomics: any thread) */
     sluice_fleet_timed_stats_t st;
+    /* Other threads (sluice_fleet_timed_new_on_loop()): their operations wait
+     * in the inbox, under `mu`, until the wake event sends them. */
+    sluice_loop_t *loop;
+    pthread_mutex_t mu;
+    struct op *inbox, *inbox_tail;
+    struct event *wake;
+    bool closed;                               /* freeing: the inbox takes nothing more (under mu) */
+    struct sluice__timed_free_wait *free_wait; /* a free from another thread waits on it (under mu) */
 };
 
 /* The worker's hooks (timed-worker.c), called by timed.c on the loop thread. */
@@ -54,6 +73,12 @@ SLUICE_FLEET_HIDDEN void sluice__timed_worker_acked(struct sluice_fleet_timed *t
 
 /** Frees the worker (no release: sluice_fleet_timed_stop() does that). */
 SLUICE_FLEET_HIDDEN void sluice__timed_worker_free(struct sluice_fleet_timed *t);
+
+/** Runs `fn(t, arg)` on the loop thread: now when called there (or when the
+ *  limiter has no loop), else soon, from the wake event (timed.c).
+ *  @return 0, SLUICE_ECLOSED (being freed) or SLUICE_ENOMEM. */
+SLUICE_FLEET_HIDDEN int sluice__timed_on_loop(struct sluice_fleet_timed *t,
+                                              void (*fn)(struct sluice_fleet_timed *t, void *arg), void *arg);
 
 /** Bytes of the script (without the NUL). */
 SLUICE_FLEET_HIDDEN size_t sluice__timed_script_len(void);

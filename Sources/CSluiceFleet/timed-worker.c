@@ -135,9 +135,9 @@ static void on_claim(void *user, const sluice_fleet_timed_result_t *res) {
         }
         if (w->nheld < w->cfg.max_in_hand)
             w->held[w->nheld++] = (struct held){ d->generation, d->attempt, d->partition };
-        t->st.delivered++;
-        if (d->attempt > 1) t->st.redelivered++;
-        t->st.in_hand = w->nheld;
+        SLUICE__TIMED_STAT_ADD(t, delivered, 1);
+        if (d->attempt > 1) SLUICE__TIMED_STAT_ADD(t, redelivered, 1);
+        SLUICE__TIMED_STAT_SET(t, in_hand, w->nheld);
         w->cfg.handler(w->cfg.user, d);
     }
     if (w->stopping) {
@@ -197,7 +197,7 @@ void sluice__timed_worker_acked(struct sluice_fleet_timed *t, const sluice_fleet
             break;
         }
     }
-    t->st.in_hand = w->nheld;
+    SLUICE__TIMED_STAT_SET(t, in_hand, w->nheld);
     if (w->stopping || w->nheld >= w->cfg.max_in_hand) return;
     for (uint32_t i = 0; i < t->partitions; i++) {
         if (!w->parts[i].blocked) continue;
@@ -206,42 +206,77 @@ void sluice__timed_worker_acked(struct sluice_fleet_timed *t, const sluice_fleet
     }
 }
 
-int sluice_fleet_timed_start(sluice_fleet_timed_t *t, const sluice_fleet_timed_worker_t *cfg) {
-    if (!t || !cfg || !cfg->handler || t->manual || t->worker || cfg->batch > 1024) return SLUICE_EINVAL;
-    struct sluice__timed_worker *w = calloc(1, sizeof *w);
-    if (!w) return SLUICE_ENOMEM;
-    w->t = t;
-    w->cfg = *cfg;
-    if (!w->cfg.poll_ns) w->cfg.poll_ns = 100 * MS;
-    if (!w->cfg.batch) w->cfg.batch = 64;
-    if (!w->cfg.max_in_hand) w->cfg.max_in_hand = 1024;
-    w->parts = calloc(t->partitions, sizeof *w->parts);
-    w->held = calloc(w->cfg.max_in_hand, sizeof *w->held);
-    w->done = event_new(t->base, -1, 0, on_done, w);
-    bool ok = w->parts && w->held && w->done;
-    for (uint32_t i = 0; ok && i < t->partitions; i++) {
-        struct part *p = &w->parts[i];
-        p->w = w;
-        p->index = i;
-        p->wake_at = UINT64_MAX;
-        p->wake = evtimer_new(t->base, on_wake, p);
-        ok = p->wake != NULL;
+/* On the loop thread: the worker takes over its limiter and wakes every
+ * partition at once. */
+static void install(struct sluice_fleet_timed *t, void *arg) {
+    struct sluice__timed_worker *w = arg;
+    if (t->freeing) {
+        t->worker = w;
+        sluice__timed_worker_free(t);
+        return;
     }
     t->worker = w;
-    if (!ok) {
-        sluice__timed_worker_free(t);
-        return SLUICE_ENOMEM;
-    }
     for (uint32_t i = 0; i < t->partitions; i++) wake_in(&w->parts[i], 0);
-    return 0;
 }
 
-int sluice_fleet_timed_stop(sluice_fleet_timed_t *t, sluice_fleet_timed_fn fn, void *user) {
-    if (!t || !t->worker || t->worker->stopping) return SLUICE_EINVAL;
+static void free_worker(struct sluice__timed_worker *w, uint32_t partitions) {
+    if (w->parts)
+        for (uint32_t i = 0; i < partitions; i++)
+            if (w->parts[i].wake) event_free(w->parts[i].wake);
+    free(w->parts);
+    free(w->held);
+    if (w->done) event_free(w->done);
+    free(w);
+}
+
+int sluice_fleet_timed_start(sluice_fleet_timed_t *t, const sluice_fleet_timed_worker_t *cfg) {
+    if (!t || !cfg || !cfg->handler || t->manual || cfg->batch > 1024) return SLUICE_EINVAL;
+    bool no = false;
+    if (!__atomic_compare_exchange_n(&t->worker_started, &no, true, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return SLUICE_EINVAL; /* one worker per limiter */
+    struct sluice__timed_worker *w = calloc(1, sizeof *w);
+    bool ok = w != NULL;
+    if (ok) {
+        w->t = t;
+        w->cfg = *cfg;
+        if (!w->cfg.poll_ns) w->cfg.poll_ns = 100 * MS;
+        if (!w->cfg.batch) w->cfg.batch = 64;
+        if (!w->cfg.max_in_hand) w->cfg.max_in_hand = 1024;
+        w->parts = calloc(t->partitions, sizeof *w->parts);
+        w->held = calloc(w->cfg.max_in_hand, sizeof *w->held);
+        w->done = event_new(t->base, -1, 0, on_done, w);
+        ok = w->parts && w->held && w->done;
+        for (uint32_t i = 0; ok && i < t->partitions; i++) {
+            struct part *p = &w->parts[i];
+            p->w = w;
+            p->index = i;
+            p->wake_at = UINT64_MAX;
+            p->wake = evtimer_new(t->base, on_wake, p);
+            ok = p->wake != NULL;
+        }
+    }
+    int rc = ok ? sluice__timed_on_loop(t, install, w) : SLUICE_ENOMEM;
+    if (rc != 0) {
+        if (w) free_worker(w, t->partitions);
+        __atomic_store_n(&t->worker_started, false, __ATOMIC_RELEASE);
+    }
+    return rc;
+}
+
+struct stop_args {
+    sluice_fleet_timed_fn fn;
+    void *user;
+};
+
+/* On the loop thread: stop claiming, hand back what the handler holds. */
+static void stop_on_loop(struct sluice_fleet_timed *t, void *arg) {
+    struct stop_args a = *(struct stop_args *)arg;
+    free(arg);
     struct sluice__timed_worker *w = t->worker;
+    if (!w || w->stopping) return; /* freed meanwhile */
     w->stopping = true;
-    w->stop_fn = fn;
-    w->stop_user = user;
+    w->stop_fn = a.fn;
+    w->stop_user = a.user;
     for (uint32_t i = 0; i < t->partitions; i++) {
         struct part *p = &w->parts[i];
         event_del(p->wake);
@@ -257,20 +292,34 @@ int sluice_fleet_timed_stop(sluice_fleet_timed_t *t, sluice_fleet_timed_fn fn, v
         give_back(w, &d);
     }
     w->nheld = 0;
-    t->st.in_hand = 0;
+    SLUICE__TIMED_STAT_SET(t, in_hand, 0);
     if (w->waiting == 0) event_active(w->done, EV_TIMEOUT, 0); /* the callback, from the loop */
-    return 0;
+}
+
+int sluice_fleet_timed_stop(sluice_fleet_timed_t *t, sluice_fleet_timed_fn fn, void *user) {
+    if (!t) return SLUICE_EINVAL;
+    bool no = false;
+    if (!__atomic_load_n(&t->worker_started, __ATOMIC_ACQUIRE) ||
+        !__atomic_compare_exchange_n(&t->worker_stopped, &no, true, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return SLUICE_EINVAL; /* not a worker, or stopped already */
+    struct stop_args *a = malloc(sizeof *a);
+    if (!a) {
+        __atomic_store_n(&t->worker_stopped, false, __ATOMIC_RELEASE);
+        return SLUICE_ENOMEM;
+    }
+    a->fn = fn;
+    a->user = user;
+    int rc = sluice__timed_on_loop(t, stop_on_loop, a);
+    if (rc != 0) {
+        free(a);
+        __atomic_store_n(&t->worker_stopped, false, __ATOMIC_RELEASE);
+    }
+    return rc;
 }
 
 void sluice__timed_worker_free(struct sluice_fleet_timed *t) {
     struct sluice__timed_worker *w = t->worker;
     if (!w) return;
-    if (w->parts)
-        for (uint32_t i = 0; i < t->partitions; i++)
-            if (w->parts[i].wake) event_free(w->parts[i].wake);
-    free(w->parts);
-    free(w->held);
-    if (w->done) event_free(w->done);
-    free(w);
+    free_worker(w, t->partitions);
     t->worker = NULL;
 }

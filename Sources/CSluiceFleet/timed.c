@@ -9,12 +9,19 @@
  * node a MOVED or ASK names. Operations wait in one list; a periodic tick
  * answers those past their timeout and those that could not be sent, so no
  * callback runs inside the submitting call.
+ *
+ * Threads: everything runs on the loop thread. An operation made on
+ * another thread (a limiter on a sluice_loop_t) is built there, then queued
+ * in the inbox under the mutex; the wake event sends it from the loop
+ * thread. The worker's start and stop travel the same way (as functions to
+ * run), so the worker's state is the loop thread's alone.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
 
 #include <event2/event.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +38,10 @@
 
 struct op {
     struct sluice_fleet_timed *t;
-    struct op *prev, *next;
+    struct op *prev, *next; /* in t->ops; `next` chains the inbox before that */
+    /* not an operation: a function to run on the loop thread (sluice__timed_on_loop) */
+    void (*run)(struct sluice_fleet_timed *t, void *arg);
+    void *run_arg;
     sluice_fleet_timed_op_t kind;
     sluice_fleet_timed_fn fn;
     void *user;
@@ -45,6 +55,8 @@ struct op {
     unsigned redirects;
     sluice__conn_t *conn;
     sluice_close_mode_t close_mode; /* close: the mode, and the partition under way */
+    uint64_t gen;                   /* ack, release: the delivery's */
+    uint32_t attempt;
     /* the command: argv[0] "EVALSHA" or "EVAL", argv[1] the SHA or the script */
     int argc;
     const char *argv[12];
@@ -100,9 +112,10 @@ static void op_free(struct op *o) {
 static void answer(struct op *o, sluice_fleet_timed_result_t *res) {
     res->op = o->kind;
     struct sluice_fleet_timed *t = o->t;
-    if (res->status != 0 && res->status != SLUICE_ELEASE && res->status != SLUICE_ECLOSED) t->st.failures++;
-    if (o->kind == SLUICE_FLEET_TIMED_ACK && res->status == 0 && res->had) t->st.acked++;
-    if (o->kind == SLUICE_FLEET_TIMED_ACK && res->status == SLUICE_ELEASE) t->st.ack_refused++;
+    if (res->status != 0 && res->status != SLUICE_ELEASE && res->status != SLUICE_ECLOSED)
+        SLUICE__TIMED_STAT_ADD(t, failures, 1);
+    if (o->kind == SLUICE_FLEET_TIMED_ACK && res->status == 0 && res->had) SLUICE__TIMED_STAT_ADD(t, acked, 1);
+    if (o->kind == SLUICE_FLEET_TIMED_ACK && res->status == SLUICE_ELEASE) SLUICE__TIMED_STAT_ADD(t, ack_refused, 1);
     if (o->kind == SLUICE_FLEET_TIMED_CALL && res->status == 0 && res->decision.kind == SLUICE_SCHEDULED && t->worker)
         sluice__timed_worker_hint(t, o->partition, res->decision.at, res->decision.now);
     if (!o->fn) { /* an acknowledgement nobody waits for */
@@ -227,10 +240,107 @@ static struct op *op_new(struct sluice_fleet_timed *t, sluice_fleet_timed_op_t k
         p += extra_len[i];
     }
     o->argc = k;
+    return o;
+}
+
+/* ------------------------------------------------------------------ threads */
+
+static bool on_loop_thread(const struct sluice_fleet_timed *t) { return !t->loop || sluice_loop_in_thread(t->loop); }
+
+/* On the loop thread: the operation joins the list and is sent (or, for a
+ * function, runs). */
+static void dispatch(struct op *o) {
+    struct sluice_fleet_timed *t = o->t;
+    if (o->run) {
+        o->run(t, o->run_arg);
+        free(o);
+        return;
+    }
+    o->prev = NULL;
     o->next = t->ops;
     if (t->ops) t->ops->prev = o;
     t->ops = o;
-    return o;
+    if (o->kind == SLUICE_FLEET_TIMED_ACK && t->worker) {
+        sluice_fleet_delivery_t d;
+        memset(&d, 0, sizeof d);
+        d.generation = o->gen;
+        d.attempt = o->attempt;
+        d.partition = o->partition;
+        sluice__timed_worker_acked(t, &d);
+    }
+    send_op(o);
+}
+
+/* Sends the operation now (loop thread) or queues it for the wake event.
+ * @return 0, or SLUICE_ECLOSED when the limiter is being freed (`o` freed). */
+static int submit(struct op *o) {
+    struct sluice_fleet_timed *t = o->t;
+    if (on_loop_thread(t)) {
+        dispatch(o);
+        return 0;
+    }
+    pthread_mutex_lock(&t->mu);
+    if (t->closed) {
+        pthread_mutex_unlock(&t->mu);
+        free(o->buf);
+        free(o);
+        return SLUICE_ECLOSED;
+    }
+    o->next = NULL;
+    if (t->inbox_tail)
+        t->inbox_tail->next = o;
+    else
+        t->inbox = o;
+    t->inbox_tail = o;
+    event_active(t->wake, EV_READ, 0);
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+int sluice__timed_on_loop(struct sluice_fleet_timed *t, void (*fn)(struct sluice_fleet_timed *t, void *arg),
+                          void *arg) {
+    if (on_loop_thread(t)) {
+        fn(t, arg);
+        return 0;
+    }
+    struct op *o = calloc(1, sizeof *o);
+    if (!o) return SLUICE_ENOMEM;
+    o->t = t;
+    o->run = fn;
+    o->run_arg = arg;
+    return submit(o);
+}
+
+/* A free from another thread waits here until the loop thread freed the limiter. */
+struct sluice__timed_free_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+static void free_on_loop(struct sluice_fleet_timed *t);
+
+/* The wake event: the inbox's operations, in order; or the free. */
+static void on_wake(evutil_socket_t fd, short what, void *arg) {
+    (void)fd;
+    (void)what;
+    struct sluice_fleet_timed *t = arg;
+    pthread_mutex_lock(&t->mu);
+    struct op *q = t->inbox;
+    t->inbox = t->inbox_tail = NULL;
+    struct sluice__timed_free_wait *w = t->free_wait;
+    pthread_mutex_unlock(&t->mu);
+    while (q) {
+        struct op *next = q->next;
+        dispatch(q);
+        q = next;
+    }
+    if (!w) return;
+    free_on_loop(t);
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
 }
 
 /* ------------------------------------------------------------------ replies */
@@ -344,13 +454,18 @@ static int key_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const c
     int nextra = kind == SLUICE_FLEET_TIMED_CALL ? 2 : 1;
     struct op *o = op_new(t, kind, p, opcode, now, m, mlen, nextra, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
-    send_op(o);
-    return 0;
+    return submit(o);
 }
 
 int sluice_fleet_timed_stats(const sluice_fleet_timed_t *t, sluice_fleet_timed_stats_t *out) {
     if (!t || !out) return SLUICE_EINVAL;
-    *out = t->st;
+    out->claims = __atomic_load_n(&t->st.claims, __ATOMIC_RELAXED);
+    out->delivered = __atomic_load_n(&t->st.delivered, __ATOMIC_RELAXED);
+    out->redelivered = __atomic_load_n(&t->st.redelivered, __ATOMIC_RELAXED);
+    out->acked = __atomic_load_n(&t->st.acked, __ATOMIC_RELAXED);
+    out->ack_refused = __atomic_load_n(&t->st.ack_refused, __ATOMIC_RELAXED);
+    out->in_hand = __atomic_load_n(&t->st.in_hand, __ATOMIC_RELAXED);
+    out->failures = __atomic_load_n(&t->st.failures, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -387,9 +502,8 @@ int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t partition, uint64
     size_t extra_len[1] = { (size_t)snprintf(n, sizeof n, "%zu", max) };
     struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLAIM, partition, "W", now, NULL, 0, 1, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
-    t->st.claims++;
-    send_op(o);
-    return 0;
+    SLUICE__TIMED_STAT_ADD(t, claims, 1);
+    return submit(o);
 }
 
 static int lease_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const char *opcode,
@@ -402,9 +516,9 @@ static int lease_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const
                             (size_t)snprintf(a, sizeof a, "%u", (unsigned)d->attempt) };
     struct op *o = op_new(t, kind, d->partition, opcode, 0, NULL, 0, 2, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
-    if (kind == SLUICE_FLEET_TIMED_ACK && t->worker) sluice__timed_worker_acked(t, d);
-    send_op(o);
-    return 0;
+    o->gen = d->generation;
+    o->attempt = d->attempt;
+    return submit(o);
 }
 
 int sluice_fleet_timed_ack(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d, sluice_fleet_timed_fn fn,
@@ -438,8 +552,7 @@ int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, 
     struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLOSE, 0, "Z", now, NULL, 0, 2, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
     o->close_mode = mode;
-    send_op(o);
-    return 0;
+    return submit(o);
 }
 
 /* ------------------------------------------------------------------ life */
@@ -518,8 +631,13 @@ int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
     t->timeout_ns = c->timeout_ns ? c->timeout_ns : 1000 * MS;
     sluice__fleet_sha1_hex(sluice_fleet_timed_script(), sluice__timed_script_len(), t->sha);
     bool cluster = false;
+    pthread_mutex_init(&t->mu, NULL);
     t->tick = event_new(base, -1, EV_PERSIST, on_tick, t);
-    if (!t->tick) {
+    t->wake = event_new(base, -1, EV_READ, on_wake, t);
+    if (!t->tick || !t->wake) {
+        if (t->tick) event_free(t->tick);
+        if (t->wake) event_free(t->wake);
+        pthread_mutex_destroy(&t->mu);
         free(t);
         return SLUICE_ENOMEM;
     }
@@ -563,8 +681,60 @@ int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
     return 0;
 }
 
+int sluice_fleet_timed_new_on_loop(sluice_fleet_timed_t **out, sluice_loop_t *loop,
+                                   const sluice_fleet_timed_config_t *config) {
+    if (!out || !loop) return SLUICE_EINVAL;
+    *out = NULL;
+    /* other threads call in: libevent's locks must be on (sluice_loop.h) */
+    if (sluice_threads_init() != 0) return SLUICE_ENOMEM;
+    sluice_fleet_timed_t *t = NULL;
+    int rc = sluice_fleet_timed_new(&t, sluice_loop_base(loop), config);
+    if (rc != 0) return rc;
+    t->loop = loop;
+    *out = t;
+    return 0;
+}
+
 void sluice_fleet_timed_free(sluice_fleet_timed_t *t) {
     if (!t) return;
+    if (!on_loop_thread(t)) {
+        /* the wake event frees it on the loop thread; this thread waits */
+        struct sluice__timed_free_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+        pthread_mutex_lock(&t->mu);
+        t->free_wait = &w;
+        t->closed = true;
+        event_active(t->wake, EV_READ, 0);
+        pthread_mutex_unlock(&t->mu);
+        pthread_mutex_lock(&w.mu);
+        while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        pthread_cond_destroy(&w.cv);
+        pthread_mutex_destroy(&w.mu);
+        return;
+    }
+    free_on_loop(t);
+}
+
+/* sluice_fleet_timed_free() on the loop thread (or without a loop). */
+static void free_on_loop(struct sluice_fleet_timed *t) {
+    pthread_mutex_lock(&t->mu);
+    t->closed = true;
+    struct op *q = t->inbox;
+    t->inbox = t->inbox_tail = NULL;
+    pthread_mutex_unlock(&t->mu);
+    while (q) { /* queued, never sent: answered closed */
+        struct op *next = q->next;
+        if (q->run) {
+            q->run(t, q->run_arg);
+            free(q);
+        } else {
+            q->prev = NULL;
+            q->next = t->ops;
+            if (t->ops) t->ops->prev = q;
+            t->ops = q;
+        }
+        q = next;
+    }
     t->freeing = true;
     sluice__timed_worker_free(t);
     /* the connections answer what they hold (ECLOSED); then the rest */
@@ -582,6 +752,8 @@ void sluice_fleet_timed_free(sluice_fleet_timed_t *t) {
             answer_status(o, SLUICE_ECLOSED);
     }
     if (t->tick) event_free(t->tick);
+    if (t->wake) event_free(t->wake);
+    pthread_mutex_destroy(&t->mu);
     if (t->pname)
         for (uint32_t p = 0; p < t->partitions; p++) free(t->pname[p]);
     free(t->pname);

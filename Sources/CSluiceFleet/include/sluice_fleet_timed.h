@@ -45,11 +45,14 @@
  * config.manual_time every operation gives its own time, for traces and
  * tests. Times and durations: up to SLUICE_FLEET_TIMED_TIME_MAX ns.
  *
- * Threads. A timed limiter lives on one libevent event_base and is used from
- * the thread that runs it (the loop thread) only. Every answer comes by the
- * operation's callback on that thread, never inside the submitting call,
- * exactly once, within config.timeout_ns (or SLUICE_ECLOSED when the limiter
- * is freed first).
+ * Threads. A timed limiter lives on one libevent event_base, run by one
+ * thread (the loop thread): a caller's (sluice_fleet_timed_new(): used from
+ * that thread only) or a loop of the loop layer's
+ * (sluice_fleet_timed_new_on_loop(): every function may be called from any
+ * thread; an operation made on another thread is queued to the loop thread,
+ * in order). Every answer comes by the operation's callback on the loop
+ * thread, never inside the submitting call, exactly once, within
+ * config.timeout_ns (or SLUICE_ECLOSED when the limiter is freed first).
  */
 #ifndef SLUICE_FLEET_TIMED_H
 #define SLUICE_FLEET_TIMED_H
@@ -59,6 +62,7 @@
 #include <stdint.h>
 
 #include "sluice.h"
+#include "sluice_loop.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -174,9 +178,20 @@ typedef void (*sluice_fleet_timed_fn)(void *user, const sluice_fleet_timed_resul
 SLUICE_EXTERN int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
                                          const sluice_fleet_timed_config_t *config);
 
+/**
+ * sluice_fleet_timed_new() on a loop of the loop layer (sluice_loop.h),
+ * beside local limiters: every function of the limiter may then be called
+ * from any thread. The loop must outlive the limiter.
+ * @return as sluice_fleet_timed_new(); SLUICE_EINVAL without a loop.
+ */
+SLUICE_EXTERN int sluice_fleet_timed_new_on_loop(sluice_fleet_timed_t **out, sluice_loop_t *loop,
+                                                 const sluice_fleet_timed_config_t *config);
+
 /** Frees the limiter: every operation waiting for Redis is answered first
- *  with SLUICE_ECLOSED. Not inside one of its callbacks. Leases held stay in
- *  Redis until they end (release them first for a prompt hand-over). */
+ *  with SLUICE_ECLOSED. Not inside one of its callbacks. From another thread
+ *  than a loop's (sluice_fleet_timed_new_on_loop()), it waits until the loop
+ *  thread has freed it. Leases held stay in Redis until they end (stop the
+ *  worker first for a prompt hand-over). */
 SLUICE_EXTERN void sluice_fleet_timed_free(sluice_fleet_timed_t *t);
 
 /**
@@ -273,8 +288,11 @@ typedef struct sluice_fleet_timed_worker {
  * namespace: a claim is atomic, so each delivery goes to one of them at a
  * time. Not with manual_time (claims need Redis's clock).
  *
+ * A limiter is a worker once: after sluice_fleet_timed_stop() it is not
+ * started again (make a new limiter).
+ *
  * @return 0; SLUICE_EINVAL (no handler, manual_time, batch above 1024, a
- *         worker already started); SLUICE_ENOMEM.
+ *         worker started before); SLUICE_ENOMEM.
  */
 SLUICE_EXTERN int sluice_fleet_timed_start(sluice_fleet_timed_t *t, const sluice_fleet_timed_worker_t *worker);
 
@@ -286,7 +304,7 @@ SLUICE_EXTERN int sluice_fleet_timed_start(sluice_fleet_timed_t *t, const sluice
  * the delivery meanwhile. `fn` (may be NULL) is called once every release
  * was answered, with result.status the first failure (0 if none).
  *
- * @return 0, or SLUICE_EINVAL (not a worker).
+ * @return 0, SLUICE_EINVAL (not a worker, or stopped already), SLUICE_ENOMEM.
  */
 SLUICE_EXTERN int sluice_fleet_timed_stop(sluice_fleet_timed_t *t, sluice_fleet_timed_fn fn, void *user);
 
