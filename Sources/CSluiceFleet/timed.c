@@ -508,8 +508,7 @@ int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t partition, uint64
 
 static int lease_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const char *opcode,
                     const sluice_fleet_delivery_t *d, sluice_fleet_timed_fn fn, void *user) {
-    if (!t || !d || (!fn && kind != SLUICE_FLEET_TIMED_ACK) || d->partition >= t->partitions || d->attempt == 0)
-        return SLUICE_EINVAL;
+    if (!t || !d || d->partition >= t->partitions || d->attempt == 0) return SLUICE_EINVAL;
     char g[24], a[24];
     const char *extra[2] = { g, a };
     size_t extra_len[2] = { (size_t)snprintf(g, sizeof g, "%llu", (unsigned long long)d->generation),

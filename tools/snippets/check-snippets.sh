@@ -12,7 +12,7 @@
 #                                               of the trait modules (SluiceNIO,
 #                                               SluiceHummingbird, SluiceVapor, SluiceMetrics)
 #
-# Swift: every ```swift block of README.md and Sources/Sluice/Sluice.docc/*.md.
+# Swift: every ```swift block of README.md, docs/fleet.md and Sources/Sluice/Sluice.docc/*.md.
 #  - A block that starts with `// swift-tools-version` is a package manifest: the
 #    first one becomes the consumer package's Package.swift, with its Sluice
 #    dependency (`.package(url: …)` or `.package(path: …)`) pointed at this
@@ -85,7 +85,7 @@ scratch=${SNIPPETS_SCRATCH:-}
 # --- extract ------------------------------------------------------------------------
 docs=()
 if ((!traits)); then
-  docs=("$root/README.md")
+  docs=("$root/README.md" "$root/docs/fleet.md")
   for f in "$root"/Sources/Sluice/Sluice.docc/*.md; do docs+=("$f"); done
 fi
 blocks=$work/blocks
@@ -279,6 +279,7 @@ check_c() {
   local i
   for ((i = 0; i < ${#ids[@]}; i++)); do
     [[ ${langs[i]} == c ]] || continue
+    [[ ${files[i]} == "$root/README.md" ]] || continue # docs/fleet.md's C blocks are fragments
     n=$((n + 1))
     local id=${ids[i]} where
     where="$(rel "${files[i]}"):${lines[i]}"

@@ -241,7 +241,8 @@ SLUICE_EXTERN int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t par
 SLUICE_EXTERN int sluice_fleet_timed_ack(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d,
                                          sluice_fleet_timed_fn fn, void *user);
 
-/** Hands a leased delivery back: claimable again at once (same generation). */
+/** Hands a leased delivery back: claimable again at once (same generation,
+ *  the next attempt). Refused as sluice_fleet_timed_ack() is. `fn` may be NULL. */
 SLUICE_EXTERN int sluice_fleet_timed_release(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d,
                                              sluice_fleet_timed_fn fn, void *user);
 

@@ -34,7 +34,7 @@ extension LimiterPolicy {
     /// - Throws: ``LimiterError/invalidArgument`` for a negative duration, a
     ///   limit below 1 or an explicit burst below 1;
     ///   ``LimiterError/outOfRange`` for a duration that does not fit.
-    func cPolicy() throws(LimiterError) -> sluice_policy_t {
+    package func cPolicy() throws(LimiterError) -> sluice_policy_t {
         switch kind {
         case let .throttle(interval, leading, trailing, pick):
             return sluice_throttle(

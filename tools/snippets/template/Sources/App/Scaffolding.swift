@@ -57,3 +57,8 @@ struct Chunk: Sendable {
 }
 
 let download = AsyncStream<Chunk> { $0.finish() }
+
+// MARK: - Webhooks
+
+func sendWebhook(document: String, revision: String, generation: UInt64) async throws {}
+func sendWebhook(document: String, revision: Int, generation: UInt64) async throws {}
