@@ -442,12 +442,18 @@ extension Limiter {
     public func submit<S: Sequence<(Value, Key)>>(
         contentsOf items: S, _ body: (Int, Result<Decision, LimiterError>) -> Void
     ) {
+        // The closure captures the storage unretained (it runs within this
+        // call, which holds `self` and so the storage): capturing `self`
+        // would retain and release it, two atomic operations per batch.
+        let storage = Unmanaged.passUnretained(self.storage)
         let run = { (list: UnsafeBufferPointer<(Value, Key)>) in
             if list.isEmpty { return }
             withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: list.count) { decisionBuffer in
                 withUnsafeTemporaryAllocation(of: Int32.self, capacity: list.count) { resultBuffer in
                     let decisions = decisionBuffer.baseAddress!, results = resultBuffer.baseAddress!
-                    self.storage.submitMany(list, cost: 1, decisions: decisions, results: results)
+                    storage._withUnsafeGuaranteedRef {
+                        $0.submitMany(list, cost: 1, decisions: decisions, results: results)
+                    }
                     for i in 0..<list.count {
                         body(i, LimiterStorage<Key, Value>.batchResult(results[i], decisions + i))
                     }
