@@ -55,16 +55,28 @@ extension LimiterStorage {
                     (results + i).initialize(to: 0)
                 }
                 let engine = self.engine!
-                lock.lock()
-                for i in 0..<n { calls[i].token = hold(list[i].1, list[i].0) }
+                if loopCounts {
+                    // Counted once for the batch, without the lock (see ``loopHeld``).
+                    countInOnLoop(n)
+                    for i in 0..<n { calls[i].token = Self.token(of: list[i].0) }
+                } else {
+                    lock.lock()
+                    for i in 0..<n { calls[i].token = hold(list[i].1, list[i].0) }
+                    lock.unlock()
+                }
                 // (not a manual engine: called without `lock`)
-                lock.unlock()
                 engine.submitMany(calls, count: n, decisions: decisions, results: results)
                 lock.lock()
+                var unreported = 0
                 for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
                     // Not taken, or dropped without a report: released here.
-                    release(calls[i].token)
+                    if loopCounts {
+                        unreported += 1
+                    } else {
+                        release(calls[i].token)
+                    }
                 }
+                if unreported > 0 { countOut(unreported) }
                 let mustDrain = claimDrain()
                 lock.unlock()
                 if mustDrain { deliverOutbox() }
