@@ -24,8 +24,8 @@ a function's every path is counted, so read which callees run per call (the
 hot path) and which only on a slow path (a held lock, events, an error).
 
 With --callgrind, BINARY is Benchmarks' sluice-bench and each PATH one of
-its `hotpaths` (submit-manual, submit-loop, submit-batch, check-loop,
-check-manual): runs it under callgrind (--collect-bus=yes: every atomic
+its `hotpaths` (submit-manual, submit-loop, submit-loop-drop,
+submit-batch, check-loop, check-manual): runs it under callgrind (--collect-bus=yes: every atomic
 instruction executed is a global bus event), collecting inside the probe
 functions of Benchmarks/Sources/BenchSuite/HotPaths.swift only, and prints
 per call: instructions, atomic instructions (whoever runs them: Swift, the

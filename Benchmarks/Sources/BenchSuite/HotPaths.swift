@@ -30,12 +30,15 @@ public enum HotPaths {
 
 extension HotPaths {
     /// The paths ``drive(_:calls:keys:)`` runs.
-    public static let names = ["submit-manual", "submit-loop", "submit-batch", "check-loop", "check-manual"]
+    public static let names = [
+        "submit-manual", "submit-loop", "submit-loop-drop", "submit-batch", "check-loop", "check-manual",
+    ]
 
     /// Calls one path `calls` times on `keys` keys, each key used once
     /// before (a key with state: the everyday call), as the scenarios do:
     /// throttle-hot's limiter (a throttle of an hour, the handler
-    /// delivery) on a manual clock or a loop, and threads' rate limiter.
+    /// delivery) on a manual clock or a loop (submit-loop-drop: a rate
+    /// limiter's drops on a loop), and threads' rate limiter.
     /// For `valgrind --tool=callgrind --toggle-collect='*HotPaths*'`: the
     /// costs then collected are those of the calls alone. Returns the calls
     /// that succeeded.
@@ -44,13 +47,16 @@ extension HotPaths {
         let keyList = (0..<keys).map { _ in cb_rand(&seed) | 1 }
         var ok = 0
         switch name {
-        case "submit-manual", "submit-loop", "submit-batch":
+        case "submit-manual", "submit-loop", "submit-loop-drop", "submit-batch":
             let consumer = Consumer(target: .max)
             let clock = ManualLimiterClock()
             clock.advance(to: LimiterInstant(nanoseconds: manualT0))
-            let loop = name == "submit-loop" ? try LimiterLoop() : nil
+            let loop = name.hasPrefix("submit-loop") ? try LimiterLoop() : nil
             let scheduler: LimiterScheduler = loop.map { .loop($0) } ?? .manual(clock)
-            let limiter = try Limiter<UInt64, Int>(.throttle(interval: .seconds(3600)), scheduler: scheduler) {
+            // submit-loop-drop: a rate of one call an hour, every later call dropped at once.
+            let policy: LimiterPolicy =
+                name == "submit-loop-drop" ? .rate(limit: 1, per: .seconds(3600)) : .throttle(interval: .seconds(3600))
+            let limiter = try Limiter<UInt64, Int>(policy, scheduler: scheduler) {
                 _, v in consumer.consume(v)
             }
             for (i, k) in keyList.enumerated() { try limiter.submit(i, for: k) }

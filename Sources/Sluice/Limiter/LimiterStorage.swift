@@ -95,6 +95,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// raised once before the core's call (no lock), lowered when the
     /// value's fate is recorded or when the core did not take it.
     @usableFromInline let loopHeld = Atomic<Int>(0)
+    /// `closed`, readable without the lock: set with it (under the lock),
+    /// sequentially consistent with ``loopHeld``'s last decrement (see
+    /// ``countOutOnLoop()``).
+    @usableFromInline let closedFlag = Atomic<Bool>(false)
 
     // Guarded by `lock`.
     @exclusivity(unchecked) @usableFromInline var slots = SlotTable<Key, Value>()
@@ -282,6 +286,22 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @inlinable @inline(__always)
     func countInOnLoop(_ n: Int) {
         loopHeld.wrappingAdd(n, ordering: .relaxed)
+    }
+
+    /// Counts out one value of a compact limiter on a loop (``loopCounts``)
+    /// that the core did not take or dropped without a report, without the
+    /// lock; returns whether that may have finished a closed limiter (it
+    /// left nothing held, and the limiter is closed), which the caller then
+    /// claims under the lock. Sequentially consistent, as the closing
+    /// thread's store of ``closedFlag`` and its read of ``loopHeld``
+    /// (``holdsNothing``): either this call sees the limiter closed, or the
+    /// closing thread sees this decrement. (On x86-64 the same
+    /// instructions as relaxed ones.)
+    @inlinable @inline(__always)
+    func countOutOnLoop() -> Bool {
+        let held = loopHeld.wrappingSubtract(1, ordering: .sequentiallyConsistent).oldValue
+        if held < 1 { staleToken() }
+        return held == 1 && closedFlag.load(ordering: .sequentiallyConsistent)
     }
 
     /// With the lock held: counts out `n` compact values (not emit-only).
@@ -486,6 +506,22 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
                 // The token is the loop's now (an event will report it, and
                 // whoever records an event claims its delivery): nothing to
                 // release, nothing to claim.
+                return decision
+            }
+            if loopCounts {
+                // Not taken, or dropped without a report: counted out
+                // without the lock, unless that leaves a closed limiter
+                // holding nothing (its delivery may then finish: claimed
+                // under the lock, as after a recorded event). Otherwise a
+                // value still held has an event to come, whose recording
+                // claims, or the closing thread claims after this.
+                if countOutOnLoop() {
+                    lock.lock()
+                    mustDrain = claimDrain()
+                    lock.unlock()
+                    if mustDrain { deliverOutbox() }
+                }
+                try LimiterError.check(rc)
                 return decision
             }
         } else {
@@ -702,7 +738,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         }
         if eventsToDeliver { deliverOutbox() }
         let mustDrain = lock.withLock {
-            if rc == 0 { closed = true }
+            if rc == 0 {
+                closed = true
+                closedFlag.store(true, ordering: .sequentiallyConsistent)
+            }
             return claimDrain()
         }
         if mustDrain { deliverOutbox() }
@@ -727,7 +766,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// finishes the delivery.
     func shutdown() {
         let wasOpen = lock.withLock { () -> Bool in
-            defer { closed = true }
+            defer {
+                closed = true
+                closedFlag.store(true, ordering: .sequentiallyConsistent)
+            }
             return !closed
         }
         if wasOpen, engineCall({ closeCore($0, SLUICE_CLOSE_DISCARD) }).mustDrain { deliverOutbox() }
@@ -776,7 +818,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     @inlinable @inline(__always)
     var holdsNothing: Bool {
         if emitOnly { return coreClosed }
-        return loopCounts ? loopHeld.load(ordering: .relaxed) == 0 : slots.count == 0
+        return loopCounts ? loopHeld.load(ordering: .sequentiallyConsistent) == 0 : slots.count == 0
     }
 
     /// Runs the core's invariant checker (tests; manual engine only).
