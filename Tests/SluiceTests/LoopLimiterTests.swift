@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import Testing
 
 @testable import Sluice
@@ -338,6 +339,50 @@ struct LoopLimiterTests {
             #expect(got == ["x": [3], "y": [2]])
         } else {
             #expect(got["y"] == [2] && (got["x"] == [3] || got["x"] == [1, 3]))
+        }
+    }
+
+    @Test("a compact stream on the loop finishes after a close made while other threads submit and are dropped")
+    func compactStreamClosedAmidDrops() async throws {
+        // Integer keys and values: the values held are counted without the
+        // limiter's lock, and a drop counts its value out without it. Every
+        // round closes while four threads submit (mostly dropped, some
+        // admitted, some refused as closed): the stream must still finish,
+        // with every admitted value delivered.
+        for round in 0..<20 {
+            let (limiter, emissions) = try Limiter<Int, Int>.makeStream(.rate(limit: 3, per: .seconds(60)))
+            let admitted = Atomic<Int>(0)
+            let group = DispatchGroup()
+            for t in 0..<4 {
+                DispatchQueue.global().async(group: group) {
+                    for i in 0..<2000 {
+                        if case .emitted? = try? limiter.submit(i, for: (t * 7 + i) % 16) {
+                            admitted.add(1, ordering: .relaxed)
+                        }
+                    }
+                }
+            }
+            DispatchQueue.global().async(group: group) {
+                usleep(UInt32(200 * (round % 5)))
+                try? limiter.close(drain: false)  // the synchronous close, from another thread
+            }
+            // A stream that never finishes fails the test after a minute
+            // instead of hanging it.
+            let reader = Task { () -> (delivered: Int, finished: Bool) in
+                var delivered = 0
+                for await _ in emissions { delivered += 1 }
+                return (delivered, !Task.isCancelled)
+            }
+            let watchdog = Task {
+                try? await Task.sleep(for: .seconds(60))
+                reader.cancel()
+            }
+            let (delivered, finished) = await reader.value
+            watchdog.cancel()
+            group.wait()
+            #expect(finished, "round \(round): the stream did not finish")
+            #expect(delivered == admitted.load(ordering: .relaxed), "round \(round)")
+            if !finished { return }
         }
     }
 

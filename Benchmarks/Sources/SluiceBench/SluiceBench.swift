@@ -14,7 +14,7 @@ struct SluiceBench: ParsableCommand {
         commandName: "sluice-bench",
         abstract:
             "Sluice's benchmark suite: sluice-c, sluice-swift, dispatch-naive, dispatch-tuned, libevent-timers, floor.",
-        subcommands: [Run.self, Case.self, Report.self],
+        subcommands: [Run.self, Case.self, Report.self, HotPathsCommand.self],
         defaultSubcommand: Run.self)
 }
 
@@ -141,5 +141,28 @@ struct Report: ParsableCommand {
             print(results.goalsText())
         }
         print("wrote \(markdown) and \(charts)/*.svg from \(input)")
+    }
+}
+
+struct HotPathsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hotpaths",
+        abstract: "Call one Swift per-call path in a loop, for callgrind (docs/benchmarks.md, atomic operations).")
+
+    @Argument(help: "One of \(HotPaths.names.joined(separator: ", ")).")
+    var path: String
+    @Option(help: "Calls to make.")
+    var calls = 100_000
+    @Option(help: "Keys, each used once before.")
+    var keys = 1000
+
+    func validate() throws {
+        guard HotPaths.names.contains(path) else {
+            throw ValidationError("unknown path \(path); one of \(HotPaths.names.joined(separator: ", "))")
+        }
+    }
+
+    func run() throws {
+        print("\(path): \(try HotPaths.drive(path, calls: calls, keys: keys)) of \(calls) calls succeeded")
     }
 }

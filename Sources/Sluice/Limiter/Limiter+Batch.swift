@@ -55,16 +55,28 @@ extension LimiterStorage {
                     (results + i).initialize(to: 0)
                 }
                 let engine = self.engine!
-                lock.lock()
-                for i in 0..<n { calls[i].token = hold(list[i].1, list[i].0) }
+                if loopCounts {
+                    // Counted once for the batch, without the lock (see ``loopHeld``).
+                    countInOnLoop(n)
+                    for i in 0..<n { calls[i].token = Self.token(of: list[i].0) }
+                } else {
+                    lock.lock()
+                    for i in 0..<n { calls[i].token = hold(list[i].1, list[i].0) }
+                    lock.unlock()
+                }
                 // (not a manual engine: called without `lock`)
-                lock.unlock()
                 engine.submitMany(calls, count: n, decisions: decisions, results: results)
                 lock.lock()
+                var unreported = 0
                 for i in 0..<n where results[i] < 0 || (decisions[i].kind == SLUICE_DROPPED && !observesDrops) {
                     // Not taken, or dropped without a report: released here.
-                    release(calls[i].token)
+                    if loopCounts {
+                        unreported += 1
+                    } else {
+                        release(calls[i].token)
+                    }
                 }
+                if unreported > 0 { countOut(unreported) }
                 let mustDrain = claimDrain()
                 lock.unlock()
                 if mustDrain { deliverOutbox() }
@@ -442,12 +454,18 @@ extension Limiter {
     public func submit<S: Sequence<(Value, Key)>>(
         contentsOf items: S, _ body: (Int, Result<Decision, LimiterError>) -> Void
     ) {
+        // The closure captures the storage unretained (it runs within this
+        // call, which holds `self` and so the storage): capturing `self`
+        // would retain and release it, two atomic operations per batch.
+        let storage = Unmanaged.passUnretained(self.storage)
         let run = { (list: UnsafeBufferPointer<(Value, Key)>) in
             if list.isEmpty { return }
             withUnsafeTemporaryAllocation(of: sluice_decision_t.self, capacity: list.count) { decisionBuffer in
                 withUnsafeTemporaryAllocation(of: Int32.self, capacity: list.count) { resultBuffer in
                     let decisions = decisionBuffer.baseAddress!, results = resultBuffer.baseAddress!
-                    self.storage.submitMany(list, cost: 1, decisions: decisions, results: results)
+                    storage._withUnsafeGuaranteedRef {
+                        $0.submitMany(list, cost: 1, decisions: decisions, results: results)
+                    }
                     for i in 0..<list.count {
                         body(i, LimiterStorage<Key, Value>.batchResult(results[i], decisions + i))
                     }

@@ -29,7 +29,8 @@ import Darwin
 ///   and acts on the decision in one critical section;
 /// - a thread-safe engine (loop) is called without `lock` (its thread
 ///   records events taking `lock`): a submit takes `lock` to store the value
-///   (before the core can report its token), calls the engine, then takes
+///   (before the core can report its token; a compact value is counted in
+///   ``loopHeld`` instead, without `lock`), calls the engine, then takes
 ///   `lock` again to act on the decision — on a loop engine only when the
 ///   value is left to the submit (a failed call, a drop without a report):
 ///   otherwise an event reports it, and the loop thread that records the
@@ -51,7 +52,11 @@ import Darwin
 /// no slot is taken or freed (a submit that supersedes a value touches no
 /// memory of the superseded one). `slots` then holds no entry, and its
 /// `count` is the number of values held, kept as the slot table keeps it:
-/// +1 per value handed to the core, −1 when its fate is recorded.
+/// +1 per value handed to the core, −1 when its fate is recorded. On a loop
+/// (``loopCounts``) the count is ``loopHeld`` instead, an atomic counter
+/// that a submit raises without the lock: the submit then takes no lock of
+/// its own around the core's call, whose shard lock orders the count
+/// before the loop thread can report the value.
 ///
 /// Emit-only (``emitOnly``): a compact limiter on a manual clock whose
 /// drops nobody observes creates its core with `emit_only`: the core reports
@@ -85,6 +90,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// The calls of one group of a batch on a manual clock, or nil before
     /// the first (see `batchCallBuffer()`). Guarded by `lock`.
     @exclusivity(unchecked) @usableFromInline var batchCalls: UnsafeMutablePointer<sluice_call_t>? = nil
+
+    /// The values held by a compact limiter on a loop (``loopCounts``):
+    /// raised once before the core's call (no lock), lowered when the
+    /// value's fate is recorded or when the core did not take it.
+    @usableFromInline let loopHeld = Atomic<Int>(0)
+    /// `closed`, readable without the lock: set with it (under the lock),
+    /// sequentially consistent with ``loopHeld``'s last decrement (see
+    /// ``countOutOnLoop()``).
+    @usableFromInline let closedFlag = Atomic<Bool>(false)
 
     // Guarded by `lock`.
     @exclusivity(unchecked) @usableFromInline var slots = SlotTable<Key, Value>()
@@ -198,6 +212,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         return true
     }
 
+    /// Compact on a loop engine: the values held are counted in
+    /// ``loopHeld`` (see the class comment). Folds to `false` where
+    /// ``compact`` does.
+    @inlinable
+    var loopCounts: Bool {
+        guard Self.compactTypes, case .loopCompact = mode.kind else { return false }
+        return true
+    }
+
     /// The manual engine's state, when the engine is a manual one (it runs
     /// under `lock`).
     @inlinable
@@ -232,10 +255,14 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     }
 
     /// With the lock held: keeps a value for the core and returns its token
-    /// (compact: counts it).
+    /// (compact: counts it). On a loop (``loopCounts``) also without it.
     @inlinable @inline(__always)
     func hold(_ key: Key, _ value: Value) -> UInt64 {
         if Self.compactTypes && emitOnly { return Self.token(of: value) }  // (emit-only is compact)
+        if loopCounts {
+            countInOnLoop(1)
+            return Self.token(of: value)
+        }
         if compact {
             slots.count &+= 1
             return Self.token(of: value)
@@ -248,21 +275,53 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     func release(_ token: UInt64) {
         if compact {
             if emitOnly { return }
-            if slots.count == 0 { staleToken() }
-            slots.count &-= 1
+            countOut(1)
             return
         }
         slots.discard(token)
+    }
+
+    /// Counts in `n` values about to be handed to a loop engine's core
+    /// (``loopCounts``), with or without the lock.
+    @inlinable @inline(__always)
+    func countInOnLoop(_ n: Int) {
+        loopHeld.wrappingAdd(n, ordering: .relaxed)
+    }
+
+    /// Counts out one value of a compact limiter on a loop (``loopCounts``)
+    /// that the core did not take or dropped without a report, without the
+    /// lock; returns whether that may have finished a closed limiter (it
+    /// left nothing held, and the limiter is closed), which the caller then
+    /// claims under the lock. Sequentially consistent, as the closing
+    /// thread's store of ``closedFlag`` and its read of ``loopHeld``
+    /// (``holdsNothing``): either this call sees the limiter closed, or the
+    /// closing thread sees this decrement. (On x86-64 the same
+    /// instructions as relaxed ones.)
+    @inlinable @inline(__always)
+    func countOutOnLoop() -> Bool {
+        let held = loopHeld.wrappingSubtract(1, ordering: .sequentiallyConsistent).oldValue
+        if held < 1 { staleToken() }
+        return held == 1 && closedFlag.load(ordering: .sequentiallyConsistent)
+    }
+
+    /// With the lock held: counts out `n` compact values (not emit-only).
+    @inlinable @inline(__always)
+    func countOut(_ n: Int) {
+        if loopCounts {
+            // Each was counted in before the core's call that took it, and
+            // that call happened before its report: never below zero.
+            if loopHeld.wrappingSubtract(n, ordering: .relaxed).oldValue < n { staleToken() }
+            return
+        }
+        if slots.count < n { staleToken() }
+        slots.count &-= n
     }
 
     /// With the lock held: takes the key and value of an event's token.
     @inlinable @inline(__always)
     func take(_ event: EngineEvent) -> (key: Key, value: Value) {
         if compact {
-            if !emitOnly {
-                if slots.count == 0 { staleToken() }
-                slots.count &-= 1
-            }
+            if !emitOnly { countOut(1) }
             return (Key._sluiceKey(integerIdentity: event.key), Self.value(of: event.token))
         }
         return slots.remove(event.token)
@@ -431,10 +490,15 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         var decision = sluice_decision_t()
         let rc: Int32
         let mustDrain: Bool
-        lock.lock()
-        let token = hold(key, value)
-        if let loop {
+        let token: UInt64
+        if loopCounts {
+            token = hold(key, value)  // counted without the lock (see ``loopHeld``)
+        } else {
+            lock.lock()
+            token = hold(key, value)
             lock.unlock()
+        }
+        if let loop {
             rc = loop._withUnsafeGuaranteedRef { engine in
                 key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
             }
@@ -444,13 +508,27 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
                 // release, nothing to claim.
                 return decision
             }
-            lock.lock()
+            if loopCounts {
+                // Not taken, or dropped without a report: counted out
+                // without the lock, unless that leaves a closed limiter
+                // holding nothing (its delivery may then finish: claimed
+                // under the lock, as after a recorded event). Otherwise a
+                // value still held has an event to come, whose recording
+                // claims, or the closing thread claims after this.
+                if countOutOnLoop() {
+                    lock.lock()
+                    mustDrain = claimDrain()
+                    lock.unlock()
+                    if mustDrain { deliverOutbox() }
+                }
+                try LimiterError.check(rc)
+                return decision
+            }
         } else {
             let engine = self.engine!
-            lock.unlock()
             rc = key.withCoreKey { engine.submit($0, token: token, cost: cost, into: &decision) }
-            lock.lock()
         }
+        lock.lock()
         if rc < 0 || (decision.kind == SLUICE_DROPPED && !observesDrops) {
             // Not taken, or dropped without a report: released here.
             release(token)
@@ -660,7 +738,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         }
         if eventsToDeliver { deliverOutbox() }
         let mustDrain = lock.withLock {
-            if rc == 0 { closed = true }
+            if rc == 0 {
+                closed = true
+                closedFlag.store(true, ordering: .sequentiallyConsistent)
+            }
             return claimDrain()
         }
         if mustDrain { deliverOutbox() }
@@ -685,7 +766,10 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// finishes the delivery.
     func shutdown() {
         let wasOpen = lock.withLock { () -> Bool in
-            defer { closed = true }
+            defer {
+                closed = true
+                closedFlag.store(true, ordering: .sequentiallyConsistent)
+            }
             return !closed
         }
         if wasOpen, engineCall({ closeCore($0, SLUICE_CLOSE_DISCARD) }).mustDrain { deliverOutbox() }
@@ -725,6 +809,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             if mustDrain { deliverOutbox() }
             return Int(stats.pending)
         }
+        if loopCounts { return loopHeld.load(ordering: .relaxed) }
         return lock.withLock { slots.count }
     }
 
@@ -732,7 +817,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     /// ``heldValues``): emit-only, once the core is closed.
     @inlinable @inline(__always)
     var holdsNothing: Bool {
-        emitOnly ? coreClosed : slots.count == 0
+        if emitOnly { return coreClosed }
+        return loopCounts ? loopHeld.load(ordering: .sequentiallyConsistent) == 0 : slots.count == 0
     }
 
     /// Runs the core's invariant checker (tests; manual engine only).

@@ -167,25 +167,29 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     ///   ``LimiterError/outOfMemory``, ``LimiterError/closed`` after ``close()``.
     @inlinable @inline(__always)
     public func check(_ key: Key, cost: Int = 1) throws(LimiterError) -> RateDecision {
-        // 1 ... 10^12 (CPolicy.rateMax), tested as one unsigned comparison.
-        guard let loop = loopLimiter, UInt(bitPattern: cost &- 1) < 1_000_000_000_000 else {
-            return try checkEngine(key, cost: cost)
-        }
         var decision = sluice_decision_t()
-        let rc = key.withCoreKey { loop.submit($0, token: 0, cost: UInt64(cost), into: &decision) }
-        if rc < 0 { throw Self.failure(rc) }
+        // 1 ... 10^12 (CPolicy.rateMax), tested as one unsigned comparison.
+        if let loop = loopLimiter, UInt(bitPattern: cost &- 1) < 1_000_000_000_000 {
+            let rc = key.withCoreKey { loop.submit($0, token: 0, cost: UInt64(cost), into: &decision) }
+            if rc < 0 { throw Self.failure(rc) }
+        } else {
+            try checkEngine(key, cost: cost, into: &decision)
+        }
+        // One RateDecision, made here from the core's: the caller sees its
+        // source (`.limiter`) and plan (none) as constants, and destroys it
+        // without a call (two paths returning a RateDecision each would meet
+        // with unknown payloads, released per call).
         return RateDecision(decision, now: decision.now)
     }
 
-    /// ``check(_:cost:)`` on an engine other than a loop, and a bad cost.
+    /// ``check(_:cost:)`` on an engine other than a loop, and a bad cost:
+    /// the core's decision, in `decision`.
     @usableFromInline @inline(never)
-    func checkEngine(_ key: Key, cost: Int) throws(LimiterError) -> RateDecision {
+    func checkEngine(_ key: Key, cost: Int, into decision: inout sluice_decision_t) throws(LimiterError) {
         guard cost >= 1, cost <= CPolicy.rateMax else { throw CPolicy.badCost(cost) }
-        var decision = sluice_decision_t()
         let engine = self.engine
         let rc = key.withCoreKey { engine.submit($0, token: 0, cost: UInt64(cost), into: &decision) }
         try LimiterError.check(rc)
-        return RateDecision(decision, now: decision.now)
     }
 
     /// The error of a failed core call (out of line: the caller's inlined
