@@ -5,7 +5,8 @@
  * generations strictly increasing per key across bursts, calls during a
  * lease starting the next burst, close drain and discard over the
  * namespace, expiries on everything a key leaves in Redis, no server
- * (answered from the loop, within the timeout), a worker on the real
+ * (answered from the loop, within the timeout), a stalled server (timeouts,
+ * the connection dropped and made again), a worker on the real
  * clock: never early, calls of another process seen within the poll period,
  * stop handing its leases to another worker at once; and a limiter on a
  * loop thread (sluice_fleet_timed_new_on_loop()) called from two other
@@ -292,6 +293,50 @@ static void test_no_server(void) {
     sluice_fleet_timed_free(t);
 }
 
+/* A stalled server (SIGSTOP): calls time out within their timeout, the
+ * stalled connection is dropped, and once the server runs again calls work. */
+static void test_stall(void) {
+    test_redis_t r;
+    tf_start_redis(&r);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", r.port);
+    sluice_fleet_timed_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_audit(100 * MS);
+    c.url = url;
+    c.prefix = "stall";
+    c.prefix_len = 5;
+    c.manual_time = true;
+    c.timeout_ns = 200 * MS;
+    sluice_fleet_timed_t *t = NULL;
+    CHECK(sluice_fleet_timed_new(&t, base, &c) == 0, "new");
+    box_t b = call(t, "k", "before", 0);
+    CHECK(b.res.decision.kind == SLUICE_SCHEDULED, "before the stall");
+    test_redis_signal(&r, SIGSTOP);
+    memset(&b, 0, sizeof b);
+    uint64_t t0 = tf_mono();
+    CHECK(sluice_fleet_timed_call(t, sluice_key_bytes("k", 1), "during", 6, 10 * MS, on_res, &b) == 0, "call");
+    wait_box(&b);
+    CHECK(b.res.status == SLUICE_ETIMEDOUT, "a stalled server: %s", sluice_strerror(b.res.status));
+    CHECK(tf_mono() - t0 < 5000 * MS, "answered by the timeout");
+    tf_run_for(base, 2500); /* ten timeouts pass: the connection is dropped */
+    test_redis_signal(&r, SIGCONT);
+    uint64_t end = tf_mono() + 20000 * MS;
+    for (;;) {
+        memset(&b, 0, sizeof b);
+        CHECK(sluice_fleet_timed_pending(t, sluice_key_bytes("k", 1), 20 * MS, on_res, &b) == 0, "pending");
+        wait_box(&b);
+        if (b.res.status == 0) break;
+        CHECK(tf_mono() < end, "no answer after the server came back: %s", sluice_strerror(b.res.status));
+        tf_run_for(base, 50);
+    }
+    sluice_fleet_timed_stats_t st;
+    sluice_fleet_timed_stats(t, &st);
+    CHECK(st.failures >= 1, "the timeout was counted");
+    sluice_fleet_timed_free(t);
+    test_redis_stop(&r);
+}
+
 /* ---- a worker on the real clock */
 
 typedef struct seen {
@@ -506,6 +551,7 @@ int main(void) {
     test_close(url);
     test_expiry(redis.port);
     test_no_server();
+    test_stall();
     sluice_fleet_timed_free(T);
     test_worker(url);
     test_threads(url);

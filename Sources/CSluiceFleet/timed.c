@@ -135,12 +135,17 @@ static void answer_status(struct op *o, int status) {
     answer(o, &res);
 }
 
-/* The tick: operations that could not be sent, and those past their timeout. */
+/* The tick: operations that could not be sent, and those past their timeout.
+ * A connection that has left a command unanswered for ten timeouts (at
+ * least 1 s) is stalled: it is dropped, so that it reconnects and what it
+ * holds is released. */
 static void on_tick(evutil_socket_t fd, short what, void *arg) {
     (void)fd;
     (void)what;
     struct sluice_fleet_timed *t = arg;
     uint64_t now = mono_ns();
+    uint64_t stall = t->timeout_ns * 10 > 1000 * MS ? t->timeout_ns * 10 : 1000 * MS;
+    sluice__conn_t *stalled = NULL;
     struct op *o = t->ops;
     while (o) {
         struct op *next = o->next;
@@ -148,8 +153,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
             answer_status(o, o->fail);
         else if (!o->answered && now >= o->deadline)
             answer_status(o, SLUICE_ETIMEDOUT);
+        else if (o->in_redis && o->conn && now >= o->deadline - t->timeout_ns + stall)
+            stalled = o->conn; /* (answered already: its deadline passed) */
         o = next;
     }
+    if (stalled) sluice__conn_drop(stalled, SLUICE_ETIMEDOUT);
 }
 
 /* ------------------------------------------------------------------ sending */

@@ -64,6 +64,7 @@ public final class FleetTimedLimiter<Value: FleetPayload>: @unchecked Sendable {
     public let policy: LimiterPolicy
     let handle: TimedHandle
     private let manualTime: Bool
+    private let maxValueBytes: Int
     private let state = Locked(Worker())
 
     private struct Worker {
@@ -134,6 +135,7 @@ public final class FleetTimedLimiter<Value: FleetPayload>: @unchecked Sendable {
         handle = TimedHandle(out, loop: loop)
         self.policy = policy
         manualTime = configuration.manualTime
+        maxValueBytes = options.maxValueBytes
     }
 
     deinit {
@@ -160,6 +162,11 @@ public final class FleetTimedLimiter<Value: FleetPayload>: @unchecked Sendable {
         let bytes: [UInt8]
         do { bytes = try value.fleetBytes() } catch {
             throw LimiterError(.invalidArgument, reason: "The value could not be written as bytes: \(error).")
+        }
+        guard bytes.count <= maxValueBytes else {
+            throw LimiterError(
+                .outOfRange,
+                reason: "The value is \(bytes.count) bytes, above this limiter's maxValueBytes (\(maxValueBytes)).")
         }
         let now = try callTime(time)
         let a = try await handle.request { t, fn, user in
@@ -227,7 +234,9 @@ public final class FleetTimedLimiter<Value: FleetPayload>: @unchecked Sendable {
     /// - Returns: the values handed back (discard), with their keys.
     /// - Throws: the connection's error.
     @discardableResult
-    public func closeFleet(drain: Bool, at time: LimiterInstant? = nil) async throws(LimiterError)
+    public func closeFleet(
+        drain: Bool, at time: LimiterInstant? = nil
+    ) async throws(LimiterError)
         -> [(key: String, value: Value)]
     {
         let now = try callTime(time)
@@ -320,7 +329,8 @@ public final class FleetTimedLimiter<Value: FleetPayload>: @unchecked Sendable {
 
     private func keyOp(
         _ key: String, _ time: LimiterInstant?,
-        _ op: @escaping (OpaquePointer?, sluice_key_t, UInt64, sluice_fleet_timed_fn?, UnsafeMutableRawPointer?) ->
+        _ op:
+            @escaping (OpaquePointer?, sluice_key_t, UInt64, sluice_fleet_timed_fn?, UnsafeMutableRawPointer?) ->
             Int32
     ) async throws(LimiterError) -> TimedAnswer {
         let now = try callTime(time)
@@ -336,7 +346,8 @@ public final class FleetTimedLimiter<Value: FleetPayload>: @unchecked Sendable {
                 .invalidArgument, reason: "A FleetTimedLimiter in manual-time mode needs each call's time (at:).")
         case (false, _?):
             throw LimiterError(
-                .invalidArgument, reason: "A call's time (at:) is for manual-time mode only; this limiter uses Redis's clock.")
+                .invalidArgument,
+                reason: "A call's time (at:) is for manual-time mode only; this limiter uses Redis's clock.")
         }
     }
 

@@ -28,7 +28,9 @@ private struct Edit: Codable, FleetPayload, Equatable {
 }
 
 /// The first `n` elements of a stream, or fewer when `limit` passes first.
-private func take<T: Sendable>(_ n: Int, from stream: AsyncStream<T>, within limit: Duration = .seconds(20)) async
+private func take<T: Sendable>(
+    _ n: Int, from stream: AsyncStream<T>, within limit: Duration = .seconds(20)
+) async
     -> [T]
 {
     await withTaskGroup(of: [T].self) { group in
@@ -105,7 +107,7 @@ struct FleetTimedTests {
     func worker() async throws {
         let redis = try await RedisServer.start()
         defer { withExtendedLifetime(redis) {} }
-        let policy = LimiterPolicy.debounce(interval: .milliseconds(50))
+        let policy = LimiterPolicy.debounce(interval: .milliseconds(300))
         let caller = try FleetTimedLimiter<Edit>(
             policy, configuration: config(port: redis.port, prefix: "w"),
             options: .init())
@@ -114,18 +116,22 @@ struct FleetTimedTests {
         #expect(throws: LimiterError.invalidArgument) { _ = try worker.deliveries() }  // a worker once
         _ = try await caller.submit(Edit(document: "d1", revision: 1), for: "d1")
         let s = try await caller.submit(Edit(document: "d1", revision: 2), for: "d1")
-        #expect(s.replaced == Edit(document: "d1", revision: 1))
         _ = try await caller.submit(Edit(document: "d2", revision: 1), for: "d2")
-        let got = await take(2, from: stream)
-        #expect(got.count == 2)
-        #expect(Set(got.map { "\($0.key)@\($0.value.revision)" }) == ["d1@2", "d2@1"])
+        // the second edit replaced the first, unless a loaded machine let the
+        // first one's 300 ms pass in between: then both are delivered
+        let replaced = s.replaced != nil
+        #expect(!replaced || s.replaced == Edit(document: "d1", revision: 1))
+        let got = await take(replaced ? 2 : 3, from: stream)
+        #expect(
+            Set(got.map { "\($0.key)@\($0.value.revision)" })
+                == (replaced ? ["d1@2", "d2@1"] : ["d1@1", "d1@2", "d2@1"]))
         for d in got {
             #expect(d.attempt == 1 && d.generation > 0)
             try await d.acknowledge()
             try await d.acknowledge()  // the same attempt again: harmless
         }
         let stats = worker.statistics
-        #expect(stats.delivered == 2 && stats.acknowledged == 2 && stats.inHand == 0)
+        #expect(stats.delivered == UInt64(got.count) && stats.acknowledged == UInt64(got.count) && stats.inHand == 0)
         await worker.shutdown()
     }
 
