@@ -211,39 +211,6 @@ __attribute__((unused)) static bool tf_is_rate_trace(const char *path) {
     return rate && header >= 1;
 }
 
-/* Runs every rate vector of `dir` (Tests/Vectors) through `exe --redis URL`
- * for each of the `n` URLs and checks each output equals the local run's,
- * byte for byte. @return the number of vectors compared. */
-__attribute__((unused)) static int tf_compare_rate_vectors(const char *exe, const char *dir, const char *const *urls,
-                                                           int n) {
-    DIR *d = opendir(dir);
-    CHECK(d, "cannot open %s", dir);
-    struct dirent *e;
-    int compared = 0;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
-        char path[2048], cmd[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (!tf_is_rate_trace(path)) continue;
-        int st1, st2;
-        snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
-        char *local = tf_run(cmd, &st1);
-        for (int u = 0; u < n; u++) {
-            snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, urls[u], path);
-            char *fleet = tf_run(cmd, &st2);
-            CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (--redis %s)", e->d_name, st1, st2, urls[u]);
-            CHECK(strcmp(local, fleet) == 0, "%s through %s: outputs differ\n--- local\n%s--- redis\n%s", e->d_name,
-                  urls[u], local, fleet);
-            free(fleet);
-        }
-        free(local);
-        compared++;
-    }
-    closedir(d);
-    return compared;
-}
-
 /* Whether two trace outputs match by tracecmp's rules (`cmp` the tracecmp
  * binary): the order of different keys' lines at one instant is free. */
 __attribute__((unused)) static bool tf_outputs_match(const char *cmp, const char *a, const char *b) {
@@ -263,11 +230,19 @@ __attribute__((unused)) static bool tf_outputs_match(const char *cmp, const char
     return st == 0;
 }
 
-/* Runs every throttle, audit and debounce vector of `dir` through `exe
- * --redis URL` for each of the `n` URLs and checks each output matches the
- * local run's (tf_outputs_match). @return the number of vectors compared. */
-__attribute__((unused)) static int tf_compare_timed_vectors(const char *exe, const char *cmp, const char *dir,
-                                                            const char *const *urls, int n) {
+/* The same output, by the rules of `cmp` (the tracecmp binary; the order
+ * of different keys' lines at one instant is free), or byte for byte when
+ * `cmp` is NULL. */
+__attribute__((unused)) static bool tf_same_output(const char *cmp, const char *a, const char *b) {
+    return cmp ? tf_outputs_match(cmp, a, b) : strcmp(a, b) == 0;
+}
+
+/* Runs every vector of `dir` (Tests/Vectors) of one kind, rate (`rate`) or
+ * throttle, audit and debounce, through `exe --redis URL` for each of the
+ * `n` URLs and checks each output is the local run's (tf_same_output()).
+ * @return the number of vectors compared. */
+__attribute__((unused)) static int tf_compare_vectors(const char *exe, const char *cmp, const char *dir,
+                                                      const char *const *urls, int n, bool rate) {
     DIR *d = opendir(dir);
     CHECK(d, "cannot open %s", dir);
     struct dirent *e;
@@ -277,7 +252,7 @@ __attribute__((unused)) static int tf_compare_timed_vectors(const char *exe, con
         if (l < 7 || strcmp(e->d_name + l - 6, ".trace") != 0 || strncmp(e->d_name, "error-", 6) == 0) continue;
         char path[2048], cmd[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (tf_is_rate_trace(path)) continue;
+        if (tf_is_rate_trace(path) != rate) continue;
         int st1, st2;
         snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
         char *local = tf_run(cmd, &st1);
@@ -285,7 +260,7 @@ __attribute__((unused)) static int tf_compare_timed_vectors(const char *exe, con
             snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, urls[u], path);
             char *fleet = tf_run(cmd, &st2);
             CHECK(st1 == 0 && st2 == 0, "%s: exit statuses %d (local) %d (--redis %s)", e->d_name, st1, st2, urls[u]);
-            CHECK(tf_outputs_match(cmp, local, fleet), "%s through %s: outputs differ\n--- local\n%s--- redis\n%s",
+            CHECK(tf_same_output(cmp, local, fleet), "%s through %s: outputs differ\n--- local\n%s--- redis\n%s",
                   e->d_name, urls[u], local, fleet);
             free(fleet);
         }
@@ -294,6 +269,40 @@ __attribute__((unused)) static int tf_compare_timed_vectors(const char *exe, con
     }
     closedir(d);
     return compared;
+}
+
+/* Writes random trace number `seed` into `f`. */
+typedef void (*tf_trace_writer_fn)(FILE *f, unsigned seed);
+
+/* Runs random traces 1..`traces` of `write` locally and through `exe
+ * --redis URL` and checks the outputs are the same (tf_same_output()).
+ * @return how many of the local outputs contain `marker` (what the caller
+ * wants most traces to exercise). */
+__attribute__((unused)) static int tf_compare_random(const char *exe, const char *cmp, const char *url, int traces,
+                                                     tf_trace_writer_fn write, const char *marker) {
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/sluice-random-%ld.trace", (long)getpid());
+    int marked = 0;
+    for (unsigned seed = 1; seed <= (unsigned)traces; seed++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f, "cannot write %s", path);
+        write(f, seed);
+        fclose(f);
+        char cmd[1024];
+        int st1, st2;
+        snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
+        char *local = tf_run(cmd, &st1);
+        snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, url, path);
+        char *fleet = tf_run(cmd, &st2);
+        CHECK(st1 == 0 && st2 == 0, "random trace %u: exit statuses %d (local) %d (--redis)", seed, st1, st2);
+        CHECK(tf_same_output(cmp, local, fleet), "random trace %u: outputs differ\n--- local\n%s--- redis\n%s", seed,
+              local, fleet);
+        if (strstr(local, marker)) marked++;
+        free(local);
+        free(fleet);
+    }
+    unlink(path);
+    return marked;
 }
 
 /* Writes a random trace of one timed policy. Times are multiples of 10 ms
@@ -337,36 +346,6 @@ __attribute__((unused)) static void tf_write_random_timed(FILE *f, unsigned seed
     unsigned end = (unsigned)(tf_next() % 3);
     if (end == 1) fprintf(f, "%llu close drain\n", (unsigned long long)(t + 10 * tf_range(0, 5)));
     if (end == 2) fprintf(f, "%llu close discard\n", (unsigned long long)(t + 10 * tf_range(0, 5)));
-}
-
-/* Runs `traces` random timed traces (tf_write_random_timed) locally and
- * through `exe --redis URL` and checks the outputs match. @return traces. */
-__attribute__((unused)) static int tf_compare_random_timed(const char *exe, const char *cmp, const char *url,
-                                                           int traces) {
-    char path[128];
-    snprintf(path, sizeof path, "/tmp/sluice-random-timed-%ld.trace", (long)getpid());
-    int with_drops = 0;
-    for (unsigned seed = 1; seed <= (unsigned)traces; seed++) {
-        FILE *f = fopen(path, "w");
-        CHECK(f, "cannot write %s", path);
-        tf_write_random_timed(f, seed);
-        fclose(f);
-        char cmd[1024];
-        int st1, st2;
-        snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
-        char *local = tf_run(cmd, &st1);
-        snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, url, path);
-        char *fleet = tf_run(cmd, &st2);
-        CHECK(st1 == 0 && st2 == 0, "random timed trace %u: exit statuses %d (local) %d (--redis)", seed, st1, st2);
-        CHECK(tf_outputs_match(cmp, local, fleet), "random timed trace %u: outputs differ\n--- local\n%s--- redis\n%s",
-              seed, local, fleet);
-        if (strstr(local, " drop ")) with_drops++;
-        free(local);
-        free(fleet);
-    }
-    unlink(path);
-    CHECK(with_drops > traces / 3, "only %d random traces dropped a value", with_drops);
-    return traces;
 }
 
 #endif

@@ -58,34 +58,6 @@ static void write_random_v3(FILE *f, unsigned seed) {
     }
 }
 
-static int compare_random_v3(const char *exe, const char *url) {
-    enum { TRACES = 40 };
-    char path[128];
-    snprintf(path, sizeof path, "/tmp/sluice-random-v3-%ld.trace", (long)getpid());
-    int converted = 0;
-    for (unsigned seed = 1; seed <= TRACES; seed++) {
-        FILE *f = fopen(path, "w");
-        CHECK(f, "cannot write %s", path);
-        write_random_v3(f, seed);
-        fclose(f);
-        char cmd[1024];
-        int st1, st2;
-        snprintf(cmd, sizeof cmd, "'%s' '%s'", exe, path);
-        char *local = tf_run(cmd, &st1);
-        snprintf(cmd, sizeof cmd, "'%s' --redis '%s' '%s'", exe, url, path);
-        char *fleet = tf_run(cmd, &st2);
-        CHECK(st1 == 0 && st2 == 0, "random v3 trace %u: exit statuses %d (local) %d (--redis)", seed, st1, st2);
-        CHECK(strcmp(local, fleet) == 0, "random v3 trace %u: outputs differ\n--- local\n%s--- redis\n%s", seed, local,
-              fleet);
-        if (strstr(local, "policy=")) converted++; /* per-quota lines: several quotas were read */
-        free(local);
-        free(fleet);
-    }
-    unlink(path);
-    CHECK(converted > TRACES / 4, "only %d random traces read several quotas", converted);
-    return TRACES;
-}
-
 int main(void) {
     const char *exe = getenv("SLUICE_TRACE");
     const char *src = getenv("SLUICE_SOURCE_DIR");
@@ -108,14 +80,15 @@ int main(void) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/Tests/Vectors", src);
     const char *const forms[3] = { urls[0], urls[1], urls[2] };
-    int compared = tf_compare_rate_vectors(exe, dir, forms, 3);
+    int compared = tf_compare_vectors(exe, NULL, dir, forms, 3, true);
     CHECK(compared >= 5, "only %d rate vectors found in %s", compared, dir);
     fprintf(stderr, TEST_NAME ": %d rate vectors identical through Redis, 3 address forms each\n", compared);
 
     /* random v3 traces (several quotas, plans, costs, quota reads, cancels):
      * the same output through Redis as locally */
-    int random_traces = compare_random_v3(exe, urls[0]);
-    fprintf(stderr, TEST_NAME ": %d random v3 traces identical through Redis\n", random_traces);
+    int converted = tf_compare_random(exe, NULL, urls[0], 40, write_random_v3, "policy=");
+    CHECK(converted > 40 / 4, "only %d random traces read several quotas", converted); /* per-quota lines */
+    fprintf(stderr, TEST_NAME ": 40 random v3 traces identical through Redis\n");
     test_redis_stop(&redis);
     test_redis_stop(&locked);
     unlink(sock);

@@ -291,6 +291,22 @@ int sluice__cluster_redirect_parse(const char *msg, size_t len, bool *ask, unsig
     return 0;
 }
 
+bool sluice__cluster_follow(sluice__cluster_t *cl, const char *msg, size_t len, sluice__conn_t *from,
+                            sluice__conn_t **to, bool *ask) {
+    unsigned slot;
+    char host[256];
+    int port;
+    if (!cl || sluice__cluster_redirect_parse(msg, len, ask, &slot, host, sizeof host, &port) != 0) return false;
+    if (!host[0]) { /* an empty host: the node that answered */
+        const char *self;
+        int self_port;
+        if (!from || !sluice__cluster_addr(cl, from, &self, &self_port)) return false;
+        snprintf(host, sizeof host, "%s", self);
+    }
+    *to = *ask ? sluice__cluster_node(cl, host, port) : sluice__cluster_moved(cl, slot, host, port);
+    return true;
+}
+
 static bool dup_opt(char **dst, const char *src) {
     *dst = src ? strdup(src) : NULL;
     return !src || *dst;

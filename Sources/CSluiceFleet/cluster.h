@@ -96,6 +96,16 @@ SLUICE_FLEET_HIDDEN bool sluice__cluster_ready(const sluice__cluster_t *cl);
 SLUICE_FLEET_HIDDEN int sluice__cluster_redirect_parse(const char *msg, size_t len, bool *ask, unsigned *slot,
                                                        char *host, size_t host_len, int *port);
 
+/**
+ * Follows a redirection error reply `msg` (`len` bytes) that connection
+ * `from` received: a MOVED updates the map (sluice__cluster_moved()), an
+ * ASK does not; an empty host means `from`'s node. @return true with *to
+ * the connection to send the command to (NULL: no memory) and *ask (send
+ * ASKING first), or false when `msg` is no redirection it can follow.
+ */
+SLUICE_FLEET_HIDDEN bool sluice__cluster_follow(sluice__cluster_t *cl, const char *msg, size_t len,
+                                                sluice__conn_t *from, sluice__conn_t **to, bool *ask);
+
 /** The host and port of a node's connection `c`, or false when it is no
  *  node of this router. */
 SLUICE_FLEET_HIDDEN bool sluice__cluster_addr(const sluice__cluster_t *cl, const sluice__conn_t *c, const char **host,

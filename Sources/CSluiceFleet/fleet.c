@@ -43,8 +43,10 @@
 #include "conn.h"
 #include "fleet-time.h"
 #include "fleet-internal.h"
+#include "loop-wait.h"
 #include "redis-url.h"
 #include "sentinel.h"
+#include "topology.h"
 
 #define MS 1000000ull
 
@@ -135,7 +137,7 @@ struct sluice_fleet {
     pthread_mutex_t mu;
     struct req *qhead, *qtail;
     bool wake_armed, closed;
-    struct free_wait *free_wait; /* sluice_fleet_free() from another thread: the wake event frees */
+    struct sluice__loop_wait *free_wait; /* sluice_fleet_free() from another thread: the wake event frees */
 
     struct req *whead, *wtail;
     sluice_limiter_t *fallback;
@@ -161,14 +163,6 @@ struct sluice_fleet {
     struct fplans *plans;  /* a limiter of plans: the current table (under mu), else NULL */
     uint64_t plans_gen;    /* the last table's gen (under mu) */
     pthread_mutex_t fb_mu; /* the fallback limiter of a limiter of plans (replaced from any thread) */
-};
-
-/* A sluice_fleet_free() from a thread other than the loop's waits here
- * (on its own stack) until the loop thread has freed the limiter. */
-struct free_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
 };
 
 static void free_on_loop(struct sluice_fleet *f);
@@ -719,14 +713,9 @@ static int send_req(struct sluice_fleet *f, struct req *r) { return send_del(f, 
  * followed (then the request is resent or answered). */
 static bool follow_del_redirect(struct sluice_fleet *f, struct req *r, const redisReply *rep) {
     bool ask;
-    unsigned slot;
-    char host[256];
-    int port;
-    if (!f->cluster || r->answered || r->redirects >= 5 ||
-        sluice__cluster_redirect_parse(rep->str, rep->len, &ask, &slot, host, sizeof host, &port) != 0 || !host[0])
+    sluice__conn_t *c;
+    if (r->answered || r->redirects >= 5 || !sluice__cluster_follow(f->cluster, rep->str, rep->len, NULL, &c, &ask))
         return false;
-    sluice__conn_t *c =
-        ask ? sluice__cluster_node(f->cluster, host, port) : sluice__cluster_moved(f->cluster, slot, host, port);
     r->redirects++;
     if (send_del(f, r, c, ask) != 0) answer_failure(f, r, down_cause_of(c));
     return true;
@@ -1060,14 +1049,11 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
     (void)what;
     struct sluice_fleet *f = arg;
     pthread_mutex_lock(&f->mu);
-    struct free_wait *w = f->free_wait;
+    struct sluice__loop_wait *w = f->free_wait;
     pthread_mutex_unlock(&f->mu);
     if (w) { /* sluice_fleet_free() from another thread: freed here, then told */
         free_on_loop(f);
-        pthread_mutex_lock(&w->mu);
-        w->done = true;
-        pthread_cond_signal(&w->cv);
-        pthread_mutex_unlock(&w->mu);
+        sluice__loop_wait_done(w);
         return;
     }
     pthread_mutex_lock(&f->mu);
@@ -1242,20 +1228,9 @@ static void resend(struct sluice_fleet *f, struct batch *b, const struct route *
 #define MAX_REDIRECTS 5
 static bool follow_redirect(struct sluice_fleet *f, struct batch *b, const redisReply *rep) {
     bool ask;
-    unsigned slot;
-    char host[256];
-    int port;
-    if (!f->cluster || b->redirects >= MAX_REDIRECTS ||
-        sluice__cluster_redirect_parse(rep->str, rep->len, &ask, &slot, host, sizeof host, &port) != 0)
+    sluice__conn_t *c;
+    if (b->redirects >= MAX_REDIRECTS || !sluice__cluster_follow(f->cluster, rep->str, rep->len, b->conn, &c, &ask))
         return false;
-    const char *self;
-    int self_port;
-    if (!host[0]) { /* an empty host: the node that answered */
-        if (!sluice__cluster_addr(f->cluster, b->conn, &self, &self_port)) return false;
-        snprintf(host, sizeof host, "%s", self);
-    }
-    sluice__conn_t *c =
-        ask ? sluice__cluster_node(f->cluster, host, port) : sluice__cluster_moved(f->cluster, slot, host, port);
     struct route rt = { .conn = c, .asking = ask, .redirects = b->redirects + 1 };
     resend(f, b, &rt, true);
     flush_batch(f, false);
@@ -1461,14 +1436,6 @@ static int open_conn(struct sluice_fleet *f, const sluice_fleet_config_t *config
     o.backoff_max_ns = f->cfg.backoff_max_ns;
     o.on_event = conn_event;
     o.owner = f;
-    rc = 0;
-    if (url.topology == SLUICE__REDIS_SENTINEL) {
-        /* every attempt asks the sentinels, and only a primary will do */
-        rc = sluice__sentinel_new(&f->sentinel, f->base, &url, o.connect_timeout_ns, why, sizeof why);
-        o.resolve = sluice__sentinel_resolve;
-        o.resolver = f->sentinel;
-        o.check_primary = true;
-    }
     if (url.topology == SLUICE__REDIS_CLUSTER) {
         /* one conn per primary, and one batch per node: room for up to 8
          * nodes' batches of max_batch before a flush (send_groups()) */
@@ -1481,13 +1448,14 @@ static int open_conn(struct sluice_fleet *f, const sluice_fleet_config_t *config
             snprintf(f->conn_msg, sizeof f->conn_msg, "out of memory");
             return SLUICE_ENOMEM;
         }
-        rc = sluice__cluster_new(&f->cluster, f->base, &url, &o, cluster_event, f, why, sizeof why);
-    } else if (rc == 0) {
-        rc = sluice__conn_new(&f->conn, f->base, &url, &o, why, sizeof why);
     }
-    if (rc != 0) {
-        sluice__sentinel_free(f->sentinel);
-        f->sentinel = NULL;
+    sluice__topology_t topo;
+    rc = sluice__topology_open(&topo, f->base, &url, &o, cluster_event, f, why, sizeof why);
+    if (rc == 0) {
+        f->conn = topo.conn;
+        f->sentinel = topo.sentinel;
+        f->cluster = topo.cluster;
+    } else {
         snprintf(f->conn_msg, sizeof f->conn_msg, "%s", why);
     }
     if (config->url) sluice__redis_url_free(&url);
@@ -1800,17 +1768,13 @@ void sluice_fleet_free(sluice_fleet_t *f) {
     if (!f) return;
     if (f->loop && !sluice_loop_in_thread(f->loop)) {
         /* The wake event frees it on the loop thread; this thread waits. */
-        struct free_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+        struct sluice__loop_wait w = SLUICE__LOOP_WAIT_INIT;
         pthread_mutex_lock(&f->mu);
         f->free_wait = &w;
         f->wake_armed = true;
         event_active(f->wake, 0, 0);
         pthread_mutex_unlock(&f->mu);
-        pthread_mutex_lock(&w.mu);
-        while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-        pthread_cond_destroy(&w.cv);
-        pthread_mutex_destroy(&w.mu);
+        sluice__loop_wait(&w);
         return;
     }
     free_on_loop(f);

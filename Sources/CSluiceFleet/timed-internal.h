@@ -21,7 +21,7 @@
 struct event;
 struct op;
 struct sluice__timed_worker;
-struct sluice__timed_free_wait;
+struct sluice__loop_wait;
 
 /* A counter of sluice_fleet_timed_stats_t: written on the loop thread, read
  * from any (relaxed atomics). */
@@ -57,8 +57,8 @@ struct sluice_fleet_timed {
     pthread_mutex_t mu;
     struct op *inbox, *inbox_tail;
     struct event *wake;
-    bool closed;                               /* freeing: the inbox takes nothing more (under mu) */
-    struct sluice__timed_free_wait *free_wait; /* a free from another thread waits on it (under mu) */
+    bool closed;                         /* freeing: the inbox takes nothing more (under mu) */
+    struct sluice__loop_wait *free_wait; /* a free from another thread waits on it (under mu) */
 };
 
 /* The worker's hooks (timed-worker.c), called by timed.c on the loop thread. */

@@ -29,7 +29,9 @@
 
 #include "cluster-slot.h"
 #include "redis-url.h"
+#include "loop-wait.h"
 #include "timed-internal.h"
+#include "topology.h"
 
 #define MS 1000000ull
 #define MAX_REDIRECTS 5
@@ -319,13 +321,6 @@ int sluice__timed_on_loop(struct sluice_fleet_timed *t, void (*fn)(struct sluice
     return submit(o);
 }
 
-/* A free from another thread waits here until the loop thread freed the limiter. */
-struct sluice__timed_free_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-};
-
 static void free_on_loop(struct sluice_fleet_timed *t);
 
 /* The wake event: the inbox's operations, in order; or the free. */
@@ -336,7 +331,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
     pthread_mutex_lock(&t->mu);
     struct op *q = t->inbox;
     t->inbox = t->inbox_tail = NULL;
-    struct sluice__timed_free_wait *w = t->free_wait;
+    struct sluice__loop_wait *w = t->free_wait;
     pthread_mutex_unlock(&t->mu);
     while (q) {
         struct op *next = q->next;
@@ -344,11 +339,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
         q = next;
     }
     if (!w) return;
-    free_on_loop(t);
-    pthread_mutex_lock(&w->mu);
-    w->done = true;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    free_on_loop(t); /* sluice_fleet_timed_free() from another thread: freed here, then told */
+    sluice__loop_wait_done(w);
 }
 
 /* ------------------------------------------------------------------ replies */
@@ -386,22 +378,10 @@ static int read_reply(struct op *o, const redisReply *rep) {
 
 /* A MOVED or ASK: the command goes to the node it names. */
 static bool follow_redirect(struct op *o, const redisReply *rep) {
-    struct sluice_fleet_timed *t = o->t;
     bool ask;
-    unsigned slot;
-    char host[256];
-    int port;
-    if (!t->cluster || o->redirects >= MAX_REDIRECTS ||
-        sluice__cluster_redirect_parse(rep->str, rep->len, &ask, &slot, host, sizeof host, &port) != 0)
+    sluice__conn_t *c;
+    if (o->redirects >= MAX_REDIRECTS || !sluice__cluster_follow(o->t->cluster, rep->str, rep->len, o->conn, &c, &ask))
         return false;
-    if (!host[0]) {
-        const char *self;
-        int self_port;
-        if (!sluice__cluster_addr(t->cluster, o->conn, &self, &self_port)) return false;
-        snprintf(host, sizeof host, "%s", self);
-    }
-    sluice__conn_t *c =
-        ask ? sluice__cluster_node(t->cluster, host, port) : sluice__cluster_moved(t->cluster, slot, host, port);
     o->redirects++;
     send_on(o, c, ask);
     return true;
@@ -580,16 +560,13 @@ static int open_link(struct sluice_fleet_timed *t, const char *url_text, bool *c
     memset(&o, 0, sizeof o);
     o.connect_timeout_ns = t->timeout_ns > 1000 * MS ? t->timeout_ns : 1000 * MS;
     *cluster = url.topology == SLUICE__REDIS_CLUSTER;
-    if (url.topology == SLUICE__REDIS_SENTINEL) {
-        rc = sluice__sentinel_new(&t->sentinel, t->base, &url, o.connect_timeout_ns, why, sizeof why);
-        o.resolve = sluice__sentinel_resolve;
-        o.resolver = t->sentinel;
-        o.check_primary = true;
+    sluice__topology_t topo;
+    rc = sluice__topology_open(&topo, t->base, &url, &o, cluster_event, t, why, sizeof why);
+    if (rc == 0) {
+        t->conn = topo.conn;
+        t->sentinel = topo.sentinel;
+        t->cluster = topo.cluster;
     }
-    if (rc == 0 && *cluster)
-        rc = sluice__cluster_new(&t->cluster, t->base, &url, &o, cluster_event, t, why, sizeof why);
-    else if (rc == 0)
-        rc = sluice__conn_new(&t->conn, t->base, &url, &o, why, sizeof why);
     sluice__redis_url_free(&url);
     return rc;
 }
@@ -706,17 +683,13 @@ void sluice_fleet_timed_free(sluice_fleet_timed_t *t) {
     if (!t) return;
     if (!on_loop_thread(t)) {
         /* the wake event frees it on the loop thread; this thread waits */
-        struct sluice__timed_free_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
+        struct sluice__loop_wait w = SLUICE__LOOP_WAIT_INIT;
         pthread_mutex_lock(&t->mu);
         t->free_wait = &w;
         t->closed = true;
         event_active(t->wake, EV_READ, 0);
         pthread_mutex_unlock(&t->mu);
-        pthread_mutex_lock(&w.mu);
-        while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-        pthread_cond_destroy(&w.cv);
-        pthread_mutex_destroy(&w.mu);
+        sluice__loop_wait(&w);
         return;
     }
     free_on_loop(t);

@@ -40,6 +40,12 @@ static void on_result(void *user, const sluice_fleet_result_t *res) {
     s->res = *res;
 }
 
+void sluice_trace_redis_prefix(char *buf, size_t cap) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    snprintf(buf, cap, "sluice-trace:%ld:%lld.%09ld", (long)getpid(), (long long)now.tv_sec, now.tv_nsec);
+}
+
 int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluice_trace_output_fn on_output,
                             void *user) {
     sluice_policy_t policy = sluice_trace_policy(trace);
@@ -62,9 +68,7 @@ int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluic
         return 1;
     }
     char prefix[96];
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    snprintf(prefix, sizeof prefix, "sluice-trace:%ld:%lld.%09ld", (long)getpid(), (long long)now.tv_sec, now.tv_nsec);
+    sluice_trace_redis_prefix(prefix, sizeof prefix);
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = plans ? sluice_rate_plans() : policy;

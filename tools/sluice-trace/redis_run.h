@@ -8,6 +8,8 @@
 #ifndef SLUICE_TRACE_REDIS_RUN_H
 #define SLUICE_TRACE_REDIS_RUN_H
 
+#include <stddef.h>
+
 #include "sluice_trace.h"
 
 /** Exit status of sluice-trace when Redis cannot be reached or fails. */
@@ -27,6 +29,10 @@
  */
 int sluice_trace_redis_main(const sluice_trace_t *trace, const char *addr, sluice_trace_output_fn on_output,
                             void *user);
+
+/** Writes a key prefix of this run's own into `buf` (`cap` bytes, 96 are
+ *  enough): the process and the time, so runs never share Redis keys. */
+void sluice_trace_redis_prefix(char *buf, size_t cap);
 
 /** sluice_trace_redis_main() for a throttle, audit or debounce trace, whose
  *  address was checked (redis_timed.c). */

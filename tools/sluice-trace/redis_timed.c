@@ -233,9 +233,7 @@ int sluice_trace_redis_timed(const sluice_trace_t *trace, const char *addr, slui
         return 1;
     }
     char prefix[96];
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    snprintf(prefix, sizeof prefix, "sluice-trace:%ld:%lld.%09ld", (long)getpid(), (long long)now.tv_sec, now.tv_nsec);
+    sluice_trace_redis_prefix(prefix, sizeof prefix);
     sluice_fleet_timed_config_t c;
     memset(&c, 0, sizeof c);
     c.policy = sluice_trace_policy(trace);
