@@ -331,7 +331,8 @@ static void test_setup_errors(void) {
     sluice_fleet_result_t r = call1(f, sluice_key_u64(1), 0);
     CHECK(r.source == SLUICE_FLEET_SOURCE_FAILURE && r.cause != 0 && r.decision.kind == SLUICE_DROPPED,
           "no seed answers: source %d cause %d", r.source, r.cause);
-    CHECK(tf_mono() - t0 < 100 * MS + 500 * MS, "answered within the timeout");
+    /* within the timeout; the slack is for a loaded machine, not a speed claim */
+    CHECK(tf_mono() - t0 < 100 * MS + 3000 * MS, "answered within the timeout");
     CHECK(!sluice_fleet_connected(f), "not connected");
     sluice_fleet_free(f);
 }
@@ -821,7 +822,7 @@ static void test_periodic_refresh(void) {
 /* A node killed: calls on its slots get the failure policy within their
  * timeout, calls on the other nodes' slots are still Redis's. */
 static void test_node_killed(void) {
-    const uint64_t timeout = 200 * MS, slack = 500 * MS;
+    const uint64_t timeout = 200 * MS, slack = 3000 * MS; /* slack: a loaded machine */
     sluice_fleet_t *f = fleet_on(timeout);
     /* one key per node (found by slot), each used once while all are up */
     uint64_t key[NODES] = { 0 };

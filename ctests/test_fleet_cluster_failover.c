@@ -40,7 +40,7 @@
 #define BACK_BOUND (10 * SEC)
 #define CALL_TIMEOUT (300 * MS)
 /* an answer may come this late past its timeout on a loaded machine */
-#define ANSWER_SLACK (700 * MS)
+#define ANSWER_SLACK (3000 * MS)
 /* the dead primary's admissions this long before the kill may be lost by
  * asynchronous replication */
 #define LOSS_WINDOW (250 * MS)

@@ -34,7 +34,7 @@
 #define FAILOVER_BOUND (40 * SEC)
 #define CALL_TIMEOUT (50 * MS)
 /* an answer may come this late past its timeout on a loaded machine */
-#define ANSWER_SLACK (500 * MS)
+#define ANSWER_SLACK (3000 * MS)
 
 static struct event_base *base;
 

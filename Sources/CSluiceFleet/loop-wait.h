@@ -16,7 +16,8 @@ struct sluice__loop_wait {
     bool done;
 };
 
-#define SLUICE__LOOP_WAIT_INIT { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false }
+#define SLUICE__LOOP_WAIT_INIT                                                                                         \
+    { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false }
 
 /** Waits until sluice__loop_wait_done(), then releases what `w` holds. */
 static inline void sluice__loop_wait(struct sluice__loop_wait *w) {
