@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -103,9 +104,13 @@ static void *read_file(const char *name, unsigned id, file_head_t *h, size_t siz
     return v;
 }
 
-/* Call j of submitter `sub`: a pseudo-random key of window j / per_window. */
+/* The calls' counter, shared by every submitter (and thread) through memory
+ * mapped before the fork: both processes walk the same windows in step. */
+static _Atomic uint64_t *g_next;
+
+/* Call j (of all submitters): a pseudo-random key of window j / (SUBMITTERS * per_window). */
 static uint32_t key_for(unsigned sub, uint64_t j) {
-    uint64_t w = j / (uint64_t)P.per_window;
+    uint64_t w = j / ((uint64_t)SUBMITTERS * (uint64_t)P.per_window);
     uint64_t x = (j + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)sub + 1) * 0xBF58476D1CE4E5B9ull;
     x ^= x >> 31;
     x *= 0x94D049BB133111EBull;
@@ -226,13 +231,12 @@ static void run_sluice_submitter(unsigned id) {
         pool[i].s = &s;
         s.free_ctx[s.nfree++] = &pool[i];
     }
-    uint64_t j = 0;
     sleep_until(g_t_start);
     for (;;) {
         bool open = real_ns() < g_t_end;
         while (open && s.nfree > 0) {
             sctx_t *c = s.free_ctx[--s.nfree];
-            c->j = j++;
+            c->j = atomic_fetch_add(g_next, 1);
             c->key = key_for(id, c->j);
             c->vid = vid_of(id, c->j);
             int n = snprintf(c->text, sizeof c->text, "k%u", c->key);
@@ -450,13 +454,12 @@ static void run_delayed_submitter(unsigned id) {
     child_setup();
     int n = P.in_flight > 0 ? P.in_flight : 4;
     if (n > MAX_THREADS) n = MAX_THREADS;
-    _Atomic uint64_t next = 0;
     bsub_thread_t th[MAX_THREADS];
     pthread_t tid[MAX_THREADS];
     for (int i = 0; i < n; i++) {
         memset(&th[i], 0, sizeof th[i]);
         th[i].id = id;
-        th[i].next = &next;
+        th[i].next = g_next;
         th[i].rec.size = sizeof(call_rec_t);
         pthread_create(&tid[i], NULL, b_submit_main, &th[i]);
     }
@@ -624,6 +627,15 @@ int cb_fleet_debounce(const cb_fleet_debounce_params_t *p, cb_fleet_debounce_res
     if ((e = getenv("CB_FD_WINDOW"))) P.window = atoi(e);
     if ((e = getenv("CB_FD_PER_WINDOW"))) P.per_window = atoi(e);
     if ((e = getenv("CB_FD_POLL_MS"))) P.poll_ns = (uint64_t)atoi(e) * MS;
+    if (!g_next) {
+        void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            snprintf(r->note, sizeof r->note, "mmap failed");
+            return -1;
+        }
+        g_next = m;
+    }
+    atomic_store(g_next, 0);
     snprintf(g_dir, sizeof g_dir, "/tmp/sluice-bench-fd-XXXXXX");
     if (!mkdtemp(g_dir)) {
         snprintf(r->note, sizeof r->note, "cannot make a folder in /tmp");

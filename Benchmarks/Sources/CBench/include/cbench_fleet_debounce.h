@@ -10,12 +10,13 @@
  * handler runs, minus the emission's deadline, which is Redis's clock: the
  * same clock on this host). Debounce, trailing edge, interval `interval_ns`.
  *
- * Keys: a hot window of `window` keys walks over `keys` keys: a submitter's
- * call j goes to a pseudo-random key of window j / `per_window` (window w is
- * keys w*window .. w*window+window-1, modulo `keys`). Both submitters walk the
- * same windows, so each key of a window gets 2 * per_window / window calls
- * from both processes while its window is hot, then goes quiet and emits its
- * last value once (the debounce of a burst that spans processes).
+ * Keys: a hot window of `window` keys walks over `keys` keys: call j (a
+ * counter the submitters share through shared memory) goes to a pseudo-random
+ * key of window j / (2 * `per_window`) (window w is keys w*window ..
+ * w*window+window-1, modulo `keys`). Both submitters walk the same windows in
+ * step, so each key of a window gets 2 * per_window / window calls from both
+ * processes while its window is hot, then goes quiet and emits its last
+ * value once (the debounce of a burst that spans processes).
  *
  *  - "sluice-fleet-timed" (impl 0): sluice_fleet_timed.h. Each submitter has
  *    a timed limiter (sluice_debounce(interval, trailing)) on its own
