@@ -132,6 +132,61 @@ extension BenchResults {
                         detail: worst.isEmpty ? "every fleet row: 0" : worst.joined(separator: "; ")))
             }
         }
+        goals += fleetDebounceGoals()
+        return goals
+    }
+}
+
+/// Goals of the fleet-debounce scenario (issue 26): debounce across processes,
+/// sluice-fleet-timed beside a BullMQ-style delayed job with a dedup key.
+extension BenchResults {
+    func fleetDebounceRow(_ impl: String) -> Row? {
+        rows.first { $0.scenario == Names.fleetDebounceScenario && $0.impl == impl }
+    }
+
+    func fleetDebounceGoals() -> [Goal] {
+        var goals: [Goal] = []
+        let ours = "sluice-fleet-timed", base = "redis-delayed-job"
+        // FD1. calls/s >= 3x redis-delayed-job's, at a lateness p99 <= its.
+        do {
+            let name = "fleet-debounce: sluice-fleet-timed ≥ 3× the calls/s of redis-delayed-job, lateness p99 ≤ its"
+            if let s = fleetDebounceRow(ours), let b = fleetDebounceRow(base), let sn = s.ns_per_op,
+                let bn = b.ns_per_op, sn > 0, let sp = s.lateness_us?.p99, let bp = b.lateness_us?.p99
+            {
+                let cps = { (ns: Double) in "\(Int((1e9 / ns).rounded()))" }
+                var detail =
+                    "calls/s \(cps(sn)) vs \(cps(bn)); lateness p50/p99 \(Format.us(s.lateness_us?.p50))/\(Format.us(sp)) vs \(Format.us(b.lateness_us?.p50))/\(Format.us(bp)) µs"
+                if let rs = s.redis_cpu_ns_per_op, let rb = b.redis_cpu_ns_per_op {
+                    detail += "; Redis CPU per call \(Format.ns(rs)) vs \(Format.ns(rb)) ns"
+                }
+                if let rs = s.redis_cpu_ns_per_emission, let rb = b.redis_cpu_ns_per_emission {
+                    detail += ", per emission \(Format.ns(rs)) vs \(Format.ns(rb)) ns"
+                }
+                goals.append(
+                    Goal(
+                        name: name, measured: "\(Format.ratio(bn / sn)), p99 \(Format.us(sp)) vs \(Format.us(bp)) µs",
+                        holds: bn / sn >= 3 && sp <= bp, detail: detail))
+            } else {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            }
+        }
+        // FD2. every expected emission delivered once, nothing else delivered.
+        do {
+            let name = "fleet-debounce: each quiet key's last value delivered once, nothing superseded delivered"
+            let measured = rows.filter { $0.scenario == Names.fleetDebounceScenario && $0.emissions != nil }
+            if measured.isEmpty {
+                goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
+            } else {
+                let bad = measured.map { ($0.emissions_missing ?? 0) + ($0.emissions_unexpected ?? 0) }.reduce(0, +)
+                let detail = measured.map {
+                    "\($0.impl): \($0.emissions ?? 0) delivered, \($0.emissions_expected ?? 0) expected, \($0.emissions_missing ?? 0) missing, \($0.emissions_unexpected ?? 0) unexpected"
+                }.joined(separator: "; ")
+                goals.append(
+                    Goal(
+                        name: name, measured: "\(bad) wrong over \(measured.count) rows", holds: bad == 0,
+                        detail: detail))
+            }
+        }
         return goals
     }
 }

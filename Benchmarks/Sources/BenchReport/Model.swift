@@ -144,6 +144,17 @@ public struct Row: Codable, Sendable {
     /// fleet: the redis-server's CPU time per call, and the script runs (EVALSHA) it made.
     public var redis_cpu_ns_per_op: Double?
     public var script_runs: Int?
+    /// fleet-debounce: the emissions delivered, the emissions the calls' Redis times
+    /// imply (a call not followed on its key within the interval), the expected values
+    /// never delivered and the values delivered that were not expected (superseded, or
+    /// twice): both must be 0; the distinct keys called; the redis-server's CPU time
+    /// per emission (per call: redis_cpu_ns_per_op).
+    public var emissions: Int?
+    public var emissions_expected: Int?
+    public var emissions_missing: Int?
+    public var emissions_unexpected: Int?
+    public var keys_called: Int?
+    public var redis_cpu_ns_per_emission: Double?
     /// Wall time of the case (setup included), seconds.
     public var case_s: Double?
     public var note: String?
@@ -162,6 +173,8 @@ public struct Row: Codable, Sendable {
             case_s, note
         case workload, over_admitted, admitted, failures, in_flight, offered_per_s, redis_cpu_ns_per_op,
             script_runs  // fleet
+        case emissions, emissions_expected, emissions_missing, emissions_unexpected, keys_called,
+            redis_cpu_ns_per_emission  // fleet-debounce
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -193,6 +206,12 @@ public struct Row: Codable, Sendable {
         try c.encodeIfPresent(offered_per_s, forKey: .offered_per_s)
         try c.encodeIfPresent(redis_cpu_ns_per_op.map(Row.round), forKey: .redis_cpu_ns_per_op)
         try c.encodeIfPresent(script_runs, forKey: .script_runs)
+        try c.encodeIfPresent(emissions, forKey: .emissions)
+        try c.encodeIfPresent(emissions_expected, forKey: .emissions_expected)
+        try c.encodeIfPresent(emissions_missing, forKey: .emissions_missing)
+        try c.encodeIfPresent(emissions_unexpected, forKey: .emissions_unexpected)
+        try c.encodeIfPresent(keys_called, forKey: .keys_called)
+        try c.encodeIfPresent(redis_cpu_ns_per_emission.map(Row.round), forKey: .redis_cpu_ns_per_emission)
     }
 
     /// Three significant decimals are plenty for noisy timings.
@@ -224,4 +243,9 @@ public enum Names {
         "sluice-redis", "redis-per-call", "sluice-redis-tls", "sluice-redis-3q", "sluice-redis-cluster",
         "redis-per-call-cluster",
     ]
+    /// The fleet-debounce scenario (issue 26): debounce across 2 submitting and 2
+    /// worker processes through a real redis-server; Sluice's fleet timed limiter
+    /// beside a BullMQ-style delayed job with a dedup key.
+    public static let fleetDebounceScenario = "fleet-debounce"
+    public static let fleetDebounceImpls = ["sluice-fleet-timed", "redis-delayed-job"]
 }

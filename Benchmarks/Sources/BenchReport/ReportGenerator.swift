@@ -248,6 +248,7 @@ public struct ReportGenerator {
         )
         s += threadsSection(chartsDir)
         s += quotasSection()
+        s += fleetDebounceSection()
         s += """
             ## Reproducing
 
@@ -256,6 +257,7 @@ public struct ReportGenerator {
             make bench QUICK=1      # every scenario at keys ≤ 100k (≤ 3 min)
             Benchmarks/.build/release/sluice-bench run --scenario fire --impl sluice-c --impl libevent-timers
             Benchmarks/.build/release/sluice-bench run --scenario quotas --output /tmp/quotas.json  # this scenario alone (≈ 20 s)
+            Benchmarks/.build/release/sluice-bench run --scenario fleet-debounce --output /tmp/fd.json  # ≈ 35 s (--quick ≈ 6 s)
             Benchmarks/.build/release/sluice-bench report   # this page and docs/charts/ from results/latest.json
             cd Benchmarks && swift package benchmark        # single-operation microbenchmarks (package-benchmark)
             ```
@@ -474,4 +476,73 @@ public struct ReportGenerator {
         }
         return s + "\n"
     }
+
+    /// The fleet-debounce scenario (issue 26), when the results have its rows.
+    func fleetDebounceSection() -> String {
+        let rows = results.rows.filter { $0.scenario == Names.fleetDebounceScenario }
+        guard !rows.isEmpty else { return "" }
+        var s = "### `fleet-debounce`\n\n" + Self.fleetDebounceText + "\n\n"
+        s += header([
+            "implementation", "calls/s", "Redis CPU per call", "per emission", "lateness p50", "p99",
+            "emissions (expected)", "missing + unexpected",
+        ])
+        for impl in Names.fleetDebounceImpls {
+            guard let r = rows.first(where: { $0.impl == impl }) else { continue }
+            s +=
+                "| "
+                + [
+                    "`\(impl)`", r.ns_per_op.map { "\(Int((1e9 / $0).rounded()))" } ?? "–",
+                    r.redis_cpu_ns_per_op.map { "\(Format.us($0 / 1000)) µs" } ?? "–",
+                    r.redis_cpu_ns_per_emission.map { "\(Format.us($0 / 1000)) µs" } ?? "–",
+                    r.lateness_us.map { "\(Format.us($0.p50)) µs" } ?? "–",
+                    r.lateness_us.map { "\(Format.us($0.p99)) µs" } ?? "–",
+                    "\(r.emissions ?? 0) (\(r.emissions_expected ?? 0))",
+                    "\((r.emissions_missing ?? 0) + (r.emissions_unexpected ?? 0))",
+                ].joined(separator: " | ") + " |\n"
+        }
+        return s + "\n"
+    }
+
+    static let fleetDebounceText = """
+        Debounce across a fleet of processes, its state in a redis-server the driver starts
+        (loopback, no persistence). 2 submitting processes re-arm debounce deadlines (50 ms,
+        trailing edge) as fast as they go (closed loop, 4 s), and 2 worker processes deliver
+        each emission, acknowledge it at once and record its lateness: `CLOCK_REALTIME` when
+        the handler runs minus the emission's deadline (Redis's clock, the same clock on this
+        host). The key space is 100,000 keys; a hot window of 250 keys walks over it: the
+        submitters share a call counter, and every 8,000 calls (4,000 each) the window moves
+        to the next 250 keys. While its window is hot (200–300 ms at these rates) a key gets
+        about 32 calls, one every ~8 ms, each re-arming its pending deadline (50 ms is far
+        above that gap and far below the window's time: a key emits about once per window,
+        one emission per ~30 calls); then it goes quiet and emits its last value once.
+
+        - **`sluice-fleet-timed`** — `sluice_fleet_timed.h`: each submitter a timed limiter
+          (`sluice_debounce(50 ms)`, trailing, 1 partition) on its own event_base with 32
+          calls in flight (pipelined); each worker a limiter started with
+          `sluice_fleet_timed_start()` (batch 64, poll 10 ms) whose handler calls
+          `sluice_fleet_timed_ack()` at once.
+        - **`redis-delayed-job`** — the BullMQ way (a delayed job with a deduplication key,
+          debounce mode with extend and replace), written for speed: per call one blocking
+          `EVALSHA` (hiredis) of an upsert script that finds the key's current job in a dedup
+          hash and, if it still waits in the delayed ZSET (due > now, Redis `TIME` in µs),
+          replaces its payload and re-scores it to now + 50 ms, else makes a new job (id
+          key:time) with its payload and due time; 4 connections (threads) per submitter.
+          Each worker, on one connection: a claim script moves up to 64 due jobs (those whose
+          lease ended first) to an active ZSET with a 30 s lease and returns them, their
+          payloads and the earliest due time left; the worker handles them, then sends the
+          batch's ack script (off the active ZSET, payload and dedup entry deleted) pipelined
+          with its next claim (one round trip, as BullMQ's `moveToFinished` fetches the next
+          job); when nothing is due it sleeps until the earliest due time (at most 10 ms).
+
+        calls/s: both submitters, from the start to the last answer. Redis CPU: the server's
+        `used_cpu_user` + `used_cpu_sys` over the run (submitting and the drain after it),
+        per call and per emission. Lateness: of the emissions due while the submitters ran.
+        Correctness: every call's Redis time is recorded; the expected emissions are the calls
+        not followed on their key within 50 ms, and the delivered values must be exactly
+        those, once each. Three runs per implementation, the median by calls/s (`--quick`:
+        one run of 1.5 s). Each side at its best setting here: 8–256 calls in flight and 1 or
+        4 partitions tried for sluice, 2, 4 and 8 connections for the baseline. Goals:
+        `sluice-fleet-timed` ≥ 3× the calls/s of `redis-delayed-job` at a lateness p99 ≤ its;
+        no missing or unexpected emission.
+        """
 }

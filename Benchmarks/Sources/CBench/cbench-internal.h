@@ -85,4 +85,12 @@ static inline void cb_late_add(cb_late_t *l, uint64_t now, uint64_t deadline) {
     if (l->n < l->cap) l->v[l->n++] = now - deadline;
 }
 
+/* A private redis-server on a free loopback port (fleet.c), for the fleet
+ * scenarios: the port; a started server's pid (it answered PING) or -1; its
+ * CPU time so far (user + system, ns; 0 when unknown); stop (SIGKILL). */
+int cb_redis_free_port(void);
+int cb_redis_start(int port);
+uint64_t cb_redis_cpu_ns(int port);
+void cb_redis_stop(int pid);
+
 #endif

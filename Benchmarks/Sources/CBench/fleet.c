@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cbench-internal.h"
 #include "sluice_fleet.h"
 
 #define SEC 1000000000ull
@@ -782,3 +783,13 @@ int cb_fleet(const cb_fleet_params_t *p, cb_fleet_result_t *r) {
     pthread_mutex_destroy(&R.mu);
     return rc;
 }
+
+/* ---- the private redis-server, for the fleet-debounce scenario (fleet_debounce.c) */
+
+int cb_redis_free_port(void) { return free_port(); }
+
+int cb_redis_start(int port) { return (int)start_redis(port, 0, NULL, NULL); }
+
+uint64_t cb_redis_cpu_ns(int port) { return redis_cpu_ns(port); }
+
+void cb_redis_stop(int pid) { stop_redis((pid_t)pid); }

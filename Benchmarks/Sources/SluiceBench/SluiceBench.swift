@@ -58,9 +58,10 @@ struct Run: ParsableCommand {
         for s in scenarios where !Plan.runScenarios.contains(s) {
             throw ValidationError("unknown scenario \(s); one of \(Plan.runScenarios.joined(separator: ", "))")
         }
-        for i in impls where !(Names.impls + Names.fleetImpls).contains(i) {
+        for i in impls where !(Names.impls + Names.fleetImpls + Names.fleetDebounceImpls).contains(i) {
             throw ValidationError(
-                "unknown implementation \(i); one of \((Names.impls + Names.fleetImpls).joined(separator: ", "))")
+                "unknown implementation \(i); one of \((Names.impls + Names.fleetImpls + Names.fleetDebounceImpls).joined(separator: ", "))"
+            )
         }
     }
 
