@@ -22,6 +22,7 @@ struct event;
 struct op;
 struct sluice__timed_worker;
 struct sluice__loop_wait;
+struct sluice__timed_queue;
 
 /* A counter of sluice_fleet_timed_stats_t: written on the loop thread, read
  * from any (relaxed atomics). */
@@ -59,6 +60,7 @@ struct sluice_fleet_timed {
     struct event *wake;
     bool closed;                         /* freeing: the inbox takes nothing more (under mu) */
     struct sluice__loop_wait *free_wait; /* a free from another thread waits on it (under mu) */
+    struct sluice__timed_queue *queues;  /* per partition: key operations waiting to be sent (loop thread) */
 };
 
 /* The worker's hooks (timed-worker.c), called by timed.c on the loop thread. */
@@ -85,11 +87,17 @@ SLUICE_FLEET_HIDDEN size_t sluice__timed_script_len(void);
 
 struct redisReply;
 
+/** Reads one call's five values at `e` (each non-NULL) of a batch's reply
+ *  into *res. @return 0, or -1 when they break the protocol. */
+SLUICE_FLEET_HIDDEN int sluice__timed_parse_call(struct redisReply *const *e, sluice_fleet_timed_result_t *res);
+
 /**
  * Reads the script's reply to an operation of `kind` on `partition` into
  * *res (its pointers into `rep`, and into *list, an array the caller frees:
  * a claim's deliveries or a close batch's discards). For a close, *more is
- * whether keys remain in the partition.
+ * whether keys remain in the partition. For calls (a batch, five values
+ * each), *res is the first call's answer and *more whether others follow
+ * (sluice__timed_parse_call() reads them).
  * @return 0; SLUICE_ECLOSED or SLUICE_ELEASE (the script's refusal: the
  *         operation's status); SLUICE_ENOMEM; -1 when the reply breaks the
  *         protocol (shape, numbers, a key member, a delivery later than the

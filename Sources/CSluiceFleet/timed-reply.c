@@ -99,6 +99,30 @@ static int parse_deliveries(const redisReply *rep, size_t from, bool pairs, uint
     return 0;
 }
 
+int sluice__timed_parse_call(redisReply *const *e, sluice_fleet_timed_result_t *res) {
+    memset(res, 0, sizeof *res);
+    res->op = SLUICE_FLEET_TIMED_CALL;
+    if (!is_int(e[0])) return -1;
+    long long k = e[0]->integer;
+    if (k < 1 || k > 3) return -1;
+    uint64_t at, gen, now;
+    if (parse_u64(e[1], &at) || parse_u64(e[2], &gen) || parse_u64(e[4], &now)) return -1;
+    if (!is_str(e[3]) && !is_nil(e[3])) return -1;
+    /* emitted: at the call's time, with a generation, replacing nothing;
+     * otherwise at or after it, without one */
+    if (k == 1 ? (gen == 0 || at != now || is_str(e[3])) : (gen != 0 || at < now)) return -1;
+    if (k == 2 && is_str(e[3])) return -1; /* a dropped call replaced nothing */
+    res->decision.kind = k == 1 ? SLUICE_EMITTED : k == 2 ? SLUICE_DROPPED : SLUICE_SCHEDULED;
+    res->decision.at = at;
+    res->decision.now = now;
+    res->generation = gen;
+    if (is_str(e[3])) {
+        res->dropped = e[3]->str;
+        res->dropped_len = e[3]->len;
+    }
+    return 0;
+}
+
 int sluice__timed_parse(sluice_fleet_timed_op_t kind, uint32_t partition, const redisReply *rep,
                         sluice_fleet_timed_result_t *res, sluice_fleet_delivery_t **list, bool *more) {
     memset(res, 0, sizeof *res);
@@ -107,27 +131,13 @@ int sluice__timed_parse(sluice_fleet_timed_op_t kind, uint32_t partition, const 
     res->op = kind;
     switch (kind) {
     case SLUICE_FLEET_TIMED_CALL: {
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || !is_int(rep->element[0])) return -1;
-        long long k = rep->element[0]->integer;
-        if (k == -1 && rep->elements == 1) return SLUICE_ECLOSED;
-        if (rep->elements != 5 || k < 1 || k > 3) return -1;
-        redisReply *const *e = rep->element;
-        uint64_t at, gen, now;
-        if (parse_u64(e[1], &at) || parse_u64(e[2], &gen) || parse_u64(e[4], &now)) return -1;
-        if (!is_str(e[3]) && !is_nil(e[3])) return -1;
-        /* emitted: at the call's time, with a generation, replacing nothing;
-         * otherwise at or after it, without one */
-        if (k == 1 ? (gen == 0 || at != now || is_str(e[3])) : (gen != 0 || at < now)) return -1;
-        if (k == 2 && is_str(e[3])) return -1; /* a dropped call replaced nothing */
-        res->decision.kind = k == 1 ? SLUICE_EMITTED : k == 2 ? SLUICE_DROPPED : SLUICE_SCHEDULED;
-        res->decision.at = at;
-        res->decision.now = now;
-        res->generation = gen;
-        if (is_str(e[3])) {
-            res->dropped = e[3]->str;
-            res->dropped_len = e[3]->len;
-        }
-        return 0;
+        /* a batch of calls: five values each; the caller splits them
+         * (sluice__timed_parse_call()). Here: closed, or the shape. */
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1) return -1;
+        if (rep->elements == 1 && is_int(rep->element[0]) && rep->element[0]->integer == -1) return SLUICE_ECLOSED;
+        if (rep->elements % 5) return -1;
+        *more = rep->elements > 5;
+        return sluice__timed_parse_call(rep->element, res);
     }
     case SLUICE_FLEET_TIMED_FLUSH:
     case SLUICE_FLEET_TIMED_CANCEL:
@@ -150,8 +160,8 @@ int sluice__timed_parse(sluice_fleet_timed_op_t kind, uint32_t partition, const 
         if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3) return -1;
         redisReply *const *e = rep->element;
         if (!is_int(e[0]) || !is_int(e[1]) || e[0]->integer < -1 || e[1]->integer < -1) return -1;
-        res->next_due_ms = e[0]->integer < 0 ? 0 : (uint64_t)e[0]->integer;
-        res->next_lease_ms = e[1]->integer < 0 ? 0 : (uint64_t)e[1]->integer;
+        res->next_due_us = e[0]->integer < 0 ? 0 : (uint64_t)e[0]->integer;
+        res->next_lease_us = e[1]->integer < 0 ? 0 : (uint64_t)e[1]->integer;
         if (parse_u64(e[2], &res->decision.now)) return -1;
         int rc = parse_deliveries(rep, 3, false, partition, list, &res->n_deliveries);
         if (rc) return rc;

@@ -148,11 +148,11 @@ static void on_claim(void *user, const sluice_fleet_timed_result_t *res) {
         rearm(p, 0);
         return;
     }
-    /* the next work the reply knows of, on the script's clock (whole ms) */
-    uint64_t now_ms = res->decision.now / MS, next = UINT64_MAX;
-    if (res->next_due_ms) next = res->next_due_ms;
-    if (res->next_lease_ms && res->next_lease_ms < next) next = res->next_lease_ms;
-    uint64_t delay = next == UINT64_MAX ? w->cfg.poll_ns : next > now_ms ? (next - now_ms) * MS : 0;
+    /* the next work the reply knows of, on the script's clock (whole us) */
+    uint64_t now_us = res->decision.now / 1000, next = UINT64_MAX;
+    if (res->next_due_us) next = res->next_due_us;
+    if (res->next_lease_us && res->next_lease_us < next) next = res->next_lease_us;
+    uint64_t delay = next == UINT64_MAX ? w->cfg.poll_ns : next > now_us ? (next - now_us) * 1000 : 0;
     rearm(p, delay);
 }
 
@@ -182,8 +182,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
 void sluice__timed_worker_hint(struct sluice_fleet_timed *t, uint32_t partition, uint64_t at, uint64_t now) {
     struct sluice__timed_worker *w = t->worker;
     if (!w || partition >= t->partitions) return;
-    /* due once the claim's whole ms reaches the deadline rounded up */
-    uint64_t due = (at + MS - 1) / MS * MS;
+    /* due once the claim's whole us reaches the deadline rounded up */
+    uint64_t due = (at + 999) / 1000 * 1000;
     wake_in(&w->parts[partition], due > now ? due - now : 0);
 }
 

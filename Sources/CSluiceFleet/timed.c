@@ -59,12 +59,31 @@ struct op {
     sluice_close_mode_t close_mode; /* close: the mode, and the partition under way */
     uint64_t gen;                   /* ack, release: the delivery's */
     uint32_t attempt;
+    bool linked;  /* in t->ops */
+    bool counted; /* a key operation or batch sent from its partition's queue: one of `out` */
+    /* a batch of calls: the calls it carries (answered by it), and its
+     * own command (`xargv`, `xlens`, `xbuf`) */
+    struct op **members;
+    size_t nmembers;
+    const char **xargv;
+    size_t *xlens;
     /* the command: argv[0] "EVALSHA" or "EVAL", argv[1] the SHA or the script */
     int argc;
     const char *argv[12];
     size_t lens[12];
     char *buf; /* the copies argv points into */
 };
+
+/* A partition's key operations waiting to be sent, in order: at most
+ * BATCHES_OUT are out at once per partition; the calls that wait behind
+ * them go as one batch (at most BATCH_MAX calls) when one comes back. */
+struct sluice__timed_queue {
+    struct op *head, *tail;
+    unsigned out;
+};
+
+#define BATCHES_OUT 2
+#define BATCH_MAX 64
 
 static uint64_t mono_ns(void) {
     struct timespec ts;
@@ -95,6 +114,8 @@ uint32_t sluice_fleet_timed_partition_of(const sluice_fleet_timed_t *t, sluice_k
 
 static void op_unlink(struct op *o) {
     struct sluice_fleet_timed *t = o->t;
+    if (!o->linked) return;
+    o->linked = false;
     if (o->prev)
         o->prev->next = o->next;
     else
@@ -105,15 +126,37 @@ static void op_unlink(struct op *o) {
 
 static void op_free(struct op *o) {
     op_unlink(o);
+    free(o->members);
+    free(o->xargv);
+    free(o->xlens);
     free(o->buf);
     free(o);
 }
 
+static void op_link(struct op *o) {
+    struct sluice_fleet_timed *t = o->t;
+    o->prev = NULL;
+    o->next = t->ops;
+    if (t->ops) t->ops->prev = o;
+    t->ops = o;
+    o->linked = true;
+}
+
 /* Answers the operation with `res` (or only a status) and frees it unless a
  * reply is still to come. */
+static void answer_status(struct op *o, int status);
+
 static void answer(struct op *o, sluice_fleet_timed_result_t *res) {
     res->op = o->kind;
     struct sluice_fleet_timed *t = o->t;
+    if (o->members) { /* a batch: each call its own answer (those read already were given theirs) */
+        for (size_t i = 0; i < o->nmembers; i++)
+            if (o->members[i]) answer_status(o->members[i], res->status ? res->status : SLUICE_EPROTO);
+        o->nmembers = 0;
+        o->answered = true;
+        if (!o->in_redis) op_free(o);
+        return;
+    }
     if (res->status != 0 && res->status != SLUICE_ELEASE && res->status != SLUICE_ECLOSED)
         SLUICE__TIMED_STAT_ADD(t, failures, 1);
     if (o->kind == SLUICE_FLEET_TIMED_ACK && res->status == 0 && res->had) SLUICE__TIMED_STAT_ADD(t, acked, 1);
@@ -137,6 +180,9 @@ static void answer_status(struct op *o, int status) {
     answer(o, &res);
 }
 
+static void queue_done(struct op *o);
+static void queue_timeouts(struct sluice_fleet_timed *t, uint64_t now);
+
 /* The tick: operations that could not be sent, and those past their timeout.
  * A connection that has left a command unanswered for ten timeouts (at
  * least 1 s) is stalled: it is dropped, so that it reconnects and what it
@@ -148,15 +194,18 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
     uint64_t now = mono_ns();
     uint64_t stall = t->timeout_ns * 10 > 1000 * MS ? t->timeout_ns * 10 : 1000 * MS;
     sluice__conn_t *stalled = NULL;
+    queue_timeouts(t, now);
     struct op *o = t->ops;
     while (o) {
         struct op *next = o->next;
-        if (!o->answered && o->fail)
+        if (!o->answered && o->fail) {
+            queue_done(o); /* (it was never out) */
             answer_status(o, o->fail);
-        else if (!o->answered && now >= o->deadline)
+        } else if (!o->answered && now >= o->deadline) {
             answer_status(o, SLUICE_ETIMEDOUT);
-        else if (o->in_redis && o->conn && now >= o->deadline - t->timeout_ns + stall)
+        } else if (o->in_redis && o->conn && now >= o->deadline - t->timeout_ns + stall) {
             stalled = o->conn; /* (answered already: its deadline passed) */
+        }
         o = next;
     }
     if (stalled) sluice__conn_drop(stalled, SLUICE_ETIMEDOUT);
@@ -183,7 +232,8 @@ static void send_on(struct op *o, sluice__conn_t *c, bool asking) {
         static const size_t ask_len[1] = { 6 };
         (void)sluice__conn_send(c, 1, ask, ask_len, on_asking, NULL);
     }
-    if (c) rc = sluice__conn_send(c, o->argc, o->argv, o->lens, on_reply, o);
+    if (c)
+        rc = sluice__conn_send(c, o->argc, o->xargv ? o->xargv : o->argv, o->xlens ? o->xlens : o->lens, on_reply, o);
     if (rc == 0) {
         o->in_redis = true;
         return;
@@ -253,6 +303,124 @@ static struct op *op_new(struct sluice_fleet_timed *t, sluice_fleet_timed_op_t k
     return o;
 }
 
+/* ------------------------------------------------------------------ queues */
+
+static bool is_key_op(const struct op *o) {
+    return !o->run && (o->kind == SLUICE_FLEET_TIMED_CALL || o->kind == SLUICE_FLEET_TIMED_FLUSH ||
+                       o->kind == SLUICE_FLEET_TIMED_CANCEL || o->kind == SLUICE_FLEET_TIMED_PENDING);
+}
+
+/* A batch of the `n` calls at the head of the queue (manual time: of one
+ * instant), or NULL (no memory: they stay queued). Its command:
+ * EVALSHA sha 1 P B now policy lease keep n (key value)... */
+static struct op *make_batch(struct sluice_fleet_timed *t, uint32_t p, struct op *const *calls, size_t n) {
+    struct op *b = calloc(1, sizeof *b);
+    size_t argc = 10 + 2 * n;
+    if (b) {
+        b->members = malloc(n * sizeof *b->members);
+        b->xargv = malloc(argc * sizeof *b->xargv);
+        b->xlens = malloc(argc * sizeof *b->xlens);
+        b->buf = malloc(24);
+    }
+    if (!b || !b->members || !b->xargv || !b->xlens || !b->buf) {
+        if (b) {
+            free(b->members);
+            free(b->xargv);
+            free(b->xlens);
+            free(b->buf);
+        }
+        free(b);
+        return NULL;
+    }
+    b->t = t;
+    b->kind = SLUICE_FLEET_TIMED_CALL;
+    b->partition = p;
+    b->nmembers = n;
+    b->deadline = UINT64_MAX;
+    const struct op *first = calls[0];
+    size_t k = 0;
+    for (int i = 0; i < 9; i++) { /* EVALSHA sha nkeys P op now policy lease keep, as the calls' */
+        b->xargv[k] = i == 2 ? "1" : i == 4 ? "B" : first->argv[i == 3 ? 3 : i > 4 ? i + 1 : i];
+        b->xlens[k++] = i == 2 || i == 4 ? 1 : first->lens[i == 3 ? 3 : i > 4 ? i + 1 : i];
+    }
+    b->xargv[k] = b->buf, b->xlens[k++] = (size_t)snprintf(b->buf, 24, "%zu", n);
+    for (size_t i = 0; i < n; i++) {
+        struct op *c = calls[i];
+        b->members[i] = c;
+        if (c->deadline < b->deadline) b->deadline = c->deadline;
+        b->xargv[k] = c->argv[c->argc - 2], b->xlens[k++] = c->lens[c->argc - 2]; /* the key's member */
+        b->xargv[k] = c->argv[c->argc - 1], b->xlens[k++] = c->lens[c->argc - 1]; /* the value */
+    }
+    b->argc = (int)k;
+    return b;
+}
+
+/* Sends what the partition's queue allows: its head, a flush, cancel or
+ * pending alone, or the calls at its head as one batch, while fewer than
+ * BATCHES_OUT are out. */
+static void queue_flush(struct sluice_fleet_timed *t, uint32_t p) {
+    struct sluice__timed_queue *q = &t->queues[p];
+    while (q->head && q->out < BATCHES_OUT) {
+        struct op *o = q->head;
+        if (o->kind != SLUICE_FLEET_TIMED_CALL) {
+            q->head = o->next;
+            if (!q->head) q->tail = NULL;
+            op_link(o);
+            o->counted = true;
+            q->out++;
+            send_op(o);
+            continue;
+        }
+        struct op *calls[BATCH_MAX];
+        size_t n = 0;
+        for (struct op *c = o; c && n < BATCH_MAX && c->kind == SLUICE_FLEET_TIMED_CALL && c->now == o->now;
+             c = c->next)
+            calls[n++] = c;
+        struct op *b = make_batch(t, p, calls, n);
+        if (!b) return; /* no memory now: the calls wait (their timeouts still apply) */
+        q->head = calls[n - 1]->next;
+        if (!q->head) q->tail = NULL;
+        for (size_t i = 0; i < n; i++) calls[i]->next = NULL;
+        op_link(b);
+        b->counted = true;
+        q->out++;
+        send_op(b);
+    }
+}
+
+/* The operation sent from a queue is done (answered, or failed to send):
+ * its partition may send what waits. */
+static void queue_done(struct op *o) {
+    if (!o->counted) return;
+    o->counted = false;
+    struct sluice_fleet_timed *t = o->t;
+    t->queues[o->partition].out--;
+    if (!t->freeing) queue_flush(t, o->partition);
+}
+
+/* Answers the queued operations past their deadline. */
+static void queue_timeouts(struct sluice_fleet_timed *t, uint64_t now) {
+    for (uint32_t p = 0; p < t->partitions; p++) {
+        struct sluice__timed_queue *q = &t->queues[p];
+        struct op *prev = NULL, *o = q->head;
+        while (o) {
+            struct op *next = o->next;
+            if (now >= o->deadline) {
+                if (prev)
+                    prev->next = next;
+                else
+                    q->head = next;
+                if (q->tail == o) q->tail = prev;
+                o->next = NULL;
+                answer_status(o, SLUICE_ETIMEDOUT);
+            } else {
+                prev = o;
+            }
+            o = next;
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ threads */
 
 static bool on_loop_thread(const struct sluice_fleet_timed *t) { return !t->loop || sluice_loop_in_thread(t->loop); }
@@ -266,10 +434,18 @@ static void dispatch(struct op *o) {
         free(o);
         return;
     }
-    o->prev = NULL;
-    o->next = t->ops;
-    if (t->ops) t->ops->prev = o;
-    t->ops = o;
+    if (is_key_op(o)) { /* in order, behind the partition's earlier key operations */
+        struct sluice__timed_queue *q = &t->queues[o->partition];
+        o->next = NULL;
+        if (q->tail)
+            q->tail->next = o;
+        else
+            q->head = o;
+        q->tail = o;
+        queue_flush(t, o->partition);
+        return;
+    }
+    op_link(o);
     if (o->kind == SLUICE_FLEET_TIMED_ACK && t->worker) {
         sluice_fleet_delivery_t d;
         memset(&d, 0, sizeof d);
@@ -353,6 +529,23 @@ static int read_reply(struct op *o, const redisReply *rep) {
     sluice_fleet_timed_result_t res;
     sluice_fleet_delivery_t *list = NULL;
     bool more = false;
+    if (o->members) { /* a batch of calls: five values each, in order */
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && rep->element[0]->type == REDIS_REPLY_INTEGER &&
+            rep->element[0]->integer == -1) {
+            answer_status(o, SLUICE_ECLOSED);
+            return 0;
+        }
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5 * o->nmembers) return -1;
+        for (size_t i = 0; i < o->nmembers; i++) {
+            if (sluice__timed_parse_call(rep->element + 5 * i, &res) != 0) return -1;
+            struct op *m = o->members[i];
+            o->members[i] = NULL;
+            answer(m, &res);
+        }
+        memset(&res, 0, sizeof res);
+        answer(o, &res);
+        return 0;
+    }
     int rc = sluice__timed_parse(o->kind, o->partition, rep, &res, &list, &more);
     if (rc == SLUICE_ECLOSED || rc == SLUICE_ELEASE || rc == SLUICE_ENOMEM) {
         answer_status(o, rc);
@@ -392,10 +585,12 @@ static void on_reply(void *arg, redisReply *rep, int err) {
     struct sluice_fleet_timed *t = o->t;
     o->in_redis = false;
     if (o->answered) {
+        queue_done(o);
         op_free(o);
         return;
     }
     if (!rep) {
+        queue_done(o);
         answer_status(o, t->freeing ? SLUICE_ECLOSED : err ? err : SLUICE_ENOTCONN);
         return;
     }
@@ -403,11 +598,14 @@ static void on_reply(void *arg, redisReply *rep, int err) {
         if (follow_redirect(o, rep)) return;
         if (rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !o->evalled) {
             o->evalled = true;
-            o->argv[0] = "EVAL", o->lens[0] = 4;
-            o->argv[1] = sluice_fleet_timed_script(), o->lens[1] = sluice__timed_script_len();
+            const char **av = o->xargv ? o->xargv : o->argv;
+            size_t *al = o->xlens ? o->xlens : o->lens;
+            av[0] = "EVAL", al[0] = 4;
+            av[1] = sluice_fleet_timed_script(), al[1] = sluice__timed_script_len();
             send_on(o, o->conn, false);
             return;
         }
+        queue_done(o);
         int code = sluice__redis_error_code(rep->str, rep->len);
         sluice__conn_t *c = o->conn;
         answer_status(o, code);
@@ -415,6 +613,7 @@ static void on_reply(void *arg, redisReply *rep, int err) {
         if (code == SLUICE_ECLUSTERDOWN && t->cluster) sluice__cluster_refresh(t->cluster);
         return;
     }
+    queue_done(o);
     if (read_reply(o, rep) != 0) {
         sluice__conn_t *c = o->conn;
         answer_status(o, SLUICE_EPROTO);
@@ -637,7 +836,8 @@ int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
     t->pname = calloc(t->partitions, sizeof *t->pname);
     t->pname_len = calloc(t->partitions, sizeof *t->pname_len);
     t->pslot = calloc(t->partitions, sizeof *t->pslot);
-    if (!enc || !t->pname || !t->pname_len || !t->pslot) {
+    t->queues = calloc(t->partitions, sizeof *t->queues);
+    if (!enc || !t->pname || !t->pname_len || !t->pslot || !t->queues) {
         free(enc);
         sluice_fleet_timed_free(t);
         return SLUICE_ENOMEM;
@@ -716,6 +916,16 @@ static void free_on_loop(struct sluice_fleet_timed *t) {
         q = next;
     }
     t->freeing = true;
+    for (uint32_t p = 0; t->queues && p < t->partitions; p++) { /* queued, never sent */
+        struct op *o = t->queues[p].head;
+        t->queues[p].head = t->queues[p].tail = NULL;
+        while (o) {
+            struct op *next = o->next;
+            o->next = NULL;
+            answer_status(o, SLUICE_ECLOSED);
+            o = next;
+        }
+    }
     sluice__timed_worker_free(t);
     /* the connections answer what they hold (ECLOSED); then the rest */
     sluice__sentinel_free(t->sentinel);
@@ -739,5 +949,6 @@ static void free_on_loop(struct sluice_fleet_timed *t) {
     free(t->pname);
     free(t->pname_len);
     free(t->pslot);
+    free(t->queues);
     free(t);
 }

@@ -153,10 +153,10 @@ typedef struct sluice_fleet_timed_result {
     const sluice_fleet_delivery_t *deliveries;
     size_t n_deliveries;
     /** claim: the earliest deadline left in the partition's due index and the
-     *  earliest end of a lease (whole ms, Redis clock; 0 for none): when the
-     *  next claim has work. */
-    uint64_t next_due_ms, next_lease_ms;
-    /** close with discard: values handed back (keys in `discarded_keys`). */
+     *  earliest end of a lease (whole microseconds, rounded up, Redis clock;
+     *  0 for none): when the next claim has work. */
+    uint64_t next_due_us, next_lease_us;
+    /** close with discard: values handed back, with their keys. */
     const sluice_fleet_delivery_t *discarded;
     size_t n_discarded;
 } sluice_fleet_timed_result_t;
