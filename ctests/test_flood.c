@@ -341,12 +341,12 @@ static void api_misuse(void) {
     CHECK(sluice_limiter_check(l) == 0, "check");
     sluice_limiter_free(l); /* the pending token is discarded to a callback that ignores it */
     CHECK(strcmp(sluice_strerror(12345), "unknown error") == 0, "strerror of an unknown code");
-    const int codes[] = { SLUICE_OK,      SLUICE_ENOPERM,   SLUICE_ENOPLAN,      SLUICE_EREDIS,    SLUICE_ENOMASTER,
-                          SLUICE_ELIMIT,  SLUICE_ENOMEM,    SLUICE_EAUTH,        SLUICE_EBUSY,     SLUICE_EINVAL,
-                          SLUICE_EFULL,   SLUICE_EREADONLY, SLUICE_ERANGE,       SLUICE_EKEYLEN,   SLUICE_EPROTO,
-                          SLUICE_ESYNTAX, SLUICE_EBADVALUE, SLUICE_ECLUSTERDOWN, SLUICE_EOOM,      SLUICE_ENOTCONN,
-                          SLUICE_ECLOSED, SLUICE_ETIMEDOUT, SLUICE_ECORRUPT,     SLUICE_ECANCELED, SLUICE_ETLS,
-                          SLUICE_ELEASE };
+    const int codes[] = { SLUICE_OK,      SLUICE_ENOPERM,   SLUICE_ENOPLAN,      SLUICE_EREDIS,   SLUICE_ENOMASTER,
+                          SLUICE_ELIMIT,  SLUICE_ENOMEM,    SLUICE_EAUTH,        SLUICE_EBUSY,    SLUICE_EINVAL,
+                          SLUICE_EFULL,   SLUICE_EREADONLY, SLUICE_ERANGE,       SLUICE_EKEYLEN,  SLUICE_EPROTO,
+                          SLUICE_ESYNTAX, SLUICE_EBADVALUE, SLUICE_ECLUSTERDOWN, SLUICE_EOOM,     SLUICE_ENOTCONN,
+                          SLUICE_ECLOSED, SLUICE_ETIMEDOUT, SLUICE_ELEASE,       SLUICE_ECORRUPT, SLUICE_ECANCELED,
+                          SLUICE_ETLS };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         CHECK(sluice_strerror(codes[i]) && strcmp(sluice_strerror(codes[i]), "unknown error") != 0, "strerror %d",
               codes[i]);
