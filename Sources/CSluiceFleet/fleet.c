@@ -1449,15 +1449,9 @@ static int open_conn(struct sluice_fleet *f, const sluice_fleet_config_t *config
             return SLUICE_ENOMEM;
         }
     }
-    sluice__topology_t topo;
-    rc = sluice__topology_open(&topo, f->base, &url, &o, cluster_event, f, why, sizeof why);
-    if (rc == 0) {
-        f->conn = topo.conn;
-        f->sentinel = topo.sentinel;
-        f->cluster = topo.cluster;
-    } else {
-        snprintf(f->conn_msg, sizeof f->conn_msg, "%s", why);
-    }
+    rc = sluice__topology_open(f->base, &url, &o, cluster_event, f, &f->conn, &f->sentinel, &f->cluster, why,
+                               sizeof why);
+    if (rc != 0) snprintf(f->conn_msg, sizeof f->conn_msg, "%s", why);
     if (config->url) sluice__redis_url_free(&url);
     return rc;
 }

@@ -759,13 +759,8 @@ static int open_link(struct sluice_fleet_timed *t, const char *url_text, bool *c
     memset(&o, 0, sizeof o);
     o.connect_timeout_ns = t->timeout_ns > 1000 * MS ? t->timeout_ns : 1000 * MS;
     *cluster = url.topology == SLUICE__REDIS_CLUSTER;
-    sluice__topology_t topo;
-    rc = sluice__topology_open(&topo, t->base, &url, &o, cluster_event, t, why, sizeof why);
-    if (rc == 0) {
-        t->conn = topo.conn;
-        t->sentinel = topo.sentinel;
-        t->cluster = topo.cluster;
-    }
+    rc = sluice__topology_open(t->base, &url, &o, cluster_event, t, &t->conn, &t->sentinel, &t->cluster, why,
+                               sizeof why);
     sluice__redis_url_free(&url);
     return rc;
 }

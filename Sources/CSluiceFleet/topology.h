@@ -13,26 +13,21 @@
 #include "redis-url.h"
 #include "sentinel.h"
 
-/** What sluice__topology_open() made: `conn` (and `sentinel` behind
- *  Sentinel), or `cluster`. */
-typedef struct sluice__topology {
-    sluice__conn_t *conn;
-    sluice__sentinel_t *sentinel;
-    sluice__cluster_t *cluster;
-} sluice__topology_t;
-
 /**
  * Opens the connections of `url` on `base`, each with `opts` (copied; behind
  * Sentinel with its resolver and the primary check added; a cluster's node
- * events go to `on_node_event` with `owner`).
+ * events go to `on_node_event` with `owner`), into the owner's own fields:
+ * *conn (and *sentinel behind Sentinel), or *cluster. They are written
+ * before the connections are armed, because a loop running on another
+ * thread may call the owner back before this function returns.
  *
- * @return 0 with *t filled; or the error of sluice__conn_new(),
- *         sluice__sentinel_new() or sluice__cluster_new() with *t empty and
- *         `why` saying what failed.
+ * @return 0; or the error of sluice__conn_new(), sluice__sentinel_new() or
+ *         sluice__cluster_new() with the three fields NULL and `why` saying
+ *         what failed.
  */
-SLUICE_FLEET_HIDDEN int sluice__topology_open(sluice__topology_t *t, struct event_base *base,
-                                              const sluice__redis_url_t *url, const sluice__conn_opts_t *opts,
-                                              sluice__cluster_event_fn on_node_event, void *owner, char *why,
-                                              size_t why_len);
+SLUICE_FLEET_HIDDEN int sluice__topology_open(struct event_base *base, const sluice__redis_url_t *url,
+                                              const sluice__conn_opts_t *opts, sluice__cluster_event_fn on_node_event,
+                                              void *owner, sluice__conn_t **conn, sluice__sentinel_t **sentinel,
+                                              sluice__cluster_t **cluster, char *why, size_t why_len);
 
 #endif
