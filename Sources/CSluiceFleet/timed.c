@@ -56,8 +56,7 @@ struct op {
     bool evalled;  /* sent with EVAL after NOSCRIPT */
     unsigned redirects;
     sluice__conn_t *conn;
-    sluice_close_mode_t close_mode; /* close: the mode, and the partition under way */
-    uint64_t gen;                   /* ack, release: the delivery's */
+    uint64_t gen; /* ack, release: the delivery's */
     uint32_t attempt;
     bool linked;  /* in t->ops */
     bool counted; /* a key operation or batch sent from its partition's queue: one of `out` */
@@ -103,11 +102,15 @@ static int check_key(sluice_key_t key) {
 
 uint32_t sluice_fleet_timed_partitions(const sluice_fleet_timed_t *t) { return t ? t->partitions : 0; }
 
+/* The partition of a key's member (sluice__timed_member()). */
+static uint32_t partition_of(const struct sluice_fleet_timed *t, const char *m, size_t n) {
+    return (uint32_t)(sluice__cluster_crc16(m, n) % t->partitions);
+}
+
 uint32_t sluice_fleet_timed_partition_of(const sluice_fleet_timed_t *t, sluice_key_t key) {
     if (!t || check_key(key) != 0) return 0;
     char m[SLUICE_KEY_MAX + 1];
-    size_t n = sluice__timed_member(key, m);
-    return (uint32_t)(sluice__cluster_crc16(m, n) % t->partitions);
+    return partition_of(t, m, sluice__timed_member(key, m));
 }
 
 /* ------------------------------------------------------------------ answers */
@@ -635,7 +638,7 @@ static int key_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const c
     if ((rc = check_now(t, now)) != 0) return rc;
     char m[SLUICE_KEY_MAX + 1];
     size_t mlen = sluice__timed_member(key, m);
-    uint32_t p = (uint32_t)(sluice__cluster_crc16(m, mlen) % t->partitions);
+    uint32_t p = partition_of(t, m, mlen);
     const char *extra[2] = { m, value };
     size_t extra_len[2] = { mlen, value_len };
     int nextra = kind == SLUICE_FLEET_TIMED_CALL ? 2 : 1;
@@ -661,7 +664,9 @@ int sluice_fleet_timed_call(sluice_fleet_timed_t *t, sluice_key_t key, const voi
     if (!t) return SLUICE_EINVAL;
     if (!value && value_len) return SLUICE_EINVAL;
     if (value_len > t->max_value) return SLUICE_ERANGE;
-    return key_op(t, SLUICE_FLEET_TIMED_CALL, "C", key, value ? value : "", value_len, now, fn, user);
+    /* a call's own command is never sent: its partition's queue sends it in a
+     * batch ('B', make_batch()), which takes its key and value from it */
+    return key_op(t, SLUICE_FLEET_TIMED_CALL, "B", key, value ? value : "", value_len, now, fn, user);
 }
 
 int sluice_fleet_timed_flush(sluice_fleet_timed_t *t, sluice_key_t key, uint64_t now, sluice_fleet_timed_fn fn,
@@ -737,7 +742,6 @@ int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, 
     size_t extra_len[2] = { strlen(how), strlen(CLOSE_BATCH) };
     struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLOSE, 0, "Z", now, NULL, 0, 2, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
-    o->close_mode = mode;
     return submit(o);
 }
 

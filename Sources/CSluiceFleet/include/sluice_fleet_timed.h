@@ -33,6 +33,11 @@
  * idle periods, as long as Redis keeps its data (docs/fleet.md says what a
  * failover can lose).
  *
+ * Batches. A partition's key operations are sent in order, at most two at
+ * a time; calls that wait behind them go to Redis as one script run of up
+ * to 64 calls, decided in order (in manual time, calls of one instant).
+ * At light load a call goes out at once.
+ *
  * Partitions. Keys are spread over config.partitions partitions by a fixed
  * hash of the key (the same in every process). All of a partition's Redis
  * keys share one hash tag, so under Redis Cluster a key's state, its place in
