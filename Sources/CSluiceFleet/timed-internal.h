@@ -87,17 +87,19 @@ SLUICE_FLEET_HIDDEN size_t sluice__timed_script_len(void);
 
 struct redisReply;
 
-/** Reads one call's five values at `e` (each non-NULL) of a batch's reply
- *  into *res. @return 0, or -1 when they break the protocol. */
-SLUICE_FLEET_HIDDEN int sluice__timed_parse_call(struct redisReply *const *e, sluice_fleet_timed_result_t *res);
+/** Reads one call's two values at `e` (each non-NULL) of a batch's reply,
+ *  whose time is `now_r`, into *res. @return 0, or -1 when they break the
+ *  protocol. */
+SLUICE_FLEET_HIDDEN int sluice__timed_parse_call(const struct redisReply *now_r, struct redisReply *const *e,
+                                                 sluice_fleet_timed_result_t *res);
 
 /**
  * Reads the script's reply to an operation of `kind` on `partition` into
  * *res (its pointers into `rep`, and into *list, an array the caller frees:
  * a claim's deliveries or a close batch's discards). For a close, *more is
- * whether keys remain in the partition. For calls (a batch, five values
- * each), *res is the first call's answer and *more whether others follow
- * (sluice__timed_parse_call() reads them).
+ * whether keys remain in the partition. For calls (a batch: the time, then
+ * two values each), *res is the first call's answer and *more whether others
+ * follow (sluice__timed_parse_call() reads them).
  * @return 0; SLUICE_ECLOSED or SLUICE_ELEASE (the script's refusal: the
  *         operation's status); SLUICE_ENOMEM; -1 when the reply breaks the
  *         protocol (shape, numbers, a key member, a delivery later than the

@@ -44,22 +44,28 @@ static bool is_int(const redisReply *r) { return r && r->type == REDIS_REPLY_INT
 static bool is_str(const redisReply *r) { return r && r->type == REDIS_REPLY_STRING; }
 static bool is_nil(const redisReply *r) { return r && r->type == REDIS_REPLY_NIL; }
 
+/* Decimal digits (1 to 20, leading zeros allowed) that fit 64 bits. */
+static int digits_u64(const char *s, size_t len, uint64_t *out) {
+    if (len == 0 || len > 20) return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
 static int parse_u64(const redisReply *r, uint64_t *out) {
     if (is_int(r)) {
         if (r->integer < 0) return -1;
         *out = (uint64_t)r->integer;
         return 0;
     }
-    if (!is_str(r) || r->len == 0 || r->len > 20) return -1;
-    uint64_t v = 0;
-    for (size_t i = 0; i < r->len; i++) {
-        if (r->str[i] < '0' || r->str[i] > '9') return -1;
-        unsigned d = (unsigned)(r->str[i] - '0');
-        if (v > (UINT64_MAX - d) / 10) return -1;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
+    if (!is_str(r)) return -1;
+    return digits_u64(r->str, r->len, out);
 }
 
 /* A list of (gen, attempt, member, value, at) from element `from`, or of
@@ -99,26 +105,25 @@ static int parse_deliveries(const redisReply *rep, size_t from, bool pairs, uint
     return 0;
 }
 
-int sluice__timed_parse_call(redisReply *const *e, sluice_fleet_timed_result_t *res) {
+int sluice__timed_parse_call(const struct redisReply *now_r, struct redisReply *const *e,
+                             sluice_fleet_timed_result_t *res) {
     memset(res, 0, sizeof *res);
     res->op = SLUICE_FLEET_TIMED_CALL;
-    if (!is_int(e[0])) return -1;
-    long long k = e[0]->integer;
-    if (k < 1 || k > 3) return -1;
-    uint64_t at, gen, now;
-    if (parse_u64(e[1], &at) || parse_u64(e[2], &gen) || parse_u64(e[4], &now)) return -1;
-    if (!is_str(e[3]) && !is_nil(e[3])) return -1;
+    uint64_t now, v;
+    if (parse_u64(now_r, &now) || !is_str(e[0]) || e[0]->len < 2) return -1;
+    if (!is_str(e[1]) && !is_nil(e[1])) return -1;
+    char k = e[0]->str[0];
+    if ((k != 'E' && k != 'D' && k != 'S') || digits_u64(e[0]->str + 1, e[0]->len - 1, &v)) return -1;
     /* emitted: at the call's time, with a generation, replacing nothing;
-     * otherwise at or after it, without one */
-    if (k == 1 ? (gen == 0 || at != now || is_str(e[3])) : (gen != 0 || at < now)) return -1;
-    if (k == 2 && is_str(e[3])) return -1; /* a dropped call replaced nothing */
-    res->decision.kind = k == 1 ? SLUICE_EMITTED : k == 2 ? SLUICE_DROPPED : SLUICE_SCHEDULED;
-    res->decision.at = at;
+     * dropped: at or after it, replacing nothing; scheduled: at or after it */
+    if (k == 'E' ? (v == 0 || is_str(e[1])) : (v < now || (k == 'D' && is_str(e[1])))) return -1;
+    res->decision.kind = k == 'E' ? SLUICE_EMITTED : k == 'D' ? SLUICE_DROPPED : SLUICE_SCHEDULED;
+    res->decision.at = k == 'E' ? now : v;
     res->decision.now = now;
-    res->generation = gen;
-    if (is_str(e[3])) {
-        res->dropped = e[3]->str;
-        res->dropped_len = e[3]->len;
+    res->generation = k == 'E' ? v : 0;
+    if (is_str(e[1])) {
+        res->dropped = e[1]->str;
+        res->dropped_len = e[1]->len;
     }
     return 0;
 }
@@ -131,13 +136,14 @@ int sluice__timed_parse(sluice_fleet_timed_op_t kind, uint32_t partition, const 
     res->op = kind;
     switch (kind) {
     case SLUICE_FLEET_TIMED_CALL: {
-        /* a batch of calls: five values each; the caller splits them
-         * (sluice__timed_parse_call()). Here: closed, or the shape. */
+        /* a batch of calls: the time, then two values each; the caller
+         * splits them (sluice__timed_parse_call()). Here: closed, or the
+         * shape and the first call. */
         if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1) return -1;
         if (rep->elements == 1 && is_int(rep->element[0]) && rep->element[0]->integer == -1) return SLUICE_ECLOSED;
-        if (rep->elements % 5) return -1;
-        *more = rep->elements > 5;
-        return sluice__timed_parse_call(rep->element, res);
+        if (rep->elements < 3 || rep->elements % 2 == 0) return -1;
+        *more = rep->elements > 3;
+        return sluice__timed_parse_call(rep->element[0], rep->element + 1, res);
     }
     case SLUICE_FLEET_TIMED_FLUSH:
     case SLUICE_FLEET_TIMED_CANCEL:

@@ -251,12 +251,12 @@ static void send_op(struct op *o) {
     send_on(o, c, false);
 }
 
-/* Builds an operation: EVALSHA sha nkeys P [state] op now policy lease keep
+/* Builds an operation: EVALSHA sha nkeys P [P:s] op now policy lease keep
  * extra... with `extra` copied. */
 static struct op *op_new(struct sluice_fleet_timed *t, sluice_fleet_timed_op_t kind, uint32_t partition,
-                         const char *opcode, uint64_t now, const char *member, size_t member_len, int nextra,
-                         const char *const *extra, const size_t *extra_len, sluice_fleet_timed_fn fn, void *user) {
-    size_t need = 24 + (member ? t->pname_len[partition] + 3 + member_len : 0);
+                         const char *opcode, uint64_t now, bool states, int nextra, const char *const *extra,
+                         const size_t *extra_len, sluice_fleet_timed_fn fn, void *user) {
+    size_t need = 24 + (states ? t->pname_len[partition] + 2 : 0);
     for (int i = 0; i < nextra; i++) need += extra_len[i];
     struct op *o = calloc(1, sizeof *o);
     char *buf = malloc(need ? need : 1);
@@ -276,14 +276,13 @@ static struct op *op_new(struct sluice_fleet_timed *t, sluice_fleet_timed_op_t k
     int k = 0;
     o->argv[k] = "EVALSHA", o->lens[k++] = 7;
     o->argv[k] = t->sha, o->lens[k++] = 40;
-    o->argv[k] = member ? "2" : "1", o->lens[k++] = 1;
+    o->argv[k] = states ? "2" : "1", o->lens[k++] = 1;
     o->argv[k] = t->pname[partition], o->lens[k++] = t->pname_len[partition];
     char *p = buf;
-    if (member) {
+    if (states) { /* a key operation declares the hash of the partition's key states */
         memcpy(p, t->pname[partition], t->pname_len[partition]);
-        memcpy(p + t->pname_len[partition], ":k:", 3);
-        memcpy(p + t->pname_len[partition] + 3, member, member_len);
-        o->argv[k] = p, o->lens[k++] = t->pname_len[partition] + 3 + member_len;
+        memcpy(p + t->pname_len[partition], ":s", 2);
+        o->argv[k] = p, o->lens[k++] = t->pname_len[partition] + 2;
         p += o->lens[k - 1];
     }
     o->argv[k] = opcode, o->lens[k++] = 1;
@@ -315,10 +314,10 @@ static bool is_key_op(const struct op *o) {
 
 /* A batch of the `n` calls at the head of the queue (manual time: of one
  * instant), or NULL (no memory: they stay queued). Its command:
- * EVALSHA sha 1 P B now policy lease keep n (key value)... */
+ * EVALSHA sha 2 P P:s B now policy lease keep n (key value)... */
 static struct op *make_batch(struct sluice_fleet_timed *t, uint32_t p, struct op *const *calls, size_t n) {
     struct op *b = calloc(1, sizeof *b);
-    size_t argc = 10 + 2 * n;
+    size_t argc = 11 + 2 * n;
     if (b) {
         b->members = malloc(n * sizeof *b->members);
         b->xargv = malloc(argc * sizeof *b->xargv);
@@ -342,10 +341,8 @@ static struct op *make_batch(struct sluice_fleet_timed *t, uint32_t p, struct op
     b->deadline = UINT64_MAX;
     const struct op *first = calls[0];
     size_t k = 0;
-    for (int i = 0; i < 9; i++) { /* EVALSHA sha nkeys P op now policy lease keep, as the calls' */
-        b->xargv[k] = i == 2 ? "1" : i == 4 ? "B" : first->argv[i == 3 ? 3 : i > 4 ? i + 1 : i];
-        b->xlens[k++] = i == 2 || i == 4 ? 1 : first->lens[i == 3 ? 3 : i > 4 ? i + 1 : i];
-    }
+    for (int i = 0; i < 10; i++) /* EVALSHA sha 2 P P:s B now policy lease keep, as the calls' */
+        b->xargv[k] = first->argv[i], b->xlens[k++] = first->lens[i];
     b->xargv[k] = b->buf, b->xlens[k++] = (size_t)snprintf(b->buf, 24, "%zu", n);
     for (size_t i = 0; i < n; i++) {
         struct op *c = calls[i];
@@ -532,15 +529,15 @@ static int read_reply(struct op *o, const redisReply *rep) {
     sluice_fleet_timed_result_t res;
     sluice_fleet_delivery_t *list = NULL;
     bool more = false;
-    if (o->members) { /* a batch of calls: five values each, in order */
+    if (o->members) { /* a batch of calls: the time, then two values each, in order */
         if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && rep->element[0]->type == REDIS_REPLY_INTEGER &&
             rep->element[0]->integer == -1) {
             answer_status(o, SLUICE_ECLOSED);
             return 0;
         }
-        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 5 * o->nmembers) return -1;
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 1 + 2 * o->nmembers) return -1;
         for (size_t i = 0; i < o->nmembers; i++) {
-            if (sluice__timed_parse_call(rep->element + 5 * i, &res) != 0) return -1;
+            if (sluice__timed_parse_call(rep->element[0], rep->element + 1 + 2 * i, &res) != 0) return -1;
             struct op *m = o->members[i];
             o->members[i] = NULL;
             answer(m, &res);
@@ -642,7 +639,7 @@ static int key_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const c
     const char *extra[2] = { m, value };
     size_t extra_len[2] = { mlen, value_len };
     int nextra = kind == SLUICE_FLEET_TIMED_CALL ? 2 : 1;
-    struct op *o = op_new(t, kind, p, opcode, now, m, mlen, nextra, extra, extra_len, fn, user);
+    struct op *o = op_new(t, kind, p, opcode, now, true, nextra, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
     return submit(o);
 }
@@ -692,7 +689,7 @@ int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t partition, uint64
     char n[24];
     const char *extra[1] = { n };
     size_t extra_len[1] = { (size_t)snprintf(n, sizeof n, "%zu", max) };
-    struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLAIM, partition, "W", now, NULL, 0, 1, extra, extra_len, fn, user);
+    struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLAIM, partition, "W", now, false, 1, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
     SLUICE__TIMED_STAT_ADD(t, claims, 1);
     return submit(o);
@@ -705,7 +702,7 @@ static int lease_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const
     const char *extra[2] = { g, a };
     size_t extra_len[2] = { (size_t)snprintf(g, sizeof g, "%llu", (unsigned long long)d->generation),
                             (size_t)snprintf(a, sizeof a, "%u", (unsigned)d->attempt) };
-    struct op *o = op_new(t, kind, d->partition, opcode, 0, NULL, 0, 2, extra, extra_len, fn, user);
+    struct op *o = op_new(t, kind, d->partition, opcode, 0, false, 2, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
     o->gen = d->generation;
     o->attempt = d->attempt;
@@ -740,7 +737,7 @@ int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, 
     const char *how = mode == SLUICE_CLOSE_DRAIN ? "drain" : "discard";
     const char *extra[2] = { how, CLOSE_BATCH };
     size_t extra_len[2] = { strlen(how), strlen(CLOSE_BATCH) };
-    struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLOSE, 0, "Z", now, NULL, 0, 2, extra, extra_len, fn, user);
+    struct op *o = op_new(t, SLUICE_FLEET_TIMED_CLOSE, 0, "Z", now, false, 2, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
     return submit(o);
 }
