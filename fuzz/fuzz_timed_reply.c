@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (size_t i = 0; i < res.n_discarded; i++) check_member(res.discarded[i].key);
             CHECK(res.n_deliveries == 0 || kind == SLUICE_FLEET_TIMED_CLAIM);
             CHECK(res.n_discarded == 0 || kind == SLUICE_FLEET_TIMED_CLOSE);
-            CHECK(!more || kind == SLUICE_FLEET_TIMED_CLOSE);
+            CHECK(!more || kind == SLUICE_FLEET_TIMED_CLOSE || kind == SLUICE_FLEET_TIMED_CALL);
         } else {
             CHECK(list == NULL);
         }

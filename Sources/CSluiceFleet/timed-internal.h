@@ -87,6 +87,12 @@ SLUICE_FLEET_HIDDEN size_t sluice__timed_script_len(void);
 
 struct redisReply;
 
+/** Reads one acknowledgement's or release's value `e`: *res->had true when
+ *  it was done now, false when this attempt had done it already.
+ *  @return 0, SLUICE_ELEASE (not leased to this attempt), or -1 when it
+ *  breaks the protocol. */
+SLUICE_FLEET_HIDDEN int sluice__timed_parse_lease(const struct redisReply *e, sluice_fleet_timed_result_t *res);
+
 /** Reads one call's two values at `e` (each non-NULL) of a batch's reply,
  *  whose time is `now_r`, into *res. @return 0, or -1 when they break the
  *  protocol. */

@@ -128,6 +128,14 @@ int sluice__timed_parse_call(const struct redisReply *now_r, struct redisReply *
     return 0;
 }
 
+int sluice__timed_parse_lease(const struct redisReply *e, sluice_fleet_timed_result_t *res) {
+    memset(res, 0, sizeof *res);
+    if (!is_int(e) || e->integer < -1 || e->integer > 1) return -1;
+    if (e->integer == -1) return SLUICE_ELEASE;
+    res->had = e->integer == 1;
+    return 0;
+}
+
 int sluice__timed_parse(sluice_fleet_timed_op_t kind, uint32_t partition, const redisReply *rep,
                         sluice_fleet_timed_result_t *res, sluice_fleet_delivery_t **list, bool *more) {
     memset(res, 0, sizeof *res);
@@ -182,11 +190,13 @@ int sluice__timed_parse(sluice_fleet_timed_op_t kind, uint32_t partition, const 
         return 0;
     }
     case SLUICE_FLEET_TIMED_ACK:
-    case SLUICE_FLEET_TIMED_RELEASE:
-        if (!is_int(rep) || rep->integer < -1 || rep->integer > 1) return -1;
-        if (rep->integer == -1) return SLUICE_ELEASE;
-        res->had = rep->integer == 1;
-        return 0;
+    case SLUICE_FLEET_TIMED_RELEASE: {
+        /* one value per delivery: here one (a batch's: sluice__timed_parse_lease()) */
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 1) return -1;
+        int rc = sluice__timed_parse_lease(rep->element[0], res);
+        res->op = kind;
+        return rc;
+    }
     case SLUICE_FLEET_TIMED_CLOSE: {
         if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1 || !is_int(rep->element[0])) return -1;
         long long left = rep->element[0]->integer;

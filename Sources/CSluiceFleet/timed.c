@@ -75,13 +75,17 @@ struct op {
 
 /* A partition's key operations waiting to be sent, in order: at most
  * BATCHES_OUT are out at once per partition; the calls that wait behind
- * them go as one batch (at most BATCH_MAX calls) when one comes back. */
+ * them go as one batch (at most BATCH_MAX calls) when one comes back.
+ * Its acknowledgements wait in a queue of their own (t->queues[partitions +
+ * p]): at most ACKS_OUT out, those waiting behind go as one batch, so a
+ * worker's acknowledgements of a claim's deliveries cost a run or two. */
 struct sluice__timed_queue {
     struct op *head, *tail;
     unsigned out;
 };
 
-#define BATCHES_OUT 2
+#define BATCHES_OUT 1
+#define ACKS_OUT 1
 #define BATCH_MAX 64
 
 static uint64_t mono_ns(void) {
@@ -307,17 +311,26 @@ static struct op *op_new(struct sluice_fleet_timed *t, sluice_fleet_timed_op_t k
 
 /* ------------------------------------------------------------------ queues */
 
+/* The queue an operation or batch sent from one waits in. */
+static struct sluice__timed_queue *queue_of(struct sluice_fleet_timed *t, const struct op *o) {
+    return &t->queues[o->kind == SLUICE_FLEET_TIMED_ACK ? t->partitions + o->partition : o->partition];
+}
+
 static bool is_key_op(const struct op *o) {
     return !o->run && (o->kind == SLUICE_FLEET_TIMED_CALL || o->kind == SLUICE_FLEET_TIMED_FLUSH ||
                        o->kind == SLUICE_FLEET_TIMED_CANCEL || o->kind == SLUICE_FLEET_TIMED_PENDING);
 }
 
 /* A batch of the `n` calls at the head of the queue (manual time: of one
- * instant), or NULL (no memory: they stay queued). Its command:
- * EVALSHA sha 2 P P:s B now policy lease keep n (key value)... */
+ * instant), or of `n` acknowledgements; or NULL (no memory: they stay
+ * queued). Its command: EVALSHA sha 2 P P:s B now policy lease keep n
+ * (key value)..., or EVALSHA sha 1 P K now policy lease keep n
+ * (gen attempt)...: the members' head, then their last two arguments. */
 static struct op *make_batch(struct sluice_fleet_timed *t, uint32_t p, struct op *const *calls, size_t n) {
     struct op *b = calloc(1, sizeof *b);
-    size_t argc = 11 + 2 * n;
+    const struct op *first = calls[0];
+    int head = first->kind == SLUICE_FLEET_TIMED_ACK ? first->argc - 3 : first->argc - 2;
+    size_t argc = (size_t)head + 1 + 2 * n;
     if (b) {
         b->members = malloc(n * sizeof *b->members);
         b->xargv = malloc(argc * sizeof *b->xargv);
@@ -335,21 +348,20 @@ static struct op *make_batch(struct sluice_fleet_timed *t, uint32_t p, struct op
         return NULL;
     }
     b->t = t;
-    b->kind = SLUICE_FLEET_TIMED_CALL;
+    b->kind = first->kind;
     b->partition = p;
     b->nmembers = n;
     b->deadline = UINT64_MAX;
-    const struct op *first = calls[0];
     size_t k = 0;
-    for (int i = 0; i < 10; i++) /* EVALSHA sha 2 P P:s B now policy lease keep, as the calls' */
-        b->xargv[k] = first->argv[i], b->xlens[k++] = first->lens[i];
+    for (int i = 0; i < head; i++) b->xargv[k] = first->argv[i], b->xlens[k++] = first->lens[i];
     b->xargv[k] = b->buf, b->xlens[k++] = (size_t)snprintf(b->buf, 24, "%zu", n);
     for (size_t i = 0; i < n; i++) {
         struct op *c = calls[i];
         b->members[i] = c;
         if (c->deadline < b->deadline) b->deadline = c->deadline;
-        b->xargv[k] = c->argv[c->argc - 2], b->xlens[k++] = c->lens[c->argc - 2]; /* the key's member */
-        b->xargv[k] = c->argv[c->argc - 1], b->xlens[k++] = c->lens[c->argc - 1]; /* the value */
+        /* the key's member and value, or the generation and attempt */
+        b->xargv[k] = c->argv[c->argc - 2], b->xlens[k++] = c->lens[c->argc - 2];
+        b->xargv[k] = c->argv[c->argc - 1], b->xlens[k++] = c->lens[c->argc - 1];
     }
     b->argc = (int)k;
     return b;
@@ -388,19 +400,43 @@ static void queue_flush(struct sluice_fleet_timed *t, uint32_t p) {
     }
 }
 
+/* Sends the partition's waiting acknowledgements, as one batch, while
+ * fewer than ACKS_OUT are out. */
+static void ack_flush(struct sluice_fleet_timed *t, uint32_t p) {
+    struct sluice__timed_queue *q = &t->queues[t->partitions + p];
+    while (q->head && q->out < ACKS_OUT) {
+        struct op *acks[BATCH_MAX];
+        size_t n = 0;
+        for (struct op *c = q->head; c && n < BATCH_MAX; c = c->next) acks[n++] = c;
+        struct op *b = make_batch(t, p, acks, n);
+        if (!b) return; /* no memory now: they wait (their timeouts still apply) */
+        q->head = acks[n - 1]->next;
+        if (!q->head) q->tail = NULL;
+        for (size_t i = 0; i < n; i++) acks[i]->next = NULL;
+        op_link(b);
+        b->counted = true;
+        q->out++;
+        send_op(b);
+    }
+}
+
 /* The operation sent from a queue is done (answered, or failed to send):
  * its partition may send what waits. */
 static void queue_done(struct op *o) {
     if (!o->counted) return;
     o->counted = false;
     struct sluice_fleet_timed *t = o->t;
-    t->queues[o->partition].out--;
-    if (!t->freeing) queue_flush(t, o->partition);
+    queue_of(t, o)->out--;
+    if (t->freeing) return;
+    if (o->kind == SLUICE_FLEET_TIMED_ACK)
+        ack_flush(t, o->partition);
+    else
+        queue_flush(t, o->partition);
 }
 
 /* Answers the queued operations past their deadline. */
 static void queue_timeouts(struct sluice_fleet_timed *t, uint64_t now) {
-    for (uint32_t p = 0; p < t->partitions; p++) {
+    for (uint32_t p = 0; p < 2 * t->partitions; p++) {
         struct sluice__timed_queue *q = &t->queues[p];
         struct op *prev = NULL, *o = q->head;
         while (o) {
@@ -445,15 +481,26 @@ static void dispatch(struct op *o) {
         queue_flush(t, o->partition);
         return;
     }
-    op_link(o);
-    if (o->kind == SLUICE_FLEET_TIMED_ACK && t->worker) {
-        sluice_fleet_delivery_t d;
-        memset(&d, 0, sizeof d);
-        d.generation = o->gen;
-        d.attempt = o->attempt;
-        d.partition = o->partition;
-        sluice__timed_worker_acked(t, &d);
+    if (o->kind == SLUICE_FLEET_TIMED_ACK) {
+        if (t->worker) {
+            sluice_fleet_delivery_t d;
+            memset(&d, 0, sizeof d);
+            d.generation = o->gen;
+            d.attempt = o->attempt;
+            d.partition = o->partition;
+            sluice__timed_worker_acked(t, &d);
+        }
+        struct sluice__timed_queue *q = queue_of(t, o);
+        o->next = NULL;
+        if (q->tail)
+            q->tail->next = o;
+        else
+            q->head = o;
+        q->tail = o;
+        ack_flush(t, o->partition);
+        return;
     }
+    op_link(o);
     send_op(o);
 }
 
@@ -529,6 +576,22 @@ static int read_reply(struct op *o, const redisReply *rep) {
     sluice_fleet_timed_result_t res;
     sluice_fleet_delivery_t *list = NULL;
     bool more = false;
+    if (o->members && o->kind == SLUICE_FLEET_TIMED_ACK) { /* a batch of acknowledgements: one value each */
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != o->nmembers) return -1;
+        for (size_t i = 0; i < o->nmembers; i++) {
+            int rc = sluice__timed_parse_lease(rep->element[i], &res);
+            if (rc == -1) return -1;
+            struct op *m = o->members[i];
+            o->members[i] = NULL;
+            if (rc)
+                answer_status(m, rc);
+            else
+                answer(m, &res);
+        }
+        memset(&res, 0, sizeof res);
+        answer(o, &res);
+        return 0;
+    }
     if (o->members) { /* a batch of calls: the time, then two values each, in order */
         if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 && rep->element[0]->type == REDIS_REPLY_INTEGER &&
             rep->element[0]->integer == -1) {
@@ -699,10 +762,10 @@ static int lease_op(sluice_fleet_timed_t *t, sluice_fleet_timed_op_t kind, const
                     const sluice_fleet_delivery_t *d, sluice_fleet_timed_fn fn, void *user) {
     if (!t || !d || d->partition >= t->partitions || d->attempt == 0) return SLUICE_EINVAL;
     char g[24], a[24];
-    const char *extra[2] = { g, a };
-    size_t extra_len[2] = { (size_t)snprintf(g, sizeof g, "%llu", (unsigned long long)d->generation),
+    const char *extra[3] = { "1", g, a }; /* one delivery (acknowledgements go as batches: make_batch()) */
+    size_t extra_len[3] = { 1, (size_t)snprintf(g, sizeof g, "%llu", (unsigned long long)d->generation),
                             (size_t)snprintf(a, sizeof a, "%u", (unsigned)d->attempt) };
-    struct op *o = op_new(t, kind, d->partition, opcode, 0, false, 2, extra, extra_len, fn, user);
+    struct op *o = op_new(t, kind, d->partition, opcode, 0, false, 3, extra, extra_len, fn, user);
     if (!o) return SLUICE_ENOMEM;
     o->gen = d->generation;
     o->attempt = d->attempt;
@@ -832,7 +895,7 @@ int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
     t->pname = calloc(t->partitions, sizeof *t->pname);
     t->pname_len = calloc(t->partitions, sizeof *t->pname_len);
     t->pslot = calloc(t->partitions, sizeof *t->pslot);
-    t->queues = calloc(t->partitions, sizeof *t->queues);
+    t->queues = calloc(2 * (size_t)t->partitions, sizeof *t->queues);
     if (!enc || !t->pname || !t->pname_len || !t->pslot || !t->queues) {
         free(enc);
         sluice_fleet_timed_free(t);
@@ -912,7 +975,7 @@ static void free_on_loop(struct sluice_fleet_timed *t) {
         q = next;
     }
     t->freeing = true;
-    for (uint32_t p = 0; t->queues && p < t->partitions; p++) { /* queued, never sent */
+    for (uint32_t p = 0; t->queues && p < 2 * t->partitions; p++) { /* queued, never sent */
         struct op *o = t->queues[p].head;
         t->queues[p].head = t->queues[p].tail = NULL;
         while (o) {
