@@ -4,7 +4,9 @@
  * its generation, the old attempt's acknowledgement is refused), release,
  * generations strictly increasing per key across bursts, calls during a
  * lease starting the next burst, close drain and discard over the
- * namespace, expiries on everything a key leaves in Redis, no server
+ * namespace, acknowledgements batched with an answer each, the key states
+ * as one hash-table-encoded hash expiring with the due index, expiries on
+ * everything a key leaves in Redis, no server
  * (answered from the loop, within the timeout), a stalled server (timeouts,
  * the connection dropped and made again), a worker on the real
  * clock: never early, calls of another process seen within the poll period,
@@ -262,6 +264,91 @@ static void test_close(const char *url) {
     sluice_fleet_timed_free(t);
 }
 
+/* Acknowledgements made together go to Redis as one run, and each gets its
+ * own answer: taken, taken already (the same attempt twice in the batch),
+ * refused (an attempt that does not hold the delivery). */
+static void test_ack_batch(const char *url) {
+    sluice_fleet_timed_t *t = make(url, sluice_audit(100 * MS), "ackb", true, 1);
+    char key[16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        call(t, key, "v", (uint64_t)i * MS);
+    }
+    box_t c = claim(t, 0, 500 * MS);
+    CHECK(c.n == 12, "12 deliveries claimed, got %zu", c.n);
+    sluice_fleet_timed_stats_t before, after;
+    sluice_fleet_timed_stats(t, &before);
+    box_t acks[14];
+    memset(acks, 0, sizeof acks);
+    for (size_t i = 0; i < 12; i++) CHECK(sluice_fleet_timed_ack(t, &c.d[i], on_res, &acks[i]) == 0, "ack %zu", i);
+    CHECK(sluice_fleet_timed_ack(t, &c.d[0], on_res, &acks[12]) == 0, "ack again");
+    sluice_fleet_delivery_t wrong = c.d[1];
+    wrong.attempt = 2;
+    CHECK(sluice_fleet_timed_ack(t, &wrong, on_res, &acks[13]) == 0, "ack of an attempt not made");
+    for (size_t i = 0; i < 14; i++) wait_box(&acks[i]);
+    for (size_t i = 0; i < 12; i++)
+        CHECK(acks[i].res.status == 0 && acks[i].res.had && acks[i].res.op == SLUICE_FLEET_TIMED_ACK, "ack %zu taken",
+              i);
+    CHECK(acks[12].res.status == 0 && !acks[12].res.had, "the second ack of one attempt finds it taken");
+    CHECK(acks[13].res.status == SLUICE_ELEASE, "an attempt not made is refused: %s",
+          sluice_strerror(acks[13].res.status));
+    sluice_fleet_timed_stats(t, &after);
+    CHECK(after.acked - before.acked == 12 && after.ack_refused - before.ack_refused == 1, "counted: %llu, %llu",
+          (unsigned long long)(after.acked - before.acked),
+          (unsigned long long)(after.ack_refused - before.ack_refused));
+    /* the first goes at once, the 13 behind it as one run */
+    CHECK(after.runs - before.runs == 2, "14 acknowledgements in %llu runs",
+          (unsigned long long)(after.runs - before.runs));
+    CHECK(claim(t, 0, 5000 * MS).n == 0, "nothing comes back after its lease: all acknowledged");
+    sluice_fleet_timed_free(t);
+}
+
+/* A partition's key states are one hash, in Redis's hash-table encoding,
+ * expiring with the due index: the retention after the latest deadline. */
+static void test_states(const char *url, int port) {
+    sluice_fleet_timed_t *t = make(url, sluice_debounce(100 * MS, false, true, -1), "states", true, 1);
+    for (int i = 0; i < 5; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "s%d", i);
+        call(t, key, "v", 0);
+    }
+    redisContext *r = redisConnect("127.0.0.1", port);
+    CHECK(r && !r->err, "hiredis connect");
+    redisReply *keys = redisCommand(r, "KEYS *:states:*");
+    CHECK(keys && keys->type == REDIS_REPLY_ARRAY, "keys");
+    char states[128] = "", due[128] = "";
+    for (size_t i = 0; i < keys->elements; i++) {
+        const char *k = keys->element[i]->str;
+        size_t n = keys->element[i]->len;
+        if (n > 2 && n < sizeof states && strcmp(k + n - 2, ":s") == 0) memcpy(states, k, n + 1);
+        if (n > 2 && n < sizeof due && strcmp(k + n - 2, ":d") == 0) memcpy(due, k, n + 1);
+    }
+    CHECK(states[0] && due[0], "a states hash and a due index");
+    redisReply *enc = redisCommand(r, "OBJECT ENCODING %s", states);
+    CHECK(enc && enc->type == REDIS_REPLY_STRING && strcmp(enc->str, "hashtable") == 0, "encoding %s",
+          enc && enc->str ? enc->str : "?");
+    redisReply *len = redisCommand(r, "HLEN %s", states);
+    CHECK(len && len->integer == 6, "5 states and the encoding field, got %lld", len ? len->integer : -1);
+    redisReply *a = redisCommand(r, "PTTL %s", states), *b = redisCommand(r, "PTTL %s", due);
+    /* the retention is 24 h by default, the latest deadline 100 ms ahead */
+    long long want = 86400000 + 100;
+    CHECK(a && b && a->integer > want - 5000 && a->integer <= want && b->integer > want - 5000 && b->integer <= want,
+          "both expire the retention after the deadline: %lld, %lld", a ? a->integer : -9, b ? b->integer : -9);
+    freeReplyObject(enc);
+    freeReplyObject(len);
+    freeReplyObject(a);
+    freeReplyObject(b);
+    freeReplyObject(keys);
+    /* fired and acknowledged, the keys leave the hash */
+    box_t c = claim(t, 0, 200 * MS);
+    CHECK(c.n == 5, "5 deliveries, got %zu", c.n);
+    len = redisCommand(r, "HLEN %s", states);
+    CHECK(len && len->integer == 1, "only the encoding field is left, got %lld", len ? len->integer : -1);
+    freeReplyObject(len);
+    redisFree(r);
+    sluice_fleet_timed_free(t);
+}
+
 /* Everything a key leaves in Redis expires. */
 static void test_expiry(int port) {
     redisContext *r = redisConnect("127.0.0.1", port);
@@ -271,8 +358,7 @@ static void test_expiry(int port) {
     for (size_t i = 0; i < keys->elements; i++) {
         redisReply *ttl = redisCommand(r, "PTTL %b", keys->element[i]->str, keys->element[i]->len);
         bool index =
-            keys->element[i]->len > 2 && (memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":d", 2) == 0 ||
-                                          memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":l", 2) == 0);
+            keys->element[i]->len > 2 && memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":l", 2) == 0;
         CHECK(ttl && ttl->type == REDIS_REPLY_INTEGER && (ttl->integer > 0 || index), "%.*s has no expiry (PTTL %lld)",
               (int)keys->element[i]->len, keys->element[i]->str, ttl ? ttl->integer : -9);
         freeReplyObject(ttl);
@@ -553,6 +639,8 @@ int main(void) {
     test_arguments(url);
     test_leases();
     test_close(url);
+    test_ack_batch(url);
+    test_states(url, redis.port);
     test_expiry(redis.port);
     test_no_server();
     test_stall();

@@ -251,6 +251,7 @@ static void send_on(struct op *o, sluice__conn_t *c, bool asking) {
 
 static void send_op(struct op *o) {
     struct sluice_fleet_timed *t = o->t;
+    SLUICE__TIMED_STAT_ADD(t, runs, 1);
     sluice__conn_t *c = t->cluster ? sluice__cluster_route(t->cluster, t->pslot[o->partition]) : t->conn;
     send_on(o, c, false);
 }
@@ -716,6 +717,7 @@ int sluice_fleet_timed_stats(const sluice_fleet_timed_t *t, sluice_fleet_timed_s
     out->ack_refused = __atomic_load_n(&t->st.ack_refused, __ATOMIC_RELAXED);
     out->in_hand = __atomic_load_n(&t->st.in_hand, __ATOMIC_RELAXED);
     out->failures = __atomic_load_n(&t->st.failures, __ATOMIC_RELAXED);
+    out->runs = __atomic_load_n(&t->st.runs, __ATOMIC_RELAXED);
     return 0;
 }
 

@@ -99,7 +99,7 @@ final class TimedHandle: @unchecked Sendable {
             return FleetTimedStatistics(
                 claims: c.claims, delivered: c.delivered, redelivered: c.redelivered, acknowledged: c.acked,
                 acknowledgementsRefused: c.ack_refused, inHand: c.in_hand, failures: c.failures,
-                undecodable: s.undecodable)
+                undecodable: s.undecodable, scriptRuns: c.runs)
         }
     }
 }

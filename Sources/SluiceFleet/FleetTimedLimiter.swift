@@ -47,9 +47,9 @@ public final class FleetTimedLimiter<Value: FleetPayload>: @unchecked Sendable {
         /// How long a worker holds a delivery before it may be delivered
         /// again (the at-least-once bound on a crashed worker).
         public var lease: Duration = .seconds(30)
-        /// How long a key's state outlives its deadline, and an
-        /// unacknowledged delivery lives, in Redis: nothing stays forever
-        /// after a crash.
+        /// How long a partition's key states outlive their latest
+        /// deadline, and an unacknowledged delivery lives, in Redis:
+        /// nothing stays forever after a crash.
         public var retention: Duration = .seconds(86_400)
         /// Largest value in bytes (``FleetPayload/fleetBytes()``), up to 64 MiB.
         public var maxValueBytes: Int = 64 * 1024
@@ -399,6 +399,9 @@ public struct FleetTimedStatistics: Hashable, Sendable {
     /// Deliveries whose value this process could not read
     /// (``FleetPayload/init(fleetBytes:)`` threw): acknowledged, not handed on.
     public var undecodable: UInt64
+    /// Script runs sent to Redis: calls and acknowledgements go several to a
+    /// run under load, so this grows slower than the operations.
+    public var scriptRuns: UInt64
 }
 
 extension String {

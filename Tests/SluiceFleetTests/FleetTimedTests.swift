@@ -132,6 +132,10 @@ struct FleetTimedTests {
         }
         let stats = worker.statistics
         #expect(stats.delivered == UInt64(got.count) && stats.acknowledged == UInt64(got.count) && stats.inHand == 0)
+        // the worker's claims and acknowledgements: at least one run, never
+        // more than one per claim plus one per acknowledgement
+        #expect(stats.scriptRuns >= 1 && stats.scriptRuns <= stats.claims + 2 * UInt64(got.count))
+        #expect(caller.statistics.scriptRuns >= 1 && caller.statistics.scriptRuns <= 3)
         await worker.shutdown()
     }
 

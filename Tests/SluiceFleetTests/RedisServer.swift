@@ -130,7 +130,9 @@ final class RedisServer {
         if let f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r") {
             defer { fclose(f) }
             if fgets(&line, Int32(line.count), f) != nil {
-                let n = String(cString: line).split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
+                let bytes = line.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }
+                let n = String(decoding: bytes, as: UTF8.self)
+                    .split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\n" })
                     .compactMap { Int($0) }
                 if n.count == 2, n[0] > 0, n[1] >= n[0] { return n[0]...n[1] }
             }

@@ -33,10 +33,11 @@
  * idle periods, as long as Redis keeps its data (docs/fleet.md says what a
  * failover can lose).
  *
- * Batches. A partition's key operations are sent in order, at most two at
- * a time; calls that wait behind them go to Redis as one script run of up
- * to 64 calls, decided in order (in manual time, calls of one instant).
- * At light load a call goes out at once.
+ * Batches. A partition's key operations are sent in order, one script run
+ * at a time; calls that wait behind it go to Redis as one run of up to 64
+ * calls, decided in order (in manual time, calls of one instant). Its
+ * acknowledgements wait the same way in a queue of their own. At light load
+ * an operation goes out at once.
  *
  * Partitions. Keys are spread over config.partitions partitions by a fixed
  * hash of the key (the same in every process). All of a partition's Redis
@@ -93,8 +94,9 @@ typedef struct sluice_fleet_timed_config {
     uint32_t partitions;    /**< 0 = 1, or 16 with a Redis Cluster address; at most 4096 */
     uint64_t lease_ns;      /**< how long a claimed delivery is held before it may be claimed
                                  again; 0 = 30 s */
-    uint64_t retain_ms;     /**< expiry of a key's state beyond its deadline and of an unacknowledged
-                                 delivery: nothing stays in Redis forever after a crash; 0 = 24 h */
+    uint64_t retain_ms;     /**< expiry of a partition's key states beyond their latest deadline,
+                                 and of an unacknowledged delivery: nothing stays in Redis
+                                 forever after a crash; 0 = 24 h */
     size_t max_value;       /**< largest value accepted (bytes); 0 = 64 KiB */
     bool manual_time;       /**< use the `now` of each operation instead of Redis's TIME */
     uint64_t timeout_ns;    /**< per-operation timeout; 0 = 1 s */
@@ -323,6 +325,7 @@ typedef struct sluice_fleet_timed_stats {
     uint64_t ack_refused; /**< acknowledgements refused: a later attempt held the delivery */
     uint64_t in_hand;     /**< deliveries with the handler, not acknowledged yet */
     uint64_t failures;    /**< operations answered with an error (timeouts, connection, Redis errors) */
+    uint64_t runs;        /**< script runs sent: calls and acknowledgements go several to a run */
 } sluice_fleet_timed_stats_t;
 
 /** Fills `out` with the limiter's counters. @return 0 or SLUICE_EINVAL. */
