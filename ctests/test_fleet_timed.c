@@ -5,7 +5,8 @@
  * generations strictly increasing per key across bursts, calls during a
  * lease starting the next burst, close drain and discard over the
  * namespace, acknowledgements batched with an answer each, the key states
- * as one hash-table-encoded hash expiring with the due index, expiries on
+ * as one hash-table-encoded hash expiring with the due index, a debounce's
+ * early places in the due index moved by claims (time order kept), expiries on
  * everything a key leaves in Redis, no server
  * (answered from the loop, within the timeout), a stalled server (timeouts,
  * the connection dropped and made again), a worker on the real
@@ -349,6 +350,32 @@ static void test_states(const char *url, int port) {
     sluice_fleet_timed_free(t);
 }
 
+/* A debounce call that moves a deadline later leaves the key's place in the
+ * due index early; a claim that meets the early place moves it, and fires
+ * nothing before its time, and what is due fires in time order. */
+static void test_early_places(const char *url) {
+    sluice_fleet_timed_t *t = make(url, sluice_debounce(100 * MS, false, true, -1), "early", true, 1);
+    call(t, "a", "a1", 0);                 /* a due at 100 */
+    call(t, "b", "b1", 30 * MS);           /* b due at 130 */
+    box_t r = call(t, "a", "a2", 50 * MS); /* a due at 150; its place stays at 100 */
+    CHECK(r.res.decision.at == 150 * MS && r.dropped[0] && strcmp(r.dropped, "a1") == 0, "a2 replaces a1, due at 150");
+    CHECK(claim(t, 0, 120 * MS).n == 0, "at 120 nothing is due (a's early place is moved, not fired)");
+    box_t c = claim(t, 0, 200 * MS);
+    CHECK(c.n == 2, "two deliveries at 200, got %zu", c.n);
+    CHECK(strcmp(c.values[0], "b1") == 0 && c.d[0].at == 130 * MS, "b1 first, at 130");
+    CHECK(strcmp(c.values[1], "a2") == 0 && c.d[1].at == 150 * MS, "then a2, at 150");
+    for (size_t i = 0; i < c.n; i++) CHECK(lease_op(t, &c.d[i], true).res.had, "acknowledged");
+    /* the same when no claim came in between: both places met in one claim */
+    call(t, "c", "c1", 1000 * MS);
+    call(t, "d", "d1", 1030 * MS);
+    call(t, "c", "c2", 1050 * MS);
+    box_t c2 = claim(t, 0, 1200 * MS);
+    CHECK(c2.n == 2 && strcmp(c2.values[0], "d1") == 0 && c2.d[0].at == 1130 * MS && strcmp(c2.values[1], "c2") == 0 &&
+              c2.d[1].at == 1150 * MS,
+          "d1 at 1130, then c2 at 1150");
+    sluice_fleet_timed_free(t);
+}
+
 /* Everything a key leaves in Redis expires. */
 static void test_expiry(int port) {
     redisContext *r = redisConnect("127.0.0.1", port);
@@ -641,6 +668,7 @@ int main(void) {
     test_close(url);
     test_ack_batch(url);
     test_states(url, redis.port);
+    test_early_places(url);
     test_expiry(redis.port);
     test_no_server();
     test_stall();

@@ -317,6 +317,15 @@ static struct sluice__timed_queue *queue_of(struct sluice_fleet_timed *t, const 
     return &t->queues[o->kind == SLUICE_FLEET_TIMED_ACK ? t->partitions + o->partition : o->partition];
 }
 
+static void queue_push(struct sluice__timed_queue *q, struct op *o) {
+    o->next = NULL;
+    if (q->tail)
+        q->tail->next = o;
+    else
+        q->head = o;
+    q->tail = o;
+}
+
 static bool is_key_op(const struct op *o) {
     return !o->run && (o->kind == SLUICE_FLEET_TIMED_CALL || o->kind == SLUICE_FLEET_TIMED_FLUSH ||
                        o->kind == SLUICE_FLEET_TIMED_CANCEL || o->kind == SLUICE_FLEET_TIMED_PENDING);
@@ -472,13 +481,7 @@ static void dispatch(struct op *o) {
         return;
     }
     if (is_key_op(o)) { /* in order, behind the partition's earlier key operations */
-        struct sluice__timed_queue *q = &t->queues[o->partition];
-        o->next = NULL;
-        if (q->tail)
-            q->tail->next = o;
-        else
-            q->head = o;
-        q->tail = o;
+        queue_push(queue_of(t, o), o);
         queue_flush(t, o->partition);
         return;
     }
@@ -491,13 +494,7 @@ static void dispatch(struct op *o) {
             d.partition = o->partition;
             sluice__timed_worker_acked(t, &d);
         }
-        struct sluice__timed_queue *q = queue_of(t, o);
-        o->next = NULL;
-        if (q->tail)
-            q->tail->next = o;
-        else
-            q->head = o;
-        q->tail = o;
+        queue_push(queue_of(t, o), o);
         ack_flush(t, o->partition);
         return;
     }

@@ -67,12 +67,12 @@ private func unreachable(_ onFailure: FleetConfiguration.FailurePolicy) -> Fleet
 
 @Suite("FleetLimiter: the surface of a local limiter, failures the gate can see")
 struct FleetSurfaceTests {
-    @Test("a cancelled task's call throws cancelled at once, and the limiter stays usable", .timeLimit(.minutes(1)))
+    @Test("a cancelled task's call throws cancelled at once, and the limiter stays usable", .timeLimit(.minutes(5)))
     func cancellation() async throws {
         let silent = try SilentServer()
         var c = FleetConfiguration()
         c.port = silent.port
-        c.timeout = .seconds(30)  // far longer than the bound below: only cancellation can end the call early
+        c.timeout = .seconds(600)  // far longer than the bound below: only cancellation can end the call early
         let fleet = try FleetLimiter<String>(.rate(limit: 5, per: .seconds(1)), configuration: c)
         defer { try? fleet.close() }
         let started = ContinuousClock.now
@@ -82,7 +82,9 @@ struct FleetSurfaceTests {
         let result = await task.result
         let waited = ContinuousClock.now - started
         #expect(throws: LimiterError.cancelled) { try result.get() }
-        #expect(waited < .seconds(20), "cancellation took \(waited)")
+        // (generous: under TSan the test pool's two threads can be busy with
+        // other suites for tens of seconds before the cancelled task resumes)
+        #expect(waited < .seconds(180), "cancellation took \(waited)")
         // A call whose task is cancelled before it is made throws at once too.
         let early = Task { () async throws(LimiterError) -> RateDecision in
             withUnsafeCurrentTask { $0?.cancel() }
