@@ -377,6 +377,22 @@ static struct op *make_batch(struct sluice_fleet_timed *t, uint32_t p, struct op
     return b;
 }
 
+/* Sends the `n` operations at the head of queue `q` as one batch, taking
+ * them off the queue. @return false when there was no memory (they stay). */
+static bool send_batch(struct sluice_fleet_timed *t, struct sluice__timed_queue *q, uint32_t p,
+                       struct op *const *members, size_t n) {
+    struct op *b = make_batch(t, p, members, n);
+    if (!b) return false;
+    q->head = members[n - 1]->next;
+    if (!q->head) q->tail = NULL;
+    for (size_t i = 0; i < n; i++) members[i]->next = NULL;
+    op_link(b);
+    b->counted = true;
+    q->out++;
+    send_op(b);
+    return true;
+}
+
 /* Sends what the partition's queue allows: its head, a flush, cancel or
  * pending alone, or the calls at its head as one batch, while fewer than
  * BATCHES_OUT are out. */
@@ -398,15 +414,7 @@ static void queue_flush(struct sluice_fleet_timed *t, uint32_t p) {
         for (struct op *c = o; c && n < BATCH_MAX && c->kind == SLUICE_FLEET_TIMED_CALL && c->now == o->now;
              c = c->next)
             calls[n++] = c;
-        struct op *b = make_batch(t, p, calls, n);
-        if (!b) return; /* no memory now: the calls wait (their timeouts still apply) */
-        q->head = calls[n - 1]->next;
-        if (!q->head) q->tail = NULL;
-        for (size_t i = 0; i < n; i++) calls[i]->next = NULL;
-        op_link(b);
-        b->counted = true;
-        q->out++;
-        send_op(b);
+        if (!send_batch(t, q, p, calls, n)) return; /* no memory now: the calls wait (their timeouts still apply) */
     }
 }
 
@@ -418,15 +426,7 @@ static void ack_flush(struct sluice_fleet_timed *t, uint32_t p) {
         struct op *acks[BATCH_MAX];
         size_t n = 0;
         for (struct op *c = q->head; c && n < BATCH_MAX; c = c->next) acks[n++] = c;
-        struct op *b = make_batch(t, p, acks, n);
-        if (!b) return; /* no memory now: they wait (their timeouts still apply) */
-        q->head = acks[n - 1]->next;
-        if (!q->head) q->tail = NULL;
-        for (size_t i = 0; i < n; i++) acks[i]->next = NULL;
-        op_link(b);
-        b->counted = true;
-        q->out++;
-        send_op(b);
+        if (!send_batch(t, q, p, acks, n)) return; /* no memory now: they wait (their timeouts still apply) */
     }
 }
 
