@@ -6,7 +6,8 @@
  * the partition (never two at once). The claim's reply hands its deliveries
  * to the handler and says when the partition next has work: its earliest
  * deadline and earliest lease end, on the script's clock, which the timer is
- * set to (never beyond poll_ns, so deadlines other processes set are seen).
+ * set to, counted from when the claim was sent (never beyond poll_ns, so
+ * deadlines other processes set are seen).
  * A full batch claims again at once. A call of this process that schedules
  * an emission moves its partition's timer earlier (a hint: Redis decides
  * what is due, so waking early only costs a claim that finds nothing).
@@ -38,6 +39,7 @@ struct part {
     uint32_t index;
     struct event *wake;
     uint64_t wake_at; /* monotonic ns of the armed wake-up, UINT64_MAX when none */
+    uint64_t sent_at; /* monotonic ns when the claim in flight was sent */
     bool claiming;    /* a claim is in flight */
     bool blocked;     /* wanted to claim while max_in_hand were held */
 };
@@ -148,12 +150,15 @@ static void on_claim(void *user, const sluice_fleet_timed_result_t *res) {
         rearm(p, 0);
         return;
     }
-    /* the next work the reply knows of, on the script's clock (whole us) */
+    /* the next work the reply knows of, on the script's clock (whole us), counted from when
+     * the claim was sent: the script ran after that, so the wake-up may come early (a claim
+     * then finds nothing yet and says when again), never later by the reply's way back */
     uint64_t now_us = res->decision.now / 1000, next = UINT64_MAX;
     if (res->next_due_us) next = res->next_due_us;
     if (res->next_lease_us && res->next_lease_us < next) next = res->next_lease_us;
     uint64_t delay = next == UINT64_MAX ? w->cfg.poll_ns : next > now_us ? (next - now_us) * 1000 : 0;
-    rearm(p, delay);
+    uint64_t since = mono_ns() - p->sent_at;
+    rearm(p, delay > since ? delay - since : 0);
 }
 
 static void claim(struct part *p) {
@@ -165,6 +170,7 @@ static void claim(struct part *p) {
     }
     size_t room = w->cfg.max_in_hand - w->nheld;
     size_t n = room < w->cfg.batch ? room : w->cfg.batch;
+    p->sent_at = mono_ns();
     if (sluice_fleet_timed_claim(w->t, p->index, 0, n, on_claim, p) == 0)
         p->claiming = true;
     else
