@@ -77,13 +77,26 @@ static box_t call(sluice_fleet_timed_t *t, const char *key, const char *value, u
     return b;
 }
 
-static box_t claim(sluice_fleet_timed_t *t, uint32_t p, uint64_t now) {
+static box_t claim_max(sluice_fleet_timed_t *t, uint32_t p, uint64_t now, size_t max) {
     box_t b;
     memset(&b, 0, sizeof b);
-    CHECK(sluice_fleet_timed_claim(t, p, now, 16, on_res, &b) == 0, "claim");
+    CHECK(sluice_fleet_timed_claim(t, p, now, max, on_res, &b) == 0, "claim");
     wait_box(&b);
     CHECK(b.res.status == 0, "claim: %s", sluice_strerror(b.res.status));
     return b;
+}
+
+static box_t claim(sluice_fleet_timed_t *t, uint32_t p, uint64_t now) { return claim_max(t, p, now, 16); }
+
+/* Checks that a claim delivered `values` ("k1@130 ..." : value and due time in ms), in that order. */
+static void expect_order(const box_t *c, const char *want, const char *what) {
+    char got[512] = "";
+    for (size_t i = 0; i < c->n; i++) {
+        size_t len = strlen(got);
+        snprintf(got + len, sizeof got - len, "%s%s@%llu", i ? " " : "", c->values[i],
+                 (unsigned long long)(c->d[i].at / MS));
+    }
+    CHECK(strcmp(got, want) == 0, "%s: delivered \"%s\", want \"%s\"", what, got, want);
 }
 
 static box_t lease_op(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d, bool ack) {
@@ -217,13 +230,14 @@ static void test_leases(void) {
     box_t c3 = claim(T, p, 2151 * MS);
     CHECK(c3.n == 1 && c3.d[0].generation == v3->generation && c3.d[0].attempt == 2, "released v3 claimed again");
     CHECK(lease_op(T, &c3.d[0], true).res.had, "v3 acknowledged");
-    /* generations strictly increase per key across bursts */
+    /* generations strictly increase per key across bursts: here one after the other, as a
+     * run gives back the numbers it took and did not use */
     uint64_t last = c3.d[0].generation;
     for (int i = 0; i < 5; i++) {
         uint64_t t0 = (3000 + 1000 * (uint64_t)i) * MS;
         call(T, k, "burst", t0);
         box_t c = claim(T, p, t0 + 100 * MS);
-        CHECK(c.n == 1 && c.d[0].generation > last, "burst %d: generation %llu after %llu", i,
+        CHECK(c.n == 1 && c.d[0].generation == last + 1, "burst %d: generation %llu after %llu", i,
               (unsigned long long)c.d[0].generation, (unsigned long long)last);
         last = c.d[0].generation;
         CHECK(lease_op(T, &c.d[0], true).res.had, "burst %d acknowledged", i);
@@ -305,7 +319,8 @@ static void test_ack_batch(const char *url) {
 }
 
 /* A partition's key states are one hash, in Redis's hash-table encoding,
- * expiring with the due index: the retention after the latest deadline. */
+ * expiring with the due index: the retention after the latest deadline. Its
+ * deliveries' set is a skip list, expiring the retention after the last one. */
 static void test_states(const char *url, int port) {
     sluice_fleet_timed_t *t = make(url, sluice_debounce(100 * MS, false, true, -1), "states", true, 1);
     for (int i = 0; i < 5; i++) {
@@ -346,6 +361,16 @@ static void test_states(const char *url, int port) {
     len = redisCommand(r, "HLEN %s", states);
     CHECK(len && len->integer == 1, "only the encoding field is left, got %lld", len ? len->integer : -1);
     freeReplyObject(len);
+    char leased[128];
+    snprintf(leased, sizeof leased, "%.*s:l", (int)(strlen(states) - 2), states);
+    enc = redisCommand(r, "OBJECT ENCODING %s", leased);
+    CHECK(enc && enc->type == REDIS_REPLY_STRING && strcmp(enc->str, "skiplist") == 0, "deliveries' encoding %s",
+          enc && enc->str ? enc->str : "?");
+    a = redisCommand(r, "PTTL %s", leased);
+    CHECK(a && a->integer > 86400000 - 5000 && a->integer <= 86400000, "the deliveries expire: %lld",
+          a ? a->integer : -9);
+    freeReplyObject(enc);
+    freeReplyObject(a);
     redisFree(r);
     sluice_fleet_timed_free(t);
 }
@@ -373,6 +398,32 @@ static void test_early_places(const char *url) {
     CHECK(c2.n == 2 && strcmp(c2.values[0], "d1") == 0 && c2.d[0].at == 1130 * MS && strcmp(c2.values[1], "c2") == 0 &&
               c2.d[1].at == 1150 * MS,
           "d1 at 1130, then c2 at 1150");
+    for (size_t i = 0; i < c2.n; i++) lease_op(t, &c2.d[i], true);
+    /* a moved place whose deadline has passed goes before the fetched keys due later */
+    call(t, "e", "e1", 2000 * MS); /* place 2100 */
+    call(t, "e", "e2", 2020 * MS); /* due 2120 */
+    call(t, "f", "f1", 2030 * MS); /* due 2130 */
+    box_t c3 = claim(t, 0, 2300 * MS);
+    expect_order(&c3, "e2@2120 f1@2130", "a moved place, in order");
+    for (size_t i = 0; i < c3.n; i++) lease_op(t, &c3.d[i], true);
+    /* claims of 2: a key moved beyond the last fetched one waits for a later fetch */
+    call(t, "g", "g1", 3000 * MS); /* place 3100 */
+    call(t, "h", "h1", 3020 * MS); /* due 3120 */
+    call(t, "i", "i1", 3040 * MS); /* due 3140 */
+    call(t, "j", "j1", 3050 * MS); /* due 3150 */
+    call(t, "g", "g2", 3060 * MS); /* due 3160 */
+    box_t c4 = claim_max(t, 0, 3300 * MS, 2);
+    expect_order(&c4, "h1@3120 i1@3140", "the two earliest");
+    box_t c5 = claim_max(t, 0, 3300 * MS, 2);
+    expect_order(&c5, "j1@3150 g2@3160", "then the next two");
+    for (size_t i = 0; i < c4.n; i++) lease_op(t, &c4.d[i], true);
+    for (size_t i = 0; i < c5.n; i++) lease_op(t, &c5.d[i], true);
+    /* a moved place that ties a fetched key: both, in the index's order */
+    call(t, "k", "k1", 4000 * MS); /* place 4100 */
+    call(t, "l", "l1", 4030 * MS); /* due 4130 */
+    call(t, "k", "k2", 4030 * MS); /* due 4130 */
+    box_t c6 = claim(t, 0, 4300 * MS);
+    expect_order(&c6, "k2@4130 l1@4130", "a tie");
     sluice_fleet_timed_free(t);
 }
 
@@ -384,14 +435,31 @@ static void test_expiry(int port) {
     CHECK(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements > 0, "keys");
     for (size_t i = 0; i < keys->elements; i++) {
         redisReply *ttl = redisCommand(r, "PTTL %b", keys->element[i]->str, keys->element[i]->len);
-        bool index =
-            keys->element[i]->len > 2 && memcmp(keys->element[i]->str + keys->element[i]->len - 2, ":l", 2) == 0;
-        CHECK(ttl && ttl->type == REDIS_REPLY_INTEGER && (ttl->integer > 0 || index), "%.*s has no expiry (PTTL %lld)",
+        CHECK(ttl && ttl->type == REDIS_REPLY_INTEGER && ttl->integer > 0, "%.*s has no expiry (PTTL %lld)",
               (int)keys->element[i]->len, keys->element[i]->str, ttl ? ttl->integer : -9);
         freeReplyObject(ttl);
     }
     freeReplyObject(keys);
     redisFree(r);
+}
+
+/* A user with exactly the commands docs/fleet.md lists ("ACL") can use the limiter. */
+static void test_acl(int port) {
+    redisContext *r = redisConnect("127.0.0.1", port);
+    CHECK(r && !r->err, "hiredis connect");
+    redisReply *ok = redisCommand(r, "ACL SETUSER timed on >timed-Pw-5 ~{*:api:* ~{*:close:* ~{*:ackb:* ~{*:early:* "
+                                     "+evalsha +eval +script|load +get +mget +set +time +hmget +hset +hdel +pexpire "
+                                     "+zadd +zrem +zrange +zrangebyscore +incrby +decrby +exists");
+    CHECK(ok && ok->type == REDIS_REPLY_STATUS, "ACL SETUSER: %s", ok && ok->str ? ok->str : "?");
+    freeReplyObject(ok);
+    ok = redisCommand(r, "FLUSHALL");
+    freeReplyObject(ok);
+    redisFree(r);
+    char url[96];
+    snprintf(url, sizeof url, "redis://timed:timed-Pw-5@127.0.0.1:%d", port);
+    test_close(url);
+    test_ack_batch(url);
+    test_early_places(url);
 }
 
 static void test_no_server(void) {
@@ -670,6 +738,7 @@ int main(void) {
     test_states(url, redis.port);
     test_early_places(url);
     test_expiry(redis.port);
+    test_acl(redis.port);
     test_no_server();
     test_stall();
     sluice_fleet_timed_free(T);
