@@ -108,6 +108,11 @@ static box_t lease_op(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d,
     return b;
 }
 
+/* Acknowledges every delivery of a claim. */
+static void ack_all(sluice_fleet_timed_t *t, const box_t *c) {
+    for (size_t i = 0; i < c->n; i++) CHECK(lease_op(t, &c->d[i], true).res.had, "acknowledged");
+}
+
 static sluice_fleet_timed_t *make_leased(const char *url, sluice_policy_t p, const char *prefix, bool manual,
                                          uint32_t partitions, uint64_t lease) {
     sluice_fleet_timed_config_t c;
@@ -398,14 +403,14 @@ static void test_early_places(const char *url) {
     CHECK(c2.n == 2 && strcmp(c2.values[0], "d1") == 0 && c2.d[0].at == 1130 * MS && strcmp(c2.values[1], "c2") == 0 &&
               c2.d[1].at == 1150 * MS,
           "d1 at 1130, then c2 at 1150");
-    for (size_t i = 0; i < c2.n; i++) lease_op(t, &c2.d[i], true);
+    ack_all(t, &c2);
     /* a moved place whose deadline has passed goes before the fetched keys due later */
     call(t, "e", "e1", 2000 * MS); /* place 2100 */
     call(t, "e", "e2", 2020 * MS); /* due 2120 */
     call(t, "f", "f1", 2030 * MS); /* due 2130 */
     box_t c3 = claim(t, 0, 2300 * MS);
     expect_order(&c3, "e2@2120 f1@2130", "a moved place, in order");
-    for (size_t i = 0; i < c3.n; i++) lease_op(t, &c3.d[i], true);
+    ack_all(t, &c3);
     /* claims of 2: a key moved beyond the last fetched one waits for a later fetch */
     call(t, "g", "g1", 3000 * MS); /* place 3100 */
     call(t, "h", "h1", 3020 * MS); /* due 3120 */
@@ -416,8 +421,8 @@ static void test_early_places(const char *url) {
     expect_order(&c4, "h1@3120 i1@3140", "the two earliest");
     box_t c5 = claim_max(t, 0, 3300 * MS, 2);
     expect_order(&c5, "j1@3150 g2@3160", "then the next two");
-    for (size_t i = 0; i < c4.n; i++) lease_op(t, &c4.d[i], true);
-    for (size_t i = 0; i < c5.n; i++) lease_op(t, &c5.d[i], true);
+    ack_all(t, &c4);
+    ack_all(t, &c5);
     /* a moved place that ties a fetched key: both, in the index's order */
     call(t, "k", "k1", 4000 * MS); /* place 4100 */
     call(t, "l", "l1", 4030 * MS); /* due 4130 */
