@@ -454,7 +454,7 @@ static void test_acl(int port) {
     CHECK(r && !r->err, "hiredis connect");
     redisReply *ok = redisCommand(r, "ACL SETUSER timed on >timed-Pw-5 ~{*:api:* ~{*:close:* ~{*:ackb:* ~{*:early:* "
                                      "+evalsha +eval +script|load +get +mget +set +time +hmget +hset +hdel +pexpire "
-                                     "+zadd +zrem +zrange +zrangebyscore +incrby +decrby +exists");
+                                     "+zadd +zrem +zrange +zrangebyscore +zscore +incrby +decrby +exists");
     CHECK(ok && ok->type == REDIS_REPLY_STATUS, "ACL SETUSER: %s", ok && ok->str ? ok->str : "?");
     freeReplyObject(ok);
     ok = redisCommand(r, "FLUSHALL");
