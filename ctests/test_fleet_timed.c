@@ -432,6 +432,47 @@ static void test_early_places(const char *url) {
     sluice_fleet_timed_free(t);
 }
 
+/* A delivery never acknowledged is leased again after each lease until the
+ * retention after its time has passed; then it is dropped, record and all. */
+static void test_old_delivery(const char *url, int port) {
+    sluice_fleet_timed_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_audit(100 * MS);
+    c.url = url;
+    c.prefix = "old";
+    c.prefix_len = 3;
+    c.manual_time = true;
+    c.partitions = 1;
+    c.lease_ns = 1000 * MS;
+    c.retain_ms = 10000;
+    c.timeout_ns = 2000 * MS;
+    sluice_fleet_timed_t *t = NULL;
+    CHECK(sluice_fleet_timed_new(&t, base, &c) == 0, "new");
+    call(t, "k", "v1", 0);
+    box_t c1 = claim(t, 0, 200 * MS);
+    CHECK(c1.n == 1 && c1.d[0].attempt == 1, "leased once");
+    box_t c2 = claim(t, 0, 1300 * MS);
+    CHECK(c2.n == 1 && c2.d[0].attempt == 2 && c2.d[0].generation == c1.d[0].generation &&
+              strcmp(c2.values[0], "v1") == 0 && c2.d[0].at == 100 * MS,
+          "leased again after the lease, the same delivery");
+    box_t c3 = claim(t, 0, 10200 * MS);
+    CHECK(c3.n == 0, "dropped once the retention after its time has passed, got %zu", c3.n);
+    redisContext *r = redisConnect("127.0.0.1", port);
+    CHECK(r && !r->err, "hiredis connect");
+    redisReply *keys = redisCommand(r, "KEYS *:old:*:r");
+    CHECK(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements == 1, "a records hash");
+    redisReply *len = redisCommand(r, "HLEN %b", keys->element[0]->str, keys->element[0]->len);
+    CHECK(len && len->integer == 1, "only the encoding field is left, got %lld", len ? len->integer : -1);
+    redisReply *enc = redisCommand(r, "OBJECT ENCODING %b", keys->element[0]->str, keys->element[0]->len);
+    CHECK(enc && enc->type == REDIS_REPLY_STRING && strcmp(enc->str, "hashtable") == 0, "records' encoding %s",
+          enc && enc->str ? enc->str : "?");
+    freeReplyObject(enc);
+    freeReplyObject(len);
+    freeReplyObject(keys);
+    redisFree(r);
+    sluice_fleet_timed_free(t);
+}
+
 /* Everything a key leaves in Redis expires. */
 static void test_expiry(int port) {
     redisContext *r = redisConnect("127.0.0.1", port);
@@ -742,6 +783,7 @@ int main(void) {
     test_ack_batch(url);
     test_states(url, redis.port);
     test_early_places(url);
+    test_old_delivery(url, redis.port);
     test_expiry(redis.port);
     test_acl(redis.port);
     test_no_server();
