@@ -29,7 +29,8 @@
  * effect exactly once.
  *
  * Generations. Every emission gets a generation from its partition's counter
- * (INCR): strictly increasing for each key, across bursts, processes and
+ * (a script run takes a block and gives back what it did not use): strictly
+ * increasing for each key, across bursts, processes and
  * idle periods, as long as Redis keeps its data (docs/fleet.md says what a
  * failover can lose).
  *
