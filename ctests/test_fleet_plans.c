@@ -199,7 +199,16 @@ static void differential(int port) {
         sluice_limiter_t *core = new_core(&tb->t);
         memset(boxes, 0, sizeof boxes);
         /* the ops, submitted as generated (set_plans applies to what follows) */
-        uint64_t t = tf_next() % 3 == 0 ? tf_range(0, 1000000000000000000ull) : tf_range(0, 1000000);
+        /* a start near 0, anywhere below 1e18 ns, near today (19 digits), or
+         * just before a multiple of 1e15 ns (the script's doubles take t's
+         * last 15 digits: crossing one sends a key to its limbs) */
+        uint64_t t;
+        switch (round % 4) {
+        case 0: t = tf_range(0, 1000000); break;
+        case 1: t = tf_range(0, 1000000000000000000ull); break;
+        case 2: t = 1795000000000000000ull + tf_range(0, 1000000000000000ull); break;
+        default: t = tf_range(1, 18000) * 1000000000000000ull - tf_range(0, 3 * NS); break;
+        }
         int cur = 0;
         for (int i = 0; i < OPS; i++) {
             op_t *o = &ops[i];
@@ -372,10 +381,14 @@ static void cache_and_changes(int port) {
     redisReply *k = tf_cmd(port, "KEYS {6:cachep:*");
     CHECK(k && k->type == REDIS_REPLY_ARRAY && k->elements == 1, "one Redis key per limiter key");
     freeReplyObject(k);
+    /* its value: the quotas, the time of the write, then each TAT - t*limit:
+     * second full at t + 0.8 s (4e9 scaled by 5), day four calls of 864 s each */
     redisReply *v = tf_cmd(port, "GET {6:cachep:bk}");
-    CHECK(v && v->type == REDIS_REPLY_STRING && strncmp(v->str, "P1 second 5 1000000000 ", 23) == 0 &&
-              strstr(v->str, " day 100 86400000000000 ") != NULL,
-          "stored value: %s", v && v->str ? v->str : "(none)");
+    char want[160];
+    snprintf(want, sizeof want, "P2 second 5 1000000000 day 100 86400000000000 : %llu 4000000000 345600000000000",
+             (unsigned long long)t);
+    CHECK(v && v->type == REDIS_REPLY_STRING && strcmp(v->str, want) == 0, "stored value: %s",
+          v && v->str ? v->str : "(none)");
     freeReplyObject(v);
     redisReply *ttl = tf_cmd(port, "PTTL {6:cachep:bk}");
     CHECK(ttl && ttl->type == REDIS_REPLY_INTEGER && ttl->integer > 0, "the key expires");
@@ -394,7 +407,13 @@ static void values(int port) {
                                        "P1 second 1 1000000000 5 ",
                                        "P1 second 1 1000000000 5 second 1 2 3",
                                        "P1 s!x 1 1 1",
-                                       "P2 second 1 1000000000 5" };
+                                       "P2 second 1 1000000000 5",
+                                       "P2 second 1 1000000000 day 100 86400000000000 : 5 6",
+                                       "P2 second 1 1000000000 : 5 6 7",
+                                       "P2 second 1 1000000000 : 5 x",
+                                       "P2 second 1 1000000000 : 5 "
+                                       "1234567890123456789012345678901234567890123456789012345678901",
+                                       "P3 second 1 1000000000 : 5 6" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char key[16], rkey[32];
         snprintf(key, sizeof key, "bad%zu", i);
@@ -411,6 +430,24 @@ static void values(int port) {
     }
     /* a good key beside a bad one in one batch is decided */
     CHECK(ask(base, f, 0, "good", 1, 1, NS).decision.kind == SLUICE_EMITTED, "a good key");
+    /* a value of the earlier form, each TAT itself, is read and written back in
+     * this one: at 10 s, second (1/s, burst 2) is full at 10.5 s, day (100 a
+     * day) has one call of 864 s (8.64e13 scaled by 100) */
+    redisReply *old = tf_cmd(port, "SET {4:vals:bold} %s",
+                             "P1 second 1 1000000000 day 100 86400000000000 : 10500000000 87400000000000");
+    CHECK(old, "SET");
+    freeReplyObject(old);
+    sluice_fleet_result_t r = ask(base, f, 0, "old", 0, 1, 10 * NS);
+    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED && r.detail.nquotas == 2 &&
+              r.detail.quotas[0].full == 11500000000ull && r.detail.quotas[1].full == 10 * NS + 1728000000000ull,
+          "earlier form: source %d kind %d full %llu %llu", r.source, r.decision.kind,
+          (unsigned long long)r.detail.quotas[0].full, (unsigned long long)r.detail.quotas[1].full);
+    old = tf_cmd(port, "GET {4:vals:bold}");
+    CHECK(old && old->type == REDIS_REPLY_STRING &&
+              strcmp(old->str, "P2 second 1 1000000000 day 100 86400000000000 : 10000000000 1500000000 "
+                               "172800000000000") == 0,
+          "earlier form rewritten: %s", old && old->str ? old->str : "(none)");
+    freeReplyObject(old);
     /* a one-quota limiter with the same prefix refuses plan state */
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);

@@ -71,7 +71,7 @@ struct sluice__fleet_ask {
 };
 
 /** Reads a request's answer from the 3 values at `e` (each non-NULL; under
- *  a plan the third holds every quota's TAT): fills *res (source REDIS), the time in
+ *  a plan the third holds every quota's TAT - t*limit): fills *res (source REDIS), the time in
  *  *t_out, the TATs in tat[] (room for SLUICE_PLAN_QUOTAS_MAX), and *teach
  *  (whether they may teach the TAT cache). @return 0, 1 when the key's value
  *  is not Sluice state (this request alone fails), 2 when the key is served

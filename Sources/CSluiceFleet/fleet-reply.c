@@ -36,32 +36,34 @@ static int read_one(const struct sluice__fleet_ask *a, struct redisReply *const 
     return 0;
 }
 
-/* The TATs of a plan's answer: exactly `n` decimal numbers, one space
- * apart, in one bulk string. */
-static bool plan_tats(const redisReply *e, uint32_t n, fl_u128 *tat) {
+/* The TATs of a plan's answer at time t: exactly `n` decimal numbers, one
+ * space apart, in one bulk string, each TAT - t*limit of its quota. */
+static bool plan_tats(const redisReply *e, uint32_t n, const struct sluice__fleet_rate *q, uint64_t t, fl_u128 *tat) {
     if (!e || e->type != REDIS_REPLY_STRING) return false;
     const char *p = e->str, *end = e->str + e->len;
     for (uint32_t j = 0; j < n; j++) {
-        const char *q = p;
-        while (q < end && *q != ' ') q++;
-        if (sluice__fleet_parse_u128(p, (size_t)(q - p), &tat[j]) != 0) return false;
+        const char *s = p;
+        while (s < end && *s != ' ') s++;
+        fl_u128 off, ts = (fl_u128)t * q[j].limit;
+        if (sluice__fleet_parse_u128(p, (size_t)(s - p), &off) != 0 || off > ~(fl_u128)0 - ts) return false;
+        tat[j] = ts + off;
         if (j + 1 < n) {
-            if (q == end) return false;
-            q++; /* the space */
+            if (s == end) return false;
+            s++; /* the space */
         }
-        p = q;
+        p = s;
     }
     return p == end;
 }
 
-/* Plans: {status, t, "TAT TAT ..."} (one TAT per quota): 1 admitted, 0
+/* Plans: {status, t, "X X ..."} (one TAT - t*limit per quota): 1 admitted, 0
  * dropped or a quota read, 2 the same with TATs converted from other quotas
  * (they may not teach the cache). */
 static int read_plan(const struct sluice__fleet_ask *a, struct redisReply *const *e, sluice_fleet_result_t *res,
                      uint64_t *t, fl_u128 *tat, bool *teach) {
     if (e[0]->type != REDIS_REPLY_INTEGER || e[0]->integer < 0 || e[0]->integer > 2 || !bulk_u64(e[1], t)) return -1;
     *teach = e[0]->integer != 2;
-    if (!plan_tats(e[2], a->n, tat)) return -1;
+    if (!plan_tats(e[2], a->n, a->q, *t, tat)) return -1;
     bool admitted = e[0]->integer == 1;
     bool quota = a->op == SLUICE_FLEET_QUOTA;
     if (quota && admitted) return -1;
