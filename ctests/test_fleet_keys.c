@@ -31,6 +31,60 @@ static sluice_fleet_t *fleet(int port, const char *prefix) {
     return f;
 }
 
+/* The cache's slots come from the core's seeded hash under a seed drawn per
+ * limiter: keys that share a slot in one limiter are spread in another, and
+ * names that differ in one byte land apart. */
+static void check_cache_hash(int port) {
+    sluice_fleet_t *f[2];
+    for (int i = 0; i < 2; i++) {
+        sluice_fleet_config_t c;
+        memset(&c, 0, sizeof c);
+        c.policy = sluice_rate(1, (int64_t)SEC, BURST);
+        c.port = port;
+        c.prefix = "cache";
+        c.prefix_len = 5;
+        c.cache_slots = 4096;
+        CHECK(sluice_fleet_new(&f[i], base, &c) == 0, "sluice_fleet_new");
+        CHECK(sluice__fleet_cache_slot(f[i], "x", 1) < 4096, "cache slot out of range");
+    }
+    /* 32 names that share one slot in f[0] */
+    enum { SAME = 32 };
+    static char names[SAME][48];
+    size_t lens[SAME], found = 0, target = SIZE_MAX;
+    for (unsigned i = 0; found < SAME && i < 4096u * 64u; i++) {
+        char name[48];
+        size_t len = (size_t)snprintf(name, sizeof name, "{5:cache:bclient-%u}", i);
+        size_t s = sluice__fleet_cache_slot(f[0], name, len);
+        if (target == SIZE_MAX) target = s;
+        if (s != target) continue;
+        memcpy(names[found], name, len + 1);
+        lens[found++] = len;
+    }
+    CHECK(found == SAME, "only %zu names in one slot among 262144", found);
+    /* in f[1] they spread: 32 names in 4096 slots, five in one slot would be
+     * a one-in-a-billion draw */
+    size_t most = 0;
+    for (size_t i = 0; i < SAME; i++) {
+        size_t same = 0, si = sluice__fleet_cache_slot(f[1], names[i], lens[i]);
+        for (size_t j = 0; j < SAME; j++) same += sluice__fleet_cache_slot(f[1], names[j], lens[j]) == si;
+        if (same > most) most = same;
+    }
+    CHECK(most <= 4, "%zu of the names that share a slot in one limiter share one in another", most);
+    /* one byte changed anywhere in a name moves it (expected 1000/4096 of
+     * 1000 pairs stay) */
+    unsigned stayed = 0;
+    for (unsigned i = 0; i < 1000; i++) {
+        char name[64];
+        size_t len = (size_t)snprintf(name, sizeof name, "{5:cache:bapi-key-%08u-abcdefghijklmnop}", i * 7919u);
+        size_t s = sluice__fleet_cache_slot(f[0], name, len);
+        name[i % len] ^= 1;
+        stayed += sluice__fleet_cache_slot(f[0], name, len) == s;
+    }
+    CHECK(stayed <= 10, "%u of 1000 names kept their slot with a byte changed", stayed);
+    sluice_fleet_free(f[0]);
+    sluice_fleet_free(f[1]);
+}
+
 static sluice_fleet_result_t call(sluice_fleet_t *f, sluice_key_t k, uint64_t t) {
     tf_box_t b = { 0 };
     CHECK(sluice_fleet_call(f, k, 1, t, tf_on_result, &b) == 0, "call");
@@ -121,6 +175,7 @@ int main(void) {
     tf_start_redis(&redis);
     base = event_base_new();
     CHECK(base, "event_base_new");
+    check_cache_hash(redis.port);
     redisContext *rc = redisConnect("127.0.0.1", redis.port);
     CHECK(rc && !rc->err, "redisConnect");
 

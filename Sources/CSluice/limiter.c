@@ -11,6 +11,7 @@
  * finished transition. Entry indices are never used across a callback: after
  * one, the key is looked up again. */
 #define _DEFAULT_SOURCE 1
+#include "core-internal.h"
 #include "limiter-internal.h"
 #include "plans-internal.h"
 #include "policy-audit.h"
@@ -131,9 +132,8 @@ static inline uint32_t due_first(struct sluice_limiter *l, const struct sluice__
 
 /* ------------------------------------------------------------------ create / free */
 
-/* Fills a 128-bit key with random bits (getrandom, else /dev/urandom).
- * Returns 0 or -1. */
-static int random_seed(uint64_t seed[2]) {
+/* (core-internal.h) */
+int sluice__random_seed(uint64_t seed[2]) {
 #if defined(__linux__)
     size_t got = 0;
     unsigned char *p = (unsigned char *)seed;
@@ -148,10 +148,10 @@ static int random_seed(uint64_t seed[2]) {
     if (got == 16) return 0;
 #endif
     FILE *f = fopen("/dev/urandom", "rb");
-    if (!f) return -1;
+    if (!f) return SLUICE_ENOMEM;
     size_t n = fread(seed, 1, 16, f);
     fclose(f);
-    return n == 16 ? 0 : -1;
+    return n == 16 ? 0 : SLUICE_ENOMEM;
 }
 
 int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
@@ -198,7 +198,7 @@ int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
     if (cfg->fixed_seed) {
         l->seed[0] = strong_seed[0] = cfg->seed[0];
         l->seed[1] = strong_seed[1] = cfg->seed[1];
-    } else if (random_seed(l->seed) != 0 || random_seed(strong_seed) != 0) {
+    } else if (sluice__random_seed(l->seed) != 0 || sluice__random_seed(strong_seed) != 0) {
         sluice__plans_free(&l->mem, l->plans);
         mem = l->mem;
         sluice__mem_release(&mem, l, sizeof *l);
@@ -249,7 +249,7 @@ static void discard_all(struct sluice_limiter *l, uint64_t now, sluice_event_kin
 
 int sluice__limiter_redraw_strong_key(sluice_limiter_t *l) {
     if (l->table.live != 0 || l->table.strong) return SLUICE_EINVAL;
-    return random_seed(l->table.strong_seed) == 0 ? 0 : SLUICE_ENOMEM;
+    return sluice__random_seed(l->table.strong_seed);
 }
 
 void sluice_limiter_free(sluice_limiter_t *l) {

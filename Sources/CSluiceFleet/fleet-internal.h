@@ -96,6 +96,11 @@ SLUICE_FLEET_HIDDEN size_t sluice__fleet_prefix_encode(const char *prefix, size_
 SLUICE_FLEET_HIDDEN size_t sluice__fleet_key_write(char *out, const char *enc_prefix, size_t enc_prefix_len, char tag,
                                                    const char *key, size_t key_len);
 
+/** The cache slot of the Redis key name `rkey` (`len` bytes) in limiter
+ *  `f`: the core's seeded hash under the limiter's random seed, masked to
+ *  its cache; SIZE_MAX for a limiter without a cache. (For tests.) */
+SLUICE_FLEET_HIDDEN size_t sluice__fleet_cache_slot(const sluice_fleet_t *f, const char *rkey, size_t len);
+
 /** The SLUICE_E* code of a Redis error reply `msg` (`len` bytes, no NUL
  *  needed), by its class, the first word: WRONGPASS and NOAUTH are
  *  SLUICE_EAUTH, NOPERM SLUICE_ENOPERM, OOM SLUICE_EOOM, READONLY and

@@ -38,6 +38,7 @@
 #endif
 #include <hiredis/hiredis.h>
 
+#include "../CSluice/core-internal.h" /* the core's seeded hash */
 #include "cluster-slot.h"
 #include "cluster.h"
 #include "conn.h"
@@ -151,7 +152,7 @@ struct sluice_fleet {
     struct slot *cache;
     size_t cache_mask;
     uint64_t cancel_seq;
-    uint64_t hash_seed;
+    uint64_t hash_seed[2]; /* the cache's: random, drawn at creation */
     bool have_off;
     int64_t off; /* an upper bound of (server clock - local CLOCK_REALTIME), from the last reply */
 
@@ -172,15 +173,6 @@ static void free_on_loop(struct sluice_fleet *f);
 
 static uint64_t mono_now(void) { return sluice__fleet_clock_ns(CLOCK_MONOTONIC); }
 static uint64_t real_now(void) { return sluice__fleet_clock_ns(CLOCK_REALTIME); }
-
-static uint64_t hash_bytes(uint64_t seed, const char *p, size_t n) {
-    uint64_t h = 1469598103934665603ull ^ seed;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 1099511628211ull;
-    }
-    return h ^ (h >> 29);
-}
 
 /* ------------------------------------------------------------------ plans */
 
@@ -451,6 +443,15 @@ static void answer_failure(struct sluice_fleet *f, struct req *r, int cause) {
 
 static struct slot *cache_slot(struct sluice_fleet *f, const struct req *r) {
     return f->cache ? &f->cache[r->hash & f->cache_mask] : NULL;
+}
+
+/* A Redis key name's hash (req.hash), whose low bits pick its cache slot. */
+static uint64_t name_hash(const struct sluice_fleet *f, const char *rkey, size_t len) {
+    return sluice__hash_bytes(f->hash_seed, rkey, len);
+}
+
+size_t sluice__fleet_cache_slot(const sluice_fleet_t *f, const char *rkey, size_t len) {
+    return f->cache ? (size_t)(name_hash(f, rkey, len) & f->cache_mask) : SIZE_MAX;
 }
 
 static bool slot_holds(const struct slot *s, const struct req *r) {
@@ -1538,7 +1539,7 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
         f->cache_mask = n - 1;
         if (!f->cache) goto nomem;
     }
-    f->hash_seed = real_now() ^ (uint64_t)(uintptr_t)f;
+    if (sluice__random_seed(f->hash_seed) != 0) goto nomem;
 
     if (plans) {
         f->plans_gen = 1;
@@ -1638,7 +1639,7 @@ static int submit(struct sluice_fleet *f, sluice_fleet_op_t op, sluice_key_t key
     if (raw) memcpy(r->data, key.bytes, raw);
     char *k = r->data + raw;
     r->rkey_len = sluice__fleet_key_write(k, f->prefix, f->prefix_len, tag, kb, kl);
-    r->hash = hash_bytes(f->hash_seed, k, r->rkey_len);
+    r->hash = name_hash(f, k, r->rkey_len);
     r->deadline = mono_now() + f->cfg.timeout_ns;
 
     pthread_mutex_lock(&f->mu);
