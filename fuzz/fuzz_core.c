@@ -28,7 +28,6 @@
  *   /opt/swift/usr/bin/clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L \
  *     -fsanitize=fuzzer,address,undefined -I Sources/CSluice/include -I Sources/CSluice \
  *     Sources/CSluice/limiter.c Sources/CSluice/table.c Sources/CSluice/wheel.c Sources/CSluice/siphash.c \
- *     Sources/CSluice/hash.c \
  *     Sources/CSluice/error.c fuzz/fuzz_core.c -o /tmp/fuzz_core
  *   /tmp/fuzz_core -max_total_time=60 fuzz/corpus/core
  */

@@ -44,7 +44,6 @@
  *   /opt/swift/usr/bin/clang -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L \
  *     -fsanitize=fuzzer,address,undefined -I Sources/CSluice/include -I Sources/CSluice -I ctests \
  *     Sources/CSluice/limiter.c Sources/CSluice/table.c Sources/CSluice/wheel.c Sources/CSluice/siphash.c \
- *     Sources/CSluice/hash.c \
  *     Sources/CSluice/error.c ctests/ref/ref_model.c fuzz/fuzz_diff.c -o /tmp/fuzz_diff
  *   (plus Sources/CSluice/policy*.c)
  *   /tmp/fuzz_diff -max_total_time=60 fuzz/corpus/diff

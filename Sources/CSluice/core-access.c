@@ -10,10 +10,6 @@ int sluice__key_prepare(const uint64_t seed[2], sluice_key_t key, sluice__pkey_t
 
 uint64_t sluice__hash_u64(const uint64_t seed[2], uint64_t key) { return sluice__fast_hash_u64(seed, key); }
 
-uint64_t sluice__hash_bytes(const uint64_t seed[2], const void *data, size_t len) {
-    return sluice__fast_hash_bytes(seed, data, len);
-}
-
 const void *sluice__limiter_hot(const sluice_limiter_t *l) { return &l->now_seen; }
 
 void *sluice__limiter_host_word(sluice_limiter_t *l) { return &l->host_word; }

@@ -1,15 +1,13 @@
 /*
- * core-internal.h — the few core internals the loop layer needs, and the
- * seeded hash the fleet's cache shares with the core (internal).
+ * core-internal.h — the few core internals the loop layer needs (internal).
  *
  * The loop layer (Sources/CSluiceLoop) runs several core limiters ("shards")
  * behind locks. It uses the public core API (sluice.h) plus the functions
  * below, and never a field of the core's structures: this header is the
  * whole contract between the two, so the core's internals can change freely
  * as long as these keep their meaning. They are implemented in
- * core-access.c (the random seed in limiter.c), carry the `sluice__` prefix
- * and hidden visibility: they are not part of the shared library's
- * interface.
+ * core-access.c, carry the `sluice__` prefix and hidden visibility: they are
+ * not part of the shared library's interface.
  *
  * Prepared keys: the loop layer gives all its shards one hash seed, hashes a
  * key once with sluice__key_prepare(), picks the shard from the hash's low
@@ -41,15 +39,6 @@ typedef enum sluice__key_op {
 /* Checks a key and hashes it with `seed`. Returns 0, SLUICE_EINVAL (bad
  * kind, NULL bytes with a length) or SLUICE_EKEYLEN. */
 int sluice__key_prepare(const uint64_t seed[2], sluice_key_t key, sluice__pkey_t *out);
-
-/* The core's seeded fast hash of `len` bytes (its key index's,
- * hash-internal.h), for a layer's own tables: keys that collide under one
- * seed do not under another. */
-uint64_t sluice__hash_bytes(const uint64_t seed[2], const void *data, size_t len);
-
-/* Fills `seed` with random bits (getrandom, else /dev/urandom), as a limiter
- * draws its own. Returns 0 or SLUICE_ENOMEM (no random bits to be had). */
-int sluice__random_seed(uint64_t seed[2]);
 
 /* sluice__key_prepare() for an integer key given as itself: the key's hash
  * under `seed` (the integer is the prepared key's `u64`, is_u64 set), with

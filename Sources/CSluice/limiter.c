@@ -11,22 +11,18 @@
  * finished transition. Entry indices are never used across a callback: after
  * one, the key is looked up again. */
 #define _DEFAULT_SOURCE 1
-#include "core-internal.h"
 #include "limiter-internal.h"
 #include "plans-internal.h"
 #include "policy-audit.h"
 #include "policy-debounce.h"
 #include "policy-rate.h"
 #include "policy-throttle.h"
+#include "seed-internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#if defined(__linux__)
-#include <sys/random.h>
-#endif
 
 _Static_assert(SLUICE__NONE == SLUICE__WHEEL_NONE, "the table and the wheel share the 'no entry' index");
 _Static_assert(offsetof(struct sluice__entry, node) == 0, "the wheel finds an entry's node at offset 0");
@@ -132,28 +128,6 @@ static inline uint32_t due_first(struct sluice_limiter *l, const struct sluice__
 
 /* ------------------------------------------------------------------ create / free */
 
-/* (core-internal.h) */
-int sluice__random_seed(uint64_t seed[2]) {
-#if defined(__linux__)
-    size_t got = 0;
-    unsigned char *p = (unsigned char *)seed;
-    while (got < 16) {
-        ssize_t n = getrandom(p + got, 16 - got, 0);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            break;
-        }
-        got += (size_t)n;
-    }
-    if (got == 16) return 0;
-#endif
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (!f) return SLUICE_ENOMEM;
-    size_t n = fread(seed, 1, 16, f);
-    fclose(f);
-    return n == 16 ? 0 : SLUICE_ENOMEM;
-}
-
 int sluice_limiter_new(sluice_limiter_t **out, const sluice_config_t *cfg) {
     if (!out || !cfg) return SLUICE_EINVAL;
     int rc = 0;
@@ -249,7 +223,7 @@ static void discard_all(struct sluice_limiter *l, uint64_t now, sluice_event_kin
 
 int sluice__limiter_redraw_strong_key(sluice_limiter_t *l) {
     if (l->table.live != 0 || l->table.strong) return SLUICE_EINVAL;
-    return sluice__random_seed(l->table.strong_seed);
+    return sluice__random_seed(l->table.strong_seed) == 0 ? 0 : SLUICE_ENOMEM;
 }
 
 void sluice_limiter_free(sluice_limiter_t *l) {

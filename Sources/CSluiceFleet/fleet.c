@@ -38,7 +38,8 @@
 #endif
 #include <hiredis/hiredis.h>
 
-#include "../CSluice/core-internal.h" /* the core's seeded hash */
+#include "../CSluice/hash-internal.h" /* the core's seeded hash (header only) */
+#include "../CSluice/seed-internal.h"
 #include "cluster-slot.h"
 #include "cluster.h"
 #include "conn.h"
@@ -447,7 +448,7 @@ static struct slot *cache_slot(struct sluice_fleet *f, const struct req *r) {
 
 /* A Redis key name's hash (req.hash), whose low bits pick its cache slot. */
 static uint64_t name_hash(const struct sluice_fleet *f, const char *rkey, size_t len) {
-    return sluice__hash_bytes(f->hash_seed, rkey, len);
+    return sluice__fast_hash_bytes(f->hash_seed, rkey, len);
 }
 
 size_t sluice__fleet_cache_slot(const sluice_fleet_t *f, const char *rkey, size_t len) {
