@@ -27,6 +27,7 @@
 #define TEST_NAME "test_fleet_plans"
 #include "test_fleet_util.h"
 
+#include <math.h>
 #include <pthread.h>
 
 #include "sluice_loop.h"
@@ -341,6 +342,23 @@ static sluice_fleet_result_t ask(struct event_base *base, sluice_fleet_t *f, int
     return b.res;
 }
 
+/* A plan's binary value as the script stores it: `head` ("P3 ... :"), then
+ * B div 1e15, B mod 1e15 and each offset as little-endian doubles. */
+static size_t binary_value(char *out, const char *head, uint64_t b, const uint64_t *x, size_t n) {
+    size_t len = strlen(head);
+    memcpy(out, head, len);
+    double v[2 + SLUICE_PLAN_QUOTAS_MAX];
+    v[0] = (double)(b / 1000000000000000ull);
+    v[1] = (double)(b % 1000000000000000ull);
+    for (size_t i = 0; i < n; i++) v[2 + i] = (double)x[i];
+    for (size_t i = 0; i < n + 2; i++) {
+        uint64_t bits;
+        memcpy(&bits, &v[i], 8);
+        for (int k = 0; k < 8; k++) out[len++] = (char)(bits >> (8 * k));
+    }
+    return len;
+}
+
 static void cache_and_changes(int port) {
     struct event_base *base = event_base_new();
     sluice_fleet_t *f = new_fleet(base, port, &table2, "cachep", true, 0);
@@ -385,10 +403,10 @@ static void cache_and_changes(int port) {
      * second full at t + 0.8 s (4e9 scaled by 5), day four calls of 864 s each */
     redisReply *v = tf_cmd(port, "GET {6:cachep:bk}");
     char want[160];
-    snprintf(want, sizeof want, "P2 second 5 1000000000 day 100 86400000000000 : %llu 4000000000 345600000000000",
-             (unsigned long long)t);
-    CHECK(v && v->type == REDIS_REPLY_STRING && strcmp(v->str, want) == 0, "stored value: %s",
-          v && v->str ? v->str : "(none)");
+    const uint64_t offs[2] = { 4000000000ull, 345600000000000ull };
+    size_t wlen = binary_value(want, "P3 second 5 1000000000 day 100 86400000000000 :", t, offs, 2);
+    CHECK(v && v->type == REDIS_REPLY_STRING && v->len == wlen && memcmp(v->str, want, wlen) == 0,
+          "stored value: %.48s (%zu bytes)", v && v->str ? v->str : "(none)", v ? v->len : 0);
     freeReplyObject(v);
     redisReply *ttl = tf_cmd(port, "PTTL {6:cachep:bk}");
     CHECK(ttl && ttl->type == REDIS_REPLY_INTEGER && ttl->integer > 0, "the key expires");
@@ -428,6 +446,33 @@ static void values(int port) {
         CHECK(g && g->type == REDIS_REPLY_STRING && strcmp(g->str, bad[i]) == 0, "value '%s' changed", bad[i]);
         freeReplyObject(g);
     }
+    /* binary values of the right length whose numbers are out of bounds */
+    static const double badnums[][4] = { { 0, 5, 6, -1 },   { 0, 5, 6, 0.5 },   { 0, 5, 6, 1e15 }, { 0, -5, 6, 7 },
+                                         { 0, 1e15, 6, 7 }, { 20000, 5, 6, 7 }, { 0, 5, 6, NAN },  { 0, 5, 1e300, 7 } };
+    for (size_t i = 0; i < sizeof badnums / sizeof badnums[0]; i++) {
+        char val[128], rkey[32];
+        const char *head = "P3 second 1 1000000000 day 100 86400000000000 :";
+        size_t len = strlen(head);
+        memcpy(val, head, len);
+        for (int k = 0; k < 4; k++) {
+            uint64_t bits;
+            memcpy(&bits, &badnums[i][k], 8);
+            for (int b = 0; b < 8; b++) val[len++] = (char)(bits >> (8 * b));
+        }
+        snprintf(rkey, sizeof rkey, "{4:vals:bbin%zu}", i);
+        redisReply *st = tf_cmd(port, "SET %s %b", rkey, val, len);
+        CHECK(st, "SET");
+        freeReplyObject(st);
+        char key[16];
+        snprintf(key, sizeof key, "bin%zu", i);
+        sluice_fleet_result_t r = ask(base, f, 0, key, 1, 1, NS);
+        CHECK(r.source == SLUICE_FLEET_SOURCE_FAILURE && r.cause == SLUICE_EBADVALUE, "binary value %zu: cause %d", i,
+              r.cause);
+        redisReply *g = tf_cmd(port, "GET %s", rkey);
+        CHECK(g && g->type == REDIS_REPLY_STRING && g->len == len && memcmp(g->str, val, len) == 0,
+              "binary value %zu changed", i);
+        freeReplyObject(g);
+    }
     /* a good key beside a bad one in one batch is decided */
     CHECK(ask(base, f, 0, "good", 1, 1, NS).decision.kind == SLUICE_EMITTED, "a good key");
     /* a value of the earlier form, each TAT itself, is read and written back in
@@ -443,11 +488,46 @@ static void values(int port) {
           "earlier form: source %d kind %d full %llu %llu", r.source, r.decision.kind,
           (unsigned long long)r.detail.quotas[0].full, (unsigned long long)r.detail.quotas[1].full);
     old = tf_cmd(port, "GET {4:vals:bold}");
-    CHECK(old && old->type == REDIS_REPLY_STRING &&
-              strcmp(old->str, "P2 second 1 1000000000 day 100 86400000000000 : 10000000000 1500000000 "
-                               "172800000000000") == 0,
-          "earlier form rewritten: %s", old && old->str ? old->str : "(none)");
+    char want[128];
+    const uint64_t offs[2] = { 1500000000ull, 172800000000000ull };
+    size_t wlen = binary_value(want, "P3 second 1 1000000000 day 100 86400000000000 :", 10 * NS, offs, 2);
+    CHECK(old && old->type == REDIS_REPLY_STRING && old->len == wlen && memcmp(old->str, want, wlen) == 0,
+          "earlier form rewritten in binary (%zu bytes)", old ? old->len : 0);
     freeReplyObject(old);
+    /* a decimal value of this form (the one the exact arithmetic writes) is
+     * read, and stored in binary by an admitted call: B = 10 s, second full at
+     * 10.5 s, day one call (8.64e13 scaled by 100) */
+    old = tf_cmd(port, "SET {4:vals:bdec} %s",
+                 "P2 second 1 1000000000 day 100 86400000000000 : 10000000000 500000000 86400000000000");
+    CHECK(old, "SET");
+    freeReplyObject(old);
+    r = ask(base, f, 0, "dec", 0, 1, 10 * NS);
+    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED &&
+              r.detail.quotas[0].full == 11500000000ull && r.detail.quotas[1].full == 10 * NS + 1728000000000ull,
+          "decimal form: source %d kind %d full %llu %llu", r.source, r.decision.kind,
+          (unsigned long long)r.detail.quotas[0].full, (unsigned long long)r.detail.quotas[1].full);
+    old = tf_cmd(port, "GET {4:vals:bdec}");
+    wlen = binary_value(want, "P3 second 1 1000000000 day 100 86400000000000 :", 10 * NS, offs, 2);
+    CHECK(old && old->type == REDIS_REPLY_STRING && old->len == wlen && memcmp(old->str, want, wlen) == 0,
+          "decimal form rewritten in binary (%zu bytes)", old ? old->len : 0);
+    freeReplyObject(old);
+    /* and a binary value is read back: the next call charges from it */
+    r = ask(base, f, 0, "dec", 0, 1, 11 * NS);
+    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED &&
+              r.detail.quotas[0].full == 12500000000ull && r.detail.quotas[1].full == 10 * NS + 2592000000000ull,
+          "binary form: source %d kind %d full %llu %llu", r.source, r.decision.kind,
+          (unsigned long long)r.detail.quotas[0].full, (unsigned long long)r.detail.quotas[1].full);
+    /* B and t whose first digits differ (1e15 and 2e15 + 0.5 s: the key idle
+     * for 11.6 days): t - B is taken from both parts, so every quota is whole
+     * again */
+    r = ask(base, f, 0, "cross", 0, 1, 1000000000000000ull);
+    CHECK(r.decision.kind == SLUICE_EMITTED, "cross: first call");
+    r = ask(base, f, 0, "cross", 0, 1, 2000000500000000ull);
+    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED &&
+              r.detail.quotas[0].full == 2000001500000000ull &&
+              r.detail.quotas[1].full == 2000000500000000ull + 864000000000ull,
+          "cross: full %llu %llu", (unsigned long long)r.detail.quotas[0].full,
+          (unsigned long long)r.detail.quotas[1].full);
     /* a one-quota limiter with the same prefix refuses plan state */
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);

@@ -36,11 +36,35 @@ static int read_one(const struct sluice__fleet_ask *a, struct redisReply *const 
     return 0;
 }
 
-/* The TATs of a plan's answer at time t: exactly `n` decimal numbers, one
- * space apart, in one bulk string, each TAT - t*limit of its quota. */
+/* One offset of a binary answer: 8 bytes, a little-endian IEEE double that
+ * must hold an integer in [0, 1e15) (every one the script sends in binary). */
+static bool binary_offset(const unsigned char *b, fl_u128 *off) {
+    uint64_t bits = 0;
+    for (int i = 7; i >= 0; i--) bits = bits << 8 | b[i];
+    double x;
+    memcpy(&x, &bits, sizeof x);
+    if (!(x >= 0 && x < 1e15)) return false; /* (NaN fails too) */
+    uint64_t u = (uint64_t)x;
+    if ((double)u != x) return false;
+    *off = u;
+    return true;
+}
+
+/* The TATs of a plan's answer at time t, each TAT - t*limit of its quota, in
+ * one bulk string: exactly `n` decimal numbers one space apart, or '#' and
+ * `n` binary offsets (binary_offset). */
 static bool plan_tats(const redisReply *e, uint32_t n, const struct sluice__fleet_rate *q, uint64_t t, fl_u128 *tat) {
     if (!e || e->type != REDIS_REPLY_STRING) return false;
     const char *p = e->str, *end = e->str + e->len;
+    if (e->len > 0 && p[0] == '#') {
+        if ((size_t)e->len != 1 + 8 * (size_t)n) return false;
+        for (uint32_t j = 0; j < n; j++) {
+            fl_u128 off, ts = (fl_u128)t * q[j].limit;
+            if (!binary_offset((const unsigned char *)p + 1 + 8 * j, &off) || off > ~(fl_u128)0 - ts) return false;
+            tat[j] = ts + off;
+        }
+        return true;
+    }
     for (uint32_t j = 0; j < n; j++) {
         const char *s = p;
         while (s < end && *s != ' ') s++;
@@ -56,7 +80,7 @@ static bool plan_tats(const redisReply *e, uint32_t n, const struct sluice__flee
     return p == end;
 }
 
-/* Plans: {status, t, "X X ..."} (one TAT - t*limit per quota): 1 admitted, 0
+/* Plans: {status, t, "X X ..." or "#..."} (one TAT - t*limit per quota): 1 admitted, 0
  * dropped or a quota read, 2 the same with TATs converted from other quotas
  * (they may not teach the cache). */
 static int read_plan(const struct sluice__fleet_ask *a, struct redisReply *const *e, sluice_fleet_result_t *res,
