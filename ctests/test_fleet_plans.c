@@ -415,6 +415,17 @@ static void cache_and_changes(int port) {
     event_base_free(base);
 }
 
+/* Asks for key `key` under plan 0 (free: second, day) at t, and checks that
+ * Redis admitted it with those two fulls. */
+static void admitted_with(struct event_base *base, sluice_fleet_t *f, const char *what, const char *key, uint64_t t,
+                          uint64_t second, uint64_t day) {
+    sluice_fleet_result_t r = ask(base, f, 0, key, 0, 1, t);
+    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED && r.detail.nquotas == 2 &&
+              r.detail.quotas[0].full == second && r.detail.quotas[1].full == day,
+          "%s: source %d kind %d full %llu %llu", what, r.source, r.decision.kind,
+          (unsigned long long)r.detail.quotas[0].full, (unsigned long long)r.detail.quotas[1].full);
+}
+
 static void values(int port) {
     struct event_base *base = event_base_new();
     sluice_fleet_t *f = new_fleet(base, port, &table2, "vals", false, 0);
@@ -482,11 +493,7 @@ static void values(int port) {
                              "P1 second 1 1000000000 day 100 86400000000000 : 10500000000 87400000000000");
     CHECK(old, "SET");
     freeReplyObject(old);
-    sluice_fleet_result_t r = ask(base, f, 0, "old", 0, 1, 10 * NS);
-    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED && r.detail.nquotas == 2 &&
-              r.detail.quotas[0].full == 11500000000ull && r.detail.quotas[1].full == 10 * NS + 1728000000000ull,
-          "earlier form: source %d kind %d full %llu %llu", r.source, r.decision.kind,
-          (unsigned long long)r.detail.quotas[0].full, (unsigned long long)r.detail.quotas[1].full);
+    admitted_with(base, f, "earlier form", "old", 10 * NS, 11500000000ull, 10 * NS + 1728000000000ull);
     old = tf_cmd(port, "GET {4:vals:bold}");
     char want[128];
     const uint64_t offs[2] = { 1500000000ull, 172800000000000ull };
@@ -501,33 +508,21 @@ static void values(int port) {
                  "P2 second 1 1000000000 day 100 86400000000000 : 10000000000 500000000 86400000000000");
     CHECK(old, "SET");
     freeReplyObject(old);
-    r = ask(base, f, 0, "dec", 0, 1, 10 * NS);
-    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED &&
-              r.detail.quotas[0].full == 11500000000ull && r.detail.quotas[1].full == 10 * NS + 1728000000000ull,
-          "decimal form: source %d kind %d full %llu %llu", r.source, r.decision.kind,
-          (unsigned long long)r.detail.quotas[0].full, (unsigned long long)r.detail.quotas[1].full);
+    admitted_with(base, f, "decimal form", "dec", 10 * NS, 11500000000ull, 10 * NS + 1728000000000ull);
     old = tf_cmd(port, "GET {4:vals:bdec}");
     wlen = binary_value(want, "P3 second 1 1000000000 day 100 86400000000000 :", 10 * NS, offs, 2);
     CHECK(old && old->type == REDIS_REPLY_STRING && old->len == wlen && memcmp(old->str, want, wlen) == 0,
           "decimal form rewritten in binary (%zu bytes)", old ? old->len : 0);
     freeReplyObject(old);
     /* and a binary value is read back: the next call charges from it */
-    r = ask(base, f, 0, "dec", 0, 1, 11 * NS);
-    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED &&
-              r.detail.quotas[0].full == 12500000000ull && r.detail.quotas[1].full == 10 * NS + 2592000000000ull,
-          "binary form: source %d kind %d full %llu %llu", r.source, r.decision.kind,
-          (unsigned long long)r.detail.quotas[0].full, (unsigned long long)r.detail.quotas[1].full);
+    admitted_with(base, f, "binary form", "dec", 11 * NS, 12500000000ull, 10 * NS + 2592000000000ull);
     /* B and t whose first digits differ (1e15 and 2e15 + 0.5 s: the key idle
      * for 11.6 days): t - B is taken from both parts, so every quota is whole
      * again */
-    r = ask(base, f, 0, "cross", 0, 1, 1000000000000000ull);
-    CHECK(r.decision.kind == SLUICE_EMITTED, "cross: first call");
-    r = ask(base, f, 0, "cross", 0, 1, 2000000500000000ull);
-    CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED &&
-              r.detail.quotas[0].full == 2000001500000000ull &&
-              r.detail.quotas[1].full == 2000000500000000ull + 864000000000ull,
-          "cross: full %llu %llu", (unsigned long long)r.detail.quotas[0].full,
-          (unsigned long long)r.detail.quotas[1].full);
+    admitted_with(base, f, "cross, first", "cross", 1000000000000000ull, 1000001000000000ull,
+                  1000000000000000ull + 864000000000ull);
+    admitted_with(base, f, "cross", "cross", 2000000500000000ull, 2000001500000000ull,
+                  2000000500000000ull + 864000000000ull);
     /* a one-quota limiter with the same prefix refuses plan state */
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
