@@ -50,27 +50,22 @@ static bool binary_offset(const unsigned char *b, fl_u128 *off) {
     return true;
 }
 
-/* The TATs of a plan's answer at time t, each TAT - t*limit of its quota, in
- * one bulk string: exactly `n` decimal numbers one space apart, or '#' and
- * `n` binary offsets (binary_offset). */
-static bool plan_tats(const redisReply *e, uint32_t n, const struct sluice__fleet_rate *q, uint64_t t, fl_u128 *tat) {
+/* The offsets of a plan's answer, each TAT - t*limit of its quota, from one
+ * bulk string: exactly `n` decimal numbers one space apart, or '#' and `n`
+ * binary offsets (binary_offset). */
+static bool plan_offsets(const redisReply *e, uint32_t n, fl_u128 *off) {
     if (!e || e->type != REDIS_REPLY_STRING) return false;
     const char *p = e->str, *end = e->str + e->len;
     if (e->len > 0 && p[0] == '#') {
         if ((size_t)e->len != 1 + 8 * (size_t)n) return false;
-        for (uint32_t j = 0; j < n; j++) {
-            fl_u128 off, ts = (fl_u128)t * q[j].limit;
-            if (!binary_offset((const unsigned char *)p + 1 + 8 * j, &off) || off > ~(fl_u128)0 - ts) return false;
-            tat[j] = ts + off;
-        }
+        for (uint32_t j = 0; j < n; j++)
+            if (!binary_offset((const unsigned char *)p + 1 + 8 * j, &off[j])) return false;
         return true;
     }
     for (uint32_t j = 0; j < n; j++) {
         const char *s = p;
         while (s < end && *s != ' ') s++;
-        fl_u128 off, ts = (fl_u128)t * q[j].limit;
-        if (sluice__fleet_parse_u128(p, (size_t)(s - p), &off) != 0 || off > ~(fl_u128)0 - ts) return false;
-        tat[j] = ts + off;
+        if (sluice__fleet_parse_u128(p, (size_t)(s - p), &off[j]) != 0) return false;
         if (j + 1 < n) {
             if (s == end) return false;
             s++; /* the space */
@@ -78,6 +73,18 @@ static bool plan_tats(const redisReply *e, uint32_t n, const struct sluice__flee
         p = s;
     }
     return p == end;
+}
+
+/* The TATs of a plan's answer at time t: its offsets plus t*limit. */
+static bool plan_tats(const redisReply *e, uint32_t n, const struct sluice__fleet_rate *q, uint64_t t, fl_u128 *tat) {
+    fl_u128 off[SLUICE_PLAN_QUOTAS_MAX];
+    if (n > SLUICE_PLAN_QUOTAS_MAX || !plan_offsets(e, n, off)) return false;
+    for (uint32_t j = 0; j < n; j++) {
+        fl_u128 ts = (fl_u128)t * q[j].limit;
+        if (off[j] > ~(fl_u128)0 - ts) return false;
+        tat[j] = ts + off[j];
+    }
+    return true;
 }
 
 /* Plans: {status, t, "X X ..." or "#..."} (one TAT - t*limit per quota): 1 admitted, 0
