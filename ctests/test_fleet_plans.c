@@ -342,21 +342,26 @@ static sluice_fleet_result_t ask(struct event_base *base, sluice_fleet_t *f, int
     return b.res;
 }
 
-/* A plan's binary value as the script stores it: `head` ("P3 ... :"), then
- * B div 1e15, B mod 1e15 and each offset as little-endian doubles. */
-static size_t binary_value(char *out, const char *head, uint64_t b, const uint64_t *x, size_t n) {
+/* `head` then n little-endian doubles into out: its length. */
+static size_t doubles_value(char *out, const char *head, const double *v, size_t n) {
     size_t len = strlen(head);
     memcpy(out, head, len);
-    double v[2 + SLUICE_PLAN_QUOTAS_MAX];
-    v[0] = (double)(b / 1000000000000000ull);
-    v[1] = (double)(b % 1000000000000000ull);
-    for (size_t i = 0; i < n; i++) v[2 + i] = (double)x[i];
-    for (size_t i = 0; i < n + 2; i++) {
+    for (size_t i = 0; i < n; i++) {
         uint64_t bits;
         memcpy(&bits, &v[i], 8);
         for (int k = 0; k < 8; k++) out[len++] = (char)(bits >> (8 * k));
     }
     return len;
+}
+
+/* A plan's binary value as the script stores it: `head` ("P3 ... :"), then
+ * B div 1e15, B mod 1e15 and each offset as doubles. */
+static size_t binary_value(char *out, const char *head, uint64_t b, const uint64_t *x, size_t n) {
+    double v[2 + SLUICE_PLAN_QUOTAS_MAX];
+    v[0] = (double)(b / 1000000000000000ull);
+    v[1] = (double)(b % 1000000000000000ull);
+    for (size_t i = 0; i < n; i++) v[2 + i] = (double)x[i];
+    return doubles_value(out, head, v, n + 2);
 }
 
 static void cache_and_changes(int port) {
@@ -462,14 +467,7 @@ static void values(int port) {
                                          { 0, 1e15, 6, 7 }, { 20000, 5, 6, 7 }, { 0, 5, 6, NAN },  { 0, 5, 1e300, 7 } };
     for (size_t i = 0; i < sizeof badnums / sizeof badnums[0]; i++) {
         char val[128], rkey[32];
-        const char *head = "P3 second 1 1000000000 day 100 86400000000000 :";
-        size_t len = strlen(head);
-        memcpy(val, head, len);
-        for (int k = 0; k < 4; k++) {
-            uint64_t bits;
-            memcpy(&bits, &badnums[i][k], 8);
-            for (int b = 0; b < 8; b++) val[len++] = (char)(bits >> (8 * b));
-        }
+        size_t len = doubles_value(val, "P3 second 1 1000000000 day 100 86400000000000 :", badnums[i], 4);
         snprintf(rkey, sizeof rkey, "{4:vals:bbin%zu}", i);
         redisReply *st = tf_cmd(port, "SET %s %b", rkey, val, len);
         CHECK(st, "SET");
