@@ -465,6 +465,112 @@ static void integer_entry(void) {
     sluice_limiter_free(one);
 }
 
+/* ---- the two forms of an entry's state (plans-internal.h) ---- */
+
+/* One quota under plans decides as the rate policy with its numbers, on
+ * the same calls (costs up to 3/8 of a burst, each key charged more than it earns: both outcomes), for
+ * a quota of each kind: fast (burst * per below 2^61), narrow without the
+ * fast path (below 2^64), and wide (2^64 or more: its TATs in a block). */
+static void forms_as_rate(void) {
+    static const struct {
+        uint64_t limit, per, burst;
+    } qs[] = {
+        { 7, 3 * S, 5 },               /* fast; T fractional */
+        { 100000, 86400 * S, 100000 }, /* 8.64e18: narrow, no fast path */
+        { 1000000, 86400 * S, 0 },     /* 8.64e19: wide */
+        { 7000000, 86400 * S, 0 },     /* 6.05e20: wide; T fractional */
+    };
+    for (size_t n = 0; n < sizeof qs / sizeof qs[0]; n++) {
+        sluice_rate_quota_t q[] = { { "q", qs[n].limit, (int64_t)qs[n].per, qs[n].burst } };
+        sluice_plan_t p[] = { { "only", q, 1 } };
+        sluice_plans_t t = { p, 1, 0 };
+        sluice_limiter_t *pl, *rate;
+        CHECK(make(&pl, &t) == 0, "new plans");
+        sluice_config_t c;
+        memset(&c, 0, sizeof c);
+        c.policy = sluice_rate(qs[n].limit, (int64_t)qs[n].per, qs[n].burst);
+        c.tick_ns = 1;
+        CHECK(sluice_limiter_new(&rate, &c) == 0, "new rate");
+        uint64_t burst = qs[n].burst ? qs[n].burst : qs[n].limit, tq = qs[n].per / qs[n].limit, now = 0;
+        unsigned admitted = 0, dropped = 0;
+        for (int i = 0; i < 400; i++) {
+            char k[8];
+            snprintf(k, sizeof k, "k%d", i % 3);
+            uint64_t cost = 1 + (uint64_t)(i * 7 % 4) * burst / 8;
+            if (i % 50 == 49) cost = burst; /* a whole burst now and then */
+            sluice_decision_t dp, dr;
+            memset(&dp, 0xAB, sizeof dp);
+            memset(&dr, 0xCD, sizeof dr);
+            int rp = sluice_limiter_submit_plan(pl, key(k), 1, cost, 0, now, &dp, NULL);
+            int rr = sluice_limiter_submit_cost(rate, key(k), 1, cost, now, &dr);
+            CHECK(rp == 0 && rr == 0, "quota %zu call %d: %d, %d", n, i, rp, rr);
+            CHECK(dp.kind == dr.kind && dp.at == dr.at && dp.full == dr.full && dp.remaining == dr.remaining,
+                  "quota %zu call %d (cost %llu): plans kind %d at %llu full %llu rem %llu, rate kind %d at %llu full "
+                  "%llu rem %llu",
+                  n, i, (unsigned long long)cost, dp.kind, (unsigned long long)dp.at, (unsigned long long)dp.full,
+                  (unsigned long long)dp.remaining, dr.kind, (unsigned long long)dr.at, (unsigned long long)dr.full,
+                  (unsigned long long)dr.remaining);
+            if (dp.kind == SLUICE_EMITTED)
+                admitted++;
+            else
+                dropped++;
+            CHECK(sluice_limiter_check(pl) == 0, "invariants");
+            now += tq * (1 + burst * 3 / 16) * (uint64_t)(i % 5) / 10 + (uint64_t)i % 3;
+        }
+        CHECK(admitted > 50 && dropped > 50, "quota %zu: both outcomes (%u admitted, %u dropped)", n, admitted,
+              dropped);
+        sluice_limiter_free(pl);
+        sluice_limiter_free(rate);
+        CHECK(g_live == 0, "quota %zu: %ld blocks leaked", n, g_live);
+    }
+}
+
+/* A key moving between a narrow and a wide set converts as specified, its
+ * block made and released as it goes; a block that cannot be made refuses
+ * the call with SLUICE_ENOMEM and changes nothing. */
+static void wide_block(void) {
+    /* wide: 1e6 per day, T 86.4 ms, burst*per 8.64e19; narrow: 1e5 per
+     * day, T 864 ms, 8.64e18 (T'/T = 10) */
+    sluice_rate_quota_t w[] = { { "day", 1000000, 86400 * S, 0 } };
+    sluice_rate_quota_t nw[] = { { "day", 100000, 86400 * S, 0 } };
+    sluice_plan_t p[] = { { "wide", w, 1 }, { "narrow", nw, 1 } };
+    sluice_plans_t t = { p, 2, 0 };
+    sluice_limiter_t *l;
+    CHECK(make(&l, &t) == 0, "new");
+    sluice_plan_detail_t det;
+    call(l, "B", 1, 1, 0, &det); /* the table's chunk and index, so that A's block is all that moves */
+    long base = g_live;
+    /* wide, cost 10 at 0: TAT 10 T = 864 ms */
+    sluice_decision_t d = call(l, "A", 10, 0, 0, &det);
+    CHECK(d.kind == SLUICE_EMITTED && d.full == 864 * MS && d.remaining == 999990, "A wide: full 864 ms");
+    CHECK(g_live == base + 1, "A holds a block (%ld blocks, %ld before)", g_live, base);
+    /* narrow, cost 1 at 0: 864 ms * 10 = 8640 ms, + 864 = 9504 ms */
+    d = call(l, "A", 1, 1, 0, &det);
+    CHECK(d.kind == SLUICE_EMITTED && d.full == 9504 * MS && d.remaining == 100000 - 11, "A narrow: full 9504 ms");
+    CHECK(g_live == base, "A's block released (%ld blocks)", g_live);
+    /* a wide call whose block cannot be made: refused, nothing changed */
+    g_fail_at = g_allocs = 0;
+    sluice_decision_t e;
+    CHECK(sluice_limiter_submit_plan(l, key("A"), 1, 1, 0, 100 * MS, &e, NULL) == SLUICE_ENOMEM, "A: ENOMEM");
+    g_fail_at = g_allocs = 0;
+    CHECK(sluice_limiter_submit_plan(l, key("C"), 1, 1, 0, 100 * MS, &e, NULL) == SLUICE_ENOMEM, "new C: ENOMEM");
+    g_fail_at = -1;
+    CHECK(sluice_limiter_check(l) == 0 && live_keys(l) == 2 && g_live == base, "nothing changed");
+    sluice_quota_t q = peek(l, "A", 1, 1, 100 * MS, &det);
+    CHECK(q.full == 9504 * MS && q.remaining == 100000 - 11, "A's narrow state as it was");
+    /* wide again, cost 1 at 100 ms: (9504 - 100) / 10 = 940.4 ms ahead, +
+     * 86.4: full 1126.8 ms, 1026.8 ms = 11.9 T ahead */
+    d = call(l, "A", 1, 0, 100 * MS, &det);
+    CHECK(d.kind == SLUICE_EMITTED && d.full == 11268 * MS / 10 && d.remaining == 1000000 - 12,
+          "A wide again: full 1126.8 ms");
+    CHECK(g_live == base + 1, "A holds a block again");
+    /* every key idle: reclaimed with its block */
+    CHECK(sluice_limiter_advance(l, 20 * S, 0) >= 0, "advance");
+    CHECK(live_keys(l) == 0, "every key reclaimed");
+    sluice_limiter_free(l);
+    CHECK(g_live == 0, "%ld blocks leaked", g_live);
+}
+
 int main(void) {
     several_quotas();
     integer_entry();
@@ -474,6 +580,8 @@ int main(void) {
     errors();
     single();
     churn();
+    forms_as_rate();
+    wide_block();
     CHECK(g_live == 0, "%ld blocks leaked", g_live);
     printf(TEST_NAME ": ok\n");
     return 0;

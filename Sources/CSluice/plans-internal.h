@@ -21,21 +21,20 @@
 #endif
 
 /* One quota of a set as the short path reads it (sluice__plans_row): the
- * numbers of rate's fast path (sluice__rate_decide_fast) and where the
- * quota's TAT lies in an entry, 56 bytes. */
+ * numbers of rate's fast path (sluice__rate_decide_fast), 56 bytes. */
 struct sluice__qfast {
     uint64_t limit, per;
-    uint64_t bt, bt_q;       /* burst * per (scaled burst * T); floor(bt / limit) */
+    uint64_t bt;             /* burst * per (scaled burst * T) */
+    uint64_t dt_max;         /* floor(bt / limit) + 1: an idle time past which the quota is fresh */
     uint64_t c_limit, c_per; /* floor(n / limit), floor(n / per) by reciprocals (sluice__recip) */
     uint8_t sh_limit, sh_per;
-    uint16_t full_off; /* the entry's bytes: its full (sluice__plans_full_off) */
-    uint16_t r_off;    /* the word whose top 40 bits are its remainder (sluice__plans_r_off) */
 };
 
 /* A quota set: the quotas of one plan as a table defined them. */
 struct sluice__qset {
     uint32_t refs;  /* entries that record it, + 1 while a plan of the table names it */
     uint32_t n;     /* quotas, 1..SLUICE_PLAN_QUOTAS_MAX */
+    bool wide;      /* a quota's burst * per is 2^64 or more: entries keep their TATs in a block */
     uint64_t t_lim; /* the short path applies at t < t_lim: every quota's fast path does (0: never) */
     struct sluice__qfast f[SLUICE_PLAN_QUOTAS_MAX];
     uint64_t every; /* the longest of its quotas' expiry spacings (sluice__gcra.every) */
@@ -103,65 +102,41 @@ void sluice__qset_release(struct sluice__mem *mem, struct sluice__plans *pl, uin
 
 /* ---- an entry of a limiter of plans ----
  * It keeps, besides its key:
- *  - node.deadline: the latest `full` of its quotas (policy-plans.c);
+ *  - node.deadline: the latest `full` (TAT rounded up) of its quotas
+ *    (policy-plans.c);
  *  - node.link.next: the id of its quota set. The node is never armed
  *    (link.prev stays SLUICE__WHEEL_NONE), and the wheel reads the `next`
  *    of no unarmed node (wheel-internal.h);
- *  - for each of the m = max_quotas quotas it has room for, the quota's TAT
- *    as rate keeps one (policy-rate.c): `full`, the TAT rounded up (8
- *    bytes), and the remainder r < limit (5 bytes: a limit is below 2^40),
- *    TAT = full - (r != 0) + r / limit. Quota 0's full is the entry's
- *    `token` (unused otherwise), the others' follow the entry, 8-aligned,
- *    then the m remainders, 5 bytes each. A remainder is read and written
- *    as the top 40 bits of the 8-byte word that ends with it, which stays
- *    inside the record: one load, not five (it is written as 4 bytes and
- *    1, sluice__plans_st_r).
- * So m quotas take 13 m - 8 bytes after the entry, rounded up to keep
- * entries 8-aligned: 8, 24, 32 for 1, 2, 3 quotas. */
-#define SLUICE__R_SHIFT 24u
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "a plans entry packs remainders as little-endian words"
-#endif
-
-static inline size_t sluice__plans_ext(uint32_t max_quotas) {
-    return ((size_t)max_quotas * 13u - 8u + 7u) & ~(size_t)7u;
-}
-
-static inline size_t sluice__plans_full_off(uint32_t m, uint32_t j) {
-    (void)m;
-    return j == 0 ? offsetof(struct sluice__entry, token) : sizeof(struct sluice__entry) + 8u * (j - 1u);
-}
-
-static inline size_t sluice__plans_r_off(uint32_t m, uint32_t j) {
-    return sizeof(struct sluice__entry) + 8u * (m - 1u) + 5u * j + 5u - 8u;
-}
+ *  - its quotas' TATs, in one of two forms, by its set's `wide`:
+ *     - narrow (every quota's burst * per below 2^64): `token` is B, the
+ *       time of the entry's last write, and the m = max_quotas words after
+ *       the entry hold each quota's X = (TAT - B) * limit, 0 for a TAT at
+ *       or before B. The rules admit a call only when every new TAT is at
+ *       most burst * T ahead of it, so X <= burst * per fits. A call at
+ *       t >= B reads quota j as fresh once t - B >= dt_max, and as
+ *       X - (t - B) * limit ahead of t otherwise: one word per quota and
+ *       no division, all on the entry's line when m <= 3 (64 bytes);
+ *     - wide: `token` points to a block of the limiter's (sluice__mem) with
+ *       m TATs as rate keeps one (policy-rate.c): `full` (the TAT rounded
+ *       up) and the remainder r < limit, TAT = full - (r != 0) + r / limit.
+ *       The block is the entry's own, made when it first records a wide
+ *       set and released when it records a narrow one or is freed
+ *       (sluice__plans_forget).
+ * So m quotas take 8 m bytes after the entry. */
+static inline size_t sluice__plans_ext(uint32_t max_quotas) { return (size_t)max_quotas * 8u; }
 
 static inline uint32_t sluice__plans_set_of(const struct sluice__entry *e) { return e->node.link.next; }
 static inline void sluice__plans_set_set(struct sluice__entry *e, uint32_t id) { e->node.link.next = id; }
 
-static inline uint64_t sluice__plans_ld(const struct sluice__entry *e, size_t off) {
-    uint64_t v;
-    memcpy(&v, (const unsigned char *)e + off, 8);
-    return v;
+/* Quota j's X of a narrow entry. */
+static inline uint64_t *sluice__plans_x(struct sluice__entry *e) { return (uint64_t *)(void *)(e + 1); }
+static inline const uint64_t *sluice__plans_cx(const struct sluice__entry *e) {
+    return (const uint64_t *)(const void *)(e + 1);
 }
 
-static inline void sluice__plans_st(struct sluice__entry *e, size_t off, uint64_t v) {
-    memcpy((unsigned char *)e + off, &v, 8);
-}
-
-/* A quota's remainder into the top 5 bytes of the word at r_off, by two
- * stores (4 bytes and 1) and no load: a load of the word would overlap
- * the remainder just stored below it, which cannot be forwarded from the
- * store buffer, so the load would wait for that store to leave it, behind
- * every older instruction (an earlier call's cache misses included). */
-static inline void sluice__plans_st_r(struct sluice__entry *e, size_t r_off, uint64_t r) {
-    unsigned char *p = (unsigned char *)e + r_off + 3;
-    uint32_t lo = (uint32_t)r;
-    uint8_t hi = (uint8_t)(r >> 32);
-    memcpy(p, &lo, 4);
-    memcpy(p + 4, &hi, 1);
-}
+/* A wide entry's block: full[0..m) then r[0..m), m = max_quotas. */
+static inline size_t sluice__plans_block_size(uint32_t max_quotas) { return (size_t)max_quotas * 16u; }
+static inline uint64_t *sluice__plans_block(const struct sluice__entry *e) { return (uint64_t *)(uintptr_t)e->token; }
 
 extern const struct sluice__policy_ops sluice__plans_ops;
 
@@ -170,21 +145,20 @@ extern const struct sluice__policy_ops sluice__plans_ops;
 void sluice__plans_refused_detail(const struct sluice__qset *s, const struct sluice__entry *e, uint32_t refused,
                                   uint64_t t, sluice_plan_detail_t *det);
 
-/* sluice__plans_row (below) on a set of n quotas, for t < s->t_lim. */
+/* sluice__plans_row (below) on a set of n quotas, for B <= t < s->t_lim. */
 static SLUICE__HOT_INLINE bool sluice__plans_row_n(struct sluice__entry *e, const struct sluice__qset *s, uint64_t t,
                                                    sluice_decision_t *d, sluice_plan_detail_t *det, uint32_t n) {
     uint64_t fresh[SLUICE_PLAN_QUOTAS_MAX];
+    uint64_t *x = sluice__plans_x(e);
+    uint64_t dt = t - e->token; /* the time since the entry's last write */
     uint64_t at = t;
     uint32_t refused = 0;
     for (uint32_t j = 0; j < n; j++) {
         const struct sluice__qfast *q = &s->f[j];
-        uint64_t full = sluice__plans_ld(e, q->full_off), xq = 0, xr = 0;
-        if (full > t) {
-            xr = sluice__plans_ld(e, q->r_off) >> SLUICE__R_SHIFT;
-            xq = full - (xr != 0) - t;
-        }
-        if (SLUICE__UNLIKELY(xq > q->bt_q)) return false;
-        uint64_t f = xq * q->limit + xr + q->per;
+        /* (TAT - t) * limit, 0 once the TAT has passed: dt past dt_max
+         * covers the whole of X <= bt, and the product stays below 2^62 */
+        uint64_t used = (dt < q->dt_max ? dt : q->dt_max) * q->limit;
+        uint64_t f = (x[j] > used ? x[j] - used : 0) + q->per;
         fresh[j] = f;
         if (f > q->bt) {
             struct sluice__recip inv = { q->c_limit, q->sh_limit };
@@ -207,13 +181,9 @@ static SLUICE__HOT_INLINE bool sluice__plans_row_n(struct sluice__entry *e, cons
         const struct sluice__qfast *q = &s->f[j];
         struct sluice__recip inv_limit = { q->c_limit, q->sh_limit }, inv_per = { q->c_per, q->sh_per };
         uint64_t f = fresh[j];
-        uint64_t nq = sluice__recip_div(inv_limit, f);
-        uint64_t nr = f - nq * q->limit;
-        uint64_t nf = t + nq + (nr != 0);
+        uint64_t nf = t + sluice__recip_div(inv_limit, f + q->limit - 1); /* the new TAT, rounded up */
         uint64_t rem = sluice__recip_div(inv_per, q->bt - f);
-        size_t r_off = q->r_off, full_off = q->full_off;
-        sluice__plans_st_r(e, r_off, nr);
-        sluice__plans_st(e, full_off, nf);
+        x[j] = f;
         if (nf > full) full = nf;
         if (rem < remaining) remaining = rem;
         if (det) {
@@ -222,6 +192,7 @@ static SLUICE__HOT_INLINE bool sluice__plans_row_n(struct sluice__entry *e, cons
             det->quotas[j].retry = t;
         }
     }
+    e->token = t;
     e->node.deadline = full;
     d->kind = SLUICE_EMITTED;
     d->at = t;
@@ -237,12 +208,12 @@ static SLUICE__HOT_INLINE bool sluice__plans_row_n(struct sluice__entry *e, cons
  * arithmetic on the set's packed numbers), all or nothing. Brings the
  * entry to its new state and fills kind, at, full and remaining of *d, and
  * each quota's figures into *det when det is not NULL; false, having
- * changed nothing, when t or a quota's TAT is outside the fast path's
- * bounds. No conversion, so no lower bound of the lazy expiry moves: an
+ * changed nothing, when t is outside the fast path's bounds (a wide set's
+ * are empty) or before the entry's last write. No conversion, so no lower bound of the lazy expiry moves: an
  * admitted call only raises every full (a TAT moves to max(TAT, t) + T). */
 static SLUICE__HOT_INLINE bool sluice__plans_row(struct sluice__entry *e, const struct sluice__qset *s, uint64_t t,
                                                  sluice_decision_t *d, sluice_plan_detail_t *det) {
-    if (SLUICE__UNLIKELY(t >= s->t_lim)) return false;
+    if (SLUICE__UNLIKELY((t >= s->t_lim) | (t < e->token))) return false;
     /* the usual counts by a constant, so that the loops unroll */
     switch (s->n) {
     case 1: return sluice__plans_row_n(e, s, t, d, det, 1);

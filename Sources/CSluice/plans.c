@@ -139,8 +139,8 @@ static int reserve_ids(struct sluice__mem *mem, struct sluice__plans *pl, uint32
     return 0;
 }
 
-/* A set for plan p of a limiter whose entries have room for m quotas. */
-static struct sluice__qset *qset_new(struct sluice__mem *mem, const sluice_plan_t *p, uint32_t m) {
+/* A set for plan p. */
+static struct sluice__qset *qset_new(struct sluice__mem *mem, const sluice_plan_t *p) {
     struct sluice__qset *s = sluice__mem_alloc(mem, sizeof *s);
     if (!s) return NULL;
     memset(s, 0, sizeof *s);
@@ -157,13 +157,12 @@ static struct sluice__qset *qset_new(struct sluice__mem *mem, const sluice_plan_
         f->limit = g->limit;
         f->per = g->per;
         f->bt = g->bt;
-        f->bt_q = g->bt_q;
+        f->dt_max = g->bt_q + 1;
         f->c_limit = g->inv_limit.c;
         f->sh_limit = (uint8_t)g->inv_limit.sh;
         f->c_per = g->inv_per.c;
         f->sh_per = (uint8_t)g->inv_per.sh;
-        f->full_off = (uint16_t)sluice__plans_full_off(m, j);
-        f->r_off = (uint16_t)sluice__plans_r_off(m, j);
+        if (g->per > UINT64_MAX / g->burst) s->wide = true; /* burst * per >= 2^64 */
         if (g->t_lim < s->t_lim) s->t_lim = g->t_lim;
         size_t len = strlen(q->name);
         memcpy(s->name[j], q->name, len + 1);
@@ -216,7 +215,7 @@ int sluice__plans_build(struct sluice__mem *mem, struct sluice__plans *pl, const
         uint32_t h = name_hash(pn->name, len) & b->table.index_mask;
         while (b->table.index[h]) h = (h + 1) & b->table.index_mask;
         b->table.index[h] = i + 1;
-        if (!(b->sets[i] = qset_new(mem, &p->plans[i], pl->max_quotas))) goto nomem;
+        if (!(b->sets[i] = qset_new(mem, &p->plans[i]))) goto nomem;
     }
     return 0;
 nomem:
@@ -292,5 +291,9 @@ uint32_t sluice__plans_find(const struct sluice__plans *pl, const char *name, si
 }
 
 void sluice__plans_forget(struct sluice_limiter *l, struct sluice__entry *e) {
-    sluice__qset_release(&l->mem, l->plans, sluice__plans_set_of(e));
+    struct sluice__plans *pl = l->plans;
+    uint32_t id = sluice__plans_set_of(e);
+    if (pl->sets[id]->wide)
+        sluice__mem_release(&l->mem, sluice__plans_block(e), sluice__plans_block_size(pl->max_quotas));
+    sluice__qset_release(&l->mem, pl, id);
 }

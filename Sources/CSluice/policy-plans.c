@@ -9,9 +9,11 @@
  *    frees it exactly when every TAT has passed; the node is never armed;
  *  - node.link.next: the id of its quota set (plans-internal.h), held by
  *    the entry;
- *  - for each quota of that set, its TAT as rate keeps one (policy-rate.c):
- *    `full` (the TAT rounded up, 8 bytes) and the remainder r < limit (5
- *    bytes), TAT = full - (r != 0) + r / limit (get_full, get_r, put).
+ *  - each quota's TAT, relative to the entry's last write and scaled by the
+ *    quota's limit (a narrow set), or in a block of its own (a wide set);
+ *    a call sees each as rate keeps one (policy-rate.c): `full` (the TAT
+ *    rounded up) and the remainder r < limit, TAT = full - (r != 0) +
+ *    r / limit (tat_of, store).
  *
  * Each quota is decided by rate's own arithmetic (sluice__rate_decide, its
  * 64-bit fast path or the exact one), so one quota here is the rate policy.
@@ -36,19 +38,39 @@ struct kstate {
     uint64_t r[SLUICE_PLAN_QUOTAS_MAX];
 };
 
-/* ---- the entry's bytes (plans-internal.h) ---- */
+/* ---- the entry's state (plans-internal.h) ---- */
 
-static inline uint64_t get_full(const struct sluice__entry *e, uint32_t m, uint32_t i) {
-    return sluice__plans_ld(e, sluice__plans_full_off(m, i));
+/* Quota j's TAT of an entry recording set `s`, as (full, r). */
+static void tat_of(const struct sluice__entry *e, const struct sluice__qset *s, uint32_t m, uint32_t j, uint64_t *full,
+                   uint64_t *r) {
+    if (s->wide) {
+        const uint64_t *b = sluice__plans_block(e);
+        *full = b[j];
+        *r = b[m + j];
+        return;
+    }
+    uint64_t x = sluice__plans_cx(e)[j], limit = s->q[j].limit;
+    uint64_t q = x / limit;
+    *r = x % limit;
+    *full = x ? e->token + q + (*r != 0) : 0; /* (B + ceil(X / limit) never passes the clock's end) */
 }
 
-static inline uint64_t get_r(const struct sluice__entry *e, uint32_t m, uint32_t i) {
-    return sluice__plans_ld(e, sluice__plans_r_off(m, i)) >> SLUICE__R_SHIFT;
-}
-
-static inline void put(struct sluice__entry *e, uint32_t m, uint32_t i, uint64_t full, uint64_t r) {
-    sluice__plans_st_r(e, sluice__plans_r_off(m, i), r);
-    sluice__plans_st(e, sluice__plans_full_off(m, i), full);
+/* Every quota's TAT (full[j], r[j]) of an admitted call at t into an entry
+ * recording set `s` (its block made already when `s` is wide). */
+static void store(struct sluice__entry *e, const struct sluice__qset *s, uint32_t m, const uint64_t *full,
+                  const uint64_t *r, uint64_t t) {
+    if (s->wide) {
+        uint64_t *b = sluice__plans_block(e);
+        for (uint32_t j = 0; j < s->n; j++) {
+            b[j] = full[j];
+            b[m + j] = r[j];
+        }
+        return;
+    }
+    uint64_t *x = sluice__plans_x(e);
+    for (uint32_t j = 0; j < s->n; j++) /* an admitted TAT is at most burst * T ahead of t: X < 2^64 */
+        x[j] = full[j] > t ? (uint64_t)((u128)(full[j] - (r[j] != 0) - t) * s->q[j].limit + r[j]) : 0;
+    e->token = t;
 }
 
 /* ---- conversion ---- */
@@ -103,10 +125,7 @@ static void load(const struct sluice_limiter *l, const struct sluice__entry *e, 
         return;
     }
     if (sluice__plans_set_of(e) == sid) {
-        for (uint32_t j = 0; j < s->n; j++) {
-            k->full[j] = get_full(e, m, j);
-            k->r[j] = get_r(e, m, j);
-        }
+        for (uint32_t j = 0; j < s->n; j++) tat_of(e, s, m, j, &k->full[j], &k->r[j]);
         return;
     }
     const struct sluice__qset *old = l->plans->sets[sluice__plans_set_of(e)];
@@ -114,8 +133,9 @@ static void load(const struct sluice_limiter *l, const struct sluice__entry *e, 
         k->full[j] = k->r[j] = 0;
         for (uint32_t i = 0; i < old->n; i++) {
             if (old->name_len[i] != s->name_len[j] || memcmp(old->name[i], s->name[j], s->name_len[j]) != 0) continue;
-            uint64_t f = get_full(e, m, i);
-            if (f > t) convert(&old->q[i], &s->q[j], f, get_r(e, m, i), t, &k->full[j], &k->r[j]);
+            uint64_t f, r;
+            tat_of(e, old, m, i, &f, &r);
+            if (f > t) convert(&old->q[i], &s->q[j], f, r, t, &k->full[j], &k->r[j]);
             break;
         }
     }
@@ -160,13 +180,14 @@ static void refuse(const struct sluice_limiter *l, const struct sluice__qset *s,
  * set `s` already), the decision and each quota's figures. */
 static void admit(struct sluice_limiter *l, struct sluice__entry *e, const struct sluice__qset *s,
                   const struct sluice__rate_res *o, uint64_t t, sluice_decision_t *d) {
-    uint32_t m = l->plans->max_quotas;
-    uint64_t full = 0, remaining = UINT64_MAX;
+    uint64_t full = 0, remaining = UINT64_MAX, fulls[SLUICE_PLAN_QUOTAS_MAX], rs[SLUICE_PLAN_QUOTAS_MAX];
     for (uint32_t j = 0; j < s->n; j++) {
-        put(e, m, j, o[j].deadline, o[j].token);
+        fulls[j] = o[j].deadline;
+        rs[j] = o[j].token;
         if (o[j].deadline > full) full = o[j].deadline;
         if (o[j].remaining < remaining) remaining = o[j].remaining;
     }
+    store(e, s, l->plans->max_quotas, fulls, rs, t);
     e->node.deadline = full;
     /* a conversion may bring a key's full below the expiry's lower bound */
     if (full < l->rate_lb) l->rate_lb = full;
@@ -206,21 +227,34 @@ static int call(struct sluice_limiter *l, const struct sluice__keyref *k, uint32
         refuse(l, s, &ks, o, refused, cost, t, d);
         return 0;
     }
+    /* a wide set's entry needs its block: made before anything changes */
+    const struct sluice__qset *was = e ? pl->sets[sluice__plans_set_of(e)] : NULL;
+    uint64_t *block = NULL;
+    if (s->wide && !(was && was->wide) &&
+        !(block = sluice__mem_alloc(&l->mem, sluice__plans_block_size(pl->max_quotas))))
+        return SLUICE_ENOMEM;
     if (!e) {
         int rc = sluice__limiter_add_key(l, k, &idx);
-        if (rc) return rc;
+        if (rc) {
+            sluice__mem_release(&l->mem, block, sluice__plans_block_size(pl->max_quotas));
+            return rc;
+        }
         e = sluice__entry_of(l, idx);
         sluice__plans_set_set(e, sid);
         sluice__qset_hold(pl, sid);
+        if (block) e->token = (uint64_t)(uintptr_t)block;
         admit(l, e, s, o, t, d);
         sluice__rate_step(l, idx, t);
         return 0;
     }
-    if (sluice__plans_set_of(e) != sid) {
-        uint32_t was = sluice__plans_set_of(e);
+    if (was != s) {
+        uint32_t was_id = sluice__plans_set_of(e);
+        if (was->wide && !s->wide)
+            sluice__mem_release(&l->mem, sluice__plans_block(e), sluice__plans_block_size(pl->max_quotas));
+        if (block) e->token = (uint64_t)(uintptr_t)block;
         sluice__plans_set_set(e, sid);
         sluice__qset_hold(pl, sid);
-        sluice__qset_release(&l->mem, pl, was);
+        sluice__qset_release(&l->mem, pl, was_id);
     }
     admit(l, e, s, o, t, d);
     return 0;
@@ -231,8 +265,8 @@ void sluice__plans_refused_detail(const struct sluice__qset *s, const struct slu
     det->refused = refused;
     for (uint32_t j = 0; j < s->n; j++) {
         sluice_quota_t q;
-        uint64_t full = sluice__plans_ld(e, s->f[j].full_off),
-                 r = sluice__plans_ld(e, s->f[j].r_off) >> SLUICE__R_SHIFT;
+        uint64_t full, r;
+        tat_of(e, s, 0, j, &full, &r); /* (s is narrow: the short path) */
         /* (a full <= t reads as fresh, whatever the remainder) */
         sluice__rate_quota(&s->q[j], full, r, 1, t, &q);
         det->quotas[j].remaining = q.remaining;
@@ -325,9 +359,13 @@ static const char *check(const struct sluice_limiter *l, const struct sluice__en
     if (sid >= pl->nsets_cap || !pl->sets[sid]) return "plans entry records no quota set";
     const struct sluice__qset *s = pl->sets[sid];
     if (s->refs < 1) return "plans entry's quota set has no reference";
+    if (s->wide && !sluice__plans_block(e)) return "plans entry of a wide set without its block";
     uint64_t full = 0;
     for (uint32_t j = 0; j < s->n; j++) {
-        uint64_t f = get_full(e, pl->max_quotas, j), r = get_r(e, pl->max_quotas, j);
+        if (!s->wide && sluice__plans_cx(e)[j] > (u128)s->q[j].burst * s->q[j].per)
+            return "plans entry's quota more than burst * T ahead of its last write";
+        uint64_t f, r;
+        tat_of(e, s, pl->max_quotas, j, &f, &r);
         if (r >= s->q[j].limit) return "plans remainder not below its quota's limit";
         if (f == 0 && r != 0) return "plans TAT below zero";
         if (f > full) full = f;

@@ -79,10 +79,12 @@ typedef struct sluice_plans {
     size_t nplans;
     /** The most quotas a plan of this limiter may ever have, 1 to
      *  SLUICE_PLAN_QUOTAS_MAX, fixed at creation: each key's record holds
-     *  this many quotas (about 13 bytes each), so a later
-     *  sluice_limiter_set_plans() may not exceed it. 0 at creation: the
-     *  most quotas of any plan given; 0 in sluice_limiter_set_plans(): the
-     *  limiter's. */
+     *  this many quotas (8 bytes each), so a later
+     *  sluice_limiter_set_plans() may not exceed it. A key charged under a
+     *  plan with a quota whose burst * per_ns reaches 2^64 keeps its
+     *  quotas in a block of its own instead (16 bytes per quota), made by
+     *  its call under that plan. 0 at creation: the most quotas of any plan
+     *  given; 0 in sluice_limiter_set_plans(): the limiter's. */
     size_t max_quotas;
 } sluice_plans_t;
 
@@ -175,6 +177,8 @@ SLUICE_EXTERN int sluice_limiter_plan_index(const sluice_limiter_t *limiter, con
  * @param decision receives the decision (may be NULL).
  * @param detail receives each quota's figures and the refusing quotas (may be NULL).
  * @return 0; SLUICE_ENOPLAN (no plan of that index: nothing changed);
+ *         SLUICE_ENOMEM also when an admitted call's key needs its block
+ *         (sluice_plans_t.max_quotas) and none can be had: nothing changed;
  *         otherwise as sluice_limiter_submit_cost().
  */
 SLUICE_EXTERN int sluice_limiter_submit_plan(sluice_limiter_t *limiter, sluice_key_t key, uint64_t token, uint64_t cost,
