@@ -4,7 +4,8 @@
  * Two structures, both owned by table.c:
  *
  *  - a slab of fixed-stride entries, one per live key, in chunks of
- *    SLUICE__CHUNK entries addressed by a 32-bit index. Free entries form a
+ *    SLUICE__CHUNK entries addressed by a 32-bit index, each chunk
+ *    starting on a 64-byte line. Free entries form a
  *    list. When most entries are free the slab is compacted (live entries
  *    moved down, their index slots re-pointed, the owner told through the
  *    `moved` hook) and the chunks above are released;

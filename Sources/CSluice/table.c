@@ -191,6 +191,32 @@ uint64_t sluice__table_max_probe(const struct sluice__table *t) {
 
 /* ------------------------------------------------------------------ slab */
 
+/* A chunk starts on a cache line, so that an entry of 64 bytes (a rate
+ * limiter's of three quotas, plans-internal.h) is one line, not two. The
+ * allocator promises no alignment: the block is SLUICE__CHUNK_PAD bytes
+ * longer, and the pointer it gave is kept in the 8 bytes before the line. */
+#define SLUICE__CHUNK_ALIGN 64u
+#define SLUICE__CHUNK_PAD (SLUICE__CHUNK_ALIGN + 8u)
+
+static size_t chunk_bytes(const struct sluice__table *t) {
+    return (size_t)SLUICE__CHUNK * t->stride + SLUICE__CHUNK_PAD;
+}
+
+static unsigned char *chunk_alloc(struct sluice__table *t) {
+    unsigned char *raw = sluice__mem_alloc(t->mem, chunk_bytes(t));
+    if (!raw) return NULL;
+    uintptr_t at = ((uintptr_t)raw + 8u + SLUICE__CHUNK_ALIGN - 1u) & ~(uintptr_t)(SLUICE__CHUNK_ALIGN - 1u);
+    unsigned char *c = raw + (at - (uintptr_t)raw);
+    memcpy(c - 8, &raw, sizeof raw);
+    return c;
+}
+
+static void chunk_release(struct sluice__table *t, unsigned char *c) {
+    unsigned char *raw;
+    memcpy(&raw, c - 8, sizeof raw);
+    sluice__mem_release(t->mem, raw, chunk_bytes(t));
+}
+
 static int slab_add_chunk(struct sluice__table *t) {
     if (t->nchunks == t->chunks_cap) {
         uint32_t cap = t->chunks_cap ? t->chunks_cap * 2 : 8;
@@ -202,7 +228,7 @@ static int slab_add_chunk(struct sluice__table *t) {
         t->chunks = grown;
         t->chunks_cap = cap;
     }
-    unsigned char *c = sluice__mem_alloc(t->mem, (size_t)SLUICE__CHUNK * t->stride);
+    unsigned char *c = chunk_alloc(t);
     if (!c) return SLUICE_ENOMEM;
     t->chunks[t->nchunks++] = c;
     return 0;
@@ -238,8 +264,7 @@ void sluice__table_destroy(struct sluice__table *t) {
         struct sluice__entry *e = sluice__entry_at(t, i);
         if (e->state == SLUICE__LIVE) free_key_blob(t, e);
     }
-    for (uint32_t c = 0; c < t->nchunks; c++)
-        sluice__mem_release(t->mem, t->chunks[c], (size_t)SLUICE__CHUNK * t->stride);
+    for (uint32_t c = 0; c < t->nchunks; c++) chunk_release(t, t->chunks[c]);
     sluice__mem_release(t->mem, t->chunks, t->chunks_cap * sizeof *t->chunks);
     sluice__mem_release(t->mem, t->slots, nslots(t) * sizeof *t->slots);
     t->chunks = NULL;
@@ -341,7 +366,7 @@ static void slab_compact(struct sluice__table *t) {
     uint32_t keep = (n + SLUICE__CHUNK - 1) >> SLUICE__CHUNK_SHIFT;
     while (t->nchunks > keep) {
         t->nchunks--;
-        sluice__mem_release(t->mem, t->chunks[t->nchunks], (size_t)SLUICE__CHUNK * t->stride);
+        chunk_release(t, t->chunks[t->nchunks]);
         t->chunks[t->nchunks] = NULL;
     }
 }
