@@ -117,7 +117,9 @@ public final class RateLimiter<Key: LimiterKey>: Sendable {
     ///   - maxKeys: a cap on keys with state, at least 1 (`nil` for none).
     ///   - maxQuotas: the most quotas a plan may ever have, 1 to 8, fixed
     ///     for the limiter's life: each key's state holds this many quotas
-    ///     (about 13 bytes each), and ``update(plans:)`` may not exceed it.
+    ///     (8 bytes each; 16 in a block of the key's own under a plan with
+    ///     a quota whose burst × period reaches 2^64 ns), and
+    ///     ``update(plans:)`` may not exceed it.
     ///     `nil`: the most quotas of any plan given.
     /// - Throws: ``LimiterError/invalidArgument`` or ``LimiterError/outOfRange``
     ///   for an invalid table (the ``LimiterError/reason`` names the plan,
