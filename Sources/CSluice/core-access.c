@@ -43,6 +43,11 @@ uint64_t sluice__limiter_pending(const sluice_limiter_t *l) { return l->pending;
 
 uint64_t sluice__limiter_live(const sluice_limiter_t *l) { return l->table.live; }
 
+void sluice__limiter_index_hint(const sluice_limiter_t *l, uintptr_t *base, unsigned *bits) {
+    *base = (uintptr_t)l->table.slots;
+    *bits = l->table.slot_bits;
+}
+
 void sluice__prefetch_prepared(const sluice_limiter_t *l, const sluice__pkey_t *key, int stage) {
     if (l->table.live == 0) return;
     if (stage == 0)

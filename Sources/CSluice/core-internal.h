@@ -90,6 +90,14 @@ uint64_t sluice__limiter_now(const sluice_limiter_t *limiter);
  * cache) for its entry. Change nothing; any order of calls is safe. */
 void sluice__prefetch_prepared(const sluice_limiter_t *limiter, const sluice__pkey_t *key, int stage);
 
+/* The limiter's index as a prefetch hint for a caller about to lock it:
+ * the address of its slots (0 with none) and the bits of a home slot's
+ * number. While the index hashes with the fast hash, a prepared key's home
+ * slot is base + 8 * ((hash >> 32) >> (32 - bits)); otherwise the hint
+ * names some other slot, which a prefetch may ask for harmlessly. Read it
+ * under the caller's lock; it changes when the index grows or shrinks. */
+void sluice__limiter_index_hint(const sluice_limiter_t *limiter, uintptr_t *base, unsigned *bits);
+
 /* Keys holding a pending value right now. */
 uint64_t sluice__limiter_pending(const sluice_limiter_t *limiter);
 

@@ -208,6 +208,11 @@ struct shard {
     bool direct;            /* teardown: events go straight to the user */
     bool tidy;              /* loop thread only: the core's table work was deferred by a timer pass */
     const void *hot;        /* the core's written line (sluice__limiter_hot): prefetched for writing by a call */
+    /* The core's index (sluice__limiter_index_hint), stored under lk when it
+     * changes and read before it: a call asks for its key's index slot while
+     * it reads the clock and takes the lock. */
+    _Atomic uintptr_t index_base;
+    _Atomic unsigned index_bits;
 };
 
 /* A shard padded to whole pairs of cache lines (and the shard array aligned

@@ -248,6 +248,25 @@ static inline void prefetch_w(const void *p) {
 #endif
 }
 
+static inline void prefetch_r(const void *p) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(p, 0);
+#else
+    (void)p;
+#endif
+}
+
+/* The core's index into the shard's hint, when it moved (under s->lk). */
+static inline void publish_index(struct shard *s) {
+    uintptr_t base;
+    unsigned bits;
+    sluice__limiter_index_hint(s->core, &base, &bits);
+    if (base != atomic_load_explicit(&s->index_base, memory_order_relaxed)) {
+        atomic_store_explicit(&s->index_bits, bits, memory_order_relaxed);
+        atomic_store_explicit(&s->index_base, base, memory_order_relaxed);
+    }
+}
+
 /* A call on a prepared key (m open, checked by the caller). */
 MT_HOT int key_call_prepared(struct sluice_mt *m, const sluice__pkey_t *k, const struct call *c) {
     struct shard *s = sluice__shard_at(m, (unsigned)k->hash & m->mask);
@@ -261,6 +280,15 @@ MT_HOT int key_call_prepared(struct sluice_mt *m, const sluice__pkey_t *k, const
 #if !defined(SLM_FUTEX_LOCK)
     prefetch_w(s->lk);
 #endif
+    /* The key's index slot too, by the index as the last call left it: the
+     * first of a call's two dependent misses then overlaps the clock and
+     * the lock, which wait for the loads before them. */
+    uintptr_t base = atomic_load_explicit(&s->index_base, memory_order_relaxed);
+    if (base) {
+        unsigned bits = atomic_load_explicit(&s->index_bits, memory_order_relaxed);
+        uint32_t tag = (uint32_t)(k->hash >> 32);
+        prefetch_r((const void *)(base + 8u * (uintptr_t)(bits ? tag >> (32u - bits) : 0u)));
+    }
     /* The clock is read before the lock, to keep the critical section short;
      * a time older than one the shard has seen counts as that later one. A
      * time given by the caller may not run ahead of the clock: the shard's
@@ -279,6 +307,7 @@ MT_HOT int key_call_prepared(struct sluice_mt *m, const sluice__pkey_t *k, const
     rc = shard_call_locked(m, s, k, c, now, &unlocked);
     uint64_t next = sluice__shard_publish_next(s);
     bool produced = s->out.n != before || unlocked;
+    publish_index(s);
     sluice__unlock(s->lk);
     if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
     if (produced) sluice__mt_deliver_or_wake(m); /* m may be gone afterwards (a free from a callback) */
@@ -382,6 +411,7 @@ int sluice_mt_submit_many(sluice_mt_t *m, const sluice_call_t *calls, size_t n, 
             }
             uint64_t next = sluice__shard_publish_next(s);
             if (s->out.n != before || unlocked) produced = true;
+            publish_index(s);
             sluice__unlock(s->lk);
             if (next < atomic_load(&m->armed)) sluice__mt_arm_at(m, next);
         }
