@@ -256,12 +256,14 @@ static inline void prefetch_r(const void *p) {
 #endif
 }
 
-/* The core's index into the shard's hint, when it moved (under s->lk). */
+/* The core's index into the shard's hint, when it moved or was resized in
+ * place (under s->lk). */
 static inline void publish_index(struct shard *s) {
     uintptr_t base;
     unsigned bits;
     sluice__limiter_index_hint(s->core, &base, &bits);
-    if (base != atomic_load_explicit(&s->index_base, memory_order_relaxed)) {
+    if (base != atomic_load_explicit(&s->index_base, memory_order_relaxed) ||
+        bits != atomic_load_explicit(&s->index_bits, memory_order_relaxed)) {
         atomic_store_explicit(&s->index_bits, bits, memory_order_relaxed);
         atomic_store_explicit(&s->index_base, base, memory_order_relaxed);
     }
