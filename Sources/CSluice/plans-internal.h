@@ -128,7 +128,7 @@ static inline size_t sluice__plans_ext(uint32_t max_quotas) { return (size_t)max
 static inline uint32_t sluice__plans_set_of(const struct sluice__entry *e) { return e->node.link.next; }
 static inline void sluice__plans_set_set(struct sluice__entry *e, uint32_t id) { e->node.link.next = id; }
 
-/* Quota j's X of a narrow entry. */
+/* A narrow entry's words X[0..m), after the entry. */
 static inline uint64_t *sluice__plans_x(struct sluice__entry *e) { return (uint64_t *)(void *)(e + 1); }
 static inline const uint64_t *sluice__plans_cx(const struct sluice__entry *e) {
     return (const uint64_t *)(const void *)(e + 1);
@@ -209,8 +209,9 @@ static SLUICE__HOT_INLINE bool sluice__plans_row_n(struct sluice__entry *e, cons
  * entry to its new state and fills kind, at, full and remaining of *d, and
  * each quota's figures into *det when det is not NULL; false, having
  * changed nothing, when t is outside the fast path's bounds (a wide set's
- * are empty) or before the entry's last write. No conversion, so no lower bound of the lazy expiry moves: an
- * admitted call only raises every full (a TAT moves to max(TAT, t) + T). */
+ * are empty) or before the entry's last write. No conversion, so no lower
+ * bound of the lazy expiry moves: an admitted call only raises every full
+ * (a TAT moves to max(TAT, t) + T). */
 static SLUICE__HOT_INLINE bool sluice__plans_row(struct sluice__entry *e, const struct sluice__qset *s, uint64_t t,
                                                  sluice_decision_t *d, sluice_plan_detail_t *det) {
     if (SLUICE__UNLIKELY((t >= s->t_lim) | (t < e->token))) return false;
