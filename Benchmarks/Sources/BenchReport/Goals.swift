@@ -139,6 +139,7 @@ extension BenchResults {
                     name: "throttle-hot at 1k keys: sluice-swift ≤ 1.5× sluice-c", measured: "not measured",
                     holds: nil, detail: ""))
         }
+        goals += hotPathGoals()
         goals += coarseClockGoals()
         goals += batchGoals()
         goals += quotasGoals()

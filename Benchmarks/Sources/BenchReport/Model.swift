@@ -43,6 +43,26 @@ public struct BenchResults: Codable, Sendable {
         return results
     }
 
+    /// The file that keeps the newest full run on this run's machine kind.
+    public func kindFile(besides latest: URL) -> URL {
+        latest.deletingLastPathComponent().appendingPathComponent("\(machine.kind).json")
+    }
+
+    /// The newest full runs of the other machine kinds kept beside `latest`
+    /// (`KIND.json`), in the order of their kinds' names.
+    public func otherKinds(besides latest: URL) -> [(results: BenchResults, url: URL)] {
+        let dir = latest.deletingLastPathComponent()
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+        return names.filter { $0.hasSuffix(".json") && $0 != latest.lastPathComponent }.sorted()
+            .compactMap { name in
+                let url = dir.appendingPathComponent(name)
+                guard let other = try? BenchResults.load(from: url), other.machine.kind != machine.kind,
+                    name == "\(other.machine.kind).json"
+                else { return nil }
+                return (other, url)
+            }
+    }
+
     public func write(to url: URL) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .withoutEscapingSlashes, .sortedKeys]
@@ -86,6 +106,25 @@ public struct Machine: Codable, Sendable {
         self.swift = swift
         self.c_compiler = cCompiler
         self.libevent = libevent
+    }
+
+    /// The machine kind a full run is filed under (`Benchmarks/results/KIND.json`,
+    /// beside `latest.json`): "amd-epyc", "intel-xeon", or else the CPU model in
+    /// lower case, its words joined by dashes.
+    public var kind: String {
+        if cpu.contains("EPYC") { return "amd-epyc" }
+        if cpu.contains("Xeon") { return "intel-xeon" }
+        let words = cpu.lowercased().split { !($0.isLetter || $0.isNumber) }
+        return words.isEmpty ? "unknown" : words.joined(separator: "-")
+    }
+
+    /// The kind as the report names it: "AMD EPYC", "Intel Xeon", or the CPU model.
+    public var kindName: String {
+        switch kind {
+        case "amd-epyc": "AMD EPYC"
+        case "intel-xeon": "Intel Xeon"
+        default: cpu
+        }
     }
 }
 

@@ -5,6 +5,9 @@ public struct ReportGenerator {
     public var results: BenchResults
     /// The results file, as the page names it.
     public var jsonPath: String
+    /// Tables only, under smaller headings, without descriptions or charts: how
+    /// the page shows the run of another machine kind.
+    var compact = false
 
     public init(results: BenchResults, jsonPath: String) {
         self.results = results
@@ -33,7 +36,8 @@ public struct ReportGenerator {
         let rel = relativePath(from: markdown.deletingLastPathComponent(), to: charts)
         let notesURL = URL(fileURLWithPath: jsonPath).deletingLastPathComponent().appendingPathComponent("notes.md")
         let notes = try? String(contentsOf: notesURL, encoding: .utf8)
-        try page(chartsDir: rel, notes: notes).write(to: markdown, atomically: true, encoding: .utf8)
+        let others = results.otherKinds(besides: URL(fileURLWithPath: jsonPath))
+        try page(chartsDir: rel, notes: notes, others: others).write(to: markdown, atomically: true, encoding: .utf8)
     }
 
     func relativePath(from base: URL, to target: URL) -> String {
@@ -137,9 +141,79 @@ public struct ReportGenerator {
 
     // MARK: - Page
 
-    func page(chartsDir: String, notes: String?) -> String {
+    /// The run's date, length, machine and load.
+    func runLine() -> String {
         let r = results
         let m = r.machine
+        return """
+            **Measured** \(r.date)\(r.quick ? " — **quick run** (reduced sizes)" : ""), in \(String(format: "%.0f", r.duration_s ?? 0)) s,
+            on \(m.cpu), \(m.cores) cores, \(String(format: "%.0f", Double(m.memory_bytes) / 1_073_741_824)) GiB,
+            \(m.os) (\(m.kernel)); \(m.swift); C: \(m.c_compiler); libevent \(m.libevent).
+            Load average \(r.loadavg_start.map { String(format: "%.2f", $0) } ?? "?") at the start, \(r.loadavg_end.map { String(format: "%.2f", $0) } ?? "?") at the end
+            """
+    }
+
+    /// The goals and whether each holds in this run.
+    func goalsTable() -> String {
+        var s = "| goal | measured | holds |\n|---|---|---|\n"
+        for g in results.goals() {
+            let mark = g.holds.map { $0 ? "yes" : "**no**" } ?? "–"
+            s += "| \(g.name) | \(g.measured)\(g.detail.isEmpty ? "" : "<br><sub>\(g.detail)</sub>") | \(mark) |\n"
+        }
+        return s
+    }
+
+    /// Every scenario's section (charts from `chartsDir`, unless `compact`).
+    func scenarioSections(_ chartsDir: String) -> String {
+        var s = section(
+            "throttle-hot", chartsDir,
+            "Calls on existing keys in random order; leading throttle with an hour-long window, so every measured call lands in an open window and replaces the key's pending value. Setup (not timed): one call per key opens its window, a second makes a value pending."
+        )
+        s += section(
+            "debounce-rearm", chartsDir,
+            "Every key holds a pending debounce value (interval 60 s); each measured call pushes its key's deadline later."
+        )
+        s += section(
+            "fire", chartsDir,
+            "N pending debounce keys fall due and are delivered: ns per delivered emission. Sluice: deadlines spread over one second of manual time, then one `advance` past them all. libevent: all armed, then, once due, the loop runs until every one was delivered. Dispatch: armed with the consumer queue suspended, all due after the arming ended; the Dispatch manager's CPU time to fire them is counted, then the queue is resumed and timed to the last delivery. Before the timed pass, each implementation fires 512 keys once in the same process, untimed, so that a process's first-time costs (pages, lazy binding, runtime metadata) stay out of a one-pass figure."
+        )
+        s += memorySection(chartsDir)
+        s += latenessSection(chartsDir)
+        s += section(
+            "spray", chartsDir,
+            "A stream of unique keys on a rate limiter (1 per minute) with a cap of 10 000 live keys: every new key past the cap is refused (Sluice: `SLUICE_EFULL` / `LimiterError.full`; the baselines check their own count). ns per call, and the peak RSS growth during the spray, which must stay bounded."
+        )
+        s += threadsSection(chartsDir)
+        s += quotasSection()
+        s += fleetDebounceSection()
+        return s
+    }
+
+    /// The newest full run of each other machine kind: its goals and its tables.
+    func otherKindsSection(_ others: [(results: BenchResults, url: URL)]) -> String {
+        guard !others.isEmpty else { return "" }
+        var s = """
+            ## Other machine kinds
+
+            The newest full run on each other machine kind, kept in `Benchmarks/results/KIND.json`
+            (`make bench` writes it beside `latest.json`). Its ratios are its own; compare them
+            with this page's, not its absolute times.
+
+
+            """
+        for other in others {
+            var g = ReportGenerator(results: other.results, jsonPath: other.url.path)
+            g.compact = true
+            s += "### \(other.results.machine.kindName)\n\n" + g.runLine() + ".\n"
+            s += "Raw figures: [`\(displayPath(other.url.path))`](../\(displayPath(other.url.path))).\n\n"
+            s += g.goalsTable() + "\n"
+            s += "<details><summary>Its tables</summary>\n\n" + g.scenarioSections("") + "</details>\n\n"
+        }
+        return s
+    }
+
+    func page(chartsDir: String, notes: String?, others: [(results: BenchResults, url: URL)] = []) -> String {
+        let r = results
         var s = """
             # Benchmarks
 
@@ -151,25 +225,20 @@ public struct ReportGenerator {
             baselines (`dispatch-naive`, `dispatch-tuned`), libevent's own timers
             (`libevent-timers`) and the hardware's floor for a keyed operation (`floor`).
             Run it yourself with `make bench` (about 10 minutes; `make bench QUICK=1` takes under 3):
-            it prints the same tables with the ratios, and writes `Benchmarks/results/latest.json`.
+            it prints the same tables with the ratios, and writes `Benchmarks/results/latest.json`
+            (a full run also `Benchmarks/results/KIND.json`, the newest run on its machine kind).
 
-            **Measured** \(r.date)\(r.quick ? " — **quick run** (reduced sizes)" : ""), in \(String(format: "%.0f", r.duration_s ?? 0)) s,
-            on \(m.cpu), \(m.cores) cores, \(String(format: "%.0f", Double(m.memory_bytes) / 1_073_741_824)) GiB,
-            \(m.os) (\(m.kernel)); \(m.swift); C: \(m.c_compiler); libevent \(m.libevent).
-            Load average \(r.loadavg_start.map { String(format: "%.2f", $0) } ?? "?") at the start, \(r.loadavg_end.map { String(format: "%.2f", $0) } ?? "?") at the end
+            \(runLine())
             (this is a shared 2-core machine: absolute times move by 20 % or more from run to run;
             compare the ratios, which are taken inside one run).
 
             ## Goals
 
-            | goal | measured | holds |
-            |---|---|---|
+            On \(r.machine.kindName), in the run above\(others.isEmpty ? "" : " (the other machine kinds' goals are at the end of this page)"):
+
 
             """
-        for g in r.goals() {
-            let mark = g.holds.map { $0 ? "yes" : "**no**" } ?? "–"
-            s += "| \(g.name) | \(g.measured)\(g.detail.isEmpty ? "" : "<br><sub>\(g.detail)</sub>") | \(mark) |\n"
-        }
+        s += goalsTable()
         if let notes, !notes.isEmpty {
             s += "\n" + notes.trimmingCharacters(in: .whitespacesAndNewlines) + "\n"
         }
@@ -228,27 +297,8 @@ public struct ReportGenerator {
 
 
             """
-        s += section(
-            "throttle-hot", chartsDir,
-            "Calls on existing keys in random order; leading throttle with an hour-long window, so every measured call lands in an open window and replaces the key's pending value. Setup (not timed): one call per key opens its window, a second makes a value pending."
-        )
-        s += section(
-            "debounce-rearm", chartsDir,
-            "Every key holds a pending debounce value (interval 60 s); each measured call pushes its key's deadline later."
-        )
-        s += section(
-            "fire", chartsDir,
-            "N pending debounce keys fall due and are delivered: ns per delivered emission. Sluice: deadlines spread over one second of manual time, then one `advance` past them all. libevent: all armed, then, once due, the loop runs until every one was delivered. Dispatch: armed with the consumer queue suspended, all due after the arming ended; the Dispatch manager's CPU time to fire them is counted, then the queue is resumed and timed to the last delivery. Before the timed pass, each implementation fires 512 keys once in the same process, untimed, so that a process's first-time costs (pages, lazy binding, runtime metadata) stay out of a one-pass figure."
-        )
-        s += memorySection(chartsDir)
-        s += latenessSection(chartsDir)
-        s += section(
-            "spray", chartsDir,
-            "A stream of unique keys on a rate limiter (1 per minute) with a cap of 10 000 live keys: every new key past the cap is refused (Sluice: `SLUICE_EFULL` / `LimiterError.full`; the baselines check their own count). ns per call, and the peak RSS growth during the spray, which must stay bounded."
-        )
-        s += threadsSection(chartsDir)
-        s += quotasSection()
-        s += fleetDebounceSection()
+        s += scenarioSections(chartsDir)
+        s += otherKindsSection(others)
         s += """
             ## Reproducing
 
@@ -258,7 +308,7 @@ public struct ReportGenerator {
             Benchmarks/.build/release/sluice-bench run --scenario fire --impl sluice-c --impl libevent-timers
             Benchmarks/.build/release/sluice-bench run --scenario quotas --output /tmp/quotas.json  # this scenario alone (≈ 20 s)
             Benchmarks/.build/release/sluice-bench run --scenario fleet-debounce --output /tmp/fd.json  # ≈ 35 s (--quick ≈ 6 s)
-            Benchmarks/.build/release/sluice-bench report   # this page and docs/charts/ from results/latest.json
+            Benchmarks/.build/release/sluice-bench report   # this page and docs/charts/ from results/latest.json (+ KIND.json)
             cd Benchmarks && swift package benchmark        # single-operation microbenchmarks (package-benchmark)
             ```
 
@@ -280,13 +330,21 @@ public struct ReportGenerator {
             + cols.map { $0 == "implementation" ? ":---" : "---:" }.joined(separator: "|") + "|\n"
     }
 
+    /// A scenario's heading, its description and its charts (`chart` names
+    /// without ".svg"); just the heading when `compact`.
+    func opening(_ scenario: String, _ text: String, charts: String, _ chartNames: [String]) -> String {
+        if compact { return "#### `\(scenario)`\n\n" }
+        var s = "### `\(scenario)`\n\n\(text.trimmingCharacters(in: .whitespacesAndNewlines))\n\n"
+        for name in chartNames {
+            s += "![\(name)](\(charts)/\(name).svg)\n\n"
+        }
+        return s
+    }
+
     func section(_ scenario: String, _ charts: String, _ text: String) -> String {
         let rows = results.rows.filter { $0.scenario == scenario }
         guard !rows.isEmpty else { return "" }
-        var s = "### `\(scenario)`\n\n\(text)\n\n"
-        if FileManager.default.fileExists(atPath: "/") {
-            s += "![\(scenario)](\(charts)/\(scenario).svg)\n\n"
-        }
+        var s = opening(scenario, text, charts: charts, [scenario])
         let isSpray = scenario == "spray"
         var cols = [
             "keys", "implementation", Metric.unit(scenario), "÷ sluice-c", "÷ sluice-swift", "wall ns/op", "ops",
@@ -317,18 +375,14 @@ public struct ReportGenerator {
     func memorySection(_ charts: String) -> String {
         let rows = results.rows.filter { $0.scenario == "memory" }
         guard !rows.isEmpty else { return "" }
-        var s = """
-            ### `memory`
-
+        var s = opening(
+            "memory",
+            """
             Resident memory (RSS growth, read from `/proc/self/statm` in a process of its own) per
             pending key, measured in the `fire` case after every key was made pending; and once
             everything fired and went idle ("idle": what the process still holds per key — memory
             freed to `malloc` but kept by it counts here).
-
-            ![memory](\(charts)/memory.svg)
-
-
-            """
+            """, charts: charts, ["memory"])
         s += header(["keys", "implementation", "bytes/pending key", "÷ sluice-c", "÷ sluice-swift", "idle bytes/key"])
         for keys in Set(rows.map(\.keys)).sorted() {
             for impl in Names.impls {
@@ -349,9 +403,10 @@ public struct ReportGenerator {
     func latenessSection(_ charts: String) -> String {
         let rows = results.rows.filter { $0.scenario == "lateness" }
         guard !rows.isEmpty else { return "" }
-        var s = """
-            ### `lateness`
-
+        let keySizes = Set(rows.map(\.keys)).sorted()
+        var s = opening(
+            "lateness",
+            """
             A real loop and the real clock: N keys submitted from one thread at a steady pace
             (over 0.5 s, or 1 µs per key when more), each with a debounce deadline 1 s later, so
             every key is pending at the peak and the deadlines are spread; lateness = the
@@ -360,12 +415,7 @@ public struct ReportGenerator {
             `dispatch-tuned` has a 1 ms leeway; `dispatch-naive`'s `asyncAfter` gets libdispatch's
             default leeway (a tenth of the delay: 100 ms here). The Dispatch baselines stop at
             100k keys.
-
-
-            """
-        for keys in Set(rows.map(\.keys)).sorted() {
-            s += "![lateness \(Format.keys(keys))](\(charts)/lateness-\(Format.keys(keys)).svg)\n\n"
-        }
+            """, charts: charts, keySizes.map { "lateness-\(Format.keys($0))" })
         s += header(["keys", "implementation", "p50 µs", "p99 µs", "max µs", "p99 ÷ sluice-swift", "early"])
         for keys in Set(rows.map(\.keys)).sorted() {
             for impl in Names.impls {
@@ -387,20 +437,16 @@ public struct ReportGenerator {
     func threadsSection(_ charts: String) -> String {
         let rows = results.rows.filter { $0.scenario == "threads" }
         guard !rows.isEmpty else { return "" }
-        var s = """
-            ### `threads`
-
+        let keySizes = Set(rows.map(\.keys)).sorted()
+        var s = opening(
+            "threads",
+            """
             Submit throughput from 1 and 2 threads on different keys (each thread its own half),
             on a rate limiter (100 per second, burst 100) whose keys are warm, with the real clock
             read on every call. Sluice: the loop layer's sharded limiter (`sluice-c`) and a
             `Limiter` on a `LimiterLoop` (`sluice-swift`); `libevent-timers`: one base per thread.
             On this 2-core machine the second thread competes with everything else running.
-
-
-            """
-        for keys in Set(rows.map(\.keys)).sorted() {
-            s += "![threads \(Format.keys(keys))](\(charts)/threads-\(Format.keys(keys)).svg)\n\n"
-        }
+            """, charts: charts, keySizes.map { "threads-\(Format.keys($0))" })
         s += header([
             "keys", "threads", "implementation", "ns/call", "M calls/s", "÷ sluice-c", "÷ sluice-swift", "cpu ns/call",
         ])
@@ -426,9 +472,9 @@ public struct ReportGenerator {
     func quotasSection() -> String {
         let rows = results.rows.filter { $0.scenario == "quotas" }
         guard !rows.isEmpty else { return "" }
-        var s = """
-            ### `quotas`
-
+        var s = opening(
+            "quotas",
+            """
             A rate limiter with three quotas per key on one plan — `second` 10 per second (burst
             10), `minute` 300 per minute, `hour` 10 000 per hour (bursts = limits) — on calls to
             existing keys in random order (every key charged once first, untimed). The emission
@@ -449,9 +495,7 @@ public struct ReportGenerator {
             wall ns per call (throughput). Bytes per key: RSS growth over the setup of every key
             (one thread). Goals: `sluice-c` ≤ 1.6× `sluice-c-1q`, ≤ 0.5× `dispatch-tuned`, and
             ≤ 96 B per key with three quotas at 1M keys.
-
-
-            """
+            """, charts: "", [])
         s += header([
             "keys", "threads", "implementation", "ns/call", "÷ sluice-c-1q", "÷ dispatch-tuned", "admitted", "B/key",
         ])
@@ -481,7 +525,7 @@ public struct ReportGenerator {
     func fleetDebounceSection() -> String {
         let rows = results.rows.filter { $0.scenario == Names.fleetDebounceScenario }
         guard !rows.isEmpty else { return "" }
-        var s = "### `fleet-debounce`\n\n" + Self.fleetDebounceText + "\n\n"
+        var s = opening(Names.fleetDebounceScenario, Self.fleetDebounceText, charts: "", [])
         s += header([
             "implementation", "calls/s", "Redis CPU per call", "per emission", "lateness p50", "p99",
             "emissions (expected)", "missing + unexpected",

@@ -79,6 +79,13 @@ struct Run: ParsableCommand {
         print(
             "results: \(output)  (\(String(format: "%.0f", results.duration_s ?? 0)) s; load average \(results.loadavg_start.map { String(format: "%.2f", $0) } ?? "?") → \(results.loadavg_end.map { String(format: "%.2f", $0) } ?? "?"))"
         )
+        // A whole run at full sizes also stands for its machine kind: the
+        // report keeps one table per kind (docs/benchmarks.md).
+        if !quick && scenarios.isEmpty && impls.isEmpty {
+            let kindFile = results.kindFile(besides: URL(fileURLWithPath: output))
+            try results.write(to: kindFile)
+            print("results of this machine kind (\(results.machine.kindName)): \(kindFile.path)")
+        }
         if report {
             try ReportGenerator(results: results, jsonPath: output).write(
                 markdown: Paths.markdown, charts: Paths.charts)
