@@ -84,7 +84,10 @@ static void release(le_rec_t *r) {
 static void deliver(le_ctx_t *c, uint64_t value, uint64_t deadline) {
     if (c->late) cb_late_add(c->late, cb_now(), deadline);
     cb_consume(value);
-    atomic_fetch_add_explicit(&c->delivered, 1, memory_order_release);
+    /* one delivering thread (the base's): a load and a store, no locked
+     * instruction, as sluice-c counts its emissions */
+    atomic_store_explicit(&c->delivered, atomic_load_explicit(&c->delivered, memory_order_relaxed) + 1,
+                          memory_order_release);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg) {
