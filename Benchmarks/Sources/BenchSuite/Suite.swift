@@ -66,9 +66,42 @@ public enum Suite {
         let results = BenchResults(
             date: ISO8601DateFormatter().string(from: start), quick: o.quick, machine: machine(),
             loadavgStart: load0, loadavgEnd: loadAverage(), durationSeconds: Date().timeIntervalSince(start),
-            rows: rows)
+            rows: medians(rows))
         try results.write(to: o.output)
         return results
+    }
+
+    /// The rows of a case run several times (`Plan.runs`) as one: the run
+    /// with the median value (`Metric.value`), its note naming every run's.
+    /// A case with a failed run is that failed row (a failure is never
+    /// hidden by a median); rows of a case run once pass as they are, in
+    /// their first order.
+    static func medians(_ rows: [Row]) -> [Row] {
+        struct Case: Hashable {
+            let scenario: String, impl: String, keys: Int, threads: Int, workload: String?
+            init(_ r: Row) {
+                (scenario, impl, keys, threads, workload) = (r.scenario, r.impl, r.keys, r.threads, r.workload)
+            }
+        }
+        var runs: [Case: [Row]] = [:]
+        var order: [Case] = []
+        for r in rows {
+            let c = Case(r)
+            if runs[c] == nil { order.append(c) }
+            runs[c, default: []].append(r)
+        }
+        return order.map { c in
+            let all = runs[c]!
+            guard all.count > 1 else { return all[0] }
+            if let failed = all.first(where: { $0.note?.hasPrefix("failed") ?? false }) { return failed }
+            let value = { (r: Row) in Metric.value(r) ?? .infinity }
+            let sorted = all.sorted { value($0) < value($1) }
+            var row = sorted[(sorted.count - 1) / 2]
+            let figures = all.map { Format.ns(Metric.value($0)) }
+            let median = "median of \(all.count) runs (\(figures.joined(separator: ", ")))"
+            row.note = row.note.map { "\($0); \(median)" } ?? median
+            return row
+        }
     }
 
     struct Failure: Error { let message: String }
