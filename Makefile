@@ -102,8 +102,10 @@ swift-test:
 # --- benchmark -------------------------------------------------------------------
 # The suite (Benchmarks/, a SwiftPM package of its own; docs/benchmarks.md):
 # sluice-c, sluice-swift, dispatch-naive, dispatch-tuned, libevent-timers and
-# floor on every scenario, one process per case, ratios taken in one run. Prints
-# the table and the goals, writes Benchmarks/results/latest.json. About 10 min
+# floor on every scenario, one process per case (the per-call cases three times,
+# in turn, keeping the median), ratios taken in one run. Prints the table and the
+# goals, writes Benchmarks/results/latest.json and, for a full run,
+# Benchmarks/results/KIND.json (the newest run of its machine kind). About 10 min
 # with the build; QUICK=1: keys up to 100k, under 3 min.
 BENCH_BIN := Benchmarks/.build/release/sluice-bench
 

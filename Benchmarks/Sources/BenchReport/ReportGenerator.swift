@@ -293,6 +293,12 @@ public struct ReportGenerator {
             (`wall_ns_per_op`). `threads` reports wall time per call (throughput), `lateness` the
             delivery time minus the deadline.
 
+            **Runs.** Every case runs in a process of its own. In a full run the per-call cases
+            up to 1M keys (throttle-hot, debounce-rearm, threads, quotas), and fire and lateness
+            up to 100k keys, run three times, the implementations of a size in turn run after
+            run, and the row is the run with the median value (its note lists the three); the
+            fleet's cases are each the median of three runs too.
+
             ## Scenarios
 
 
