@@ -250,50 +250,21 @@ extension BenchResults {
     /// dispatch-tuned that keeps three GCRA states per key, and the memory.
     func quotasGoals() -> [Goal] {
         var goals: [Goal] = []
-        func value(_ impl: String, _ n: Int, _ threads: Int) -> Double? {
-            row("quotas", impl, keys: n, threads: threads).flatMap(Metric.value)
-        }
-        func cases(_ base: String) -> [(keys: Int, threads: Int, c: Double, b: Double)] {
-            var out: [(Int, Int, Double, Double)] = []
-            for threads in [1, 2] {
-                let sizes = Set(rows.filter { $0.scenario == "quotas" && $0.threads == threads }.map(\.keys)).sorted()
-                for n in sizes {
-                    if let c = value("sluice-c", n, threads), let b = value(base, n, threads), b > 0 {
-                        out.append((n, threads, c, b))
-                    }
-                }
-            }
-            return out
-        }
-        func label(_ n: Int, _ threads: Int) -> String {
-            "\(Format.keys(n)) ×\(threads)"
-        }
         // Q1. sluice-c with three quotas <= 1.6x sluice-c with one (every size and thread count).
-        let q1 = "quotas: sluice-c (three quotas) ≤ 1.6× its own single-quota time (sluice-c-1q)"
-        let one = cases("sluice-c-1q")
         goals.append(
-            one.isEmpty
-                ? Goal(name: q1, measured: "not measured", holds: nil, detail: "")
-                : Goal(
-                    name: q1,
-                    measured: one.map { "\(label($0.keys, $0.threads)): \(Format.ratio($0.c / $0.b))" }
-                        .joined(separator: "; "),
-                    holds: one.allSatisfy { $0.c <= 1.6 * $0.b },
-                    detail:
-                        "keys × threads: ns per call over sluice-c-1q's (sluice_rate() with the first quota, sluice_limiter_submit_u64 / sluice_mt_submit_u64)"
-                ))
+            ratioGoal(
+                "quotas: sluice-c (three quotas) ≤ 1.6× its own single-quota time (sluice-c-1q)",
+                pairs("quotas", "sluice-c", "sluice-c-1q", threads: [1, 2]),
+                detail:
+                    "keys × threads: ns per call over sluice-c-1q's (sluice_rate() with the first quota, sluice_limiter_submit_u64 / sluice_mt_submit_u64)"
+            ) { _ in 1.6 })
         // Q2. sluice-c <= 0.5x dispatch-tuned with three GCRA states per key.
-        let q2 = "quotas: sluice-c ≤ 0.5× dispatch-tuned (three GCRA states per key)"
-        let dt = cases("dispatch-tuned")
         goals.append(
-            dt.isEmpty
-                ? Goal(name: q2, measured: "not measured", holds: nil, detail: "")
-                : Goal(
-                    name: q2,
-                    measured: dt.map { "\(label($0.keys, $0.threads)): \(Format.ratio($0.c / $0.b))" }
-                        .joined(separator: "; "),
-                    holds: dt.allSatisfy { $0.c <= 0.5 * $0.b },
-                    detail: "keys × threads: ns per call over dispatch-tuned's"))
+            ratioGoal(
+                "quotas: sluice-c ≤ 0.5× dispatch-tuned (three GCRA states per key)",
+                pairs("quotas", "sluice-c", "dispatch-tuned", threads: [1, 2]),
+                detail: "keys × threads: ns per call over dispatch-tuned's"
+            ) { _ in 0.5 })
         // Q3. memory: sluice-c <= 96 B per key with three quotas, at 1M keys (a full run).
         let q3 = "quotas memory at 1M keys: sluice-c ≤ 96 B per key with three quotas"
         let n = 1_000_000
