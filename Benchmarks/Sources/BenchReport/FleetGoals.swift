@@ -6,6 +6,23 @@ extension BenchResults {
         rows.first { $0.scenario == Names.fleetScenario && $0.impl == impl && $0.workload == workload }
     }
 
+    /// The offered load of an implementation's "mixed-paced" row as the page
+    /// states it, and whether it is half of the decisions per second its own
+    /// "mixed" closed loop reached (within 10 %): the load the latency goals
+    /// name. Runs made before the load followed saturation offered a fixed
+    /// 5,000 calls/s; their latency is shown, and no goal is checked on it.
+    func pacedLoad(_ impl: String) -> (text: String, half: Bool) {
+        guard let offered = fleetRow(impl, "mixed-paced")?.offered_per_s else { return ("open loop", false) }
+        guard let ns = fleetRow(impl, "mixed")?.ns_per_op, ns > 0 else {
+            return ("\(Int(offered)) calls/s offered", false)
+        }
+        let share = offered * ns / 1e9
+        if abs(share - 0.5) <= 0.05 { return ("\(Int(offered)) calls/s offered (half its saturation)", true) }
+        return (
+            "\(Int(offered)) calls/s offered (a fixed load, \(String(format: "%.2f", share)) of its saturation)", false
+        )
+    }
+
     func fleetGoals() -> [Goal] {
         var goals: [Goal] = []
         let ours = "sluice-redis", base = "redis-per-call"
@@ -29,20 +46,17 @@ extension BenchResults {
             let name =
                 "fleet: sluice-redis p99 decision latency ≤ 2 ms (loopback, mixed keys, half of its saturation throughput)"
             if let paced = fleetRow(ours, "mixed-paced"), let p99 = paced.lateness_us?.p99 {
-                let load = paced.offered_per_s.map { "\(Int($0)) calls/s offered" } ?? "open loop"
-                var detail = "p50 \(Format.us(paced.lateness_us?.p50)) µs at \(load)"
+                let (load, half) = pacedLoad(ours)
+                var detail = "p50 \(Format.us(paced.lateness_us?.p50)) µs"
                 if let b = fleetRow(base, "mixed-paced")?.lateness_us?.p99 {
-                    let at = fleetRow(base, "mixed-paced")?.offered_per_s.map {
-                        " at \(Int($0)) calls/s (half its own)"
-                    }
-                    detail += "; redis-per-call p99 \(Format.us(b)) µs\(at ?? "")"
+                    detail += "; redis-per-call p99 \(Format.us(b)) µs at \(pacedLoad(base).text)"
                 }
                 if let sat = fleetRow(ours, "mixed"), let sp99 = sat.lateness_us?.p99 {
                     detail += "; at saturation (closed loop, \(sat.in_flight ?? 0) in flight) p99 \(Format.us(sp99)) µs"
                 }
                 goals.append(
                     Goal(
-                        name: name, measured: "\(Format.us(p99)) µs at \(load)", holds: p99 <= 2000,
+                        name: name, measured: "\(Format.us(p99)) µs at \(load)", holds: half ? p99 <= 2000 : nil,
                         detail: detail))
             } else {
                 goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
@@ -109,13 +123,15 @@ extension BenchResults {
             let name =
                 "fleet cluster: sluice-redis p99 decision latency ≤ 2 ms (3 primaries, mixed keys, half of its saturation throughput)"
             if let paced = fleetRow("sluice-redis-cluster", "mixed-paced"), let p99 = paced.lateness_us?.p99 {
-                let load = paced.offered_per_s.map { "\(Int($0)) calls/s offered" } ?? "open loop"
-                var detail = "p50 \(Format.us(paced.lateness_us?.p50)) µs at \(load)"
+                let (load, half) = pacedLoad("sluice-redis-cluster")
+                var detail = "p50 \(Format.us(paced.lateness_us?.p50)) µs"
                 if let sat = fleetRow("sluice-redis-cluster", "mixed"), let sp99 = sat.lateness_us?.p99 {
                     detail += "; at saturation (closed loop, \(sat.in_flight ?? 0) in flight) p99 \(Format.us(sp99)) µs"
                 }
                 goals.append(
-                    Goal(name: name, measured: "\(Format.us(p99)) µs at \(load)", holds: p99 <= 2000, detail: detail))
+                    Goal(
+                        name: name, measured: "\(Format.us(p99)) µs at \(load)", holds: half ? p99 <= 2000 : nil,
+                        detail: detail))
             } else {
                 goals.append(Goal(name: name, measured: "not measured", holds: nil, detail: ""))
             }

@@ -26,7 +26,8 @@
  *                      run and kept (FLUSHALL between runs) until it exits.
  *
  * Closed loop (rate 0) measures throughput at saturation; open loop (rate > 0)
- * measures the latency of calls at a fixed offered load.
+ * measures the latency of calls at the offered load `rate` (the suite offers
+ * half of the implementation's own closed-loop throughput).
  *
  * Workloads (policy: 10 calls per second per key, burst 10):
  *  - "mixed": calls spread over 10,000 keys (most admitted);
