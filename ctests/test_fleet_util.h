@@ -306,7 +306,9 @@ __attribute__((unused)) static int tf_compare_random(const char *exe, const char
 }
 
 /* Writes a random trace of one timed policy. Times are multiples of 10 ms
- * and intervals of 50, so many steps land exactly on deadlines. */
+ * and intervals of 50, so many steps land exactly on deadlines. Now and then
+ * a burst of 3 to 10 calls at one time over five keys: a runner that makes
+ * them together has the limiter decide several keys in one batch. */
 __attribute__((unused)) static void tf_write_random_timed(FILE *f, unsigned seed) {
     static const unsigned intervals[] = { 0, 10, 50, 100, 150, 250 };
     tf_rng = (0x51ED2701C0FFEEull ^ ((uint64_t)seed * 0x100000001B3ull)) | 1;
@@ -329,11 +331,16 @@ __attribute__((unused)) static void tf_write_random_timed(FILE *f, unsigned seed
     }
     uint64_t t = 0;
     int n = (int)tf_range(20, 80);
+    int burst = 0; /* calls left of a burst at one time (sent together: batched by the limiter) */
     for (int i = 0; i < n; i++) {
-        t += tf_next() % 4 == 0 ? 0 : 10 * tf_range(0, tf_next() % 5 == 0 ? 60 : 12);
-        static const char *const keys[] = { "A", "B", "C" };
-        const char *key = keys[tf_next() % 3];
-        unsigned r = (unsigned)(tf_next() % 20);
+        if (burst == 0) {
+            t += tf_next() % 4 == 0 ? 0 : 10 * tf_range(0, tf_next() % 5 == 0 ? 60 : 12);
+            if (tf_next() % 6 == 0) burst = (int)tf_range(3, 10);
+        }
+        static const char *const keys[] = { "A", "B", "C", "D", "E" };
+        const char *key = keys[tf_next() % (burst ? 5 : 3)];
+        unsigned r = burst ? 0 : (unsigned)(tf_next() % 20);
+        if (burst) burst--;
         if (r < 14)
             fprintf(f, "%llu call %s v%d\n", (unsigned long long)t, key, i);
         else if (r < 16)

@@ -1,13 +1,17 @@
 /*
  * redis_timed.c — `sluice-trace --redis URL` for throttle, audit and debounce
  * traces: each step runs through the fleet's timed limiter
- * (sluice_fleet_timed.h) in manual time, one operation at a time. Before a
- * step at time t, every partition is claimed at t, so every deadline at or
- * before t fires at its own time; the emissions of all partitions are put in
- * time order and acknowledged. A call's value is its step index in decimal,
- * so each delivery names the call it came from. The lines are printed by the
- * trace library (sluice_trace_print_events()), which also checks that every
- * value ended exactly once.
+ * (sluice_fleet_timed.h) in manual time, one operation at a time, except
+ * that consecutive calls at one time are made together, as a server's
+ * concurrent requests are: the limiter sends the first alone and those that
+ * wait behind it as one batch (one script run deciding them in order), and
+ * their answers come in order. Before a step at time t, every partition is
+ * claimed at t, so every deadline at or before t fires at its own time; the
+ * emissions of all partitions are put in time order and acknowledged. A
+ * call's value is its step index in decimal, so each delivery names the call
+ * it came from. The lines are printed by the trace library
+ * (sluice_trace_print_events()), which also checks that every value ended
+ * exactly once.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -28,6 +32,8 @@
 #define CLAIM_BATCH 256
 /* partitions on a single node too: the runner merges their emissions */
 #define PARTITIONS 4
+/* consecutive calls at one time made together, at most */
+#define GROUP_MAX 64
 
 struct emission {
     uint64_t at;
@@ -85,7 +91,8 @@ static void on_ack(void *user, const sluice_fleet_timed_result_t *res) {
     if (res->status == 0 && !res->had && r->ack_status == 0) r->ack_status = SLUICE_ECORRUPT;
 }
 
-/* A key operation's or a close batch's answer: the events it carries. */
+/* The answer of a claim, flush, cancel, pending or close batch: the events
+ * it carries. */
 static void on_answer(void *user, const sluice_fleet_timed_result_t *res) {
     struct run *r = user;
     r->status = res->status;
@@ -135,11 +142,6 @@ static void on_answer(void *user, const sluice_fleet_timed_result_t *res) {
         if (step_of(r, res->dropped, res->dropped_len, &step) != 0) r->status = SLUICE_ECORRUPT;
         r->res.dropped_len = r->status ? 0 : step;
     }
-    if (res->status == 0 && res->op == SLUICE_FLEET_TIMED_CALL && res->dropped) {
-        size_t step;
-        if (step_of(r, res->dropped, res->dropped_len, &step) != 0) r->status = SLUICE_ECORRUPT;
-        r->res.dropped_len = r->status ? 0 : step;
-    }
     r->done = true;
 }
 
@@ -180,25 +182,75 @@ static int claim_all(struct run *r, uint64_t now) {
     return 0;
 }
 
+/* The answer of one call of a group (run_calls()). */
+struct call_answer {
+    struct run *r;
+    bool done;
+    int status;
+    sluice_decision_kind_t kind;
+    bool dropped;        /* it replaced a waiting value */
+    size_t dropped_step; /* the call that value came from */
+};
+
+static void on_call_answer(void *user, const sluice_fleet_timed_result_t *res) {
+    struct call_answer *a = user;
+    a->done = true;
+    a->status = res->status;
+    if (res->status != 0) return;
+    a->kind = res->decision.kind;
+    if (res->dropped) {
+        a->dropped = true;
+        if (step_of(a->r, res->dropped, res->dropped_len, &a->dropped_step) != 0) a->status = SLUICE_ECORRUPT;
+    }
+}
+
+/* Makes the `n` calls of steps first.. (one time, consecutive) together,
+ * then writes their events in step order. On a failure, *failed is the
+ * group's index of the call that failed. */
+static int run_calls(struct run *r, size_t first, size_t n, const sluice_trace_step_t *steps, size_t *failed) {
+    struct call_answer *a = calloc(n, sizeof *a);
+    *failed = 0;
+    if (!a) return SLUICE_ENOMEM;
+    uint64_t t = steps[0].time_ms * NS_PER_MS;
+    int rc = 0;
+    size_t sent = 0;
+    r->what = "call";
+    for (; sent < n && rc == 0; sent++) {
+        char v[24];
+        size_t vlen = (size_t)snprintf(v, sizeof v, "%zu", first + sent);
+        a[sent].r = r;
+        rc = sluice_fleet_timed_call(r->t, sluice_key_bytes(steps[sent].key, steps[sent].key_len), v, vlen, t,
+                                     on_call_answer, &a[sent]);
+    }
+    if (rc) *failed = --sent; /* that one was not taken */
+    /* every call sent is answered, even after a failure: their callbacks use `a` */
+    for (size_t k = 0; k < sent; k++)
+        while (!a[k].done) event_base_loop(r->base, EVLOOP_ONCE);
+    for (size_t k = 0; k < sent && rc == 0; k++) {
+        size_t i = first + k;
+        *failed = k;
+        if ((rc = a[k].status) != 0) break;
+        if (a[k].dropped) {
+            sluice_trace_event_t d = { SLUICE_TRACE_OUT_DROP, steps[k].time_ms, a[k].dropped_step, i, false };
+            if ((rc = push_event(r, d)) != 0) break;
+        }
+        if (a[k].kind == SLUICE_SCHEDULED) continue;
+        sluice_trace_event_t e = { a[k].kind == SLUICE_EMITTED ? SLUICE_TRACE_OUT_EMIT : SLUICE_TRACE_OUT_DROP,
+                                   steps[k].time_ms, i, SIZE_MAX, false };
+        rc = push_event(r, e);
+    }
+    free(a);
+    return rc;
+}
+
+/* A step other than a call. */
 static int run_step(struct run *r, size_t i, const sluice_trace_step_t *st) {
     uint64_t t = st->time_ms * NS_PER_MS;
     sluice_key_t key = sluice_key_bytes(st->key, st->key_len);
     int rc = claim_all(r, t);
     if (rc) return rc;
-    char v[24];
-    size_t vlen = (size_t)snprintf(v, sizeof v, "%zu", i);
     sluice_trace_event_t e = { 0, st->time_ms, i, SIZE_MAX, false };
     switch (st->verb) {
-    case SLUICE_TRACE_CALL:
-        rc = wait_answer(r, sluice_fleet_timed_call(r->t, key, v, vlen, t, on_answer, r), "call");
-        if (rc) return rc;
-        if (r->res.dropped) {
-            sluice_trace_event_t d = { SLUICE_TRACE_OUT_DROP, st->time_ms, r->res.dropped_len, i, false };
-            if (push_event(r, d)) return SLUICE_ENOMEM;
-        }
-        if (r->res.decision.kind == SLUICE_SCHEDULED) return 0;
-        e.kind = r->res.decision.kind == SLUICE_EMITTED ? SLUICE_TRACE_OUT_EMIT : SLUICE_TRACE_OUT_DROP;
-        return push_event(r, e);
     case SLUICE_TRACE_FLUSH:
         rc = wait_answer(r, sluice_fleet_timed_flush(r->t, key, t, on_answer, r), "flush");
         return rc ? rc : claim_all(r, t); /* the flushed value, a delivery now */
@@ -254,12 +306,26 @@ int sluice_trace_redis_timed(const sluice_trace_t *trace, const char *addr, slui
     int status = 0;
     size_t failed_line = 0;
     bool closed = false;
-    for (size_t i = 0; i < r.nsteps && rc == 0; i++) {
-        sluice_trace_step_t st;
-        sluice_trace_step(trace, i, &st);
-        rc = run_step(&r, i, &st);
-        if (rc) failed_line = st.line;
-        closed = st.verb == SLUICE_TRACE_CLOSE;
+    for (size_t i = 0; i < r.nsteps && rc == 0;) {
+        sluice_trace_step_t st[GROUP_MAX];
+        sluice_trace_step(trace, i, &st[0]);
+        size_t n = 1;
+        /* the calls that follow at the same time are made with it */
+        while (st[0].verb == SLUICE_TRACE_CALL && i + n < r.nsteps && n < GROUP_MAX) {
+            sluice_trace_step(trace, i + n, &st[n]);
+            if (st[n].verb != SLUICE_TRACE_CALL || st[n].time_ms != st[0].time_ms) break;
+            n++;
+        }
+        size_t failed = 0;
+        if (st[0].verb == SLUICE_TRACE_CALL) {
+            rc = claim_all(&r, st[0].time_ms * NS_PER_MS);
+            if (rc == 0) rc = run_calls(&r, i, n, st, &failed);
+        } else {
+            rc = run_step(&r, i, &st[0]);
+        }
+        if (rc) failed_line = st[failed].line;
+        closed = st[0].verb == SLUICE_TRACE_CLOSE;
+        i += n;
     }
     if (rc == 0 && !closed) rc = claim_all(&r, SLUICE_FLEET_TIMED_TIME_MAX); /* time runs on */
     if (rc != 0) {
