@@ -128,9 +128,10 @@ def callgrind(binary, path, calls):
                 m = re.match(r"calls=(\d+)", line)
                 if m and callee:
                     called[callee] += int(m.group(1))
-                m = re.match(r"(?:summary|totals): (\d+) (\d+)", line)
+                # (callgrind leaves out trailing zero counts: no atomic instruction)
+                m = re.match(r"(?:summary|totals): (\d+)(?: (\d+))?", line)
                 if m:
-                    totals = (int(m.group(1)), int(m.group(2)))
+                    totals = (int(m.group(1)), int(m.group(2) or 0))
     runtime = dict.fromkeys(COLUMNS[2:], 0)
     for name, n in called.items():
         for column, prefixes in RUNTIME.items():

@@ -1,7 +1,9 @@
 import Dispatch
 import Foundation
+import Synchronization
 import Testing
 
+import CSluiceLoop
 @testable import Sluice
 
 /// The storage's lock (an atomic word with a parking place) and the slot
@@ -40,6 +42,79 @@ struct LockAndSlotTests {
         #expect(group.wait(timeout: .now() + 10) == .success, "every parked thread is woken")
         #expect(counter.value == 3)
         #expect(counter.lock.word.load(ordering: .relaxed) == 0)
+    }
+
+    @Test("a biased lock: its first user takes it without the word, and the first other thread revokes the bias")
+    func biasedLockOwnerAndRevoke() {
+        let lock = PosixLock(biased: true)
+        lock.lock()
+        let owner = lock.bias.pointee.owner
+        if sluice__bias_available() {
+            #expect(owner == sluice_bias_self(), "the first user owns the bias")
+            #expect(lock.word.load(ordering: .relaxed) == 0, "the owner holds it without the word")
+            #expect(lock.bias.pointee.in == 1)
+        } else {  // (ThreadSanitizer, or no membarrier): the word, always
+            #expect(owner == UInt.max && lock.word.load(ordering: .relaxed) == 1)
+        }
+        lock.unlock()
+        #expect(lock.bias.pointee.in == 0 && lock.word.load(ordering: .relaxed) == 0)
+        // The owner holds it by the bias; another thread takes the word,
+        // revokes the bias, and waits for the owner to give the lock back.
+        lock.lock()
+        let entered = Atomic<Int>(0)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            lock.withLock { entered.store(1, ordering: .relaxed) }
+            done.signal()
+        }.start()
+        usleep(50_000)
+        #expect(entered.load(ordering: .relaxed) == 0, "the other thread waits while the owner holds the lock")
+        lock.unlock()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(entered.load(ordering: .relaxed) == 1)
+        #expect(lock.bias.pointee.revoked == 1, "another thread's lock revoked the bias")
+        lock.lock()
+        #expect(lock.word.load(ordering: .relaxed) == 1, "after that the owner takes the word too")
+        #expect(lock.bias.pointee.in == 0)
+        lock.unlock()
+        #expect(lock.word.load(ordering: .relaxed) == 0)
+    }
+
+    @Test("a biased lock excludes while its bias is revoked under the owner's feet: no increment lost")
+    func biasedLockRevokedWhileOwnerRuns() {
+        final class Shared: @unchecked Sendable {
+            let lock = PosixLock(biased: true)
+            var value = 0
+            let started = Atomic<Int>(0)
+            /// A slow increment: two threads inside at once lose one.
+            func increment() {
+                lock.withLock {
+                    let seen = value
+                    for _ in 0..<200 { spin.add(1, ordering: .relaxed) }
+                    value = seen + 1
+                }
+            }
+            let spin = Atomic<Int>(0)
+        }
+        // Many locks: the owner is inside most of the time, so each revocation
+        // finds it there at another point of its critical section.
+        for _ in 0..<40 {
+            let shared = Shared()
+            let rounds = 2_000, others = 2
+            DispatchQueue.concurrentPerform(iterations: others + 1) { i in
+                if i == 0 {
+                    // the owner: takes the lock first, then keeps calling
+                    shared.increment()
+                    shared.started.store(1, ordering: .releasing)
+                    for _ in 1..<rounds { shared.increment() }
+                } else {
+                    while shared.started.load(ordering: .acquiring) == 0 {}
+                    for _ in 0..<rounds { shared.increment() }
+                }
+            }
+            #expect(shared.value == (others + 1) * rounds)
+            #expect(shared.lock.word.load(ordering: .relaxed) == 0 && shared.lock.bias.pointee.in == 0)
+        }
     }
 
     @Test("slots: a stale token is not held, generations stay odd while held, and trivial release frees a slot")

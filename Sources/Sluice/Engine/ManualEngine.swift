@@ -43,7 +43,7 @@ final class ManualEngine: LimiterEngine, @unchecked Sendable {
 
     init(clock: ManualLimiterClock, setup: EngineSetup) throws(LimiterError) {
         self.clock = clock
-        lock = setup.callerLock ?? PosixLock()
+        lock = setup.callerLock ?? PosixLock(biased: true)
         runsUnderCallerLock = setup.callerLock != nil
         sink = setup.sink
         sinkRef = Unmanaged.passUnretained(setup.sink)

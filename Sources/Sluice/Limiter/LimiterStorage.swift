@@ -73,7 +73,7 @@ import Darwin
 final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendable {
     @usableFromInline typealias Event = LimiterEvent<Key, Value>
 
-    @usableFromInline let lock = PosixLock()
+    @usableFromInline let lock = PosixLock(biased: true)
     /// Set once, right after init (the engine's sink refers to this object).
     /// Keeps the engine alive; the calls that depend on the engine's kind go
     /// through ``mode``.

@@ -1,3 +1,4 @@
+import CSluiceLoop
 import Synchronization
 
 #if canImport(Glibc)
@@ -32,19 +33,37 @@ import Darwin
 /// It is Sluice's one lock: every Swift module of the package (`package`
 /// access) uses it, directly or through ``Locked``. Measured with callgrind
 /// (a loop of lock, one addition, unlock; Swift 6.3.1 `-O`, x86-64), a pair
-/// costs 15 instructions per iteration, as `Synchronization.Mutex` does; a
-/// `pthread_mutex_t` costs 66.
+/// by the word costs 15 instructions per iteration, as `Synchronization.Mutex`
+/// does; a `pthread_mutex_t` costs 66.
+///
+/// A lock made `biased` (a limiter's) also has a way in and out for the
+/// first thread that takes it, its owner, with plain loads and stores and no
+/// atomic read-modify-write: a limiter used from one thread pays no atomic
+/// operation per call. The first time another thread takes it (by the word),
+/// that thread revokes the bias for good, once, with a `membarrier` system
+/// call; from then on every thread takes the word, the owner too
+/// (`sluice_bias.h` has the protocol; docs/design.md, "The lock's bias").
+/// Where `membarrier` is not available, and under ThreadSanitizer, no lock
+/// is biased.
 ///
 /// Not recursive: locking it again on the thread that holds it deadlocks.
 @usableFromInline
 package final class PosixLock: @unchecked Sendable {
     /// 0 free, 1 held, 2 held with maybe a parked thread.
     @usableFromInline let word = Atomic<UInt32>(0)
+    /// The bias: its owner, whether the owner is in, whether it was revoked.
+    @usableFromInline let bias: UnsafeMutablePointer<sluice_bias_t>
     /// The parking place (used only when the word is found held).
     private let parkMutex: UnsafeMutablePointer<pthread_mutex_t>
     private let parked: UnsafeMutablePointer<pthread_cond_t>
 
-    package init() {
+    /// A lock; `biased`: with a bias towards the first thread that takes it.
+    package init(biased: Bool = false) {
+        bias = .allocate(capacity: 1)
+        bias.initialize(
+            to: biased
+                ? sluice_bias_t(owner: 0, in: 0, revoked: 0)
+                : sluice_bias_t(owner: UInt(bitPattern: -1), in: 0, revoked: 1))
         parkMutex = .allocate(capacity: 1)
         parkMutex.initialize(to: pthread_mutex_t())
         var rc = pthread_mutex_init(parkMutex, nil)
@@ -62,22 +81,27 @@ package final class PosixLock: @unchecked Sendable {
         pthread_mutex_destroy(parkMutex)
         parkMutex.deinitialize(count: 1)
         parkMutex.deallocate()
+        bias.deinitialize(count: 1)
+        bias.deallocate()
     }
 
     /// Takes the lock, waiting while another thread holds it.
     @inlinable @inline(__always)
     package func lock() {
-        if word.compareExchange(expected: 0, desired: 1, successOrdering: .acquiring, failureOrdering: .relaxed)
+        if sluice_bias_enter(bias) { return }
+        if !word.compareExchange(expected: 0, desired: 1, successOrdering: .acquiring, failureOrdering: .relaxed)
             .exchanged
         {
-            return
+            lockSlow()
         }
-        lockSlow()
+        // another thread than the owner, the first time: the owner out first
+        if sluice_bias_must_revoke(bias) { sluice__bias_revoke(bias) }
     }
 
     /// Releases the lock (held by the calling thread).
     @inlinable @inline(__always)
     package func unlock() {
+        if sluice_bias_exit(bias) { return }
         if word.wrappingSubtract(1, ordering: .releasing).oldValue != 1 { unlockSlow() }
     }
 

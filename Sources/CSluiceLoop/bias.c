@@ -1,0 +1,85 @@
+/* bias.c — the out-of-line halves of a lock's bias (sluice_bias.h): claiming
+ * it, once per lock, and revoking it, once per lock used by a second thread. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* syscall() */
+#endif
+#include "sluice_bias.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+#define SLUICE_BIAS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SLUICE_BIAS_TSAN 1
+#endif
+#endif
+
+uintptr_t sluice__bias_self_slow(void) { return (uintptr_t)pthread_self(); }
+
+/* Whether the process can bias its locks: membarrier's private expedited
+ * command registered (Linux 4.14 and later), and no ThreadSanitizer. */
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool available;
+
+static void check_available(void) {
+#if defined(__linux__) && defined(SYS_membarrier) && !defined(SLUICE_BIAS_TSAN)
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED)) return;
+    available = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+}
+
+bool sluice__bias_available(void) {
+    pthread_once(&once, check_available);
+    return available;
+}
+
+bool sluice__bias_claim(sluice_bias_t *b, uintptr_t self) {
+    pthread_once(&once, check_available);
+    uintptr_t none = 0;
+    if (!available) { /* never biased: later calls fail fast (an owner that is no thread) */
+        __atomic_compare_exchange_n(&b->owner, &none, SLUICE_BIAS_NOBODY, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        return false;
+    }
+    return __atomic_compare_exchange_n(&b->owner, &none, self, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+void sluice__bias_revoke(sluice_bias_t *b) {
+    __atomic_store_n(&b->revoked, 1, __ATOMIC_RELAXED);
+#if defined(__linux__) && defined(SYS_membarrier)
+    /* Every thread of the process passes a full barrier: the owner's `in`
+     * is visible now, or its next read of `revoked` sees it set. (Only a
+     * process that registered gets here: the owner's claim needed it.) */
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+        /* a child forked after the claim: its memory was never registered */
+        if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0 ||
+            syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+            abort(); /* registered once already: cannot fail */
+    }
+#endif
+    /* The owner holds the lock by the bias a few hundred instructions at most;
+     * it may also have been descheduled inside: yield after a while. */
+    for (unsigned i = 0; __atomic_load_n(&b->in, __ATOMIC_ACQUIRE); i++) {
+        if (i < 1024)
+            cpu_relax();
+        else
+            sched_yield();
+    }
+}
