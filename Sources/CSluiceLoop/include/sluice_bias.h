@@ -42,20 +42,21 @@ extern "C" {
 /** A lock's bias: zeroed when made, or owner SLUICE_BIAS_NOBODY and revoked 1
  * for a lock that is never biased. One per lock. */
 typedef struct sluice_bias {
-    uintptr_t owner;   /**< the owner's thread (sluice_bias_self()), 0 before the lock's first use */
-    uint32_t in;       /**< 1 while the owner holds the lock by the bias */
-    uint32_t revoked;  /**< 1 once another thread took the lock: the bias is gone for good */
+    uintptr_t owner;  /**< the owner's thread (sluice_bias_self()), 0 before the lock's first use */
+    uint32_t in;      /**< 1 while the owner holds the lock by the bias */
+    uint32_t revoked; /**< 1 once another thread took the lock: the bias is gone for good */
 } sluice_bias_t;
 
-/** The calling thread's identity: its thread pointer, one register or load. */
+/** The calling thread's identity, never 0: its thread pointer on Linux
+ * (one load or register read), else pthread_self(). */
 static inline uintptr_t sluice_bias_self(void) {
 #if defined(__x86_64__) && defined(__linux__)
     uintptr_t t;
     __asm__("mov %%fs:0, %0" : "=r"(t)); /* the TCB points to itself (x86-64 TLS ABI) */
     return t;
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) && defined(__linux__)
     uintptr_t t;
-    __asm__ __volatile__("mrs %0, tpidr_el0" : "=r"(t));
+    __asm__ __volatile__("mrs %0, tpidr_el0" : "=r"(t)); /* the thread's TLS block */
     return t;
 #else
     extern uintptr_t sluice__bias_self_slow(void);
@@ -81,7 +82,9 @@ void sluice__bias_revoke(sluice_bias_t *b);
 static inline bool sluice_bias_enter(sluice_bias_t *b) {
     uintptr_t self = sluice_bias_self();
     uintptr_t owner = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
-    if (owner != self && (owner != 0 || !sluice__bias_claim(b, self))) return false;
+    if (owner != self || owner == 0) { /* (0: no owner yet, whatever self is) */
+        if (owner != 0 || !sluice__bias_claim(b, self)) return false;
+    }
     __atomic_store_n(&b->in, 1, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the store, then the load (the revoker's membarrier orders them) */
     if (__atomic_load_n(&b->revoked, __ATOMIC_RELAXED)) {
