@@ -5,6 +5,8 @@
 #endif
 #include "sluice_bias.h"
 
+#include "loop-internal.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -54,14 +56,6 @@ bool sluice__bias_claim(sluice_bias_t *b, uintptr_t self) {
     return __atomic_compare_exchange_n(&b->owner, &none, self, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 void sluice__bias_revoke(sluice_bias_t *b) {
     __atomic_store_n(&b->revoked, 1, __ATOMIC_RELAXED);
 #if defined(__linux__) && defined(SYS_membarrier)
@@ -79,7 +73,7 @@ void sluice__bias_revoke(sluice_bias_t *b) {
      * it may also have been descheduled inside: yield after a while. */
     for (unsigned i = 0; __atomic_load_n(&b->in, __ATOMIC_ACQUIRE); i++) {
         if (i < 1024)
-            cpu_relax();
+            sluice__cpu_relax();
         else
             sched_yield();
     }

@@ -21,14 +21,6 @@
  * a shard's critical section when its holder runs. */
 #define SLM_LOCK_SPINS 128
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 int sluice__lock_init(sluice__lock_t *l) {
     atomic_init(&l->v, 0);
     return 0;
@@ -38,7 +30,7 @@ void sluice__lock_destroy(sluice__lock_t *l) { (void)l; }
 
 void sluice__lock_slow(sluice__lock_t *l) {
     for (int i = 0; i < SLM_LOCK_SPINS; i++) {
-        cpu_relax();
+        sluice__cpu_relax();
         uint32_t c = atomic_load_explicit(&l->v, memory_order_relaxed);
         if (c == 0 && atomic_compare_exchange_weak_explicit(&l->v, &c, 1, memory_order_acquire, memory_order_relaxed))
             return;

@@ -89,6 +89,15 @@ static inline uint64_t sluice__clock_coarse(void) {
  * spins briefly, then sleeps in the kernel. Acquire on lock, release on
  * unlock: ThreadSanitizer sees the ordering through the atomics. Elsewhere
  * it is a pthread mutex. */
+/* A pause in a spin-wait loop (lock.c, bias.c). */
+static inline void sluice__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 #if defined(__linux__)
 #define SLM_FUTEX_LOCK 1
 typedef struct {
