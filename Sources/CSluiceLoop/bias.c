@@ -48,8 +48,8 @@ bool sluice__bias_available(void) {
 bool sluice__bias_claim(sluice_bias_t *b, uintptr_t self) {
     pthread_once(&once, check_available);
     uintptr_t none = 0;
-    if (!available || self == 0 ||
-        self == SLUICE_BIAS_NOBODY) { /* never biased: later calls fail fast (an owner that is no thread) */
+    if (!available || self == 0 || self == SLUICE_BIAS_NOBODY) {
+        /* never biased: later calls fail fast (an owner that is no thread) */
         __atomic_compare_exchange_n(&b->owner, &none, SLUICE_BIAS_NOBODY, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
         return false;
     }

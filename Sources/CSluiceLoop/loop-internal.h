@@ -80,15 +80,6 @@ static inline uint64_t sluice__clock_coarse(void) {
 
 /* ------------------------------------------------------------------ shard lock (lock.c) */
 
-/* The lock of a shard. A shard's critical section is short (a core call,
- * ~100-300 instructions), taken by every call on a key: on Linux it is a
- * 32-bit futex word (0 free, 1 held, 2 held with waiters, Drepper's
- * "Futexes Are Tricky" mutex), whose uncontended lock and unlock are one
- * atomic read-modify-write each, inlined (glibc's pthread mutex costs ~65
- * instructions per lock/unlock pair, through two calls). On contention it
- * spins briefly, then sleeps in the kernel. Acquire on lock, release on
- * unlock: ThreadSanitizer sees the ordering through the atomics. Elsewhere
- * it is a pthread mutex. */
 /* A pause in a spin-wait loop (lock.c, bias.c). */
 static inline void sluice__cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -98,6 +89,15 @@ static inline void sluice__cpu_relax(void) {
 #endif
 }
 
+/* The lock of a shard. A shard's critical section is short (a core call,
+ * ~100-300 instructions), taken by every call on a key: on Linux it is a
+ * 32-bit futex word (0 free, 1 held, 2 held with waiters, Drepper's
+ * "Futexes Are Tricky" mutex), whose uncontended lock and unlock are one
+ * atomic read-modify-write each, inlined (glibc's pthread mutex costs ~65
+ * instructions per lock/unlock pair, through two calls). On contention it
+ * spins briefly, then sleeps in the kernel. Acquire on lock, release on
+ * unlock: ThreadSanitizer sees the ordering through the atomics. Elsewhere
+ * it is a pthread mutex. */
 #if defined(__linux__)
 #define SLM_FUTEX_LOCK 1
 typedef struct {
