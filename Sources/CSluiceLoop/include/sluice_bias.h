@@ -82,9 +82,8 @@ void sluice__bias_revoke(sluice_bias_t *b);
 static inline bool sluice_bias_enter(sluice_bias_t *b) {
     uintptr_t self = sluice_bias_self();
     uintptr_t owner = __atomic_load_n(&b->owner, __ATOMIC_RELAXED);
-    if (owner != self || owner == 0) { /* (0: no owner yet, whatever self is) */
-        if (owner != 0 || !sluice__bias_claim(b, self)) return false;
-    }
+    /* (self is never 0, so no owner yet, 0, is never taken for self) */
+    if (owner != self && (owner != 0 || !sluice__bias_claim(b, self))) return false;
     __atomic_store_n(&b->in, 1, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the store, then the load (the revoker's membarrier orders them) */
     if (__atomic_load_n(&b->revoked, __ATOMIC_RELAXED)) {
