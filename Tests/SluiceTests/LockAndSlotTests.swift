@@ -47,6 +47,10 @@ struct LockAndSlotTests {
     @Test("a biased lock: its first user takes it without the word, and the first other thread revokes the bias")
     func biasedLockOwnerAndRevoke() {
         let lock = PosixLock(biased: true)
+        // The process's one-time setup (membarrier registration, slow once
+        // there are threads) ran when the lock was made, not on its first use.
+        #expect(sluice__bias_ready())
+        #expect(lock.bias.pointee.owner == (sluice__bias_available() ? 0 : UInt.max))
         lock.lock()
         let owner = lock.bias.pointee.owner
         if sluice__bias_available() {

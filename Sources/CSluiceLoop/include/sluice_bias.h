@@ -22,9 +22,9 @@
  * out and takes the word). Between its store and its load the owner needs
  * only a compiler barrier.
  *
- * Where membarrier is not available (an old kernel, a seccomp filter), and
- * under ThreadSanitizer (which cannot see that barrier), no lock is ever
- * biased: every thread takes the word.
+ * Where membarrier is not available (an old kernel, a seccomp filter), under
+ * ThreadSanitizer (which cannot see that barrier), and with SLUICE_LOCK_BIAS=0
+ * in the environment, no lock is ever biased: every thread takes the word.
  */
 #ifndef SLUICE_BIAS_H
 #define SLUICE_BIAS_H
@@ -39,8 +39,7 @@ extern "C" {
 /** The owner of a lock that is never biased: no thread. */
 #define SLUICE_BIAS_NOBODY UINTPTR_MAX
 
-/** A lock's bias: zeroed when made, or owner SLUICE_BIAS_NOBODY and revoked 1
- * for a lock that is never biased. One per lock. */
+/** A lock's bias, made by sluice__bias_init(). One per lock. */
 typedef struct sluice_bias {
     uintptr_t owner;  /**< the owner's thread (sluice_bias_self()), 0 before the lock's first use */
     uint32_t in;      /**< 1 while the owner holds the lock by the bias */
@@ -64,8 +63,23 @@ static inline uintptr_t sluice_bias_self(void) {
 #endif
 }
 
-/** Whether this process biases locks (membarrier there, no ThreadSanitizer). */
+/** Whether this process biases locks: membarrier there, no
+ * ThreadSanitizer, and SLUICE_LOCK_BIAS not "0" in the environment. The
+ * first call does the process's one-time setup: it registers for
+ * MEMBARRIER_CMD_PRIVATE_EXPEDITED, for which the kernel waits for an RCU
+ * grace period once the process has more than one thread (milliseconds).
+ * Thread-safe; later calls only read the answer. */
 bool sluice__bias_available(void);
+
+/** Whether the one-time setup of sluice__bias_available() has run. */
+bool sluice__bias_ready(void);
+
+/** Makes a lock's bias: when `biased` and the process biases locks, one
+ * whose first user becomes its owner; otherwise one that is never biased
+ * (owner SLUICE_BIAS_NOBODY, revoked), which every thread takes by the word
+ * and nobody revokes. Runs the one-time setup now, while the lock is made,
+ * so that no lock or unlock ever waits for it. */
+void sluice__bias_init(sluice_bias_t *b, bool biased);
 
 /** Makes the calling thread the owner when the lock has none and biasing is
  * available (out of line: once per lock). @return whether it is the owner. */

@@ -43,8 +43,10 @@ import Darwin
 /// that thread revokes the bias for good, once, with a `membarrier` system
 /// call; from then on every thread takes the word, the owner too
 /// (`sluice_bias.h` has the protocol; docs/design.md, "The lock's bias").
-/// Where `membarrier` is not available, and under ThreadSanitizer, no lock
-/// is biased.
+/// The process registers for that system call once, when its first biased
+/// lock is made (the kernel may take milliseconds), so no call waits for it.
+/// Where `membarrier` is not available, under ThreadSanitizer, and with
+/// `SLUICE_LOCK_BIAS=0` in the environment, no lock is biased.
 ///
 /// Not recursive: locking it again on the thread that holds it deadlocks.
 @usableFromInline
@@ -60,10 +62,10 @@ package final class PosixLock: @unchecked Sendable {
     /// A lock; `biased`: with a bias towards the first thread that takes it.
     package init(biased: Bool = false) {
         bias = .allocate(capacity: 1)
-        bias.initialize(
-            to: biased
-                ? sluice_bias_t(owner: 0, in: 0, revoked: 0)
-                : sluice_bias_t(owner: UInt(bitPattern: -1), in: 0, revoked: 1))
+        // (also the process's one-time setup of the bias, here rather than
+        // on the lock's first use: see `sluice__bias_init`)
+        bias.initialize(to: sluice_bias_t())
+        sluice__bias_init(bias, biased)
         parkMutex = .allocate(capacity: 1)
         parkMutex.initialize(to: pthread_mutex_t())
         var rc = pthread_mutex_init(parkMutex, nil)
