@@ -15,25 +15,19 @@
  *  - with biasing on, the first user owns the bias and a second thread
  *    revokes it once, after which both take the word, and the count of
  *    increments made under the lock is exact. */
+#define TEST_NAME "test_bias"
+#include "support/check.h"
+
 #include "sluice_bias.h"
 
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define ROUNDS 20000
-
-static int failures;
-#define CHECK(cond)                                                                                                    \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
-            failures++;                                                                                                \
-        }                                                                                                              \
-    } while (0)
 
 /* The Swift lock's protocol (Lock.swift), with a pthread mutex as its word. */
 struct lock {
@@ -82,74 +76,75 @@ static void run_two(struct lock *l) {
     l->counter++;
     lock_give(l);
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, worker, l) == 0);
+    CHECK(pthread_create(&t, NULL, worker, l) == 0, "pthread_create");
     worker(l);
     pthread_join(t, NULL);
-    CHECK(l->counter == 2 * ROUNDS + 1);
+    CHECK(l->counter == 2 * ROUNDS + 1, "%llu increments counted", (unsigned long long)l->counter);
 }
 
-static int case_setup_at_init(void) {
-    CHECK(!sluice__bias_ready());
+/* A lock made unbiased: both threads take the word, every time, and nobody
+ * revokes (a revocation needs membarrier, which may be missing). */
+static void check_word_only(struct lock *l) {
+    CHECK(l->bias.owner == SLUICE_BIAS_NOBODY && l->bias.revoked == 1, "made unbiased");
+    run_two(l);
+    CHECK(l->revokes == 0, "%d revocations of an unbiased lock", l->revokes);
+    CHECK(l->by_word == 2 * ROUNDS + 1, "%llu entries by the word", (unsigned long long)l->by_word);
+}
+
+static void case_setup_at_init(void) {
+    CHECK(!sluice__bias_ready(), "the setup ran before any lock was made");
     struct lock l;
     lock_make(&l, true);
-    CHECK(sluice__bias_ready()); /* made, not yet used: the setup ran */
-    if (sluice__bias_available()) {
-        CHECK(l.bias.owner == 0 && l.bias.revoked == 0);
-    } else { /* (ThreadSanitizer, no membarrier): never biased */
-        CHECK(l.bias.owner == SLUICE_BIAS_NOBODY && l.bias.revoked == 1);
-    }
-    return failures;
+    CHECK(sluice__bias_ready(), "making a biased lock did not run the setup (left to its first use)");
+    if (sluice__bias_available())
+        CHECK(l.bias.owner == 0 && l.bias.revoked == 0, "a biased lock has no owner before its first use");
+    else /* (ThreadSanitizer, no membarrier): never biased */
+        CHECK(l.bias.owner == SLUICE_BIAS_NOBODY && l.bias.revoked == 1, "made unbiased where biasing is off");
 }
 
-static int case_unbiased(void) {
+static void case_unbiased(void) {
     struct lock l;
     lock_make(&l, false);
-    CHECK(l.bias.owner == SLUICE_BIAS_NOBODY && l.bias.revoked == 1);
-    run_two(&l);
-    CHECK(l.revokes == 0);
-    CHECK(l.by_word == 2 * ROUNDS + 1);
-    return failures;
+    check_word_only(&l);
 }
 
-static int case_turned_off(void) {
+static void case_turned_off(void) {
     setenv("SLUICE_LOCK_BIAS", "0", 1);
     struct lock l;
     lock_make(&l, true);
-    CHECK(!sluice__bias_available());
-    CHECK(l.bias.owner == SLUICE_BIAS_NOBODY && l.bias.revoked == 1);
-    run_two(&l);
-    CHECK(l.revokes == 0);
-    CHECK(l.by_word == 2 * ROUNDS + 1);
-    return failures;
+    CHECK(!sluice__bias_available(), "SLUICE_LOCK_BIAS=0 leaves biasing on");
+    check_word_only(&l);
 }
 
-static int case_biased(void) {
+static void case_biased(void) {
     struct lock l;
     lock_make(&l, true);
-    if (!sluice__bias_available()) return failures; /* nothing more to see here */
+    if (!sluice__bias_available()) return; /* nothing more to see here */
     lock_take(&l);
-    CHECK(l.bias.owner == sluice_bias_self() && l.bias.in == 1 && l.by_word == 0);
+    CHECK(l.bias.owner == sluice_bias_self() && l.bias.in == 1 && l.by_word == 0, "the first user owns the bias");
     l.counter++;
     lock_give(&l);
-    CHECK(l.bias.in == 0);
+    CHECK(l.bias.in == 0, "the owner is out");
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, worker, &l) == 0);
+    CHECK(pthread_create(&t, NULL, worker, &l) == 0, "pthread_create");
     worker(&l);
     pthread_join(t, NULL);
-    CHECK(l.counter == 2 * ROUNDS + 1);
-    CHECK(l.revokes == 1);
-    CHECK(l.bias.revoked == 1);
-    return failures;
+    CHECK(l.counter == 2 * ROUNDS + 1, "%llu increments counted", (unsigned long long)l.counter);
+    CHECK(l.revokes == 1 && l.bias.revoked == 1, "%d revocations, not one", l.revokes);
 }
 
-static int run_in_child(const char *name, int (*fn)(void)) {
+/* Each case in a child process: the setup is once per process. */
+static int run_in_child(const char *name, void (*fn)(void)) {
     fflush(stderr);
     pid_t pid = fork();
     if (pid < 0) {
         perror("fork");
         return 1;
     }
-    if (pid == 0) _exit(fn() ? 1 : 0);
+    if (pid == 0) {
+        fn();
+        _exit(0);
+    }
     int status = 0;
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "test_bias: case %s failed (status %d)\n", name, status);
