@@ -66,19 +66,13 @@ void sluice__bias_init(sluice_bias_t *b, bool biased) {
 }
 
 bool sluice__bias_claim(sluice_bias_t *b, uintptr_t self) {
-    pthread_once(&once, check_available);
+    /* (a lock has no owner, 0, only when sluice__bias_init() found biasing on) */
     uintptr_t none = 0;
-    if (!available || self == 0 || self == SLUICE_BIAS_NOBODY) {
-        /* never biased: later calls fail fast (an owner that is no thread) */
-        __atomic_compare_exchange_n(&b->owner, &none, SLUICE_BIAS_NOBODY, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-        return false;
-    }
     return __atomic_compare_exchange_n(&b->owner, &none, self, false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }
 
 void sluice__bias_revoke(sluice_bias_t *b) {
     __atomic_store_n(&b->revoked, 1, __ATOMIC_RELAXED);
-    if (!sluice__bias_available()) return; /* nobody can have entered by the bias: no claim succeeds */
 #if defined(__linux__) && defined(SYS_membarrier)
     /* Every thread of the process passes a full barrier: the owner's `in`
      * is visible now, or its next read of `revoked` sees it set. (Only a
