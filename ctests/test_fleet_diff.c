@@ -36,10 +36,12 @@ typedef struct op {
 static uint64_t pick(const uint64_t *v, size_t n) { return v[tf_next() % n]; }
 
 static void gen_policy(tf_model_t *m) {
-    static const uint64_t limits[] = { 1, 2, 3, 7, 10, 1000, 999999999989ull, 1000000000000ull };
+    /* (900000 and 2000003, and times of 19 and 20 digits: on both sides of the script's
+     * clock in doubles, fleet_script.c) */
+    static const uint64_t limits[] = { 1, 2, 3, 7, 10, 1000, 900000, 2000003, 999999999989ull, 1000000000000ull };
     static const uint64_t pers[] = { 1, 1000, 1000000, 1000000000, 7000000003ull, 1000000000000000000ull };
     memset(m, 0, sizeof *m);
-    m->limit = tf_next() % 4 == 0 ? tf_range(1, 1000000000000ull) : pick(limits, 8);
+    m->limit = tf_next() % 4 == 0 ? tf_range(1, 1000000000000ull) : pick(limits, sizeof limits / sizeof *limits);
     m->per = tf_next() % 4 == 0 ? tf_range(1, 1000000000000000000ull) : pick(pers, 6);
     switch (tf_next() % 4) {
     case 0: m->burst = 1; break;
@@ -58,7 +60,12 @@ static int gen_ops(const tf_model_t *m, op_t *ops, int n) {
     uint64_t T = m->per / m->limit + 1;
     tf_u128 bt128 = (tf_u128)m->burst * m->per / m->limit + 1;
     uint64_t bt = bt128 > 10000000000000000000ull ? 10000000000000000000ull : (uint64_t)bt128;
-    uint64_t t = tf_next() % 3 == 0 ? tf_range(0, 10000000000000000000ull) : tf_range(0, 1000000);
+    uint64_t t;
+    switch (tf_next() % 4) {
+    case 0: t = tf_range(0, 10000000000000000000ull); break;
+    case 1: t = 10000000000000000000ull - tf_range(1, 1000000000000ull); break; /* 19 digits, then 20 */
+    default: t = tf_range(0, 1000000); break;
+    }
     const uint64_t tmax = 14000000000000000000ull;
     uint64_t prev = t;
     for (int i = 0; i < n; i++) {

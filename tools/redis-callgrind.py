@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""redis-callgrind.py — counts the instructions Redis spends per fleet decision
+(docs/fleet.md, "Where the time goes").
+
+    tools/redis-callgrind.py [--batch N] [--keys K] [--runs R]
+
+Starts redis-server under callgrind on a free loopback port, collecting inside
+`evalShaCommand` only (the script's runs, with the command's own argument
+handling and reply), loads the rate script of Sources/CSluiceFleet/fleet_script.c
+(read from the C source, so the count is the working tree's), then sends R + 200
+runs of its batch form ('B': N calls of cost 1 in server time, 10 per second,
+burst 10) on keys drawn at random among K, one run at a time, and prints the
+instructions per decision. The first 200 runs give the keys state; all runs are
+counted, so use enough of them. A count does not depend on the machine's speed:
+compare two versions of the script with it, not with timings.
+
+Needs redis-server and valgrind.
+"""
+
+import argparse
+import ast
+import os
+import random
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def script_text():
+    """The Lua script: the C string literals of `script[]`, joined."""
+    src = open(os.path.join(ROOT, "Sources/CSluiceFleet/fleet_script.c")).read()
+    body = re.search(r"static const char script\[\] =(.*?);\n", src, re.S).group(1)
+    return "".join(ast.literal_eval('"' + lit + '"') for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', body))
+
+
+def command(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def read_reply(f):
+    """Reads one reply; returns it (nested lists, bytes, ints), raises on an error reply."""
+    line = f.readline()
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [read_reply(f) for _ in range(n)]
+    if kind == b"$":
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)[:-2]
+        return data
+    if kind == b":":
+        return int(rest)
+    if kind == b"+":
+        return rest
+    raise RuntimeError("redis: " + rest.decode(errors="replace"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=32, help="calls per script run (default 32)")
+    ap.add_argument("--keys", type=int, default=1000, help="keys drawn from (default 1000)")
+    ap.add_argument("--runs", type=int, default=300, help="runs after the 200 that warm up (default 300)")
+    args = ap.parse_args()
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        server = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand", "--callgrind-out-file=" + out,
+             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            conn = None
+            for _ in range(300):
+                try:
+                    conn = socket.create_connection(("127.0.0.1", port))
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            if conn is None:
+                sys.exit("redis-server under valgrind did not start")
+            f = conn.makefile("rb")
+            conn.sendall(command("SCRIPT", "LOAD", script_text()))
+            sha = read_reply(f)
+            cend = str((2**64 - 1) * 10)
+            rnd = random.Random(1)
+            for _ in range(200 + args.runs):
+                keys = ["k:%d" % rnd.randrange(args.keys) for _ in range(args.batch)]
+                argv = ["EVALSHA", sha, args.batch] + keys + ["B", "10", "10000000000", "1000", cend]
+                for _ in keys:
+                    argv += ["C", "", "1000000000"]
+                conn.sendall(command(*argv))
+                read_reply(f)
+            conn.sendall(command("SHUTDOWN", "NOSAVE"))
+            conn.close()
+            server.wait(timeout=60)
+        finally:
+            if server.poll() is None:
+                server.kill()
+        total = None
+        with open(out) as cg:
+            for line in cg:
+                if line.startswith(("summary:", "totals:")):
+                    total = int(line.split()[1])
+                    break
+    decisions = (200 + args.runs) * args.batch
+    print("%d instructions per decision (batch %d, %d keys, %d runs)" % (total // decisions, args.batch, args.keys,
+                                                                        200 + args.runs))
+
+
+if __name__ == "__main__":
+    main()
