@@ -2,17 +2,18 @@
 """redis-callgrind.py — counts the instructions Redis spends per fleet decision
 (docs/fleet.md, "Where the time goes").
 
-    tools/redis-callgrind.py [--batch N] [--keys K] [--runs R]
+    tools/redis-callgrind.py [--batch N] [--keys K] [--runs R] [--form U|B]
 
 Starts redis-server under callgrind on a free loopback port, collecting inside
 `evalShaCommand` only (the script's runs, with the command's own argument
 handling and reply), loads the rate script of Sources/CSluiceFleet/fleet_script.c
 (read from the C source, so the count is the working tree's), then sends R + 200
-runs of its batch form ('B': N calls of cost 1 in server time, 10 per second,
-burst 10) on keys drawn at random among K, one run at a time, and prints the
-instructions per decision. The first 200 runs give the keys state; all runs are
-counted, so use enough of them. A count does not depend on the machine's speed:
-compare two versions of the script with it, not with timings.
+runs of a batch (N calls of cost 1 in server time, 10 per second, burst 10: in
+the script's 'U' form, as the limiter sends such a batch, or its 'B' form, each
+call's arguments apart) on keys drawn at random among K, one run at a time, and
+prints the instructions per decision. The first 200 runs give the keys state;
+all runs are counted, so use enough of them. A count does not depend on the
+machine's speed: compare two versions of the script with it, not timings.
 
 Needs redis-server and valgrind.
 """
@@ -77,6 +78,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help="calls per script run (default 32)")
     ap.add_argument("--keys", type=int, default=1000, help="keys drawn from (default 1000)")
     ap.add_argument("--runs", type=int, default=300, help="runs after the 200 that warm up (default 300)")
+    ap.add_argument("--form", choices=("U", "B"), default="U", help="the script's batch form (default U)")
     args = ap.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,8 +104,8 @@ def main():
             rnd = random.Random(1)
             for _ in range(200 + args.runs):
                 keys = ["k:%d" % rnd.randrange(args.keys) for _ in range(args.batch)]
-                argv = ["EVALSHA", sha, args.batch] + keys + ["B", "10", "10000000000", "1000", cend]
-                for _ in keys:
+                argv = ["EVALSHA", sha, args.batch] + keys + [args.form, "10", "10000000000", "0", cend]
+                for _ in keys if args.form == "B" else keys[:1]:
                     argv += ["C", "", "1000000000"]
                 conn.sendall(command(*argv))
                 read_reply(f)
@@ -120,8 +122,8 @@ def main():
                     total = int(line.split()[1])
                     break
     decisions = (200 + args.runs) * args.batch
-    print("%d instructions per decision (batch %d, %d keys, %d runs)" % (total // decisions, args.batch, args.keys,
-                                                                        200 + args.runs))
+    print("%d instructions per decision (form %s, batch %d, %d keys, %d runs)" %
+          (total // decisions, args.form, args.batch, args.keys, 200 + args.runs))
 
 
 if __name__ == "__main__":

@@ -799,8 +799,9 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
     if (n == 0 || !rt->conn) return -1;
     bool eval = rt->eval;
     bool plans = reqs[0]->plans != NULL;
-    /* one quota: 5 arguments, then 3 per request; plans: 3, then per request
-     * 4 and at most a set of 8 quotas (1 + 5 * 8) */
+    /* one quota: 5 arguments, then 3 per request (3 in all in the 'U' form
+     * below); plans: 3, then per request 4 and at most a set of 8 quotas
+     * (1 + 5 * 8) */
     bool cross = f->cluster && n > 1;
     size_t argc = (plans ? 3 + n + 3 + 45 * n : 3 + n + 5 + 3 * n) + (cross ? 2 : 0);
     struct batch *b = malloc(sizeof *b + n * sizeof b->r[0]);
@@ -837,6 +838,13 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
         argv[k] = nkeys, lens[k++] = sluice__fleet_u128_str(n, nkeys);
     }
     for (size_t i = 0; i < n; i++) argv[k] = reqs[i]->data + reqs[i]->raw_len, lens[k++] = reqs[i]->rkey_len;
+    /* requests that share op, time and cost (every batch of calls of one cost in
+     * server time) name them once: the script's 'U' form, three arguments
+     * fewer per request for Redis to read */
+    bool uniform = !plans;
+    for (size_t i = 1; i < n && uniform; i++)
+        uniform = reqs[i]->op == reqs[0]->op && reqs[i]->cost == reqs[0]->cost &&
+                  (!f->cfg.manual_time || reqs[i]->now == reqs[0]->now);
     if (plans) {
         /* the plans seen, at the end of nums (aligned) */
         size_t at = (n * (72 + 8 * 160) + 64 + 7) & ~(size_t)7;
@@ -844,18 +852,19 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
         argc = k;
         goto send;
     }
-    argv[k] = "B", lens[k++] = 1;
+    argv[k] = uniform ? "U" : "B", lens[k++] = 1;
     argv[k] = f->limit_s, lens[k++] = strlen(f->limit_s);
     argv[k] = f->bper_s, lens[k++] = strlen(f->bper_s);
     argv[k] = f->extra_s, lens[k++] = strlen(f->extra_s);
     argv[k] = f->cend_s, lens[k++] = strlen(f->cend_s);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < (uniform ? 1 : n); i++) {
         const struct req *r = reqs[i];
         char *now_s = nums + 64 * i, *nper_s = now_s + 24;
         argv[k] = r->op == SLUICE_FLEET_QUOTA ? "Q" : "C", lens[k++] = 1;
         argv[k] = now_s, lens[k++] = f->cfg.manual_time ? sluice__fleet_u128_str(r->now, now_s) : 0;
         argv[k] = nper_s, lens[k++] = sluice__fleet_u128_str((fl_u128)r->cost * f->rate.per, nper_s);
     }
+    argc = k;
 send:;
     static const char *const asking[1] = { "ASKING" };
     static const size_t asking_len[1] = { 6 };
