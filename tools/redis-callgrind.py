@@ -2,7 +2,7 @@
 """redis-callgrind.py — counts the instructions Redis spends per fleet decision
 (docs/fleet.md, "Where the time goes").
 
-    tools/redis-callgrind.py [--batch N] [--keys K] [--runs R] [--form U|B]
+    tools/redis-callgrind.py [--batch N] [--keys K] [--runs R] [--form U|B] [--plans]
 
 Starts redis-server under callgrind on a free loopback port, collecting inside
 `evalShaCommand` only (the script's runs, with the command's own argument
@@ -10,7 +10,9 @@ handling and reply), loads the rate script of Sources/CSluiceFleet/fleet_script.
 (read from the C source, so the count is the working tree's), then sends R + 200
 runs of a batch (N calls of cost 1 in server time, 10 per second, burst 10: in
 the script's 'U' form, as the limiter sends such a batch, or its 'B' form, each
-call's arguments apart) on keys drawn at random among K, one run at a time, and
+call's arguments apart; with --plans, under a plan of three quotas, 10 a second,
+600 a minute and 36,000 an hour, in the 'V' or 'P' form) on keys drawn at
+random among K, one run at a time, and
 prints the instructions per decision. The first 200 runs give the keys state;
 all runs are counted, so use enough of them. A count does not depend on the
 machine's speed: compare two versions of the script with it, not timings.
@@ -79,6 +81,7 @@ def main():
     ap.add_argument("--keys", type=int, default=1000, help="keys drawn from (default 1000)")
     ap.add_argument("--runs", type=int, default=300, help="runs after the 200 that warm up (default 300)")
     ap.add_argument("--form", choices=("U", "B"), default="U", help="the script's batch form (default U)")
+    ap.add_argument("--plans", action="store_true", help="three quotas ('V' form, or 'P' with --form B)")
     args = ap.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,9 +107,18 @@ def main():
             rnd = random.Random(1)
             for _ in range(200 + args.runs):
                 keys = ["k:%d" % rnd.randrange(args.keys) for _ in range(args.batch)]
-                argv = ["EVALSHA", sha, args.batch] + keys + [args.form, "10", "10000000000", "0", cend]
-                for _ in keys if args.form == "B" else keys[:1]:
-                    argv += ["C", "", "1000000000"]
+                shared = args.form == "U"
+                if args.plans:
+                    argv = ["EVALSHA", sha, args.batch] + keys + ["V" if shared else "P", "0", "1", "3"]
+                    for name, limit, per in (("second", 10, 10**9), ("minute", 600, 60 * 10**9),
+                                             ("hour", 36000, 3600 * 10**9)):
+                        argv += [name, limit, per, limit * per, (2**64 - 1) * limit]
+                    for _ in keys[:1] if shared else keys:
+                        argv += ["C", "", "1", "1"]
+                else:
+                    argv = ["EVALSHA", sha, args.batch] + keys + [args.form, "10", "10000000000", "0", cend]
+                    for _ in keys[:1] if shared else keys:
+                        argv += ["C", "", "1000000000"]
                 conn.sendall(command(*argv))
                 read_reply(f)
             conn.sendall(command("SHUTDOWN", "NOSAVE"))
@@ -122,8 +134,9 @@ def main():
                     total = int(line.split()[1])
                     break
     decisions = (200 + args.runs) * args.batch
+    form = ("V" if args.form == "U" else "P") if args.plans else args.form
     print("%d instructions per decision (form %s, batch %d, %d keys, %d runs)" %
-          (total // decisions, args.form, args.batch, args.keys, 200 + args.runs))
+          (total // decisions, form, args.batch, args.keys, 200 + args.runs))
 
 
 if __name__ == "__main__":

@@ -747,13 +747,19 @@ struct route {
 
 /* The arguments of a script run under plans (the script's 'P' form) after
  * the keys: the quota sets of the requests' plans, each once, then each
- * request's op, time, set and cost. `nums` has room for 72 bytes per
- * request and 160 per quota. @return the count written at argv[k]. */
+ * request's op, time, set and cost (once when they all share them: 'V').
+ * `nums` has room for 72 bytes per request and 160 per quota. @return the
+ * count written at argv[k]. */
 static size_t plan_args(struct sluice_fleet *f, struct req *const *reqs, size_t n, const char **argv, size_t *lens,
                         size_t k, char *nums, const struct fplan **seen) {
     size_t k0 = k, nsets = 0;
     char *p = nums;
-    argv[k] = "P", lens[k++] = 1;
+    /* requests that share op, time, plan and cost name them once ('V') */
+    bool uniform = true;
+    for (size_t i = 1; i < n && uniform; i++)
+        uniform = reqs[i]->op == reqs[0]->op && reqs[i]->cost == reqs[0]->cost &&
+                  req_plan(reqs[i]) == req_plan(reqs[0]) && (!f->cfg.manual_time || reqs[i]->now == reqs[0]->now);
+    argv[k] = uniform ? "V" : "P", lens[k++] = 1;
     argv[k] = f->extra_s, lens[k++] = strlen(f->extra_s);
     size_t nsets_at = k++;
     for (size_t i = 0; i < n; i++) {
@@ -773,7 +779,7 @@ static size_t plan_args(struct sluice_fleet *f, struct req *const *reqs, size_t 
         }
     }
     argv[nsets_at] = p, lens[nsets_at] = sluice__fleet_u128_str(nsets, p), p += lens[nsets_at] + 1;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < (uniform ? 1 : n); i++) {
         const struct req *r = reqs[i];
         size_t s = 0;
         while (seen[s] != req_plan(r)) s++;
