@@ -747,18 +747,13 @@ struct route {
 
 /* The arguments of a script run under plans (the script's 'P' form) after
  * the keys: the quota sets of the requests' plans, each once, then each
- * request's op, time, set and cost (once when they all share them: 'V').
- * `nums` has room for 72 bytes per request and 160 per quota. @return the
- * count written at argv[k]. */
-static size_t plan_args(struct sluice_fleet *f, struct req *const *reqs, size_t n, const char **argv, size_t *lens,
-                        size_t k, char *nums, const struct fplan **seen) {
+ * request's op, time, set and cost (once when they all share them,
+ * `uniform`: 'V'). `nums` has room for 72 bytes per request and 160 per
+ * quota. @return the count written at argv[k]. */
+static size_t plan_args(struct sluice_fleet *f, struct req *const *reqs, size_t n, bool uniform, const char **argv,
+                        size_t *lens, size_t k, char *nums, const struct fplan **seen) {
     size_t k0 = k, nsets = 0;
     char *p = nums;
-    /* requests that share op, time, plan and cost name them once ('V') */
-    bool uniform = true;
-    for (size_t i = 1; i < n && uniform; i++)
-        uniform = reqs[i]->op == reqs[0]->op && reqs[i]->cost == reqs[0]->cost &&
-                  req_plan(reqs[i]) == req_plan(reqs[0]) && (!f->cfg.manual_time || reqs[i]->now == reqs[0]->now);
     argv[k] = uniform ? "V" : "P", lens[k++] = 1;
     argv[k] = f->extra_s, lens[k++] = strlen(f->extra_s);
     size_t nsets_at = k++;
@@ -844,17 +839,19 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
         argv[k] = nkeys, lens[k++] = sluice__fleet_u128_str(n, nkeys);
     }
     for (size_t i = 0; i < n; i++) argv[k] = reqs[i]->data + reqs[i]->raw_len, lens[k++] = reqs[i]->rkey_len;
-    /* requests that share op, time and cost (every batch of calls of one cost in
-     * server time) name them once: the script's 'U' form, three arguments
-     * fewer per request for Redis to read */
-    bool uniform = !plans;
+    /* requests that share op, time and cost, and their plan under plans (every
+     * batch of calls of one cost in server time), name them once: the script's
+     * 'U' and 'V' forms, three or four arguments fewer per request for Redis
+     * to read */
+    bool uniform = true;
     for (size_t i = 1; i < n && uniform; i++)
         uniform = reqs[i]->op == reqs[0]->op && reqs[i]->cost == reqs[0]->cost &&
+                  (!plans || req_plan(reqs[i]) == req_plan(reqs[0])) &&
                   (!f->cfg.manual_time || reqs[i]->now == reqs[0]->now);
     if (plans) {
         /* the plans seen, at the end of nums (aligned) */
         size_t at = (n * (72 + 8 * 160) + 64 + 7) & ~(size_t)7;
-        k += plan_args(f, reqs, n, argv, lens, k, nums, (const struct fplan **)(void *)(nums + at));
+        k += plan_args(f, reqs, n, uniform, argv, lens, k, nums, (const struct fplan **)(void *)(nums + at));
         argc = k;
         goto send;
     }
