@@ -82,6 +82,33 @@ struct LockAndSlotTests {
         #expect(lock.bias.pointee.in == 0)
         lock.unlock()
         #expect(lock.word.load(ordering: .relaxed) == 0)
+        let byBias = lock.lockTellingHow()
+        #expect(!byBias && lock.word.load(ordering: .relaxed) == 1, "told: by the word")
+        lock.unlock(byBias: byBias)
+        #expect(lock.word.load(ordering: .relaxed) == 0)
+    }
+
+    @Test("a biased lock tells its owner how it took it, and the told unlock gives back just that")
+    func biasedLockTellingHow() {
+        let lock = PosixLock(biased: true)
+        let first = lock.lockTellingHow()
+        #expect(first == sluice__bias_available(), "the owner is told: by the bias")
+        #expect(lock.word.load(ordering: .relaxed) == (first ? 0 : 1))
+        #expect(lock.bias.pointee.in == (first ? 1 : 0))
+        lock.unlock(byBias: first)
+        #expect(lock.bias.pointee.in == 0 && lock.word.load(ordering: .relaxed) == 0)
+        // Another thread: by the word, told so; its told unlock frees the word.
+        let told = Atomic<Int>(-1)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            let byBias = lock.lockTellingHow()
+            told.store(byBias ? 1 : 0, ordering: .relaxed)
+            lock.unlock(byBias: byBias)
+            done.signal()
+        }.start()
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(told.load(ordering: .relaxed) == 0)
+        #expect(lock.word.load(ordering: .relaxed) == 0)
     }
 
     @Test("a biased lock excludes while its bias is revoked under the owner's feet: no increment lost")
@@ -90,13 +117,21 @@ struct LockAndSlotTests {
             let lock = PosixLock(biased: true)
             var value = 0
             let started = Atomic<Int>(0)
-            /// A slow increment: two threads inside at once lose one.
-            func increment() {
-                lock.withLock {
-                    let seen = value
-                    for _ in 0..<200 { spin.add(1, ordering: .relaxed) }
-                    value = seen + 1
+            /// A slow increment: two threads inside at once lose one. Every
+            /// other one takes the lock told how, and gives it back so.
+            func increment(_ round: Int) {
+                if round & 1 == 0 {
+                    lock.withLock { slowIncrement() }
+                } else {
+                    let byBias = lock.lockTellingHow()
+                    slowIncrement()
+                    lock.unlock(byBias: byBias)
                 }
+            }
+            func slowIncrement() {
+                let seen = value
+                for _ in 0..<200 { spin.add(1, ordering: .relaxed) }
+                value = seen + 1
             }
             let spin = Atomic<Int>(0)
         }
@@ -108,12 +143,12 @@ struct LockAndSlotTests {
             DispatchQueue.concurrentPerform(iterations: others + 1) { i in
                 if i == 0 {
                     // the owner: takes the lock first, then keeps calling
-                    shared.increment()
+                    shared.increment(0)
                     shared.started.store(1, ordering: .releasing)
-                    for _ in 1..<rounds { shared.increment() }
+                    for round in 1..<rounds { shared.increment(round) }
                 } else {
                     while shared.started.load(ordering: .acquiring) == 0 {}
-                    for _ in 0..<rounds { shared.increment() }
+                    for round in 0..<rounds { shared.increment(round + i) }
                 }
             }
             #expect(shared.value == (others + 1) * rounds)

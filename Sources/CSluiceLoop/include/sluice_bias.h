@@ -108,13 +108,19 @@ static inline bool sluice_bias_enter(sluice_bias_t *b) {
     return true;
 }
 
+/** Gives the lock back, held by the bias: for a caller that kept
+ * sluice_bias_enter()'s true (it is the owner, and in). */
+static inline void sluice_bias_leave(sluice_bias_t *b) {
+    __atomic_store_n(&b->in, 0, __ATOMIC_RELEASE); /* the critical section before the exit */
+}
+
 /** Gives the lock back if the calling thread holds it by the bias. @return
  * false: it holds the lock word (give that back). */
 static inline bool sluice_bias_exit(sluice_bias_t *b) {
     if (__atomic_load_n(&b->owner, __ATOMIC_RELAXED) != sluice_bias_self() ||
         !__atomic_load_n(&b->in, __ATOMIC_RELAXED))
         return false;
-    __atomic_store_n(&b->in, 0, __ATOMIC_RELEASE); /* the critical section before the exit */
+    sluice_bias_leave(b);
     return true;
 }
 

@@ -442,7 +442,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     ) throws(LimiterError) -> sluice_decision_t {
         var decision = sluice_decision_t()
         let token = Self.token(of: value)
-        lock.lock()
+        let byBias = lock.lockTellingHow()
         guard let core = engine.pointee.core else {
             let rc = finishSubmit(
                 key, token: token, rc: LimiterError.closed.rawValue, kind: decision.kind, now: 0, engine)
@@ -456,7 +456,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         engine.pointee.collecting = false
         // count == 0 && rc == 0 && kind == SLUICE_SCHEDULED, in one test
         if (engine.pointee.count | Int(rc) | Int(decision.kind.rawValue ^ SLUICE_SCHEDULED.rawValue)) == 0 {
-            lock.unlock()
+            lock.unlock(byBias: byBias)
             return decision
         }
         if finishSubmit(key, token: token, rc: rc, kind: decision.kind, now: now, engine) < 0 {
@@ -555,7 +555,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         var decision = sluice_decision_t()
         let rc: Int32
         var mustDrain = false
-        lock.lock()
+        let byBias = lock.lockTellingHow()
         let token = hold(key, value)
         if let core = engine.pointee.core {
             let now = engine.pointee.clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
@@ -580,7 +580,7 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
             release(token)
             mustDrain = claimDrain()
         }
-        lock.unlock()
+        lock.unlock(byBias: byBias)
         if mustDrain { deliverOutbox() }
         if rc < 0 { throw LimiterError(rawValue: rc) }
         return decision
