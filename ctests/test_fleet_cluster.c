@@ -468,14 +468,15 @@ static void test_moved(void) {
     }
     migrate_key(slot, from, to, name, len);
     finish_move(slot, from, to);
-    long long before = cmdstat_calls(to, "evalsha") + cmdstat_calls(to, "eval");
+    long long before = cmdstat_calls(to, "evalsha") + cmdstat_calls(to, "eval") + cmdstat_calls(to, "fcall");
     for (int i = 0; i < 4; i++) {
         sluice_fleet_result_t r = call1(f, k, 7 * SEC);
         CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS, "after the move: source %d cause %d", r.source, r.cause);
         admitted += r.decision.kind == SLUICE_EMITTED;
     }
     CHECK(admitted == 3, "moved key: %d admitted, the burst is 3", admitted);
-    CHECK(cmdstat_calls(to, "evalsha") + cmdstat_calls(to, "eval") >= before + 4, "decided on the new node");
+    CHECK(cmdstat_calls(to, "evalsha") + cmdstat_calls(to, "eval") + cmdstat_calls(to, "fcall") >= before + 4,
+          "decided on the new node");
     CHECK(owner_of(slot) == to, "the slot is the new node's");
     sluice_fleet_free(f);
 }
@@ -636,6 +637,9 @@ static void test_cross_exact(bool plans) {
     CHECK(st.batches * 8 <= CALLS, "%llu script runs for %d calls: not batched", (unsigned long long)st.batches, CALLS);
     CHECK(sluice__fleet_elsewhere(f) == 0, "a stable cluster refused %llu batches",
           (unsigned long long)sluice__fleet_elsewhere(f));
+    long long fcalls = 0;
+    for (int i = 0; i < NODES; i++) fcalls += cmdstat_calls(i, "fcall");
+    CHECK(fcalls > 0, "no batch ran as FCALL (the library loaded on every primary, keys of many slots in a run)");
     fprintf(stderr, TEST_NAME ": %d calls on %d keys%s in %llu script runs, each answer the core's (%d admitted)\n",
             CALLS, KEYS, plans ? " under plans" : "", (unsigned long long)st.batches, admitted);
     sluice_limiter_free(core);

@@ -2,7 +2,7 @@
  * with the cause of their class, counted per class, and are not mistaken for
  * "Redis is unreachable", against real redis-servers:
  *   OOM (maxmemory 1, noeviction)  -> SLUICE_EOOM, oom_errors; connection kept
- *   NOPERM (ACL without evalsha)   -> SLUICE_ENOPERM, noperm_errors; kept
+ *   NOPERM (ACL without evalsha, eval and fcall) -> SLUICE_ENOPERM, noperm_errors; kept
  *   READONLY (a replica)           -> SLUICE_EREADONLY, readonly_errors; the
  *                                     connection is dropped and re-established
  *   NOAUTH (requirepass, no AUTH)  -> SLUICE_EAUTH, auth_errors; kept
@@ -67,6 +67,18 @@ static sluice_fleet_stats_t stats(sluice_fleet_t *f) {
     return s;
 }
 
+/* The calls of a command so far (INFO commandstats), 0 before the first. */
+static long long cmd_calls(int port, const char *name) {
+    redisReply *r = tf_cmd(port, "INFO commandstats");
+    CHECK(r && r->type == REDIS_REPLY_STRING, "INFO commandstats");
+    char want[64];
+    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
+    const char *at = strstr(r->str, want);
+    long long n = at ? atoll(at + strlen(want)) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
 /* Waits (at most 30 s) until the replica on `port` is synchronised. */
 static void wait_replica(int port) {
     redisContext *c = redisConnect("127.0.0.1", port);
@@ -108,10 +120,28 @@ int main(void) {
         tf_wait(base, &q);
         CHECK(q.res.source == SLUICE_FLEET_SOURCE_REDIS, "quota read under OOM: source %d cause %d", q.res.source,
               q.res.cause);
+        /* enough runs for the library's load to be tried again, under OOM:
+         * refused for now, not for good (FCALL comes back below) */
+        for (int i = 0; i < 70; i++) {
+            tf_box_t qi = { 0 };
+            CHECK(sluice_fleet_quota(f, sluice_key_u64(1), 1, SEC, tf_on_result, &qi) == 0, "quota");
+            tf_wait(base, &qi);
+            CHECK(qi.res.source == SLUICE_FLEET_SOURCE_REDIS, "quota read %d under OOM", i);
+        }
         command(redis.port, "CONFIG SET maxmemory 0");
         r = call(f);
         expect_redis(&r, "after OOM");
         CHECK(stats(f).connects == 1, "reconnected after OOM");
+        /* refused under OOM, FCALL gave way to EVALSHA; the library's load
+         * is tried again after 64 runs, and FCALL comes back */
+        for (int i = 0; i < 70; i++) {
+            r = call(f);
+            expect_redis(&r, "after OOM, by EVALSHA");
+        }
+        long long fcalls = cmd_calls(redis.port, "fcall");
+        r = call(f);
+        expect_redis(&r, "after OOM, FCALL again");
+        CHECK(cmd_calls(redis.port, "fcall") == fcalls + 1, "FCALL again after OOM");
         sluice_fleet_free(f);
     }
 
@@ -120,7 +150,7 @@ int main(void) {
         sluice_fleet_t *f = fleet(redis.port, "perm");
         sluice_fleet_result_t r = call(f);
         expect_redis(&r, "before ACL");
-        command(redis.port, "ACL SETUSER default -evalsha -eval");
+        command(redis.port, "ACL SETUSER default -evalsha -eval -fcall");
         r = call(f);
         expect_failure(&r, SLUICE_ENOPERM, "no evalsha");
         sluice_fleet_stats_t s = stats(f);
@@ -129,6 +159,24 @@ int main(void) {
         command(redis.port, "ACL SETUSER default +@all");
         r = call(f);
         expect_redis(&r, "after ACL");
+        sluice_fleet_free(f);
+    }
+
+    /* NOPERM for FCALL alone (a user who may load functions, not call them):
+     * that batch again by EVALSHA, and EVALSHA from then on */
+    {
+        sluice_fleet_t *f = fleet(redis.port, "nofcall");
+        sluice_fleet_result_t r = call(f);
+        expect_redis(&r, "first call");
+        r = call(f); /* by FCALL: the library's load was answered meanwhile */
+        expect_redis(&r, "before ACL");
+        command(redis.port, "ACL SETUSER default -fcall");
+        for (int i = 0; i < 3; i++) {
+            r = call(f);
+            expect_redis(&r, "without fcall");
+        }
+        CHECK(stats(f).noperm_errors == 0, "a refused FCALL counted as an error");
+        command(redis.port, "ACL SETUSER default +@all");
         sluice_fleet_free(f);
     }
 

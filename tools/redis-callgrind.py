@@ -2,7 +2,7 @@
 """redis-callgrind.py — counts the instructions Redis spends per fleet decision
 (docs/fleet.md, "Where the time goes").
 
-    tools/redis-callgrind.py [--batch N] [--keys K] [--runs R] [--form U|B] [--plans]
+    tools/redis-callgrind.py [--batch N] [--keys K] [--runs R] [--form U|B] [--plans] [--fcall]
 
 Starts redis-server under callgrind on a free loopback port, collecting inside
 `evalShaCommand` only (the script's runs, with the command's own argument
@@ -16,6 +16,8 @@ random among K, one run at a time, and
 prints the instructions per decision. The first 200 runs give the keys state;
 all runs are counted, so use enough of them. A count does not depend on the
 machine's speed: compare two versions of the script with it, not timings.
+With --fcall, the script is loaded as the function library the limiter loads
+on Redis 7 (FUNCTION LOAD) and run with FCALL, collecting inside `fcallCommand`.
 
 Needs redis-server and valgrind.
 """
@@ -34,11 +36,22 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def script_text():
-    """The Lua script: the C string literals of `script[]`, joined."""
+def literals(text):
+    """The C string literals in `text`, joined."""
+    return "".join(ast.literal_eval('"' + lit + '"') for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', text))
+
+
+def script_text(library=False):
+    """The Lua script as EVAL runs it (its C string literals, EVAL_HEAD and
+    EVAL_TAIL), or with `library` its body alone (what FUNCTION LOAD gets,
+    without the library's first and last lines)."""
     src = open(os.path.join(ROOT, "Sources/CSluiceFleet/fleet_script.c")).read()
-    body = re.search(r"static const char script\[\] =(.*?);\n", src, re.S).group(1)
-    return "".join(ast.literal_eval('"' + lit + '"') for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', body))
+    body = literals(re.search(r"static const char script\[\] = EVAL_HEAD(.*?) EVAL_TAIL;\n", src, re.S).group(1))
+    if library:
+        return body
+    head = literals(re.search(r"#define EVAL_HEAD (.*)\n", src).group(1))
+    tail = literals(re.search(r"#define EVAL_TAIL (.*)\n", src).group(1))
+    return head + body + tail
 
 
 def command(*args):
@@ -82,12 +95,14 @@ def main():
     ap.add_argument("--runs", type=int, default=300, help="runs after the 200 that warm up (default 300)")
     ap.add_argument("--form", choices=("U", "B"), default="U", help="the script's batch form (default U)")
     ap.add_argument("--plans", action="store_true", help="three quotas ('V' form, or 'P' with --form B)")
+    ap.add_argument("--fcall", action="store_true", help="as a function library (FUNCTION LOAD, FCALL)")
     args = ap.parse_args()
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         server = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--toggle-collect=evalShaCommand", "--callgrind-out-file=" + out,
+            ["valgrind", "--tool=callgrind", "--toggle-collect=" + ("fcallCommand" if args.fcall else "evalShaCommand"),
+             "--callgrind-out-file=" + out,
              "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -103,20 +118,29 @@ def main():
             f = conn.makefile("rb")
             conn.sendall(command("SCRIPT", "LOAD", script_text()))
             sha = read_reply(f)
+            call = ["EVALSHA", sha]
+            if args.fcall:
+                # the library as the limiter loads it (sluice__fleet_library)
+                name = "sluice_" + sha.decode()[:16]
+                lib = ("#!lua name=%s\n%sredis.register_function{function_name = '%s', callback = run, "
+                       "flags = {'allow-cross-slot-keys'}}\n" % (name, script_text(True), name))
+                conn.sendall(command("FUNCTION", "LOAD", lib))
+                read_reply(f)
+                call = ["FCALL", name]
             cend = str((2**64 - 1) * 10)
             rnd = random.Random(1)
             for _ in range(200 + args.runs):
                 keys = ["k:%d" % rnd.randrange(args.keys) for _ in range(args.batch)]
                 shared = args.form == "U"
                 if args.plans:
-                    argv = ["EVALSHA", sha, args.batch] + keys + ["V" if shared else "P", "0", "1", "3"]
+                    argv = call + [args.batch] + keys + ["V" if shared else "P", "0", "1", "3"]
                     for name, limit, per in (("second", 10, 10**9), ("minute", 600, 60 * 10**9),
                                              ("hour", 36000, 3600 * 10**9)):
                         argv += [name, limit, per, limit * per, (2**64 - 1) * limit]
                     for _ in keys[:1] if shared else keys:
                         argv += ["C", "", "1", "1"]
                 else:
-                    argv = ["EVALSHA", sha, args.batch] + keys + [args.form, "10", "10000000000", "0", cend]
+                    argv = call + [args.batch] + keys + [args.form, "10", "10000000000", "0", cend]
                     for _ in keys[:1] if shared else keys:
                         argv += ["C", "", "1000000000"]
                 conn.sendall(command(*argv))
@@ -135,8 +159,8 @@ def main():
                     break
     decisions = (200 + args.runs) * args.batch
     form = ("V" if args.form == "U" else "P") if args.plans else args.form
-    print("%d instructions per decision (form %s, batch %d, %d keys, %d runs)" %
-          (total // decisions, form, args.batch, args.keys, 200 + args.runs))
+    print("%d instructions per decision (form %s, batch %d, %d keys, %d runs%s)" %
+          (total // decisions, form, args.batch, args.keys, 200 + args.runs, ", FCALL" if args.fcall else ""))
 
 
 if __name__ == "__main__":

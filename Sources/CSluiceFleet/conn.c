@@ -93,6 +93,7 @@ struct sluice__conn {
 
     int err;
     char msg[320];
+    uint32_t mark; /* the owner's, for this server connection: 0 at each attempt */
 };
 
 static void start_attempt(struct sluice__conn *c);
@@ -569,6 +570,7 @@ static void begin_connect(struct sluice__conn *c) {
 
 /* An attempt: CONNECTING, bounded by the connect timeout. */
 static void start_attempt(struct sluice__conn *c) {
+    c->mark = 0; /* whatever the owner learnt of the last server */
     __atomic_store_n(&c->state, ST_CONNECTING, __ATOMIC_RELAXED);
     sluice__fleet_arm(c->timer, c->o.connect_timeout_ns);
     begin_connect(c);
@@ -792,6 +794,10 @@ bool sluice__conn_sendable(const sluice__conn_t *c) {
 
 /* Any thread may ask (sluice_fleet_connected): the loop thread stores the
  * state atomically (relaxed: a hint, ordering nothing else). */
+uint32_t sluice__conn_mark(const sluice__conn_t *c) { return c->mark; }
+
+void sluice__conn_set_mark(sluice__conn_t *c, uint32_t mark) { c->mark = mark; }
+
 bool sluice__conn_ready(const sluice__conn_t *c) {
     return c && __atomic_load_n(&c->state, __ATOMIC_RELAXED) == ST_READY;
 }

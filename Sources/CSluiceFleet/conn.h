@@ -146,6 +146,12 @@ SLUICE_FLEET_HIDDEN void sluice__conn_free(sluice__conn_t *c);
 /** Whether sluice__conn_send() accepts commands now (ready or being set up). */
 SLUICE_FLEET_HIDDEN bool sluice__conn_sendable(const sluice__conn_t *c);
 
+/** The owner's mark: what it learnt about the server of the current
+ *  connection (the fleet: whether its function library is loaded there).
+ *  0 at the start of every connection attempt; loop thread only. */
+SLUICE_FLEET_HIDDEN uint32_t sluice__conn_mark(const sluice__conn_t *c);
+SLUICE_FLEET_HIDDEN void sluice__conn_set_mark(sluice__conn_t *c, uint32_t mark);
+
 /** Whether the connection is ready (setup done). */
 SLUICE_FLEET_HIDDEN bool sluice__conn_ready(const sluice__conn_t *c);
 

@@ -43,6 +43,7 @@
 #include "cluster-slot.h"
 #include "cluster.h"
 #include "conn.h"
+#include "redis-script.h"
 #include "fleet-time.h"
 #include "fleet-internal.h"
 #include "loop-wait.h"
@@ -125,7 +126,7 @@ struct sluice_fleet {
     struct sluice__fleet_rate rate;
     char *prefix; /* encoded: "<N>:<E(prefix)>:" (fleet_key.c) */
     size_t prefix_len;
-    char sha[41];
+    sluice__script_t script; /* the rate script, as a library and for EVALSHA */
     char limit_s[40], bper_s[40], extra_s[24], cend_s[48];
 
     sluice__conn_t *conn;         /* keeps itself connected (conn.h) */
@@ -605,7 +606,7 @@ static void script_loaded(void *arg, redisReply *r, int err) {
         after_error_reply(f, f->conn, error_reply_code(f, r));
         return;
     }
-    if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, f->sha, 40) != 0) {
+    if (r->type != REDIS_REPLY_STRING || r->len != 40 || memcmp(r->str, f->script.sha, 40) != 0) {
         /* not Redis, or a Redis that names scripts otherwise: EVALSHA cannot work */
         STAT_INC(f, bad_replies);
         drop_connection(f, SLUICE_EPROTO);
@@ -625,7 +626,9 @@ static void note_error_of(struct sluice_fleet *f, const sluice__conn_t *c) {
 static void note_conn_error(struct sluice_fleet *f) { note_error_of(f, f->conn); }
 
 /* The connection's state changes (conn.h): on UP, the script is loaded first
- * (it goes out before the requests held while connecting). */
+ * (it goes out before the requests held while connecting): as a function
+ * library, and into the script cache for EVALSHA, which the batches use
+ * until the library's load is confirmed. */
 static void conn_event(void *owner, sluice__conn_event_t ev, int err) {
     struct sluice_fleet *f = owner;
     note_conn_error(f);
@@ -637,9 +640,7 @@ static void conn_event(void *owner, sluice__conn_event_t ev, int err) {
     evtimer_del(f->stall);
     if (ev == SLUICE__CONN_UP) {
         STAT_INC(f, connects);
-        const char *argv[3] = { "SCRIPT", "LOAD", sluice_fleet_script() };
-        size_t lens[3] = { 6, 4, sluice__fleet_script_len() };
-        if (sluice__conn_send(f->conn, 3, argv, lens, script_loaded, f) != 0) drop_connection(f, SLUICE_ENOMEM);
+        if (sluice__script_on_up(&f->script, f->conn, script_loaded, f) != 0) drop_connection(f, SLUICE_ENOMEM);
         return;
     }
     if (ev == SLUICE__CONN_DOWN) STAT_INC(f, disconnects);
@@ -667,9 +668,7 @@ static void cluster_event(void *owner, sluice__conn_t *c, sluice__conn_event_t e
     if (ev == SLUICE__CONN_DOWN) STAT_INC(f, disconnects);
     if (ev != SLUICE__CONN_UP) return;
     STAT_INC(f, connects);
-    const char *argv[3] = { "SCRIPT", "LOAD", sluice_fleet_script() };
-    size_t lens[3] = { 6, 4, sluice__fleet_script_len() };
-    if (sluice__conn_send(c, 3, argv, lens, node_script_loaded, f) != 0) drop_conn(c, SLUICE_ENOMEM);
+    if (sluice__script_on_up(&f->script, c, node_script_loaded, f) != 0) drop_conn(c, SLUICE_ENOMEM);
 }
 
 static void stall_cb(evutil_socket_t fd, short what, void *arg) {
@@ -729,6 +728,7 @@ struct batch {
     sluice__conn_t *conn; /* where it was sent */
     size_t n;
     bool evalled;       /* sent with EVAL after NOSCRIPT: not resent again */
+    bool fcalled;       /* sent with FCALL (the function library) */
     bool asking;        /* sent after ASKING (an ASK redirection) */
     bool cross;         /* keys named in ARGV, none declared (the script's 'K' form) */
     unsigned redirects; /* MOVED and ASK followed so far */
@@ -786,7 +786,8 @@ static size_t plan_args(struct sluice_fleet *f, struct req *const *reqs, size_t 
     return k - k0;
 }
 
-/* Sends reqs[0..n) as one EVALSHA (EVAL when rt->eval; after ASKING when
+/* Sends reqs[0..n) as one EVALSHA, or FCALL where the script's library is
+ * loaded (EVAL when rt->eval; after ASKING when
  * rt->asking) to rt->conn. Each request must hold one in_redis count, which
  * becomes the batch's. On a Redis Cluster, a batch of several requests
  * declares no key (a run that declares keys of two slots is refused with
@@ -821,15 +822,11 @@ static int send_batch(struct sluice_fleet *f, struct req *const *reqs, size_t n,
     b->asking = rt->asking;
     b->cross = cross;
     b->redirects = rt->redirects;
-    size_t k = 0;
     char nkeys[24];
-    if (eval) {
-        argv[k] = "EVAL", lens[k++] = 4;
-        argv[k] = sluice_fleet_script(), lens[k++] = sluice__fleet_script_len();
-    } else {
-        argv[k] = "EVALSHA", lens[k++] = 7;
-        argv[k] = f->sha, lens[k++] = 40;
-    }
+    /* FCALL where the library is loaded: a run then makes none of the
+     * script's functions (redis-script.h) */
+    b->fcalled = sluice__script_head(&f->script, rt->conn, eval, argv, lens);
+    size_t k = 2;
     char nargv[24];
     if (cross) {
         argv[k] = "0", lens[k++] = 1;
@@ -1326,12 +1323,18 @@ static void batch_reply_cb(void *arg, redisReply *rep, int err) {
         return;
     }
     alive(f);
+    int next = sluice__script_reply(&f->script, b->conn, b->fcalled, b->evalled, rep);
+    if (next == SLUICE_ENOMEM) drop_conn(b->conn, SLUICE_ENOMEM);
     if (rep->type == REDIS_REPLY_ERROR && split_cross(f, b, rep)) return;
     if (rep->type == REDIS_REPLY_ERROR && follow_redirect(f, b, rep)) return;
-    if (rep->type == REDIS_REPLY_ERROR && rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !b->evalled) {
-        /* the script cache was flushed: the same batch once more with EVAL */
-        STAT_INC(f, noscript);
-        struct route rt = { .conn = b->conn, .eval = true, .asking = b->asking, .redirects = b->redirects };
+    if (next == SLUICE__SCRIPT_AGAIN_EVAL || next == SLUICE__SCRIPT_AGAIN) {
+        /* the script lost (NOSCRIPT, or its function after FUNCTION FLUSH):
+         * the same batch once more with EVAL; FCALL refused (OOM, NOPERM):
+         * once more with EVALSHA */
+        if (next == SLUICE__SCRIPT_AGAIN_EVAL) STAT_INC(f, noscript);
+        struct route rt = {
+            .conn = b->conn, .eval = next == SLUICE__SCRIPT_AGAIN_EVAL, .asking = b->asking, .redirects = b->redirects
+        };
         resend(f, b, &rt, false);
         flush_batch(f, false);
         return;
@@ -1529,7 +1532,9 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     sluice__fleet_u128_str(f->rate.bper, f->bper_s);
     sluice__fleet_u128_str((fl_u128)UINT64_MAX * f->rate.limit, f->cend_s);
     sluice__fleet_u128_str(c->manual_time ? c->manual_ttl_extra_ms : 0, f->extra_s);
-    sluice__fleet_sha1_hex(sluice_fleet_script(), sluice__fleet_script_len(), f->sha);
+    size_t head, tail;
+    sluice__fleet_script_ends(&head, &tail);
+    sluice__script_init(&f->script, sluice_fleet_script(), sluice__fleet_script_len(), head, tail);
 
     /* the prefix as it opens every Redis name: "<N>:<E(prefix)>:" (fleet_key.c) */
     const char *pre = c->prefix_len ? c->prefix : "sluice";
@@ -1606,6 +1611,7 @@ fail:
     free(f->group);
     free(f->cache);
     free(f->prefix);
+    sluice__script_free(&f->script);
     free(f);
     return rc;
 }
@@ -1833,6 +1839,7 @@ static void free_on_loop(struct sluice_fleet *f) {
     free(f->batch);
     free(f->group);
     free(f->prefix);
+    sluice__script_free(&f->script);
     free(f);
 }
 

@@ -5,8 +5,10 @@
  * plans of several quotas (config.plans: see "Plans" below), to keys whose
  * state lives in Redis, so every process using the same Redis, key prefix and
  * policy draws from the same quota. Each decision is made atomically in Redis
- * by one Lua script (loaded once with SCRIPT LOAD, run with EVALSHA, with
- * EVAL as the fallback when the server answers NOSCRIPT). The script follows
+ * by one Lua script (loaded on each connection as a function library and run
+ * with FCALL on Redis 7; otherwise, and until that load is confirmed, loaded
+ * with SCRIPT LOAD and run with EVALSHA; EVAL when the server answers
+ * NOSCRIPT or "Function not found"; docs/fleet.md, "Script"). The script follows
  * the local rate semantics exactly, weighted calls and the quota peek included,
  * in exact integer arithmetic over decimal strings (Lua numbers are doubles),
  * so a trace gives the same decisions on Redis as on the local core.
@@ -21,7 +23,7 @@
  * much sooner. In manual-time mode (config.manual_time) the caller passes its
  * own time with each call: for traces and tests.
  *
- * Batches. Calls and quota reads are sent in batches: one EVALSHA decides up
+ * Batches. Calls and quota reads are sent in batches: one script run decides up
  * to config.max_batch of them, in order, exactly as the same requests one by
  * one (a key may appear twice), at one reading of the server's clock. A
  * request waits for a batch only while two batches await their reply, so at
@@ -183,7 +185,7 @@ typedef struct sluice_fleet_config {
     uint64_t cache_ttl_ns;                /**< how long a cache entry is trusted; 0 = 1 s */
     uint64_t manual_ttl_extra_ms;         /**< manual time: added to each key's Redis expiry (trace
                                        time is not Redis time); 0 = 10 minutes */
-    size_t max_batch;                     /**< most calls and quota reads decided by one EVALSHA
+    size_t max_batch;                     /**< most calls and quota reads decided by one script run
                                        (sent together, decided in order; see "Batches");
                                        0 = 32; 1 = one key per command (a Redis Cluster:
                                        per node) */
@@ -384,7 +386,7 @@ typedef struct sluice_fleet_stats {
     uint64_t connects, disconnects;               /**< connections established / lost */
     uint64_t in_flight;                           /**< requests waiting for Redis now */
     uint64_t closed;                              /**< requests answered with SLUICE_ECLOSED */
-    uint64_t batches;                             /**< script runs sent (EVALSHA, or EVAL after NOSCRIPT),
+    uint64_t batches;                             /**< script runs sent (FCALL or EVALSHA, or EVAL after NOSCRIPT),
                                               each deciding up to max_batch calls and quota reads */
     /* Redis's answers that refused something. The error replies are counted
      * by class (one per refused command: a script run, SCRIPT LOAD or DEL);
@@ -439,7 +441,9 @@ SLUICE_EXTERN int sluice_fleet_last_error(sluice_fleet_t *fleet, char *msg, size
  * quota read), -1 the key holds a value that is not Sluice state (that key
  * alone fails and is left unchanged). The script checks every argument and
  * reads every key before it writes anything, so an error reply means that
- * nothing was written.
+ * nothing was written. This is the form EVAL and EVALSHA run; the limiter
+ * loads the same definitions as a function library on Redis 7 (FUNCTION
+ * LOAD; docs/fleet.md, "Script").
  *
  * @return a static NUL-terminated string.
  */
