@@ -66,9 +66,8 @@ static void library_loaded(void *arg, redisReply *r, int err) {
     if (!r) return; /* dropped: the next connection loads it again */
     sluice__conn_t *c = arg;
     uint32_t mark = sluice__conn_mark(c) & (MARK_FCALL | MARK_NEVER); /* not loading, no tries */
-    if (r->type == REDIS_REPLY_STRING ||
-        (r->type == REDIS_REPLY_ERROR && r->len >= 4 && memcmp(r->str, "ERR ", 4) == 0 &&
-         strstr(r->str, " already exists") != NULL))
+    if (r->type == REDIS_REPLY_STRING || (r->type == REDIS_REPLY_ERROR && r->len >= 4 &&
+                                          memcmp(r->str, "ERR ", 4) == 0 && strstr(r->str, " already exists") != NULL))
         mark |= MARK_FCALL;
     else if (r->type != REDIS_REPLY_ERROR || !passing_refusal(r))
         mark |= MARK_NEVER;

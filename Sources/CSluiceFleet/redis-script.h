@@ -40,10 +40,10 @@
 typedef struct sluice__script {
     const char *text; /**< the EVAL form (static) */
     size_t len;
-    char sha[41];                               /**< its SHA-1, for EVALSHA */
-    char *lib;                                  /**< the library form (malloc'd; not NUL-terminated), or NULL */
-    size_t lib_len;                             /**< its length */
-    char fname[SLUICE__SCRIPT_FNAME_LEN + 1];   /**< the library's name and its function's */
+    char sha[41];                             /**< its SHA-1, for EVALSHA */
+    char *lib;                                /**< the library form (malloc'd; not NUL-terminated), or NULL */
+    size_t lib_len;                           /**< its length */
+    char fname[SLUICE__SCRIPT_FNAME_LEN + 1]; /**< the library's name and its function's */
 } sluice__script_t;
 
 /** Makes both forms of the EVAL form `text` (`len` bytes, static), whose first
@@ -70,7 +70,7 @@ SLUICE_FLEET_HIDDEN bool sluice__script_head(const sluice__script_t *s, const sl
 
 /** What to do with a run's reply. */
 typedef enum sluice__script_next {
-    SLUICE__SCRIPT_DONE = 0,      /**< a result or an error of the run itself: answer it */
+    SLUICE__SCRIPT_DONE = 0,       /**< a result or an error of the run itself: answer it */
     SLUICE__SCRIPT_AGAIN_EVAL = 1, /**< the server lost the script (NOSCRIPT, or the
                                         function after FUNCTION FLUSH): send the run
                                         again with EVAL (once) */

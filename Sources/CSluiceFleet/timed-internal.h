@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "redis-script.h"
 #include "cluster.h"
 #include "conn.h"
 #include "fleet-internal.h"
@@ -36,10 +37,10 @@ struct sluice_fleet_timed {
     sluice__sentinel_t *sentinel;
     sluice__cluster_t *cluster; /* Redis Cluster (else NULL) */
     struct event *tick;
-    char sha[41];
-    char policy[96]; /* ARGV[3] */
-    char lease[24];  /* ARGV[4] */
-    char keep[24];   /* ARGV[5] */
+    sluice__script_t script; /* the script, as a library and for EVALSHA (redis-script.h) */
+    char policy[96];         /* ARGV[3] */
+    char lease[24];          /* ARGV[4] */
+    char keep[24];           /* ARGV[5] */
     uint32_t partitions;
     char **pname; /* each partition's name "{...}" */
     size_t *pname_len;
@@ -84,6 +85,10 @@ SLUICE_FLEET_HIDDEN int sluice__timed_on_loop(struct sluice_fleet_timed *t,
 
 /** Bytes of the script (without the NUL). */
 SLUICE_FLEET_HIDDEN size_t sluice__timed_script_len(void);
+
+/** The lengths of the script's EVAL head and tail (redis-script.h): the
+ *  bytes of sluice_fleet_timed_script() that are not its library's body. */
+SLUICE_FLEET_HIDDEN void sluice__timed_script_ends(size_t *head, size_t *tail);
 
 struct redisReply;
 

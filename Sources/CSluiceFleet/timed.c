@@ -1,8 +1,9 @@
 /*
  * timed.c — the fleet's throttle, audit and debounce (sluice_fleet_timed.h).
  *
- * Every operation is one EVALSHA of the script (timed_script.c, whose header
- * is the protocol) on the connection of its partition: the one connection of
+ * Every operation is one run of the script (timed_script.c, whose header is
+ * the protocol: FCALL where its function library is loaded, else EVALSHA;
+ * redis-script.h) on the connection of its partition: the one connection of
  * a single node or of a Sentinel-discovered primary, or, under Redis Cluster,
  * the connection of the node serving the partition's slot. An operation keeps
  * its command, so that it can be sent again: with EVAL after NOSCRIPT, to the
@@ -54,6 +55,7 @@ struct op {
     bool answered; /* its callback ran (timed out): a late reply is only freed */
     bool in_redis; /* a reply or NULL is still to come from a connection */
     bool evalled;  /* sent with EVAL after NOSCRIPT */
+    bool fcalled;  /* sent with FCALL */
     unsigned redirects;
     sluice__conn_t *conn;
     uint64_t gen; /* ack, release: the delivery's */
@@ -239,8 +241,12 @@ static void send_on(struct op *o, sluice__conn_t *c, bool asking) {
         static const size_t ask_len[1] = { 6 };
         (void)sluice__conn_send(c, 1, ask, ask_len, on_asking, NULL);
     }
-    if (c)
-        rc = sluice__conn_send(c, o->argc, o->xargv ? o->xargv : o->argv, o->xlens ? o->xlens : o->lens, on_reply, o);
+    if (c) {
+        const char **av = o->xargv ? o->xargv : o->argv;
+        size_t *al = o->xlens ? o->xlens : o->lens;
+        o->fcalled = sluice__script_head(&o->t->script, c, o->evalled, av, al);
+        rc = sluice__conn_send(c, o->argc, av, al, on_reply, o);
+    }
     if (rc == 0) {
         o->in_redis = true;
         return;
@@ -256,7 +262,7 @@ static void send_op(struct op *o) {
     send_on(o, c, false);
 }
 
-/* Builds an operation: EVALSHA sha nkeys P [P:s] op now policy lease keep
+/* Builds an operation: EVALSHA sha (or FCALL name) nkeys P [P:s] op now policy lease keep
  * extra... with `extra` copied. */
 static struct op *op_new(struct sluice_fleet_timed *t, sluice_fleet_timed_op_t kind, uint32_t partition,
                          const char *opcode, uint64_t now, bool states, int nextra, const char *const *extra,
@@ -279,8 +285,7 @@ static struct op *op_new(struct sluice_fleet_timed *t, sluice_fleet_timed_op_t k
     o->buf = buf;
     o->deadline = mono_ns() + t->timeout_ns;
     int k = 0;
-    o->argv[k] = "EVALSHA", o->lens[k++] = 7;
-    o->argv[k] = t->sha, o->lens[k++] = 40;
+    k += 2; /* FCALL, EVALSHA or EVAL: set when sent (send_on) */
     o->argv[k] = states ? "2" : "1", o->lens[k++] = 1;
     o->argv[k] = t->pname[partition], o->lens[k++] = t->pname_len[partition];
     char *p = buf;
@@ -333,7 +338,7 @@ static bool is_key_op(const struct op *o) {
 
 /* A batch of the `n` calls at the head of the queue (manual time: of one
  * instant), or of `n` acknowledgements; or NULL (no memory: they stay
- * queued). Its command: EVALSHA sha 2 P P:s B now policy lease keep n
+ * queued). Its command: EVALSHA sha (or FCALL name) 2 P P:s B now policy lease keep n
  * (key value)..., or EVALSHA sha 1 P K now policy lease keep n
  * (gen attempt)...: the members' head, then their last two arguments. */
 static struct op *make_batch(struct sluice_fleet_timed *t, uint32_t p, struct op *const *calls, size_t n) {
@@ -655,14 +660,15 @@ static void on_reply(void *arg, redisReply *rep, int err) {
         answer_status(o, t->freeing ? SLUICE_ECLOSED : err ? err : SLUICE_ENOTCONN);
         return;
     }
+    int next = sluice__script_reply(&t->script, o->conn, o->fcalled, o->evalled, rep);
+    if (next == SLUICE_ENOMEM) sluice__conn_drop(o->conn, SLUICE_ENOMEM);
     if (rep->type == REDIS_REPLY_ERROR) {
         if (follow_redirect(o, rep)) return;
-        if (rep->len >= 8 && memcmp(rep->str, "NOSCRIPT", 8) == 0 && !o->evalled) {
-            o->evalled = true;
-            const char **av = o->xargv ? o->xargv : o->argv;
-            size_t *al = o->xlens ? o->xlens : o->lens;
-            av[0] = "EVAL", al[0] = 4;
-            av[1] = sluice_fleet_timed_script(), al[1] = sluice__timed_script_len();
+        if (next == SLUICE__SCRIPT_AGAIN_EVAL || next == SLUICE__SCRIPT_AGAIN) {
+            /* the script lost (NOSCRIPT, or its function after FUNCTION
+             * FLUSH): once more with EVAL; FCALL refused (OOM, NOPERM): once
+             * more with EVALSHA */
+            if (next == SLUICE__SCRIPT_AGAIN_EVAL) o->evalled = true;
             send_on(o, o->conn, false);
             return;
         }
@@ -806,11 +812,28 @@ int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, 
 
 /* ------------------------------------------------------------------ life */
 
-static void cluster_event(void *owner, sluice__conn_t *c, sluice__conn_event_t ev, int err) {
-    (void)owner;
-    (void)c;
-    (void)ev;
+/* The reply to SCRIPT LOAD: nothing to do (a run that meets NOSCRIPT or a
+ * refusal is answered so). */
+static void script_loaded(void *arg, redisReply *rep, int err) {
+    (void)arg;
+    (void)rep;
     (void)err;
+}
+
+/* A connection (the one, or a cluster node's) is up: the script is loaded
+ * there first, as a function library and for EVALSHA (redis-script.h). */
+static void cluster_event(void *owner, sluice__conn_t *c, sluice__conn_event_t ev, int err) {
+    (void)err;
+    struct sluice_fleet_timed *t = owner;
+    if (ev == SLUICE__CONN_UP && sluice__script_on_up(&t->script, c, script_loaded, NULL) != 0)
+        sluice__conn_drop(c, SLUICE_ENOMEM);
+}
+
+/* The one connection's state changes (a single node, a Unix socket or a
+ * Sentinel-discovered primary): as a cluster node's. */
+static void conn_event(void *owner, sluice__conn_event_t ev, int err) {
+    struct sluice_fleet_timed *t = owner;
+    if (t->conn) cluster_event(owner, t->conn, ev, err);
 }
 
 static int open_link(struct sluice_fleet_timed *t, const char *url_text, bool *cluster) {
@@ -821,6 +844,8 @@ static int open_link(struct sluice_fleet_timed *t, const char *url_text, bool *c
     sluice__conn_opts_t o;
     memset(&o, 0, sizeof o);
     o.connect_timeout_ns = t->timeout_ns > 1000 * MS ? t->timeout_ns : 1000 * MS;
+    o.on_event = conn_event;
+    o.owner = t;
     *cluster = url.topology == SLUICE__REDIS_CLUSTER;
     rc = sluice__topology_open(t->base, &url, &o, cluster_event, t, &t->conn, &t->sentinel, &t->cluster, why,
                                sizeof why);
@@ -870,7 +895,9 @@ int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
     t->max_value = c->max_value ? c->max_value : 64 * 1024;
     t->manual = c->manual_time;
     t->timeout_ns = c->timeout_ns ? c->timeout_ns : 1000 * MS;
-    sluice__fleet_sha1_hex(sluice_fleet_timed_script(), sluice__timed_script_len(), t->sha);
+    size_t head, tail;
+    sluice__timed_script_ends(&head, &tail);
+    sluice__script_init(&t->script, sluice_fleet_timed_script(), sluice__timed_script_len(), head, tail);
     bool cluster = false;
     pthread_mutex_init(&t->mu, NULL);
     t->tick = event_new(base, -1, EV_PERSIST, on_tick, t);
@@ -879,6 +906,7 @@ int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
         if (t->tick) event_free(t->tick);
         if (t->wake) event_free(t->wake);
         pthread_mutex_destroy(&t->mu);
+        sluice__script_free(&t->script);
         free(t);
         return SLUICE_ENOMEM;
     }
@@ -1008,5 +1036,6 @@ static void free_on_loop(struct sluice_fleet_timed *t) {
     free(t->pname_len);
     free(t->pslot);
     free(t->queues);
+    sluice__script_free(&t->script);
     free(t);
 }
