@@ -440,17 +440,6 @@ static void finish_move(unsigned slot, int from, int to) {
         ok_reply(tf_cmd(node[i].port, "CLUSTER SETSLOT %u NODE %s", slot, to_id), "SETSLOT NODE");
 }
 
-static long long cmdstat_calls(int i, const char *name) {
-    redisReply *r = tf_cmd(node[i].port, "INFO commandstats");
-    CHECK(r && r->type == REDIS_REPLY_STRING, "INFO");
-    char want[64];
-    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
-    const char *at = strstr(r->str, want);
-    long long n = at ? atoll(at + strlen(want)) : 0;
-    freeReplyObject(r);
-    return n;
-}
-
 /* A slot moved while calls go on: MOVED is followed, the key's state moved
  * with it (nothing over-admitted), every answer Redis's. */
 static void test_moved(void) {
@@ -468,14 +457,17 @@ static void test_moved(void) {
     }
     migrate_key(slot, from, to, name, len);
     finish_move(slot, from, to);
-    long long before = cmdstat_calls(to, "evalsha") + cmdstat_calls(to, "eval") + cmdstat_calls(to, "fcall");
+    long long before = tf_cmd_calls(node[to].port, "evalsha") + tf_cmd_calls(node[to].port, "eval") +
+                       tf_cmd_calls(node[to].port, "fcall");
     for (int i = 0; i < 4; i++) {
         sluice_fleet_result_t r = call1(f, k, 7 * SEC);
         CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS, "after the move: source %d cause %d", r.source, r.cause);
         admitted += r.decision.kind == SLUICE_EMITTED;
     }
     CHECK(admitted == 3, "moved key: %d admitted, the burst is 3", admitted);
-    CHECK(cmdstat_calls(to, "evalsha") + cmdstat_calls(to, "eval") + cmdstat_calls(to, "fcall") >= before + 4,
+    CHECK(tf_cmd_calls(node[to].port, "evalsha") + tf_cmd_calls(node[to].port, "eval") +
+                  tf_cmd_calls(node[to].port, "fcall") >=
+              before + 4,
           "decided on the new node");
     CHECK(owner_of(slot) == to, "the slot is the new node's");
     sluice_fleet_free(f);
@@ -638,7 +630,7 @@ static void test_cross_exact(bool plans) {
     CHECK(sluice__fleet_elsewhere(f) == 0, "a stable cluster refused %llu batches",
           (unsigned long long)sluice__fleet_elsewhere(f));
     long long fcalls = 0;
-    for (int i = 0; i < NODES; i++) fcalls += cmdstat_calls(i, "fcall");
+    for (int i = 0; i < NODES; i++) fcalls += tf_cmd_calls(node[i].port, "fcall");
     CHECK(fcalls > 0, "no batch ran as FCALL (the library loaded on every primary, keys of many slots in a run)");
     fprintf(stderr, TEST_NAME ": %d calls on %d keys%s in %llu script runs, each answer the core's (%d admitted)\n",
             CALLS, KEYS, plans ? " under plans" : "", (unsigned long long)st.batches, admitted);
@@ -768,7 +760,7 @@ static void test_ask(void) {
     sluice_fleet_result_t r = call1(f, k, 9 * SEC);
     CHECK(r.source == SLUICE_FLEET_SOURCE_REDIS && r.decision.kind == SLUICE_EMITTED, "before the migration");
     migrate_key(slot, from, to, name, len);
-    long long asking = cmdstat_calls(to, "asking");
+    long long asking = tf_cmd_calls(node[to].port, "asking");
     int admitted = 1;
     for (int i = 0; i < 3; i++) {
         r = call1(f, k, 9 * SEC);
@@ -776,7 +768,7 @@ static void test_ask(void) {
         admitted += r.decision.kind == SLUICE_EMITTED;
     }
     CHECK(admitted == 3, "migrating key: %d admitted, the burst is 3", admitted);
-    CHECK(cmdstat_calls(to, "asking") >= asking + 3, "each call asked the target (ASKING)");
+    CHECK(tf_cmd_calls(node[to].port, "asking") >= asking + 3, "each call asked the target (ASKING)");
     CHECK(owner_of(slot) == from, "the slot is still the source's");
     finish_move(slot, from, to);
     sluice_fleet_free(f);
@@ -819,7 +811,7 @@ static void test_clusterdown(void) {
  * a second, and no more often than its period allows. */
 static long long slots_reads(void) {
     long long n = 0;
-    for (int i = 0; i < NODES; i++) n += cmdstat_calls(i, "cluster|slots");
+    for (int i = 0; i < NODES; i++) n += tf_cmd_calls(node[i].port, "cluster|slots");
     return n;
 }
 

@@ -67,18 +67,6 @@ static sluice_fleet_stats_t stats(sluice_fleet_t *f) {
     return s;
 }
 
-/* The calls of a command so far (INFO commandstats), 0 before the first. */
-static long long cmd_calls(int port, const char *name) {
-    redisReply *r = tf_cmd(port, "INFO commandstats");
-    CHECK(r && r->type == REDIS_REPLY_STRING, "INFO commandstats");
-    char want[64];
-    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
-    const char *at = strstr(r->str, want);
-    long long n = at ? atoll(at + strlen(want)) : 0;
-    freeReplyObject(r);
-    return n;
-}
-
 /* Waits (at most 30 s) until the replica on `port` is synchronised. */
 static void wait_replica(int port) {
     redisContext *c = redisConnect("127.0.0.1", port);
@@ -138,10 +126,10 @@ int main(void) {
             r = call(f);
             expect_redis(&r, "after OOM, by EVALSHA");
         }
-        long long fcalls = cmd_calls(redis.port, "fcall");
+        long long fcalls = tf_cmd_calls(redis.port, "fcall");
         r = call(f);
         expect_redis(&r, "after OOM, FCALL again");
-        CHECK(cmd_calls(redis.port, "fcall") == fcalls + 1, "FCALL again after OOM");
+        CHECK(tf_cmd_calls(redis.port, "fcall") == fcalls + 1, "FCALL again after OOM");
         sluice_fleet_free(f);
     }
 

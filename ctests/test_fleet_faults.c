@@ -31,18 +31,6 @@
 
 static struct event_base *base;
 
-/* The calls of a command so far (INFO commandstats), 0 before the first. */
-static long long cmd_calls(int port, const char *name) {
-    redisReply *r = tf_cmd(port, "INFO commandstats");
-    CHECK(r && r->type == REDIS_REPLY_STRING, "INFO commandstats");
-    char want[64];
-    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
-    const char *at = strstr(r->str, want);
-    long long n = at ? atoll(at + strlen(want)) : 0;
-    freeReplyObject(r);
-    return n;
-}
-
 static sluice_fleet_t *fleet(int port, const char *prefix, sluice_fleet_failure_t fail, bool manual, uint64_t timeout) {
     sluice_fleet_config_t c;
     memset(&c, 0, sizeof c);
@@ -296,20 +284,20 @@ int main(void) {
      * the library loaded again */
     f = fleet(redis.port, "fn", SLUICE_FLEET_FAIL_CLOSED, false, REPLY_TIMEOUT);
     volley(f, 1, 0, REPLY_TIMEOUT, counts, NULL, "first");
-    long long fcalls = cmd_calls(redis.port, "fcall");
+    long long fcalls = tf_cmd_calls(redis.port, "fcall");
     volley(f, 3, 0, REPLY_TIMEOUT, counts, NULL, "library loaded");
     CHECK(counts[SLUICE_FLEET_SOURCE_REDIS] == 3, "library loaded: Redis answers");
-    CHECK(cmd_calls(redis.port, "fcall") >= fcalls + 1, "decided by FCALL once the library is loaded");
+    CHECK(tf_cmd_calls(redis.port, "fcall") >= fcalls + 1, "decided by FCALL once the library is loaded");
     CHECK(test_redis_command(redis.port, "FUNCTION FLUSH", NULL, 0) == 0, "FUNCTION FLUSH");
     CHECK(test_redis_command(redis.port, "SCRIPT FLUSH", NULL, 0) == 0, "SCRIPT FLUSH");
     volley(f, 3, 0, REPLY_TIMEOUT, counts, NULL, "after FUNCTION FLUSH");
     CHECK(counts[SLUICE_FLEET_SOURCE_REDIS] == 3, "after FUNCTION FLUSH: Redis answers");
     sluice_fleet_stats(f, &st);
     CHECK(st.noscript >= 1, "the missing function counted as NOSCRIPT");
-    fcalls = cmd_calls(redis.port, "fcall");
+    fcalls = tf_cmd_calls(redis.port, "fcall");
     volley(f, 3, 0, REPLY_TIMEOUT, counts, NULL, "library loaded again");
     CHECK(counts[SLUICE_FLEET_SOURCE_REDIS] == 3, "library loaded again: Redis answers");
-    CHECK(cmd_calls(redis.port, "fcall") >= fcalls + 1, "FCALL again once the library is back");
+    CHECK(tf_cmd_calls(redis.port, "fcall") >= fcalls + 1, "FCALL again once the library is back");
     redisReply *libs = tf_cmd(redis.port, "FUNCTION LIST");
     CHECK(libs && libs->type == REDIS_REPLY_ARRAY && libs->elements == 1, "the library loaded again");
     freeReplyObject(libs);
@@ -319,8 +307,8 @@ int main(void) {
      * the script re-sent with EVAL */
     CHECK(test_redis_command(redis.port, "ACL SETUSER default -function", NULL, 0) == 0, "ACL -function");
     f = fleet(redis.port, "ns", SLUICE_FLEET_FAIL_CLOSED, false, REPLY_TIMEOUT);
-    fcalls = cmd_calls(redis.port, "fcall");
-    long long shas = cmd_calls(redis.port, "evalsha");
+    fcalls = tf_cmd_calls(redis.port, "fcall");
+    long long shas = tf_cmd_calls(redis.port, "evalsha");
     volley(f, 1, 0, REPLY_TIMEOUT, counts, NULL, "before flush");
     CHECK(counts[SLUICE_FLEET_SOURCE_REDIS] == 1, "before flush");
     CHECK(test_redis_command(redis.port, "SCRIPT FLUSH", NULL, 0) == 0, "SCRIPT FLUSH");
@@ -328,7 +316,7 @@ int main(void) {
     CHECK(counts[SLUICE_FLEET_SOURCE_REDIS] == 3, "after flush: Redis answers");
     sluice_fleet_stats(f, &st);
     CHECK(st.noscript >= 1, "NOSCRIPT counted");
-    CHECK(cmd_calls(redis.port, "fcall") == fcalls && cmd_calls(redis.port, "evalsha") >= shas + 1,
+    CHECK(tf_cmd_calls(redis.port, "fcall") == fcalls && tf_cmd_calls(redis.port, "evalsha") >= shas + 1,
           "without FUNCTION, EVALSHA alone");
     sluice_fleet_free(f);
     CHECK(test_redis_command(redis.port, "ACL SETUSER default +@all", NULL, 0) == 0, "ACL +@all");

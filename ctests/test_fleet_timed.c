@@ -485,26 +485,14 @@ static void test_expiry(int port) {
     redisFree(r);
 }
 
-/* The calls of a command so far (INFO commandstats), 0 before the first. */
-static long long cmd_calls(int port, const char *name) {
-    redisReply *r = tf_cmd(port, "INFO commandstats");
-    CHECK(r && r->type == REDIS_REPLY_STRING, "INFO commandstats");
-    char want[64];
-    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
-    const char *at = strstr(r->str, want);
-    long long n = at ? atoll(at + strlen(want)) : 0;
-    freeReplyObject(r);
-    return n;
-}
-
 /* The script runs as a function library (FCALL) where Redis allows it, and
  * a FUNCTION FLUSH is survived: that run again with EVAL, the library loaded
  * again, FCALL again. */
 static void test_functions(int port) {
-    long long fcalls = cmd_calls(port, "fcall");
+    long long fcalls = tf_cmd_calls(port, "fcall");
     box_t b = call(T, "fn", "v1", 5000 * MS);
     CHECK(b.res.status == 0 && b.res.decision.kind == SLUICE_SCHEDULED, "a call by FCALL");
-    CHECK(cmd_calls(port, "fcall") == fcalls + 1, "the call ran as FCALL");
+    CHECK(tf_cmd_calls(port, "fcall") == fcalls + 1, "the call ran as FCALL");
     redisReply *r = tf_cmd(port, "FUNCTION FLUSH");
     freeReplyObject(r);
     r = tf_cmd(port, "SCRIPT FLUSH");
@@ -515,9 +503,9 @@ static void test_functions(int port) {
     r = tf_cmd(port, "FUNCTION LIST");
     CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1, "the library loaded again");
     freeReplyObject(r);
-    fcalls = cmd_calls(port, "fcall");
+    fcalls = tf_cmd_calls(port, "fcall");
     b = call(T, "fn", "v3", 5020 * MS);
-    CHECK(b.res.status == 0 && cmd_calls(port, "fcall") == fcalls + 1, "FCALL again");
+    CHECK(b.res.status == 0 && tf_cmd_calls(port, "fcall") == fcalls + 1, "FCALL again");
 }
 
 /* A user with exactly the commands docs/fleet.md lists ("ACL") can use the limiter. */

@@ -172,6 +172,19 @@ __attribute__((unused)) static redisReply *tf_cmd(int port, const char *fmt, ...
     return r;
 }
 
+/* The calls of command `name` on the server on `port` so far (INFO
+ * commandstats's cmdstat_NAME:calls=), 0 before the first. */
+__attribute__((unused)) static long long tf_cmd_calls(int port, const char *name) {
+    redisReply *r = tf_cmd(port, "INFO commandstats");
+    CHECK(r && r->type == REDIS_REPLY_STRING, "INFO commandstats on port %d", port);
+    char want[64];
+    snprintf(want, sizeof want, "cmdstat_%s:calls=", name);
+    const char *at = strstr(r->str, want);
+    long long n = at ? atoll(at + strlen(want)) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
 /* Runs a shell command; returns its standard output (free it) and its
  * wait status. */
 __attribute__((unused)) static char *tf_run(const char *command, int *status) {

@@ -120,7 +120,7 @@ def main():
             sha = read_reply(f)
             call = ["EVALSHA", sha]
             if args.fcall:
-                # the library as the limiter loads it (sluice__fleet_library)
+                # the library as the limiter loads it (sluice__script_init, redis-script.c)
                 name = "sluice_" + sha.decode()[:16]
                 lib = ("#!lua name=%s\n%sredis.register_function{function_name = '%s', callback = run, "
                        "flags = {'allow-cross-slot-keys'}}\n" % (name, script_text(True), name))
