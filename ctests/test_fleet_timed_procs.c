@@ -11,7 +11,8 @@
  *  1. No fault: every emission is delivered exactly once (attempt 1), never
  *     before its deadline.
  *  2. Faults: one worker is killed (SIGKILL) while its handler holds
- *     deliveries, another is paused (SIGSTOP) past the lease. Every emission
+ *     deliveries, another is paused (SIGSTOP), at a moment its handler holds
+ *     one, past the lease. Every emission
  *     is delivered at least once; a redelivery keeps its generation with a
  *     later attempt; the paused worker's late acknowledgements are refused
  *     (SLUICE_ELEASE, logged by its handler's acknowledgement callback).
@@ -28,6 +29,7 @@
 #include "test_fleet_util.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,7 +154,13 @@ static void run_submitter(unsigned id, int seconds) {
 
 /* ---- a worker process: its handler holds each delivery 30 ms, then acks */
 
+/* held[i]: the deliveries worker i's handler holds now (not yet acknowledged),
+ * in memory shared with the parent, which pauses a worker only while it holds
+ * one (stop_holding()). */
+static int *held;
+
 typedef struct worker {
+    unsigned id;
     sluice_fleet_timed_t *t;
     struct event_base *base;
     FILE *log;
@@ -178,11 +186,13 @@ static void ack_later(evutil_socket_t fd, short what, void *arg) {
     (void)what;
     held_t *h = arg;
     event_free(h->timer);
+    __atomic_fetch_sub(&held[h->w->id], 1, __ATOMIC_RELEASE);
     if (sluice_fleet_timed_ack(h->w->t, &h->d, on_acked, h) != 0) _exit(3);
 }
 
 static void handle(void *user, const sluice_fleet_delivery_t *d) {
     worker_t *w = user;
+    __atomic_fetch_add(&held[w->id], 1, __ATOMIC_RELEASE);
     fprintf(w->log, "D %.*s %.*s %llu %u %llu %llu\n", (int)d->key.len, (const char *)d->key.bytes, (int)d->value_len,
             (const char *)d->value, (unsigned long long)d->generation, d->attempt, (unsigned long long)d->at,
             (unsigned long long)real_ns());
@@ -214,6 +224,7 @@ static void run_worker(unsigned id) {
     struct event_base *base = event_base_new();
     worker_t w;
     memset(&w, 0, sizeof w);
+    w.id = id;
     w.base = base;
     w.t = open_limiter(base);
     char path[256];
@@ -444,6 +455,22 @@ static int named_primary(void) {
     return port;
 }
 
+/* Pauses worker `i` (SIGSTOP) at a moment its handler holds a delivery, so
+ * that its acknowledgement comes after the lease: stopped, and let go again
+ * while it holds none, until it does (within 20 s). */
+static void stop_holding(pid_t pid, unsigned i) {
+    uint64_t end = tf_mono() + 20000 * MS;
+    for (;;) {
+        CHECK(kill(pid, SIGSTOP) == 0, "SIGSTOP");
+        int st = 0;
+        CHECK(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st), "worker %u did not stop", i);
+        if (__atomic_load_n(&held[i], __ATOMIC_ACQUIRE) > 0) return;
+        CHECK(kill(pid, SIGCONT) == 0, "SIGCONT");
+        CHECK(tf_mono() < end, "worker %u held no delivery within 20 s", i);
+        sleep_ms(3);
+    }
+}
+
 static void run(const char *name, int seconds, enum mode mode) {
     bool faults = mode != CLEAN;
     snprintf(prefix, sizeof prefix, "procs-%s-%ld", name, (long)getpid());
@@ -452,6 +479,7 @@ static void run(const char *name, int seconds, enum mode mode) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", logdir, logdir);
     CHECK(system(cmd) == 0, "mkdir %s", logdir);
     pid_t workers[3], subs[2];
+    memset(held, 0, 3 * sizeof *held); /* (a worker of the last run may have stopped holding some) */
     for (unsigned i = 0; i < 3; i++) workers[i] = spawn(worker_entry, i, 0);
     for (unsigned i = 0; i < 2; i++) subs[i] = spawn(submitter_entry, i, seconds);
     uint64_t t_kill = 0, t_named = 0;
@@ -475,7 +503,7 @@ static void run(const char *name, int seconds, enum mode mode) {
         sleep_ms(seconds * 1000 / 3);
         kill(workers[2], SIGKILL); /* mid-handler: it always holds deliveries for 30 ms */
         sleep_ms(seconds * 1000 / 3);
-        kill(workers[1], SIGSTOP); /* past the lease: its deliveries go to worker 0 */
+        stop_holding(workers[1], 1); /* past the lease: its deliveries go to worker 0 */
         sleep_ms((int)(LEASE / MS) * 5 / 2);
         kill(workers[1], SIGCONT);
     }
@@ -548,6 +576,8 @@ static void run_failover(int seconds) {
 
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
+    held = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(held != MAP_FAILED, "mmap");
     test_redis_t redis;
     tf_start_redis(&redis);
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", redis.port);
