@@ -42,15 +42,17 @@ def literals(text):
 
 
 def script_text(library=False):
-    """The Lua script as EVAL runs it (its C string literals, EVAL_HEAD and
-    EVAL_TAIL), or with `library` its body alone (what FUNCTION LOAD gets,
-    without the library's first and last lines)."""
+    """The Lua script as EVAL runs it (its C string literals between
+    redis-script.h's EVAL head and tail), or with `library` its body alone
+    (what FUNCTION LOAD gets, without the library's first and last lines)."""
     src = open(os.path.join(ROOT, "Sources/CSluiceFleet/fleet_script.c")).read()
-    body = literals(re.search(r"static const char script\[\] = EVAL_HEAD(.*?) EVAL_TAIL;\n", src, re.S).group(1))
+    pattern = r"static const char script\[\] = SLUICE__SCRIPT_EVAL_HEAD(.*?) SLUICE__SCRIPT_EVAL_TAIL;\n"
+    body = literals(re.search(pattern, src, re.S).group(1))
     if library:
         return body
-    head = literals(re.search(r"#define EVAL_HEAD (.*)\n", src).group(1))
-    tail = literals(re.search(r"#define EVAL_TAIL (.*)\n", src).group(1))
+    hdr = open(os.path.join(ROOT, "Sources/CSluiceFleet/redis-script.h")).read()
+    head = literals(re.search(r"#define SLUICE__SCRIPT_EVAL_HEAD (.*)\n", hdr).group(1))
+    tail = literals(re.search(r"#define SLUICE__SCRIPT_EVAL_TAIL (.*)\n", hdr).group(1))
     return head + body + tail
 
 

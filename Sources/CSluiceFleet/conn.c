@@ -792,12 +792,12 @@ bool sluice__conn_sendable(const sluice__conn_t *c) {
     return c && (c->state == ST_READY || c->state == ST_CONNECTING || c->state == ST_SETUP);
 }
 
-/* Any thread may ask (sluice_fleet_connected): the loop thread stores the
- * state atomically (relaxed: a hint, ordering nothing else). */
 uint32_t sluice__conn_mark(const sluice__conn_t *c) { return c->mark; }
 
 void sluice__conn_set_mark(sluice__conn_t *c, uint32_t mark) { c->mark = mark; }
 
+/* Any thread may ask (sluice_fleet_connected): the loop thread stores the
+ * state atomically (relaxed: a hint, ordering nothing else). */
 bool sluice__conn_ready(const sluice__conn_t *c) {
     return c && __atomic_load_n(&c->state, __ATOMIC_RELAXED) == ST_READY;
 }

@@ -18,10 +18,6 @@ typedef unsigned __int128 fl_u128;
 /** Bytes of the script (without the NUL). */
 SLUICE_FLEET_HIDDEN size_t sluice__fleet_script_len(void);
 
-/** The lengths of the script's EVAL head and tail (redis-script.h): the
- *  bytes of sluice_fleet_script() that are not its library's body. */
-SLUICE_FLEET_HIDDEN void sluice__fleet_script_ends(size_t *head, size_t *tail);
-
 /** SHA-1 of `data` as 40 lowercase hex digits and a NUL (the script's EVALSHA name). */
 SLUICE_FLEET_HIDDEN void sluice__fleet_sha1_hex(const void *data, size_t len, char out[41]);
 

@@ -647,14 +647,6 @@ static void conn_event(void *owner, sluice__conn_event_t ev, int err) {
     flush_batch(f, false); /* requests held for a batch: answered now */
 }
 
-/* The reply to a cluster node's SCRIPT LOAD: nothing to do (if it failed,
- * the node's EVALSHAs get NOSCRIPT or the same error, and are handled so). */
-static void node_script_loaded(void *arg, redisReply *r, int err) {
-    (void)arg;
-    (void)r;
-    (void)err;
-}
-
 /* A cluster node's connection changes state (cluster.h). On UP the script is
  * loaded there first, as on the one connection: without it, a node's first
  * EVALSHAs would get NOSCRIPT and be sent again after the requests behind
@@ -668,7 +660,9 @@ static void cluster_event(void *owner, sluice__conn_t *c, sluice__conn_event_t e
     if (ev == SLUICE__CONN_DOWN) STAT_INC(f, disconnects);
     if (ev != SLUICE__CONN_UP) return;
     STAT_INC(f, connects);
-    if (sluice__script_on_up(&f->script, c, node_script_loaded, f) != 0) drop_conn(c, SLUICE_ENOMEM);
+    /* (the SCRIPT LOAD's reply unread: if it failed, the node's EVALSHAs get
+     * NOSCRIPT or the same error, and are handled so) */
+    if (sluice__script_on_up(&f->script, c, NULL, NULL) != 0) drop_conn(c, SLUICE_ENOMEM);
 }
 
 static void stall_cb(evutil_socket_t fd, short what, void *arg) {
@@ -1532,9 +1526,7 @@ int sluice_fleet_new(sluice_fleet_t **out, struct event_base *base, const sluice
     sluice__fleet_u128_str(f->rate.bper, f->bper_s);
     sluice__fleet_u128_str((fl_u128)UINT64_MAX * f->rate.limit, f->cend_s);
     sluice__fleet_u128_str(c->manual_time ? c->manual_ttl_extra_ms : 0, f->extra_s);
-    size_t head, tail;
-    sluice__fleet_script_ends(&head, &tail);
-    sluice__script_init(&f->script, sluice_fleet_script(), sluice__fleet_script_len(), head, tail);
+    sluice__script_init(&f->script, sluice_fleet_script(), sluice__fleet_script_len());
 
     /* the prefix as it opens every Redis name: "<N>:<E(prefix)>:" (fleet_key.c) */
     const char *pre = c->prefix_len ? c->prefix : "sluice";

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fleet-internal.h"
+#include "redis-script.h"
 
 /* The script's two forms share its definitions and run() (below):
  *  - EVAL/EVALSHA: the chunk defines everything, then calls run() once with
@@ -15,12 +16,10 @@
  *  - a function library (FUNCTION LOAD, then FCALL): the chunk runs once, at
  *    load, and registers run() (redis-script.h), so a call makes no closure:
  *    every EVALSHA makes each of the chunk's ~30 functions anew.
- * EVAL_HEAD and EVAL_TAIL are the EVAL form's own first and last lines. */
-#define EVAL_HEAD "local KEYS_, ARGV_ = KEYS, ARGV\n"
-#define EVAL_TAIL "return run(KEYS_, ARGV_)\n"
+ * The head and tail of the EVAL form are redis-script.h's. */
 
 /* The script, one C string literal per Lua line. */
-static const char script[] = EVAL_HEAD
+static const char script[] = SLUICE__SCRIPT_EVAL_HEAD
     "-- sluice fleet: GCRA rate decisions, atomically.\n"
     "-- Times are ns scaled by the policy's limit (T = per/limit becomes the integer per),\n"
     "-- kept as decimal strings and computed exactly with base-1e7 limbs: Lua numbers are\n"
@@ -980,16 +979,11 @@ static const char script[] = EVAL_HEAD
     "  if err then return err end\n"
     "  local a, t, tat = decide(P, KEYS[1], ARGV[1], ARGV[2], ARGV[4])\n"
     "  return {a, t, tat}\n"
-    "end\n" EVAL_TAIL;
+    "end\n" SLUICE__SCRIPT_EVAL_TAIL;
 
 const char *sluice_fleet_script(void) { return script; }
 
 size_t sluice__fleet_script_len(void) { return sizeof script - 1; }
-
-void sluice__fleet_script_ends(size_t *head, size_t *tail) {
-    *head = sizeof EVAL_HEAD - 1;
-    *tail = sizeof EVAL_TAIL - 1;
-}
 
 /* ------------------------------------------------------------------ SHA-1 (FIPS 180-4) */
 

@@ -20,7 +20,8 @@
 #define MARK_TRIES 256u
 #define RELOAD_AFTER 64u
 
-void sluice__script_init(sluice__script_t *s, const char *text, size_t len, size_t head_len, size_t tail_len) {
+void sluice__script_init(sluice__script_t *s, const char *text, size_t len) {
+    size_t head_len = sizeof SLUICE__SCRIPT_EVAL_HEAD - 1, tail_len = sizeof SLUICE__SCRIPT_EVAL_TAIL - 1;
     memset(s, 0, sizeof *s);
     s->text = text;
     s->len = len;
@@ -87,12 +88,20 @@ static int load_library(const sluice__script_t *s, sluice__conn_t *c) {
     return rc;
 }
 
+/* The reply to a SCRIPT LOAD that nobody reads (a run that meets NOSCRIPT,
+ * or an error, is answered so). */
+static void ignore_reply(void *arg, redisReply *r, int err) {
+    (void)arg;
+    (void)r;
+    (void)err;
+}
+
 int sluice__script_on_up(sluice__script_t *s, sluice__conn_t *c, sluice__conn_reply_fn loaded, void *arg) {
     int rc = load_library(s, c);
     if (rc) return rc;
     const char *argv[3] = { "SCRIPT", "LOAD", s->text };
     size_t lens[3] = { 6, 4, s->len };
-    return sluice__conn_send(c, 3, argv, lens, loaded, arg);
+    return sluice__conn_send(c, 3, argv, lens, loaded ? loaded : ignore_reply, arg);
 }
 
 bool sluice__script_head(const sluice__script_t *s, const sluice__conn_t *c, bool eval, const char **argv,

@@ -33,6 +33,13 @@
 #include "conn.h"
 #include "fleet-internal.h"
 
+/** A script's EVAL form is SLUICE__SCRIPT_EVAL_HEAD, its body (the
+ *  definitions and run), then SLUICE__SCRIPT_EVAL_TAIL: the head keeps the
+ *  run's KEYS and ARGV before the body's locals of those names hide them,
+ *  the tail calls run once with them. */
+#define SLUICE__SCRIPT_EVAL_HEAD "local KEYS_, ARGV_ = KEYS, ARGV\n"
+#define SLUICE__SCRIPT_EVAL_TAIL "return run(KEYS_, ARGV_)\n"
+
 /** Length of a library's name, which is its function's: "sluice_" and 16 hex digits. */
 #define SLUICE__SCRIPT_FNAME_LEN 23
 
@@ -46,19 +53,19 @@ typedef struct sluice__script {
     char fname[SLUICE__SCRIPT_FNAME_LEN + 1]; /**< the library's name and its function's */
 } sluice__script_t;
 
-/** Makes both forms of the EVAL form `text` (`len` bytes, static), whose first
- *  `head_len` and last `tail_len` bytes are the EVAL form's own. Out of
- *  memory, the library is left out (lib NULL: EVALSHA only). */
-SLUICE_FLEET_HIDDEN void sluice__script_init(sluice__script_t *s, const char *text, size_t len, size_t head_len,
-                                             size_t tail_len);
+/** Makes both forms of the EVAL form `text` (`len` bytes, static: the EVAL
+ *  head, the body, the EVAL tail). Out of memory, the library is left out
+ *  (lib NULL: EVALSHA only). */
+SLUICE_FLEET_HIDDEN void sluice__script_init(sluice__script_t *s, const char *text, size_t len);
 
 /** Frees the library form. */
 SLUICE_FLEET_HIDDEN void sluice__script_free(sluice__script_t *s);
 
-/** On a connection's UP: sends FUNCTION LOAD of the library, then SCRIPT LOAD,
- *  whose reply goes to `loaded(arg, ...)` (for EVALSHA until the library
- *  is confirmed, and wherever it is refused). @return 0 or an error of
- *  sluice__conn_send() (the owner drops the connection). */
+/** On a connection's UP: sends FUNCTION LOAD of the library, then SCRIPT LOAD
+ *  (for EVALSHA until the library is confirmed, and wherever it is
+ *  refused), whose reply goes to `loaded(arg, ...)`, or nowhere when
+ *  `loaded` is NULL. @return 0 or an error of sluice__conn_send() (the owner
+ *  drops the connection). */
 SLUICE_FLEET_HIDDEN int sluice__script_on_up(sluice__script_t *s, sluice__conn_t *c, sluice__conn_reply_fn loaded,
                                              void *arg);
 

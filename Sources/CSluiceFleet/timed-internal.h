@@ -86,10 +86,6 @@ SLUICE_FLEET_HIDDEN int sluice__timed_on_loop(struct sluice_fleet_timed *t,
 /** Bytes of the script (without the NUL). */
 SLUICE_FLEET_HIDDEN size_t sluice__timed_script_len(void);
 
-/** The lengths of the script's EVAL head and tail (redis-script.h): the
- *  bytes of sluice_fleet_timed_script() that are not its library's body. */
-SLUICE_FLEET_HIDDEN void sluice__timed_script_ends(size_t *head, size_t *tail);
-
 struct redisReply;
 
 /** Reads one acknowledgement's or release's value `e`: *res->had true when

@@ -812,20 +812,12 @@ int sluice_fleet_timed_close(sluice_fleet_timed_t *t, sluice_close_mode_t mode, 
 
 /* ------------------------------------------------------------------ life */
 
-/* The reply to SCRIPT LOAD: nothing to do (a run that meets NOSCRIPT or a
- * refusal is answered so). */
-static void script_loaded(void *arg, redisReply *rep, int err) {
-    (void)arg;
-    (void)rep;
-    (void)err;
-}
-
 /* A connection (the one, or a cluster node's) is up: the script is loaded
  * there first, as a function library and for EVALSHA (redis-script.h). */
 static void cluster_event(void *owner, sluice__conn_t *c, sluice__conn_event_t ev, int err) {
     (void)err;
     struct sluice_fleet_timed *t = owner;
-    if (ev == SLUICE__CONN_UP && sluice__script_on_up(&t->script, c, script_loaded, NULL) != 0)
+    if (ev == SLUICE__CONN_UP && sluice__script_on_up(&t->script, c, NULL, NULL) != 0)
         sluice__conn_drop(c, SLUICE_ENOMEM);
 }
 
@@ -895,9 +887,7 @@ int sluice_fleet_timed_new(sluice_fleet_timed_t **out, struct event_base *base,
     t->max_value = c->max_value ? c->max_value : 64 * 1024;
     t->manual = c->manual_time;
     t->timeout_ns = c->timeout_ns ? c->timeout_ns : 1000 * MS;
-    size_t head, tail;
-    sluice__timed_script_ends(&head, &tail);
-    sluice__script_init(&t->script, sluice_fleet_timed_script(), sluice__timed_script_len(), head, tail);
+    sluice__script_init(&t->script, sluice_fleet_timed_script(), sluice__timed_script_len());
     bool cluster = false;
     pthread_mutex_init(&t->mu, NULL);
     t->tick = event_new(base, -1, EV_PERSIST, on_tick, t);

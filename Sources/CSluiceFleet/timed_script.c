@@ -8,13 +8,11 @@
 #include "timed-internal.h"
 
 /* As the rate script (fleet_script.c), its definitions and run() serve two
- * forms: EVAL_HEAD and EVAL_TAIL are the EVAL form's own first and last
- * lines; the rest is a function library's body (redis-script.h). */
-#define EVAL_HEAD "local KEYS_, ARGV_ = KEYS, ARGV\n"
-#define EVAL_TAIL "return run(KEYS_, ARGV_)\n"
+ * forms: with the EVAL head and tail of redis-script.h, and alone as a
+ * function library's body. */
 
 /* The script, one C string literal per Lua line. */
-static const char script[] = EVAL_HEAD
+static const char script[] = SLUICE__SCRIPT_EVAL_HEAD
     "-- sluice fleet: throttle, audit and debounce of docs/semantics.md, atomically.\n"
     "-- KEYS[1] is a partition's name P (\"{...}\"). Its keys:\n"
     "--   P..':d'       the due index (zset: member a limiter key, score its deadline in us\n"
@@ -786,13 +784,8 @@ static const char script[] = EVAL_HEAD
     "    return op_close()\n"
     "  end\n"
     "  return redis.error_reply('ERR sluice: unknown operation')\n"
-    "end\n" EVAL_TAIL;
+    "end\n" SLUICE__SCRIPT_EVAL_TAIL;
 
 const char *sluice_fleet_timed_script(void) { return script; }
 
 size_t sluice__timed_script_len(void) { return sizeof script - 1; }
-
-void sluice__timed_script_ends(size_t *head, size_t *tail) {
-    *head = sizeof EVAL_HEAD - 1;
-    *tail = sizeof EVAL_TAIL - 1;
-}
