@@ -538,6 +538,62 @@ static void long_miss(void) {
            n);
 }
 
+/* The same through sluice_limiter_submit_u64() under emit_only, whose short
+ * path finds integer keys with a probe that calls nothing and leaves a long
+ * miss to the general path's find: integer keys chosen (by their fast hash
+ * under the limiter's seed) to sit at homes 0..1099 of the 2^11-slot index,
+ * then a call on a new key whose home is 60, refused by the key cap (so no
+ * insert moves the table: the miss over 1040 slots alone), switches the
+ * table, and every key is still its own afterwards. */
+static void long_miss_u64_emit_only(void) {
+    const size_t n = 1100;
+    sluice_config_t c;
+    memset(&c, 0, sizeof c);
+    c.policy = sluice_throttle((int64_t)SEC, true, true, SLUICE_PICK_LATEST);
+    c.emit_only = true;
+    c.on_event = on_drop; /* (emissions only here: at expiry, which this test never reaches) */
+    c.max_keys = n;
+    c.fixed_seed = true;
+    c.seed[0] = SEED_A[0];
+    c.seed[1] = SEED_A[1];
+    sluice_limiter_t *l;
+    CHECK(sluice_limiter_new(&l, &c) == 0, "limiter_new");
+    static uint64_t keys[1100];
+    uint64_t probe_key = 0, next = 1;
+    /* one key per home 0..n-1, and a key of home 60 (never submitted before the miss) */
+    for (size_t home = 0; home < n; home++) {
+        for (;; next++) {
+            uint64_t h = sluice__fast_hash_u64_keyed(&l->u64_key, next);
+            if ((h >> 53) == home) break;
+        }
+        keys[home] = next++;
+    }
+    for (;; next++) {
+        if ((sluice__fast_hash_u64_keyed(&l->u64_key, next) >> 53) == 60) break;
+    }
+    probe_key = next;
+    sluice_decision_t d;
+    for (size_t i = 0; i < n; i++)
+        CHECK(sluice_limiter_submit_u64(l, keys[i], i, 0, &d) == 0 && d.kind == SLUICE_EMITTED, "key #%zu", i);
+    CHECK(l->table.slot_bits == 11 && !l->table.strong && max_probe(l) < SLUICE__STRONG_PROBE,
+          "the run: %u index bits, strong %d, max_probe %" PRIu64, l->table.slot_bits, l->table.strong, max_probe(l));
+    /* a live key found on the short path: no switch */
+    CHECK(sluice_limiter_submit_u64(l, keys[1000], 7, 1, &d) == 0 && d.kind == SLUICE_SCHEDULED, "a live key");
+    CHECK(!l->table.strong, "a call on a live key switched the table");
+    CHECK(sluice_limiter_submit_u64(l, probe_key, 8, 1, &d) == SLUICE_EFULL, "a new key past the cap");
+    CHECK(l->table.strong, "a miss over 1040 slots by sluice_limiter_submit_u64 under emit_only did not switch");
+    CHECK(max_probe(l) <= 128 && sluice_limiter_check(l) == 0, "after the switch: max_probe %" PRIu64, max_probe(l));
+    for (size_t i = 0; i < n; i++) {
+        /* every key's window is open: the next call is held, on the key's own state */
+        CHECK(sluice_limiter_submit_u64(l, keys[i], n + i, 2, &d) == 0 && d.kind == SLUICE_SCHEDULED,
+              "key #%zu after the switch", i);
+    }
+    CHECK(sluice_limiter_submit_u64(l, probe_key, 9, 2, &d) == SLUICE_EFULL, "the new key again");
+    CHECK(sluice_limiter_check(l) == 0, "check at the end");
+    sluice_limiter_free(l);
+    printf("  long miss, integer keys under emit_only: a 1040-slot miss on the short path switches; exact after\n");
+}
+
 /* ------------------------------------------------------------------ 4. invisible */
 
 #define POOL 3000
@@ -667,6 +723,7 @@ int main(void) {
     crafted_for_known_seed();
     broken_fast_hash();
     long_miss();
+    long_miss_u64_emit_only();
     invisible();
     printf("test_hash: ok\n");
     return 0;

@@ -98,7 +98,7 @@ static inline uint64_t clamp_now(struct sluice_limiter *l, uint64_t now) {
 /* Timers first: fires the key's deadlines due at `now`. Returns the key's
  * entry index afterwards (SLUICE__NONE if idle), or SLUICE__NONE with
  * *stopped set when a callback closed or freed the limiter. */
-#define FIND_NOT_DONE UINT32_C(0xFFFFFFFE) /* no entry index (above SLUICE__ENTRY_MAX) */
+#define FIND_NOT_DONE SLUICE__FIND_AGAIN /* no entry index (above SLUICE__ENTRY_MAX) */
 _Static_assert(FIND_NOT_DONE > SLUICE__ENTRY_MAX && FIND_NOT_DONE != SLUICE__NONE, "FIND_NOT_DONE names no entry");
 
 /* `found`: the key's find in the limiter's current state, when the caller
@@ -474,8 +474,10 @@ static NOINLINE int submit_u64_loud(sluice_limiter_t *l, uint64_t key, uint64_t 
 }
 
 /* The same under emit_only (gate_u64 == kind << 1, kind not rate), one
- * function per policy kind: a superseded token is only counted, so the
- * short path of the kind calls (almost) nothing and keeps few registers. */
+ * function per policy kind: a superseded token is only counted, and the
+ * probe leaves a long miss to the general path (sluice__table_find_u64_leaf),
+ * so the short path of the kind calls nothing and keeps its values in the
+ * registers a call would clobber. */
 static NOINLINE int submit_u64_quiet_general(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
                                              sluice_decision_t *d, uint32_t found) {
     return submit_u64_general(l, key, sluice__fast_hash_u64_keyed(&l->u64_key, key), token, now, d, found, false);
@@ -484,8 +486,8 @@ static NOINLINE int submit_u64_quiet_general(sluice_limiter_t *l, uint64_t key, 
 static SLUICE__HOT_INLINE int submit_u64_quiet(sluice_limiter_t *l, uint64_t key, uint64_t token, uint64_t now,
                                                sluice_decision_t *d, int kind) {
     uint64_t hash = sluice__fast_hash_u64_keyed(&l->u64_key, key);
-    uint32_t idx = sluice__table_find_u64(&l->table, key, hash);
-    if (idx != SLUICE__NONE && call_live(l, idx, token, clamp_now(l, now), d, false, kind)) return 0;
+    uint32_t idx = sluice__table_find_u64_leaf(&l->table, key, hash);
+    if (idx < SLUICE__FIND_AGAIN && call_live(l, idx, token, clamp_now(l, now), d, false, kind)) return 0;
     /* (six arguments: a tail call, so the short path needs no frame) */
     return submit_u64_quiet_general(l, key, token, now, d, idx);
 }

@@ -231,22 +231,30 @@ static inline void sluice__table_set_bits(struct sluice__table *t, uint32_t bits
 /* A lookup missed after SLUICE__STRONG_PROBE or more slots (table.c). */
 SLUICE__COLD void sluice__table_long_miss(const struct sluice__table *t);
 
-/* The probe of both finds below: the index of the live entry whose slot
+/* Not an entry index, nor SLUICE__NONE: what sluice__table_find_u64_leaf()
+ * returns for a long miss, which it leaves to a find that switches. */
+#define SLUICE__FIND_AGAIN UINT32_C(0xFFFFFFFE)
+
+/* The probe of the finds below: the index of the live entry whose slot
  * carries `tag` and that holds the byte key `k` (or, `k` NULL, the integer
  * key `key`), or SLUICE__NONE. A miss that scanned SLUICE__STRONG_PROBE
  * slots or more switches the table to SipHash (entries do not move; the
- * table is never a const object, only this view of it). Always inlined,
- * with `k` a constant at each find, so the test of `k` folds away; clang
+ * table is never a const object, only this view of it), or, `leaf` true,
+ * returns SLUICE__FIND_AGAIN and changes nothing. Always inlined, with `k`
+ * and `leaf` constants at each find, so their tests fold away; clang
  * otherwise makes it a call on every submit (callgrind, throttle-hot: 28
  * more instructions per submit). */
 static SLUICE__HOT_INLINE uint32_t sluice__table_probe(const struct sluice__table *t, uint32_t tag,
-                                                       const struct sluice__keyref *k, uint64_t key) {
+                                                       const struct sluice__keyref *k, uint64_t key, bool leaf) {
     size_t mask = t->slot_mask;
     size_t home = sluice__table_home(t, tag), i = home;
     for (;;) {
         uint64_t s = t->slots[i];
         if (s == 0) {
-            if (SLUICE__UNLIKELY(((i - home) & mask) >= SLUICE__STRONG_PROBE)) sluice__table_long_miss(t);
+            if (SLUICE__UNLIKELY(((i - home) & mask) >= SLUICE__STRONG_PROBE)) {
+                if (leaf) return SLUICE__FIND_AGAIN;
+                sluice__table_long_miss(t);
+            }
             return SLUICE__NONE;
         }
         if (sluice__slot_tag(s) == tag) {
@@ -260,14 +268,24 @@ static SLUICE__HOT_INLINE uint32_t sluice__table_probe(const struct sluice__tabl
 
 /* Index of the live entry for the key, or SLUICE__NONE. */
 static SLUICE__HOT_INLINE uint32_t sluice__table_find(const struct sluice__table *t, const struct sluice__keyref *k) {
-    return sluice__table_probe(t, sluice__table_tag(t, k), k, 0);
+    return sluice__table_probe(t, sluice__table_tag(t, k), k, 0, false);
 }
 
 /* sluice__table_find() for an integer key with its fast hash, on a table
  * that has not switched to SipHash (!t->strong): the same answer, with the
  * same switch after a long miss. */
 static SLUICE__HOT_INLINE uint32_t sluice__table_find_u64(const struct sluice__table *t, uint64_t key, uint64_t hash) {
-    return sluice__table_probe(t, (uint32_t)(hash >> 32), NULL, key);
+    return sluice__table_probe(t, (uint32_t)(hash >> 32), NULL, key, false);
+}
+
+/* sluice__table_find_u64() that calls nothing, so that a caller's short
+ * path can keep its values in the registers a call would clobber: a long
+ * miss (the one case that switches the table) returns SLUICE__FIND_AGAIN,
+ * for the caller to find the key again with sluice__table_find_u64() or
+ * sluice__table_find(). */
+static SLUICE__HOT_INLINE uint32_t sluice__table_find_u64_leaf(const struct sluice__table *t, uint64_t key,
+                                                               uint64_t hash) {
+    return sluice__table_probe(t, (uint32_t)(hash >> 32), NULL, key, true);
 }
 
 /* Asks for the index slot a live entry's key starts its probe at (a hint
