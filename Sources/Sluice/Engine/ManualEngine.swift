@@ -561,6 +561,12 @@ struct ManualEngineState {
     @usableFromInline var deferred: UnsafeMutablePointer<UInt64>? = nil
     @usableFromInline var deferredCount = 0
     @usableFromInline var deferredCapacity = 0
+    /// The decision of an emit-only limiter's single submit
+    /// (`LimiterStorage.submitEmitOnly`), written by the core and read
+    /// under the limiter's lock. Here rather than on the caller's stack: a
+    /// stack buffer whose address goes to C gives the caller, into which
+    /// the submit is inlined, a stack protector and the buffer's zeroing.
+    @usableFromInline var decision = sluice_decision_t()
 
     @usableFromInline
     init(

@@ -252,7 +252,7 @@ public final class Limiter<Key: LimiterKey, Value: Sendable>: Sendable {
     @inlinable @inline(__always)
     @discardableResult
     public func submit(_ value: Value, for key: Key) throws(LimiterError) -> Decision {
-        let decision = try storage.submit(value, for: key, cost: 1)
+        let decision = try storage.submitBrief(value, for: key)
         switch decision.kind {
         case SLUICE_EMITTED: return .emitted
         case SLUICE_SCHEDULED: return .scheduled(at: LimiterInstant(nanoseconds: decision.at))

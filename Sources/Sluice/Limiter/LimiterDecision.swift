@@ -445,3 +445,20 @@ public struct LimiterStatistics: Hashable, Sendable {
         self.failures = failures
     }
 }
+
+/// The kind and time of a core decision: what ``Limiter/submit(_:for:)``
+/// reports, small enough to be returned in registers (see
+/// `LimiterStorage.submitBrief`).
+@usableFromInline
+struct DecisionBrief {
+    /// The decision's kind.
+    @usableFromInline var kind: sluice_decision_kind_t
+    /// Its time: the scheduled emission, or when to retry a drop.
+    @usableFromInline var at: UInt64
+
+    @inlinable
+    init(kind: sluice_decision_kind_t, at: UInt64) {
+        self.kind = kind
+        self.at = at
+    }
+}

@@ -416,6 +416,33 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
         }
     }
 
+    /// ``submit(_:for:cost:)`` of a cost of 1, reduced to what
+    /// ``Limiter/submit(_:for:)`` reports: returned in two registers, where
+    /// a whole `sluice_decision_t` is returned in a buffer on the caller's
+    /// stack, which would cost the caller (into which this is inlined) a
+    /// stack protector.
+    @inlinable @inline(__always)
+    func submitBrief(_ value: Value, for key: Key) throws(LimiterError) -> DecisionBrief {
+        if case .emitOnly(let state) = mode.kind, Self.compactTypes {
+            let decision = try submitEmitOnly(value, for: key, cost: 1, state)
+            return DecisionBrief(kind: decision.kind, at: decision.at)
+        }
+        return try submitBriefOutOfLine(value, for: key)
+    }
+
+    /// ``submitBrief(_:for:)`` for every limiter that is not emit-only.
+    @inlinable @inline(never)
+    func submitBriefOutOfLine(_ value: Value, for key: Key) throws(LimiterError) -> DecisionBrief {
+        let decision: sluice_decision_t
+        switch mode.kind {
+        case .loopCompact(let loop), .loop(let loop):
+            decision = try submitEngine(value, for: key, cost: 1, loop: loop)
+        default:
+            decision = try submitOther(value, for: key, cost: 1)
+        }
+        return DecisionBrief(kind: decision.kind, at: decision.at)
+    }
+
     /// ``submit(_:for:cost:)`` for every limiter that is not emit-only.
     @inlinable @inline(never)
     func submitOther(_ value: Value, for key: Key, cost: UInt64) throws(LimiterError) -> sluice_decision_t {
@@ -440,44 +467,53 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     func submitEmitOnly(
         _ value: Value, for key: Key, cost: UInt64, _ engine: UnsafeMutablePointer<ManualEngineState>
     ) throws(LimiterError) -> sluice_decision_t {
-        var decision = sluice_decision_t()
         let token = Self.token(of: value)
         let byBias = lock.lockTellingHow()
-        guard let core = engine.pointee.core else {
-            let rc = finishSubmit(
-                key, token: token, rc: LimiterError.closed.rawValue, kind: decision.kind, now: 0, engine)
-            throw LimiterError(rawValue: rc)
-        }
+        guard let core = engine.pointee.core else { try finishSubmitClosed(key, token: token, engine) }
         let now = engine.pointee.clock._withUnsafeGuaranteedRef { $0.nowNanoseconds }
         engine.pointee.fast = true
         engine.pointee.collecting = true
-        let rc = key.withCoreKey { core.submit($0, token: token, cost: cost, now: now, into: &decision) }
+        let rc = key.withCoreKey { core.submit($0, token: token, cost: cost, now: now, into: &engine.pointee.decision) }
         engine.pointee.fast = false
         engine.pointee.collecting = false
+        let decision = engine.pointee.decision  // (read under the lock, which the core's writes happened under)
         // count == 0 && rc == 0 && kind == SLUICE_SCHEDULED, in one test
         if (engine.pointee.count | Int(rc) | Int(decision.kind.rawValue ^ SLUICE_SCHEDULED.rawValue)) == 0 {
             lock.unlock(byBias: byBias)
             return decision
         }
-        if finishSubmit(key, token: token, rc: rc, kind: decision.kind, now: now, engine) < 0 {
-            throw LimiterError(rawValue: rc)
-        }
+        try finishSubmit(key, token: token, rc: rc, kind: decision.kind, now: now, engine)
         return decision
     }
 
     /// The rest of ``submitEmitOnly(_:for:cost:_:)``, with the lock held
     /// (released here): ``finishSubmitLocked(_:token:rc:kind:now:_:)``
-    /// unless the core is gone, then the delivery. Returns `rc`.
+    /// unless the core is gone, then the delivery. Throws for a negative
+    /// `rc`. (The submit's errors are thrown here and in
+    /// ``finishSubmitClosed(_:token:_:)``, out of line: a throw keeps the
+    /// error on the thrower's stack, which would cost the submit's caller
+    /// a stack protector.)
     @inlinable @inline(never)
     func finishSubmit(
         _ key: Key, token: UInt64, rc: Int32, kind: sluice_decision_kind_t, now: UInt64,
         _ engine: UnsafeMutablePointer<ManualEngineState>
-    ) -> Int32 {
+    ) throws(LimiterError) {
         if engine.pointee.core != nil { finishSubmitLocked(key, token: token, rc: rc, kind: kind, now: now, engine) }
         let mustDrain = claimDrain()
         lock.unlock()
         if mustDrain { deliverOutbox() }
-        return rc
+        if rc < 0 { throw LimiterError(rawValue: rc) }
+    }
+
+    /// ``submitEmitOnly(_:for:cost:_:)`` on a shut-down engine, with the
+    /// lock held (released here): the value is released, and the call
+    /// throws ``LimiterError/closed``.
+    @inlinable @inline(never)
+    func finishSubmitClosed(
+        _ key: Key, token: UInt64, _ engine: UnsafeMutablePointer<ManualEngineState>
+    ) throws(LimiterError) -> Never {
+        try finishSubmit(key, token: token, rc: LimiterError.closed.rawValue, kind: SLUICE_DROPPED, now: 0, engine)
+        preconditionFailure("finishSubmit returned for a closed limiter")
     }
 
     /// ``submit(_:for:cost:)`` on a loop engine (`loop`) or an external one
