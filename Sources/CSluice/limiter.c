@@ -95,14 +95,16 @@ static inline uint64_t clamp_now(struct sluice_limiter *l, uint64_t now) {
     return now;
 }
 
-/* Timers first: fires the key's deadlines due at `now`. Returns the key's
- * entry index afterwards (SLUICE__NONE if idle), or SLUICE__NONE with
- * *stopped set when a callback closed or freed the limiter. */
+/* A `found` argument meaning "no find made yet": the callee finds the key
+ * itself (with the probe that switches the table after a long miss). */
 #define FIND_NOT_DONE SLUICE__FIND_AGAIN /* no entry index (above SLUICE__ENTRY_MAX) */
 _Static_assert(FIND_NOT_DONE > SLUICE__ENTRY_MAX && FIND_NOT_DONE != SLUICE__NONE, "FIND_NOT_DONE names no entry");
 
-/* `found`: the key's find in the limiter's current state, when the caller
- * has just made it, else FIND_NOT_DONE. */
+/* Timers first: fires the key's deadlines due at `now`. Returns the key's
+ * entry index afterwards (SLUICE__NONE if idle), or SLUICE__NONE with
+ * *stopped set when a callback closed or freed the limiter. `found`: the
+ * key's find in the limiter's current state, when the caller has just made
+ * it, else FIND_NOT_DONE. */
 static uint32_t due_first_from(struct sluice_limiter *l, const struct sluice__keyref *k, uint64_t now, bool *stopped,
                                uint32_t found) {
     *stopped = false;
