@@ -254,7 +254,7 @@ static void do_submit(ctx_t *c, int k, uint64_t t, uint64_t cost) {
     uint64_t tok = ++c->ntok;
     c->tok[tok] = T_IN_FLIGHT;
     c->tokkey[tok] = k;
-    sluice_decision_t d = { 0, 0, 0, 0 };
+    sluice_decision_t d = { 0 };
     uint64_t f0 = c->al.failures;
     bool was = unusable(c);
     int rc = cost == 1 ? sluice_limiter_submit(c->l, key_of(c, k), tok, t, &d)
