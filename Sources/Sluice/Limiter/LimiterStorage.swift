@@ -506,8 +506,8 @@ final class LimiterStorage<Key: LimiterKey, Value: Sendable>: @unchecked Sendabl
     }
 
     /// ``submitEmitOnly(_:for:cost:_:)`` on a shut-down engine, with the
-    /// lock held (released here): the value is released, and the call
-    /// throws ``LimiterError/closed``.
+    /// lock held (released here): the call throws ``LimiterError/closed``
+    /// (an emit-only limiter's value is its token: nothing was held for it).
     @inlinable @inline(never)
     func finishSubmitClosed(
         _ key: Key, token: UInt64, _ engine: UnsafeMutablePointer<ManualEngineState>
