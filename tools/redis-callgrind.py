@@ -3,6 +3,7 @@
 (docs/fleet.md, "Where the time goes").
 
     tools/redis-callgrind.py [--batch N] [--keys K] [--runs R] [--form U|B] [--plans] [--fcall]
+    tools/redis-callgrind.py --timed N [--runs R] [--fcall]
 
 Starts redis-server under callgrind on a free loopback port, collecting inside
 `evalShaCommand` only (the script's runs, with the command's own argument
@@ -18,6 +19,13 @@ all runs are counted, so use enough of them. A count does not depend on the
 machine's speed: compare two versions of the script with it, not timings.
 With --fcall, the script is loaded as the function library the limiter loads
 on Redis 7 (FUNCTION LOAD) and run with FCALL, collecting inside `fcallCommand`.
+
+With --timed N, the script is the debounce's (Sources/CSluiceFleet/timed_script.c,
+sluice_fleet_timed.h), in manual time: R rounds (default 8, the first one not
+counted) each make N keys wait (one run of N calls, debounce of 50 ms), then
+one claim at their deadline delivers the N emissions and one run acknowledges
+them all; it prints the instructions per delivery of the claim and of the
+acknowledgement (callgrind_control zeroes and dumps the counts around each).
 
 Needs redis-server and valgrind.
 """
@@ -41,11 +49,12 @@ def literals(text):
     return "".join(ast.literal_eval('"' + lit + '"') for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', text))
 
 
-def script_text(library=False):
-    """The Lua script as EVAL runs it (its C string literals between
-    redis-script.h's EVAL head and tail), or with `library` its body alone
-    (what FUNCTION LOAD gets, without the library's first and last lines)."""
-    src = open(os.path.join(ROOT, "Sources/CSluiceFleet/fleet_script.c")).read()
+def script_text(library=False, source="fleet_script.c"):
+    """The Lua script of Sources/CSluiceFleet/`source` as EVAL runs it (its C
+    string literals between redis-script.h's EVAL head and tail), or with
+    `library` its body alone (what FUNCTION LOAD gets, without the library's
+    first and last lines)."""
+    src = open(os.path.join(ROOT, "Sources/CSluiceFleet", source)).read()
     pattern = r"static const char script\[\] = SLUICE__SCRIPT_EVAL_HEAD(.*?) SLUICE__SCRIPT_EVAL_TAIL;\n"
     body = literals(re.search(pattern, src, re.S).group(1))
     if library:
@@ -94,41 +103,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch", type=int, default=32, help="calls per script run (default 32)")
     ap.add_argument("--keys", type=int, default=1000, help="keys drawn from (default 1000)")
-    ap.add_argument("--runs", type=int, default=300, help="runs after the 200 that warm up (default 300)")
+    ap.add_argument("--runs", type=int, help="runs after the 200 that warm up (default 300); rounds with --timed (8)")
     ap.add_argument("--form", choices=("U", "B"), default="U", help="the script's batch form (default U)")
     ap.add_argument("--plans", action="store_true", help="three quotas ('V' form, or 'P' with --form B)")
     ap.add_argument("--fcall", action="store_true", help="as a function library (FUNCTION LOAD, FCALL)")
+    ap.add_argument("--timed", type=int, metavar="N", help="the debounce's claims and acknowledgements of N emissions")
     args = ap.parse_args()
+    if args.timed:
+        return timed(args)
+    if args.runs is None:
+        args.runs = 300
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        server = subprocess.Popen(
-            ["valgrind", "--tool=callgrind", "--toggle-collect=" + ("fcallCommand" if args.fcall else "evalShaCommand"),
-             "--callgrind-out-file=" + out,
-             "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server, conn = start_server(port, out, args.fcall)
         try:
-            conn = None
-            for _ in range(300):
-                try:
-                    conn = socket.create_connection(("127.0.0.1", port))
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            if conn is None:
-                sys.exit("redis-server under valgrind did not start")
             f = conn.makefile("rb")
-            conn.sendall(command("SCRIPT", "LOAD", script_text()))
-            sha = read_reply(f)
-            call = ["EVALSHA", sha]
-            if args.fcall:
-                # the library as the limiter loads it (sluice__script_init, redis-script.c)
-                name = "sluice_" + sha.decode()[:16]
-                lib = ("#!lua name=%s\n%sredis.register_function{function_name = '%s', callback = run, "
-                       "flags = {'allow-cross-slot-keys'}}\n" % (name, script_text(True), name))
-                conn.sendall(command("FUNCTION", "LOAD", lib))
-                read_reply(f)
-                call = ["FCALL", name]
+            call = load(conn, f, "fleet_script.c", args.fcall)
             cend = str((2**64 - 1) * 10)
             rnd = random.Random(1)
             for _ in range(200 + args.runs):
@@ -163,6 +154,91 @@ def main():
     form = ("V" if args.form == "U" else "P") if args.plans else args.form
     print("%d instructions per decision (form %s, batch %d, %d keys, %d runs%s)" %
           (total // decisions, form, args.batch, args.keys, 200 + args.runs, ", FCALL" if args.fcall else ""))
+
+
+def load(conn, f, source, fcall):
+    """Loads the script of `source` (SCRIPT LOAD, and with `fcall` FUNCTION LOAD of
+    its library as the limiter loads it: sluice__script_init, redis-script.c);
+    returns the head of a run's command."""
+    conn.sendall(command("SCRIPT", "LOAD", script_text(source=source)))
+    sha = read_reply(f)
+    if not fcall:
+        return ["EVALSHA", sha]
+    name = "sluice_" + sha.decode()[:16]
+    lib = ("#!lua name=%s\n%sredis.register_function{function_name = '%s', callback = run, "
+           "flags = {'allow-cross-slot-keys'}}\n" % (name, script_text(True, source), name))
+    conn.sendall(command("FUNCTION", "LOAD", lib))
+    read_reply(f)
+    return ["FCALL", name]
+
+
+def start_server(port, out, fcall):
+    """redis-server under callgrind, counting inside one command; returns it and a connection."""
+    server = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--toggle-collect=" + ("fcallCommand" if fcall else "evalShaCommand"),
+         "--callgrind-out-file=" + out,
+         "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            return server, socket.create_connection(("127.0.0.1", port))
+        except OSError:
+            time.sleep(0.1)
+    server.kill()
+    sys.exit("redis-server under valgrind did not start")
+
+
+def timed(args):
+    """--timed N: the instructions per delivery of a claim of N emissions and of their acknowledgements."""
+    n, rounds = args.timed, args.runs or 8
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        server, conn = start_server(port, os.path.join(tmp, "cg.out"), args.fcall)
+        try:
+            f = conn.makefile("rb")
+            call = load(conn, f, "timed_script.c", args.fcall)
+            part = "{0:cg:t0}"
+            head = ["D 50000000 0 1 -", "30000000000", "86400000"]  # policy, lease (ns), retention (ms)
+
+            def run(label, keys, op, now, *rest):
+                if label:
+                    subprocess.run(["callgrind_control", "-z", str(server.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                conn.sendall(command(*(call + [len(keys)] + keys + [op, now] + head + list(rest))))
+                reply = read_reply(f)
+                if label:
+                    subprocess.run(["callgrind_control", "-d", label, str(server.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                return reply
+
+            t0 = 1700000000 * 10**9
+            for r in range(rounds):
+                t = t0 + r * 10**9
+                pairs = []
+                for i in range(n):
+                    pairs += ["k:%d:%d" % (r, i), "v%d" % i]
+                run(None, [part, part + ":s"], "B", t, n, *pairs)
+                got = run("claim" if r else None, [part], "W", t + 60 * 10**6, n)
+                acks = []
+                for i in range(3, len(got), 5):
+                    acks += [got[i], got[i + 1]]
+                if len(acks) != 2 * n:
+                    sys.exit("the claim delivered %d of %d" % (len(acks) // 2, n))
+                run("ack" if r else None, [part], "K", "0", n, *acks)
+            conn.sendall(command("SHUTDOWN", "NOSAVE"))
+            conn.close()
+            server.wait(timeout=60)
+        finally:
+            if server.poll() is None:
+                server.kill()
+        totals = {"claim": 0, "ack": 0}
+        for name in os.listdir(tmp):
+            text = open(os.path.join(tmp, name)).read()
+            label = re.search(r"^desc: Trigger: dump (\S+)", text, re.M)
+            total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+            if label and total and label.group(1) in totals:
+                totals[label.group(1)] += int(total.group(1))
+    per = n * (rounds - 1)
+    print("%d instructions per delivery in a claim of %d, %d per acknowledgement (%d rounds counted%s)" %
+          (totals["claim"] // per, n, totals["ack"] // per, rounds - 1, ", FCALL" if args.fcall else ""))
 
 
 if __name__ == "__main__":

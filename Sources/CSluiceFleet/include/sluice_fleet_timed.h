@@ -244,7 +244,8 @@ SLUICE_EXTERN int sluice_fleet_timed_claim(sluice_fleet_timed_t *t, uint32_t par
  *  done and forgotten. result.status SLUICE_ELEASE when it is not leased to
  *  this attempt (another attempt holds it or acknowledged it, or it
  *  expired); result.had false when this attempt acknowledged it already
- *  (within a lease period). `fn` may be NULL. A worker's handler
+ *  (remembered for at least a lease period, at most two). `fn` may be NULL.
+ *  A worker's handler
  *  acknowledges this way too. */
 SLUICE_EXTERN int sluice_fleet_timed_ack(sluice_fleet_timed_t *t, const sluice_fleet_delivery_t *d,
                                          sluice_fleet_timed_fn fn, void *user);
