@@ -22,10 +22,12 @@ on Redis 7 (FUNCTION LOAD) and run with FCALL, collecting inside `fcallCommand`.
 
 With --timed N, the script is the debounce's (Sources/CSluiceFleet/timed_script.c,
 sluice_fleet_timed.h), in manual time: R rounds (default 8, the first one not
-counted) each make N keys wait (one run of N calls, debounce of 50 ms), then
-one claim at their deadline delivers the N emissions and one run acknowledges
-them all; it prints the instructions per delivery of the claim and of the
-acknowledgement (callgrind_control zeroes and dumps the counts around each).
+counted) each make N keys wait (one run of N calls, debounce of 50 ms), call
+them again 10 ms later (a run of N re-arming calls), then one claim at their
+deadline delivers the N emissions and one run acknowledges them all; it
+prints the instructions per call of both runs of calls, and per delivery of
+the claim and of the acknowledgement (callgrind_control zeroes and dumps the
+counts around each).
 
 Needs redis-server and valgrind.
 """
@@ -215,8 +217,9 @@ def timed(args):
                 pairs = []
                 for i in range(n):
                     pairs += ["k:%d:%d" % (r, i), "v%d" % i]
-                run(None, [part, part + ":s"], "B", t, n, *pairs)
-                got = run("claim" if r else None, [part], "W", t + 60 * 10**6, n)
+                run("calls" if r else None, [part, part + ":s"], "B", t, n, *pairs)
+                run("rearm" if r else None, [part, part + ":s"], "B", t + 10**7, n, *pairs)
+                got = run("claim" if r else None, [part], "W", t + 70 * 10**6, n)
                 acks = []
                 for i in range(3, len(got), 5):
                     acks += [got[i], got[i + 1]]
@@ -229,7 +232,7 @@ def timed(args):
         finally:
             if server.poll() is None:
                 server.kill()
-        totals = {"claim": 0, "ack": 0}
+        totals = {"calls": 0, "rearm": 0, "claim": 0, "ack": 0}
         for name in os.listdir(tmp):
             text = open(os.path.join(tmp, name)).read()
             label = re.search(r"^desc: Trigger: dump (\S+)", text, re.M)
@@ -237,8 +240,10 @@ def timed(args):
             if label and total and label.group(1) in totals:
                 totals[label.group(1)] += int(total.group(1))
     per = n * (rounds - 1)
-    print("%d instructions per delivery in a claim of %d, %d per acknowledgement (%d rounds counted%s)" %
-          (totals["claim"] // per, n, totals["ack"] // per, rounds - 1, ", FCALL" if args.fcall else ""))
+    print("instructions, runs of %d (%d rounds counted%s): per call %d on a new key, %d re-arming a key; "
+          "per delivery %d in a claim, %d in its acknowledgement" %
+          (n, rounds - 1, ", FCALL" if args.fcall else "", totals["calls"] // per, totals["rearm"] // per,
+           totals["claim"] // per, totals["ack"] // per))
 
 
 if __name__ == "__main__":
