@@ -140,12 +140,8 @@ def main():
                         argv += ["C", "", "1000000000"]
                 conn.sendall(command(*argv))
                 read_reply(f)
-            conn.sendall(command("SHUTDOWN", "NOSAVE"))
-            conn.close()
-            server.wait(timeout=60)
         finally:
-            if server.poll() is None:
-                server.kill()
+            stop_server(server, conn)
         total = None
         with open(out) as cg:
             for line in cg:
@@ -190,6 +186,17 @@ def start_server(port, out, fcall):
     sys.exit("redis-server under valgrind did not start")
 
 
+def stop_server(server, conn):
+    """Shuts the server down (callgrind writes its counts as it exits); kills it if it does not stop."""
+    try:
+        conn.sendall(command("SHUTDOWN", "NOSAVE"))
+        conn.close()
+        server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+
+
 def timed(args):
     """--timed N: the instructions per delivery of a claim of N emissions and of their acknowledgements."""
     n, rounds = args.timed, args.runs or 8
@@ -226,12 +233,8 @@ def timed(args):
                 if len(acks) != 2 * n:
                     sys.exit("the claim delivered %d of %d" % (len(acks) // 2, n))
                 run("ack" if r else None, [part], "K", "0", n, *acks)
-            conn.sendall(command("SHUTDOWN", "NOSAVE"))
-            conn.close()
-            server.wait(timeout=60)
         finally:
-            if server.poll() is None:
-                server.kill()
+            stop_server(server, conn)
         totals = {"calls": 0, "rearm": 0, "claim": 0, "ack": 0}
         for name in os.listdir(tmp):
             text = open(os.path.join(tmp, name)).read()
