@@ -29,7 +29,9 @@ public struct FleetDelivery<Value: FleetPayload>: Sendable {
     let limiter: TimedHandle
 
     /// Marks the delivery done: it is forgotten, and never delivered again.
-    /// Acknowledging it twice is harmless.
+    /// Acknowledging it again is harmless within a lease period (Redis
+    /// remembers an acknowledgement for one to two lease periods); after
+    /// that, a repeat throws ``Sluice/LimiterError/leaseLost``.
     ///
     /// - Throws: ``Sluice/LimiterError/leaseLost`` when this attempt no
     ///   longer holds it (its lease ended: another attempt holds it or
