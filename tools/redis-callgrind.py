@@ -2,7 +2,7 @@
 """redis-callgrind.py — counts the instructions Redis spends per fleet decision
 (docs/fleet.md, "Where the time goes").
 
-    tools/redis-callgrind.py [--batch N] [--keys K] [--runs R] [--form U|B] [--plans] [--fcall]
+    tools/redis-callgrind.py [--batch N] [--keys K] [--runs R] [--form U|B] [--plans] [--step NS] [--fcall]
     tools/redis-callgrind.py --timed N [--runs R] [--fcall]
 
 Starts redis-server under callgrind on a free loopback port, collecting inside
@@ -14,7 +14,12 @@ the script's 'U' form, as the limiter sends such a batch, or its 'B' form, each
 call's arguments apart; with --plans, under a plan of three quotas, 10 a second,
 600 a minute and 36,000 an hour, in the 'V' or 'P' form) on keys drawn at
 random among K, one run at a time, and
-prints the instructions per decision. The first 200 runs give the keys state;
+prints the instructions per decision. With --step NS the calls are in manual
+time instead, from a Unix time on, NS ns apart, and their keys expire 10 minutes
+after their state says (as the limiter's manual mode adds): a key's state stays
+between its calls however slowly callgrind runs the server, as it does when
+calls on a key come faster than its quota refills (the benchmark's "mixed"
+case: 10,000 keys, --step 3000). The first 200 runs give the keys state;
 all runs are counted, so use enough of them. A count does not depend on the
 machine's speed: compare two versions of the script with it, not timings.
 With --fcall, the script is loaded as the function library the limiter loads
@@ -44,6 +49,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UNIX_NS = 1795874631000000000  # the first call's time with --step (2026-11-28)
 
 
 def literals(text):
@@ -109,6 +115,7 @@ def main():
     ap.add_argument("--form", choices=("U", "B"), default="U", help="the script's batch form (default U)")
     ap.add_argument("--plans", action="store_true", help="three quotas ('V' form, or 'P' with --form B)")
     ap.add_argument("--fcall", action="store_true", help="as a function library (FUNCTION LOAD, FCALL)")
+    ap.add_argument("--step", type=int, metavar="NS", help="manual time: NS ns from one call to the next")
     ap.add_argument("--timed", type=int, metavar="N", help="the debounce's claims and acknowledgements of N emissions")
     args = ap.parse_args()
     if args.timed:
@@ -124,20 +131,24 @@ def main():
             call = load(conn, f, "fleet_script.c", args.fcall)
             cend = str((2**64 - 1) * 10)
             rnd = random.Random(1)
+            extra = "600000" if args.step else "0"
+            calls = 0
             for _ in range(200 + args.runs):
                 keys = ["k:%d" % rnd.randrange(args.keys) for _ in range(args.batch)]
                 shared = args.form == "U"
+                times = [str(UNIX_NS + (calls + i) * args.step) if args.step else "" for i in range(args.batch)]
+                calls += args.batch
                 if args.plans:
-                    argv = call + [args.batch] + keys + ["V" if shared else "P", "0", "1", "3"]
+                    argv = call + [args.batch] + keys + ["V" if shared else "P", extra, "1", "3"]
                     for name, limit, per in (("second", 10, 10**9), ("minute", 600, 60 * 10**9),
                                              ("hour", 36000, 3600 * 10**9)):
                         argv += [name, limit, per, limit * per, (2**64 - 1) * limit]
-                    for _ in keys[:1] if shared else keys:
-                        argv += ["C", "", "1", "1"]
+                    for t in times[:1] if shared else times:
+                        argv += ["C", t, "1", "1"]
                 else:
-                    argv = call + [args.batch] + keys + [args.form, "10", "10000000000", "0", cend]
-                    for _ in keys[:1] if shared else keys:
-                        argv += ["C", "", "1000000000"]
+                    argv = call + [args.batch] + keys + [args.form, "10", "10000000000", extra, cend]
+                    for t in times[:1] if shared else times:
+                        argv += ["C", t, "1000000000"]
                 conn.sendall(command(*argv))
                 read_reply(f)
         finally:
@@ -150,8 +161,9 @@ def main():
                     break
     decisions = (200 + args.runs) * args.batch
     form = ("V" if args.form == "U" else "P") if args.plans else args.form
-    print("%d instructions per decision (form %s, batch %d, %d keys, %d runs%s)" %
-          (total // decisions, form, args.batch, args.keys, 200 + args.runs, ", FCALL" if args.fcall else ""))
+    print("%d instructions per decision (form %s, batch %d, %d keys, %d runs%s%s)" %
+          (total // decisions, form, args.batch, args.keys, 200 + args.runs,
+           ", manual time, %d ns apart" % args.step if args.step else "", ", FCALL" if args.fcall else ""))
 
 
 def load(conn, f, source, fcall):
