@@ -169,14 +169,24 @@ int main(void) {
     expect(&r, SLUICE_EMITTED, SLUICE_FLEET_SOURCE_REDIS, "server time: first call");
     uint64_t t0 = r.now;
     {
-        /* the key expires in Redis when its burst is whole again: T here
-         * (rounded up to ms, plus 2 ms), less the time since the call */
+        /* the key expires in Redis at the end of the cell of its TAT (t0 + T:
+         * its burst is whole again then), cells of 10 s here (10^10 ns, the
+         * power of ten of burst * per = 6 * 10^10 ns): rounded down to ms,
+         * plus 2 ms, less the time since the call */
         char out[64];
         CHECK(test_redis_command(port, "PTTL {6:cache6:bA}", out, sizeof out) == 0, "PTTL");
         long long ttl = strtoll(out + 1, NULL, 10);
-        long long expiry = (long long)(T6 / MS) + 2, since = (long long)((tf_mono() - before) / MS) + 1;
-        CHECK(out[0] == ':' && ttl <= expiry && ttl >= expiry - since,
+        const uint64_t cell = 10 * SEC, end = ((t0 + T6) / cell + 1) * cell;
+        long long expiry = (long long)((end - t0) / MS) + 2, since = (long long)((tf_mono() - before) / MS) + 1;
+        CHECK(out[0] == ':' && ttl <= expiry && ttl >= expiry - since && expiry > (long long)(T6 / MS),
               "expiry of an admitted key: %s (want %lld, %lld ms after the call at most)", out, expiry, since);
+        /* its value: the TAT after the marker of those cells (16 - 10 zeros) */
+        redisReply *v = tf_cmd(port, "GET {6:cache6:bA}");
+        char want[64];
+        snprintf(want, sizeof want, "000000%llu", (unsigned long long)(t0 + T6));
+        CHECK(v && v->type == REDIS_REPLY_STRING && strcmp(v->str, want) == 0, "stored value %s, want %s",
+              v && v->str ? v->str : "(none)", want);
+        freeReplyObject(v);
     }
     CHECK(t0 > 1600000000ull * SEC, "server time looks like Unix time in ns: %llu", (unsigned long long)t0);
     r = call(f, A, 0);

@@ -504,14 +504,15 @@ static void values(int port) {
     freeReplyObject(old);
     /* a decimal value of this form (the one the exact arithmetic writes) is
      * read, and stored in binary by an admitted call: B = 10 s, second full at
-     * 10.5 s, day one call (8.64e13 scaled by 100) */
+     * 10.5 s, day one call (8.64e13 scaled by 100); by the fast path, as P4
+     * (expiring at the end of a cell: test_fleet_expiry.c) */
     old = tf_cmd(port, "SET {4:vals:bdec} %s",
                  "P2 second 1 1000000000 day 100 86400000000000 : 10000000000 500000000 86400000000000");
     CHECK(old, "SET");
     freeReplyObject(old);
     admitted_with(base, f, "decimal form", "dec", 10 * NS, 11500000000ull, 10 * NS + 1728000000000ull);
     old = tf_cmd(port, "GET {4:vals:bdec}");
-    wlen = binary_value(want, "P3 second 1 1000000000 day 100 86400000000000 :", 10 * NS, offs, 2);
+    wlen = binary_value(want, "P4 second 1 1000000000 day 100 86400000000000 :", 10 * NS, offs, 2);
     CHECK(old && old->type == REDIS_REPLY_STRING && old->len == wlen && memcmp(old->str, want, wlen) == 0,
           "decimal form rewritten in binary (%zu bytes)", old ? old->len : 0);
     freeReplyObject(old);

@@ -21,7 +21,8 @@ SLUICE_FLEET_HIDDEN size_t sluice__fleet_script_len(void);
 /** SHA-1 of `data` as 40 lowercase hex digits and a NUL (the script's EVALSHA name). */
 SLUICE_FLEET_HIDDEN void sluice__fleet_sha1_hex(const void *data, size_t len, char out[41]);
 
-/** Parses a decimal string of `len` digits (no sign, 1..39 digits) into `out`.
+/** Parses a decimal string of `len` digits (no sign, 1..60 digits, of which at
+ *  most 39 after its leading zeros) into `out`.
  *  @return 0, or -1 when it is not such a string or overflows 128 bits. */
 SLUICE_FLEET_HIDDEN int sluice__fleet_parse_u128(const char *s, size_t len, fl_u128 *out);
 

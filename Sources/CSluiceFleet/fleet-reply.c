@@ -51,15 +51,23 @@ static bool binary_offset(const unsigned char *b, fl_u128 *off) {
 }
 
 /* The offsets of a plan's answer, each TAT - t*limit of its quota, from one
- * bulk string: exactly `n` decimal numbers one space apart, or '#' and `n`
- * binary offsets (binary_offset). */
+ * bulk string: exactly `n` decimal numbers one space apart, '#' and `n`
+ * binary offsets (binary_offset), or the key's new binary value ("P4", its
+ * quotas, " :", then B and those offsets: `n` + 2 doubles), whose last `n`
+ * doubles are the offsets. */
 static bool plan_offsets(const redisReply *e, uint32_t n, fl_u128 *off) {
     if (!e || e->type != REDIS_REPLY_STRING) return false;
     const char *p = e->str, *end = e->str + e->len;
-    if (e->len > 0 && p[0] == '#') {
-        if ((size_t)e->len != 1 + 8 * (size_t)n) return false;
+    size_t tail = 8 * (size_t)n;
+    bool binary = e->len > 0 && p[0] == '#';
+    if (binary && (size_t)e->len != 1 + tail) return false;
+    if (e->len > 2 && p[0] == 'P' && p[1] == '4') {
+        if ((size_t)e->len < 2 + 2 + 16 + tail || memcmp(end - tail - 18, " :", 2) != 0) return false;
+        binary = true;
+    }
+    if (binary) {
         for (uint32_t j = 0; j < n; j++)
-            if (!binary_offset((const unsigned char *)p + 1 + 8 * j, &off[j])) return false;
+            if (!binary_offset((const unsigned char *)end - tail + 8 * j, &off[j])) return false;
         return true;
     }
     for (uint32_t j = 0; j < n; j++) {

@@ -13,7 +13,10 @@
 #include "fleet-internal.h"
 
 int sluice__fleet_parse_u128(const char *s, size_t len, fl_u128 *out) {
-    if (s == NULL || len == 0 || len > 39) return -1;
+    if (s == NULL || len == 0 || len > 60) return -1;
+    /* leading zeros (the script's cell marker before a TAT, fleet_script.c) */
+    while (len > 1 && *s == '0') s++, len--;
+    if (len > 39) return -1;
     fl_u128 v = 0;
     const fl_u128 max = ~(fl_u128)0;
     for (size_t i = 0; i < len; i++) {
