@@ -18,7 +18,6 @@
 #define ROUNDS (3 * BURST) /* each healthy key is called 3 bursts' worth in one batch */
 
 static struct event_base *base;
-static redisContext *rc;
 
 static sluice_fleet_t *fleet(int port, const char *prefix, sluice_fleet_failure_t fail) {
     sluice_fleet_config_t c;
@@ -37,25 +36,16 @@ static sluice_fleet_t *fleet(int port, const char *prefix, sluice_fleet_failure_
     return f;
 }
 
-static redisReply *cmd(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    CHECK(r && r->type != REDIS_REPLY_ERROR, "redis command %s: %s", fmt, r ? r->str : "no reply");
-    return r;
-}
-
 /* The Redis name of key `k` of `f`, found by the one key a call creates
  * (layout-independent). */
 static void name_of(sluice_fleet_t *f, sluice_key_t k, char *out, size_t cap) {
-    redisReply *r = cmd("FLUSHALL");
+    redisReply *r = tf_ok("FLUSHALL");
     freeReplyObject(r);
     tf_box_t b = { 0 };
     CHECK(sluice_fleet_call(f, k, 1, 0, tf_on_result, &b) == 0, "call");
     tf_wait(base, &b);
     CHECK(b.res.source == SLUICE_FLEET_SOURCE_REDIS, "first call not from Redis");
-    r = cmd("KEYS *");
+    r = tf_ok("KEYS *");
     CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->len < cap, "one key expected");
     memcpy(out, r->element[0]->str, r->element[0]->len);
     out[r->element[0]->len] = '\0';
@@ -64,9 +54,9 @@ static void name_of(sluice_fleet_t *f, sluice_key_t k, char *out, size_t cap) {
 
 /* Makes `hello` a plain string and `list` a Redis list (both not Sluice state). */
 static void spoil(const char *hello, const char *list) {
-    freeReplyObject(cmd("FLUSHALL"));
-    freeReplyObject(cmd("SET %s hello", hello));
-    freeReplyObject(cmd("RPUSH %s x", list));
+    freeReplyObject(tf_ok("FLUSHALL"));
+    freeReplyObject(tf_ok("SET %s hello", hello));
+    freeReplyObject(tf_ok("RPUSH %s x", list));
 }
 
 typedef struct shot {
@@ -112,7 +102,7 @@ static void volley(sluice_fleet_t *f, shot_t *s, uint64_t t) {
 
 /* The stored TAT (scaled) of a healthy key, 0 when absent. */
 static tf_u128 stored(const char *name) {
-    redisReply *r = cmd("GET %s", name);
+    redisReply *r = tf_ok("GET %s", name);
     tf_u128 v = 0;
     if (r->type == REDIS_REPLY_STRING)
         for (size_t i = 0; i < r->len; i++) v = v * 10 + (tf_u128)(r->str[i] - '0');
@@ -125,8 +115,7 @@ int main(void) {
     tf_start_redis(&redis);
     base = event_base_new();
     CHECK(base, "event_base_new");
-    rc = redisConnect("127.0.0.1", redis.port);
-    CHECK(rc && !rc->err, "redisConnect");
+    tf_connect(redis.port);
     static shot_t s[SHOTS];
     const uint64_t t = 1000 * SEC;
 
@@ -157,10 +146,10 @@ int main(void) {
         /* nothing recorded for a call reported dropped: Redis holds the model's TATs */
         for (int k = 0; k < HEALTHY; k++)
             CHECK(stored(healthy[k]) == m.tat[k], "key %d: Redis holds another TAT than the decisions reported", k);
-        redisReply *r = cmd("GET %s", hello);
+        redisReply *r = tf_ok("GET %s", hello);
         CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "hello") == 0, "the bad string was overwritten");
         freeReplyObject(r);
-        r = cmd("LLEN %s", list);
+        r = tf_ok("LLEN %s", list);
         CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 1, "the list was changed");
         freeReplyObject(r);
         sluice_fleet_free(f);
@@ -185,20 +174,20 @@ int main(void) {
 
     /* 3. the script's single form answers a bad key with status -1, no error */
     {
-        freeReplyObject(cmd("SET bad hello"));
+        freeReplyObject(tf_ok("SET bad hello"));
         const char *script = sluice_fleet_script();
         redisReply *r =
-            cmd("EVAL %s 1 bad C %s 10 1000000000 4000000000 0 %s", script, "1000", "184467440737095516150");
+            tf_ok("EVAL %s 1 bad C %s 10 1000000000 4000000000 0 %s", script, "1000", "184467440737095516150");
         CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_INTEGER &&
                   r->element[0]->integer == -1,
               "single form on a bad value: want {-1, t, reason}");
         freeReplyObject(r);
-        r = cmd("GET bad");
+        r = tf_ok("GET bad");
         CHECK(r->type == REDIS_REPLY_STRING && strcmp(r->str, "hello") == 0, "single form overwrote a bad value");
         freeReplyObject(r);
     }
 
-    redisFree(rc);
+    tf_disconnect();
     event_base_free(base);
     test_redis_stop(&redis);
     printf(TEST_NAME ": ok\n");

@@ -31,7 +31,6 @@
 #define ZEROS "000000" /* 16 - 10 */
 
 static struct event_base *base;
-static redisContext *rc;
 
 /* Plans: one plan of two quotas, 10 ms apart each; the longest burst, the
  * minute's, is 6 s: cells of 10^9 ns, 1 s. */
@@ -62,15 +61,6 @@ static sluice_fleet_t *fleet(int port, bool manual, uint64_t extra_ms) {
     return f;
 }
 
-static redisReply *cmd(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(rc, fmt, ap);
-    va_end(ap);
-    CHECK(r && r->type != REDIS_REPLY_ERROR, "redis command %s: %s", fmt, r ? r->str : "no reply");
-    return r;
-}
-
 static sluice_fleet_result_t call(sluice_fleet_t *f, uint64_t t) {
     tf_box_t b = { 0 };
     int rc = with_plans ? sluice_fleet_call_plan(f, sluice_key_bytes("k", 1), 0, 1, t, tf_on_result, &b)
@@ -84,7 +74,7 @@ static sluice_fleet_result_t call(sluice_fleet_t *f, uint64_t t) {
 
 /* The one key in Redis (the limiter's name for "k"). */
 static void the_key(char *out, size_t cap) {
-    redisReply *r = cmd("KEYS *");
+    redisReply *r = tf_ok("KEYS *");
     CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 1 && r->element[0]->len < cap, "one key expected");
     memcpy(out, r->element[0]->str, r->element[0]->len);
     out[r->element[0]->len] = '\0';
@@ -94,7 +84,7 @@ static void the_key(char *out, size_t cap) {
 /* The key's expiry in ms of Redis's clock: TIME and PTTL read in one script. */
 static long long expiry_ms(const char *name) {
     redisReply *r =
-        cmd("EVAL %s 1 %s", "local t = redis.call('TIME') return {redis.call('PTTL', KEYS[1]), t[1], t[2]}", name);
+        tf_ok("EVAL %s 1 %s", "local t = redis.call('TIME') return {redis.call('PTTL', KEYS[1]), t[1], t[2]}", name);
     CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_INTEGER,
           "PTTL and TIME");
     long long pttl = r->element[0]->integer;
@@ -105,7 +95,7 @@ static long long expiry_ms(const char *name) {
 }
 
 static void server_time(int port) {
-    freeReplyObject(cmd("FLUSHALL"));
+    freeReplyObject(tf_ok("FLUSHALL"));
     redisContext *mon = redisConnect("127.0.0.1", port);
     CHECK(mon && !mon->err, "redisConnect (monitor)");
     redisReply *r = redisCommand(mon, "MONITOR");
@@ -137,7 +127,7 @@ static void server_time(int port) {
     CHECK(admitted >= BURST && dropped > 0, "admitted %d, dropped %d", admitted, dropped);
 
     /* the SETs the script made, up to a marker command */
-    freeReplyObject(cmd("ECHO sluice-expiry-end"));
+    freeReplyObject(tf_ok("ECHO sluice-expiry-end"));
     int keep = 0, px = 0;
     for (;;) {
         void *reply = NULL;
@@ -165,7 +155,7 @@ static void call_expires(sluice_fleet_t *f, const char *name, uint64_t t, long l
     uint64_t before = tf_mono();
     sluice_fleet_result_t r = call(f, t);
     CHECK(r.decision.kind == SLUICE_EMITTED, "call at %llu ns: not admitted", (unsigned long long)t);
-    redisReply *p = cmd("PTTL %s", name);
+    redisReply *p = tf_ok("PTTL %s", name);
     long long since = (long long)((tf_mono() - before) / MS) + 1;
     CHECK(p->type == REDIS_REPLY_INTEGER && p->integer <= want && p->integer >= want - since,
           "call at %llu ns: PTTL %lld, want %lld (%lld ms after the call at most)", (unsigned long long)t, p->integer,
@@ -174,13 +164,13 @@ static void call_expires(sluice_fleet_t *f, const char *name, uint64_t t, long l
 }
 
 static void next_cell(int port) {
-    freeReplyObject(cmd("FLUSHALL"));
+    freeReplyObject(tf_ok("FLUSHALL"));
     sluice_fleet_t *f = fleet(port, true, 1);
     const uint64_t t0 = 1700000000ull * SEC; /* a cell's start: a multiple of 1 s */
     call(f, t0 - 10 * SEC);                  /* (makes the key, then deleted) */
     char name[128];
     the_key(name, sizeof name);
-    freeReplyObject(cmd("DEL %s", name));
+    freeReplyObject(tf_ok("DEL %s", name));
     if (!with_plans) {
         /* TAT t0 + 10 ms: to the cell's end, 100 ms, + 2 + 1 */
         call_expires(f, name, t0, 103);
@@ -216,7 +206,7 @@ static const char *u128(tf_u128 v, char buf[48]) {
  * against the model with TAT `tat` (scaled by the limit) and the value written
  * back (the marker, then the new TAT). */
 static void stored(sluice_fleet_t *f, const char *name, const char *what, const char *value, tf_u128 tat, uint64_t t) {
-    freeReplyObject(cmd("SET %s %s PX 600000", name, value));
+    freeReplyObject(tf_ok("SET %s %s PX 600000", name, value));
     tf_model_t m = { .limit = LIMIT, .per = SEC, .burst = BURST, .nkeys = 1 };
     m.tat[0] = tat;
     sluice_decision_t want = tf_model_call(&m, 0, t, 1);
@@ -227,7 +217,7 @@ static void stored(sluice_fleet_t *f, const char *name, const char *what, const 
           (unsigned long long)got.decision.at, (unsigned long long)got.decision.full,
           (unsigned long long)got.decision.remaining, want.kind, (unsigned long long)want.at,
           (unsigned long long)want.full, (unsigned long long)want.remaining);
-    redisReply *v = cmd("GET %s", name);
+    redisReply *v = tf_ok("GET %s", name);
     char tat_s[64], digits[48];
     snprintf(tat_s, sizeof tat_s, "%s%s", ZEROS, u128(m.tat[0], digits));
     CHECK(v->type == REDIS_REPLY_STRING && strcmp(v->str, want.kind == SLUICE_EMITTED ? tat_s : value) == 0,
@@ -236,7 +226,7 @@ static void stored(sluice_fleet_t *f, const char *name, const char *what, const 
 }
 
 static void foreign_values(int port) {
-    freeReplyObject(cmd("FLUSHALL"));
+    freeReplyObject(tf_ok("FLUSHALL"));
     sluice_fleet_t *f = fleet(port, true, 0);
     /* Unix time in ns: t * limit has 20 digits (the fast path's form); and
      * small times (t * limit below 10^15) */
@@ -269,7 +259,7 @@ static void foreign_values(int port) {
         tf_u128 full = (tf_u128)(t + (uint64_t)BURST * 10 * MS) * LIMIT;
         snprintf(v, sizeof v, "%s%s", ZEROS, u128(full, d));
         stored(f, name, "marked TAT a burst after t", v, full, t);
-        freeReplyObject(cmd("FLUSHALL"));
+        freeReplyObject(tf_ok("FLUSHALL"));
     }
     sluice_fleet_free(f);
 }
@@ -279,8 +269,7 @@ int main(void) {
     tf_start_redis(&redis);
     base = event_base_new();
     CHECK(base, "event_base_new");
-    rc = redisConnect("127.0.0.1", redis.port);
-    CHECK(rc && !rc->err, "redisConnect");
+    tf_connect(redis.port);
     server_time(redis.port);
     next_cell(redis.port);
     with_plans = true;
@@ -288,7 +277,7 @@ int main(void) {
     next_cell(redis.port);
     with_plans = false;
     foreign_values(redis.port);
-    redisFree(rc);
+    tf_disconnect();
     event_base_free(base);
     test_redis_stop(&redis);
     printf(TEST_NAME ": ok\n");

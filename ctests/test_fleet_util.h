@@ -172,6 +172,30 @@ __attribute__((unused)) static redisReply *tf_cmd(int port, const char *fmt, ...
     return r;
 }
 
+/* A blocking connection for a test's own commands (tf_ok): tf_connect makes
+ * it, tf_disconnect closes it. */
+__attribute__((unused)) static redisContext *tf_rc;
+
+__attribute__((unused)) static void tf_connect(int port) {
+    tf_rc = redisConnect("127.0.0.1", port);
+    CHECK(tf_rc && !tf_rc->err, "redisConnect to port %d", port);
+}
+
+__attribute__((unused)) static void tf_disconnect(void) {
+    redisFree(tf_rc);
+    tf_rc = NULL;
+}
+
+/* One command on tf_rc that must succeed. @return its reply (free it). */
+__attribute__((unused)) static redisReply *tf_ok(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(tf_rc, fmt, ap);
+    va_end(ap);
+    CHECK(r && r->type != REDIS_REPLY_ERROR, "redis command %s: %s", fmt, r ? r->str : "no reply");
+    return r;
+}
+
 /* The calls of command `name` on the server on `port` so far (INFO
  * commandstats's cmdstat_NAME:calls=), 0 before the first. */
 __attribute__((unused)) static long long tf_cmd_calls(int port, const char *name) {
