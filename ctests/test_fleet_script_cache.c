@@ -1,7 +1,8 @@
 /* test_fleet_script_cache.c — the fleet's scripts loaded as function
  * libraries keep what they read from their arguments between runs (the rate
- * script its policies, fleet_script.c policy1; the timed script its
- * policies, leases and key names, timed_script.c KEPT). Over random runs
+ * script its policies, fleet_script.c policy1, and its plan sets, psets;
+ * the timed script its policies, leases and key names, timed_script.c
+ * KEPT). Over random runs
  * under more of those than a library keeps, interleaved, every reply (and,
  * for the rate script, every key's expiry) is exactly that of the same
  * script run by EVAL, which makes everything anew each run; an argument that
@@ -24,15 +25,16 @@ struct pol {
     char limit[24], nper[24], bper[48], extra[16], cend[48];
 };
 
-/* Loads a script as the limiter loads it (FUNCTION LOAD of its library);
+/* Loads a script as the limiter loads it (FUNCTION LOAD of its library; anew:
+ * REPLACE, so nothing is kept from an earlier part of the test);
  * its function's name goes to `fn`. */
 static void load_library(const char *text, size_t len, char fn[SLUICE__SCRIPT_FNAME_LEN + 1]) {
     sluice__script_t sc;
     sluice__script_init(&sc, text, len);
     CHECK(sc.lib, "the library's text");
-    const char *argv[] = { "FUNCTION", "LOAD", sc.lib };
-    size_t lens[] = { 8, 4, sc.lib_len };
-    redisReply *r = redisCommandArgv(tf_rc, 3, argv, lens);
+    const char *argv[] = { "FUNCTION", "LOAD", "REPLACE", sc.lib };
+    size_t lens[] = { 8, 4, 7, sc.lib_len };
+    redisReply *r = redisCommandArgv(tf_rc, 4, argv, lens);
     CHECK(r && r->type == REDIS_REPLY_STRING, "FUNCTION LOAD: %s", r && r->str ? r->str : "no reply");
     freeReplyObject(r);
     memcpy(fn, sc.fname, SLUICE__SCRIPT_FNAME_LEN + 1);
@@ -169,17 +171,15 @@ static void rate_script(void) {
     freeReplyObject(g);
 }
 
-#define TPARTS 70 /* partitions, each with its own policy and lease: more than 64 */
-#define TSTEPS 2500
-
-/* One run of the timed script: by FCALL of `fn`, or (fn NULL) by EVAL. */
-static redisReply *trun(const char *fn, int nkeys, const char *const *keys, int nargs, const char *const *args) {
-    const char *argv[32];
+/* One run of a script: by FCALL of `fn`, or (fn NULL) by EVAL of `script`. */
+static redisReply *trun(const char *fn, int nkeys, const char *const *keys, int nargs, const char *const *args,
+                        const char *script) {
+    const char *argv[64];
     int n = 0;
     char nk[8];
     snprintf(nk, sizeof nk, "%d", nkeys);
     argv[n++] = fn ? "FCALL" : "EVAL";
-    argv[n++] = fn ? fn : sluice_fleet_timed_script();
+    argv[n++] = fn ? fn : script;
     argv[n++] = nk;
     for (int i = 0; i < nkeys; i++) argv[n++] = keys[i];
     for (int i = 0; i < nargs; i++) argv[n++] = args[i];
@@ -187,6 +187,91 @@ static redisReply *trun(const char *fn, int nkeys, const char *const *keys, int 
     CHECK(r, "%s: no reply", argv[0]);
     return r;
 }
+
+#define TABLES 70 /* plan tables: more than the 64 the library keeps */
+#define PRUNS 1200
+
+/* The rate script under plans: random calls in the plans' form ('P', one
+ * key) under random tables of plan sets, interleaved. */
+static void plans_script(void) {
+    char fn[SLUICE__SCRIPT_FNAME_LEN + 1];
+    load_library(sluice_fleet_script(), sluice__fleet_script_len(), fn);
+    /* a table: ARGV 2 .. its arguments, as strings */
+    static char targ[TABLES][40][48];
+    static int tn[TABLES], tsets[TABLES];
+    static const uint64_t limits[] = { 1, 2, 10, 300 };
+    static const uint64_t pers[] = { 1000000000ull, 60000000000ull, 3600000000000ull };
+    for (int t = 0; t < TABLES; t++) {
+        int n = 0;
+        snprintf(targ[t][n++], 48, "%s", t % 2 ? "600000" : "900000");
+        int ns = (int)tf_range(1, 2);
+        tsets[t] = ns;
+        snprintf(targ[t][n++], 48, "%d", ns);
+        for (int si = 0; si < ns; si++) {
+            int m = (int)tf_range(1, 3);
+            snprintf(targ[t][n++], 48, "%d", m);
+            for (int k = 0; k < m; k++) {
+                uint64_t limit = limits[tf_next() % 4] * (uint64_t)(k + 1), per = pers[k];
+                uint64_t burst = tf_range(1, 3);
+                snprintf(targ[t][n++], 48, "q%d", k);
+                snprintf(targ[t][n++], 48, "%llu", (unsigned long long)limit);
+                snprintf(targ[t][n++], 48, "%llu", (unsigned long long)per);
+                snprintf(targ[t][n++], 48, "%llu", (unsigned long long)(burst * per));
+                unsigned __int128 e = (unsigned __int128)UINT64_MAX * limit;
+                char d[48];
+                size_t nd = 0;
+                do {
+                    d[nd++] = (char)('0' + (int)(e % 10));
+                    e /= 10;
+                } while (e);
+                for (size_t i = 0; i < nd; i++) targ[t][n][i] = d[nd - 1 - i];
+                targ[t][n++][nd] = 0;
+            }
+        }
+        tn[t] = n;
+    }
+    uint64_t now = 1795874631000000000ull;
+    long admitted = 0;
+    for (int i = 0; i < PRUNS; i++) {
+        int t = (int)(tf_next() % TABLES);
+        now += tf_range(0, 300) * 1000000ull;
+        char ts[24], kf[32], ke[32], si[8];
+        snprintf(ts, sizeof ts, "%llu", (unsigned long long)now);
+        snprintf(si, sizeof si, "%d", (int)tf_range(1, (uint64_t)tsets[t]));
+        /* (each table its own keys: a key's state belongs to its plan set) */
+        unsigned k = (unsigned)(tf_next() % 3);
+        snprintf(kf, sizeof kf, "pc:f:%d:%u", t, k);
+        snprintf(ke, sizeof ke, "pc:e:%d:%u", t, k);
+        const char *args[48];
+        int na = 0;
+        args[na++] = "P";
+        for (int a = 0; a < tn[t]; a++) args[na++] = targ[t][a];
+        args[na++] = "C";
+        args[na++] = ts;
+        args[na++] = si;
+        args[na++] = "1";
+        const char *keyf[1] = { kf }, *keye[1] = { ke };
+        redisReply *a = trun(fn, 1, keyf, na, args, sluice_fleet_script()),
+                   *e = trun(NULL, 1, keye, na, args, sluice_fleet_script());
+        CHECK(a->type == REDIS_REPLY_ARRAY && a->elements >= 3, "plans run %d: FCALL: %s", i, a->str ? a->str : "");
+        CHECK(same(a, e), "plans run %d (table %d): FCALL and EVAL answer differently", i, t);
+        if (a->element[0]->integer == 1) admitted++;
+        redisReply *xf = tf_ok("PTTL %s", kf), *xe = tf_ok("PTTL %s", ke);
+        CHECK(xf->type == REDIS_REPLY_INTEGER && xe->type == REDIS_REPLY_INTEGER &&
+                  llabs(xf->integer - xe->integer) <= 1000,
+              "plans run %d (table %d): the FCALL key expires in %lld ms, the EVAL key in %lld ms", i, t, xf->integer,
+              xe->integer);
+        freeReplyObject(xf);
+        freeReplyObject(xe);
+        freeReplyObject(a);
+        freeReplyObject(e);
+    }
+    CHECK(admitted > PRUNS / 10 && admitted < PRUNS, "plans: %ld of %d admitted: both outcomes not tested", admitted,
+          PRUNS);
+}
+
+#define TPARTS 70 /* partitions, each with its own policy and lease: more than 64 */
+#define TSTEPS 2500
 
 /* The timed script: calls, claims and acknowledgements on partitions of
  * their own policy and lease, twins for FCALL and EVAL. */
@@ -270,7 +355,8 @@ static void timed_script(void) {
         }
         char ops[2] = { op, 0 };
         args[0] = ops;
-        redisReply *a = trun(fn, nkeys, kf, nargs, args), *e = trun(NULL, nkeys, ke, nargs, args);
+        redisReply *a = trun(fn, nkeys, kf, nargs, args, NULL),
+                   *e = trun(NULL, nkeys, ke, nargs, args, sluice_fleet_timed_script());
         CHECK(a->type == REDIS_REPLY_ARRAY, "step %d (%c, %s): FCALL: %s", step, op, pol[i], a->str ? a->str : "");
         CHECK(same(a, e), "step %d (%c on partition %d, policy '%s'): FCALL and EVAL answer differently", step, op, i,
               pol[i]);
@@ -295,6 +381,7 @@ int main(void) {
     tf_start_redis(&redis);
     tf_connect(redis.port);
     rate_script();
+    plans_script();
     timed_script();
     tf_disconnect();
     test_redis_stop(&redis);
