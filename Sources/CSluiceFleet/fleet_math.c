@@ -17,12 +17,26 @@ int sluice__fleet_parse_u128(const char *s, size_t len, fl_u128 *out) {
     /* leading zeros (the script's cell marker before a TAT, fleet_script.c) */
     while (len > 1 && *s == '0') s++, len--;
     if (len > 39) return -1;
+    /* in chunks of up to 19 digits, each read in 64 bits (a 128-bit
+     * division per digit, as an overflow test, cost more than the rest of
+     * the reply's parsing): 38 digits never overflow, a 39th is checked */
     fl_u128 v = 0;
-    const fl_u128 max = ~(fl_u128)0;
-    for (size_t i = 0; i < len; i++) {
+    size_t i = 0, body = len < 38 ? len : 38;
+    while (i < body) {
+        size_t n = body - i < 19 ? body - i : 19;
+        uint64_t chunk = 0, scale = 1;
+        for (size_t k = 0; k < n; k++, i++) {
+            unsigned d = (unsigned char)s[i] - '0';
+            if (d > 9) return -1;
+            chunk = chunk * 10 + d;
+            scale *= 10;
+        }
+        v = v * scale + chunk;
+    }
+    if (i < len) {
         unsigned d = (unsigned char)s[i] - '0';
-        if (d > 9) return -1;
-        if (v > (max - d) / 10) return -1;
+        const fl_u128 max = ~(fl_u128)0, top = max / 10; /* max = top * 10 + 5 */
+        if (d > 9 || v > top || (v == top && d > (unsigned)(max - top * 10))) return -1;
         v = v * 10 + d;
     }
     *out = v;
@@ -30,13 +44,30 @@ int sluice__fleet_parse_u128(const char *s, size_t len, fl_u128 *out) {
 }
 
 size_t sluice__fleet_u128_str(fl_u128 v, char *buf) {
-    char tmp[40];
-    size_t n = 0;
+    /* base 10^19 chunks (one 128-bit division each), then 64-bit digits */
+    const uint64_t big = 10000000000000000000ull;
+    uint64_t part[3];
+    size_t np = 0;
     do {
-        tmp[n++] = (char)('0' + (unsigned)(v % 10));
-        v /= 10;
+        part[np++] = (uint64_t)(v % big);
+        v /= big;
     } while (v);
-    for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+    char tmp[24];
+    size_t n = 0, t = 0;
+    uint64_t x = part[np - 1];
+    do {
+        tmp[t++] = (char)('0' + (unsigned)(x % 10));
+        x /= 10;
+    } while (x);
+    while (t) buf[n++] = tmp[--t];
+    for (size_t k = np - 1; k-- > 0;) {
+        x = part[k];
+        for (int d = 18; d >= 0; d--) {
+            buf[n + (size_t)d] = (char)('0' + (unsigned)(x % 10));
+            x /= 10;
+        }
+        n += 19;
+    }
     buf[n] = '\0';
     return n;
 }
