@@ -104,15 +104,7 @@ static void rate_script(void) {
          * real time, between the reads of its two twins) */
         snprintf(p->extra, sizeof p->extra, "600000");
         /* the end of the clock, (2^64 - 1) * limit, in decimal */
-        unsigned __int128 e = (unsigned __int128)UINT64_MAX * limit;
-        char d[48];
-        size_t n = 0;
-        do {
-            d[n++] = (char)('0' + (int)(e % 10));
-            e /= 10;
-        } while (e);
-        for (size_t k = 0; k < n; k++) p->cend[k] = d[n - 1 - k];
-        p->cend[n] = 0;
+        sluice__fleet_u128_str((fl_u128)UINT64_MAX * limit, p->cend);
     }
 
     /* random calls, each under a random policy: FCALL (policies kept) and
@@ -217,15 +209,7 @@ static void plans_script(void) {
                 snprintf(targ[t][n++], 48, "%llu", (unsigned long long)limit);
                 snprintf(targ[t][n++], 48, "%llu", (unsigned long long)per);
                 snprintf(targ[t][n++], 48, "%llu", (unsigned long long)(burst * per));
-                unsigned __int128 e = (unsigned __int128)UINT64_MAX * limit;
-                char d[48];
-                size_t nd = 0;
-                do {
-                    d[nd++] = (char)('0' + (int)(e % 10));
-                    e /= 10;
-                } while (e);
-                for (size_t i = 0; i < nd; i++) targ[t][n][i] = d[nd - 1 - i];
-                targ[t][n++][nd] = 0;
+                sluice__fleet_u128_str((fl_u128)UINT64_MAX * limit, targ[t][n++]);
             }
         }
         tn[t] = n;
