@@ -23,6 +23,8 @@
 #define TEST_NAME "test_fleet_expiry"
 #include "test_fleet_util.h"
 
+#include "fleet-internal.h"
+
 #define SEC 1000000000ull
 #define MS 1000000ull
 #define LIMIT 100 /* T = 10 ms */
@@ -189,16 +191,9 @@ static void next_cell(int port) {
     sluice_fleet_free(f);
 }
 
-/* `v` in decimal. */
+/* `v` in decimal (the fleet's own printer). */
 static const char *u128(tf_u128 v, char buf[48]) {
-    char tmp[48];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + (int)(v % 10));
-        v /= 10;
-    } while (v);
-    for (int i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
-    buf[n] = '\0';
+    sluice__fleet_u128_str(v, buf);
     return buf;
 }
 
