@@ -18,6 +18,7 @@
 #endif
 
 #include "conn.h"
+#include "fleet-internal.h"
 #include "fleet-time.h"
 
 #include <arpa/inet.h>
@@ -147,18 +148,6 @@ static void answer_all(struct queue *q, int err) {
     }
 }
 
-/* Writes `v` in decimal at `p`; returns its length. */
-static size_t put_decimal(char *p, size_t v) {
-    char t[24];
-    size_t n = 0;
-    do {
-        t[n++] = (char)('0' + (int)(v % 10));
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++) p[i] = t[n - 1 - i];
-    return n;
-}
-
 /* Writes one command in RESP (an array of bulk strings) into `out`, in one
  * extent reserved for it (a call of snprintf and three evbuffer_add per
  * argument, each running the buffer's callbacks, cost the client more than
@@ -171,12 +160,12 @@ static int format_command(struct evbuffer *out, int argc, const char *const *arg
         return -1;
     char *p = v.iov_base, *start = p;
     *p++ = '*';
-    p += put_decimal(p, (size_t)argc);
+    p += sluice__fleet_u64_put((uint64_t)argc, p);
     *p++ = '\r';
     *p++ = '\n';
     for (int i = 0; i < argc; i++) {
         *p++ = '$';
-        p += put_decimal(p, lens[i]);
+        p += sluice__fleet_u64_put((uint64_t)lens[i], p);
         *p++ = '\r';
         *p++ = '\n';
         if (lens[i]) memcpy(p, argv[i], lens[i]);

@@ -26,6 +26,9 @@ SLUICE_FLEET_HIDDEN void sluice__fleet_sha1_hex(const void *data, size_t len, ch
  *  @return 0, or -1 when it is not such a string or overflows 128 bits. */
 SLUICE_FLEET_HIDDEN int sluice__fleet_parse_u128(const char *s, size_t len, fl_u128 *out);
 
+/** Writes `v` in decimal at `p` (at most 20 bytes), without a NUL. @return its length. */
+SLUICE_FLEET_HIDDEN size_t sluice__fleet_u64_put(uint64_t v, char *p);
+
 /** Writes `v` in decimal with a NUL into `buf` (at least 40 bytes). @return its length. */
 SLUICE_FLEET_HIDDEN size_t sluice__fleet_u128_str(fl_u128 v, char *buf);
 

@@ -43,6 +43,17 @@ int sluice__fleet_parse_u128(const char *s, size_t len, fl_u128 *out) {
     return 0;
 }
 
+size_t sluice__fleet_u64_put(uint64_t v, char *p) {
+    char t[20];
+    size_t n = 0;
+    do {
+        t[n++] = (char)('0' + (unsigned)(v % 10));
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++) p[i] = t[n - 1 - i];
+    return n;
+}
+
 size_t sluice__fleet_u128_str(fl_u128 v, char *buf) {
     /* base 10^19 chunks (one 128-bit division each), then 64-bit digits */
     const uint64_t big = 10000000000000000000ull;
@@ -52,16 +63,9 @@ size_t sluice__fleet_u128_str(fl_u128 v, char *buf) {
         part[np++] = (uint64_t)(v % big);
         v /= big;
     } while (v);
-    char tmp[24];
-    size_t n = 0, t = 0;
-    uint64_t x = part[np - 1];
-    do {
-        tmp[t++] = (char)('0' + (unsigned)(x % 10));
-        x /= 10;
-    } while (x);
-    while (t) buf[n++] = tmp[--t];
+    size_t n = sluice__fleet_u64_put(part[np - 1], buf);
     for (size_t k = np - 1; k-- > 0;) {
-        x = part[k];
+        uint64_t x = part[k];
         for (int d = 18; d >= 0; d--) {
             buf[n + (size_t)d] = (char)('0' + (unsigned)(x % 10));
             x /= 10;
