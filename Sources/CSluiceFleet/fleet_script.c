@@ -381,7 +381,7 @@ static const char script[] = SLUICE__SCRIPT_EVAL_HEAD
     "-- MGET, before any is checked. MGET reads a value of another type as no value: so the\n"
     "-- keys it finds none for are counted with one EXISTS, and taken as absent only when none\n"
     "-- exists. Whatever this leaves (an error: an ACL without MGET or EXISTS; a key that\n"
-    "-- exists) is read by get(), one key at a time, as before.\n"
+    "-- exists) is read by get(), one key at a time.\n"
     "local function preload(keys, has, taker, set)\n"
     "  if #keys < 2 then return end -- (one key: a GET is cheaper)\n"
     "  local got = redis.pcall('MGET', unpack(keys))\n"
